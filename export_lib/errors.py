@@ -1,0 +1,85 @@
+"""The one exception hierarchy of export_lib.
+
+Every error a user can see is an :class:`ExportError`. ``retryable`` tells the Airflow edge
+whether a retry can help (a source that is down) or not (a config mistake, a fencing loss):
+operators turn non-retryable errors into ``AirflowFailException`` so no retry storm follows.
+Never define exception classes in other modules.
+"""
+
+from __future__ import annotations
+
+
+class ExportError(Exception):
+    """Base of every export error. ``retryable`` is False unless a subclass says otherwise."""
+
+    retryable: bool = False
+
+
+class ConfigError(ExportError):
+    """A configuration file or value is wrong. The message names file, field, value and the fix.
+
+    ``issues`` holds every problem found (``file: field.path: message`` lines), so a whole
+    directory is reported at once.
+    """
+
+    def __init__(self, message: str, issues: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.issues: list[str] = list(issues) if issues else [message]
+
+
+class WindowError(ExportError):
+    """A slot or reporting window cannot be resolved (e.g. a slot that is not on the schedule)."""
+
+
+class SourceError(ExportError):
+    """The source database cannot be read. Retryable: the source may come back."""
+
+    retryable = True
+
+
+class SchemaDriftError(ExportError):
+    """The source no longer matches the config (a column was dropped). Not retryable."""
+
+
+class RenderError(ExportError):
+    """Rendering the artifact failed for a reason a retry will not fix."""
+
+
+class ArtifactValidationError(ExportError):
+    """A staged artifact failed validation (checksum, row count, columns); nothing is published."""
+
+
+class LedgerError(ExportError):
+    """The run ledger cannot be reached or answered unexpectedly. Retryable."""
+
+    retryable = True
+
+
+class IllegalTransitionError(ExportError):
+    """A run was asked to move between states the state machine does not allow."""
+
+
+class PublishError(ExportError):
+    """An artifact could not be published."""
+
+
+class FencingError(PublishError):
+    """A stale attempt tried to publish after a newer attempt claimed the run."""
+
+
+class StorageError(ExportError):
+    """An object store could not be read or written. Retryable."""
+
+    retryable = True
+
+
+class DeliveryError(ExportError):
+    """A delivery failed. ``retryable`` says whether the destination may accept a retry."""
+
+    def __init__(self, message: str, *, retryable: bool = False) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+
+
+class AuthorizationError(ExportError):
+    """The run's owner is no longer authorised for the company. Not retryable."""

@@ -1,0 +1,1 @@
+"""Real servers the test session starts and stops (no mocks of what we integrate with)."""

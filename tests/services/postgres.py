@@ -1,0 +1,94 @@
+"""A throwaway PostgreSQL server: ``initdb`` + ``pg_ctl`` on a free loopback port.
+
+PostgreSQL refuses to run as root, so when the session is root the data directory is owned
+by the ``postgres`` system user and the server commands run as that user. Used by the test
+session (``postgres_server`` fixture) and by ``bench/render.py``.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.services.ports import free_port, wait_for_port
+
+INSTALL_HINT = "apt-get update && apt-get install -y postgresql"
+
+
+def _pg_bin(name: str) -> str:
+    for candidate in sorted(Path("/usr/lib/postgresql").glob(f"*/bin/{name}"), reverse=True):
+        return str(candidate)
+    found = shutil.which(name)
+    if found:
+        return found
+    raise RuntimeError(f"PostgreSQL's {name} was not found; install it with: {INSTALL_HINT}")
+
+
+@dataclass
+class PostgresServer:
+    port: int
+    datadir: Path
+    user: str = "exports"
+    password: str = "exports"
+    database: str = "exports"
+
+    @property
+    def dsn(self) -> str:
+        return (
+            f"postgresql://{self.user}:{self.password}@127.0.0.1:{self.port}/{self.database}"
+        )
+
+    @property
+    def sqlalchemy_url(self) -> str:
+        return self.dsn.replace("postgresql://", "postgresql+psycopg://", 1)
+
+
+def _run_as_owner(args: list[str], owner: str | None) -> None:
+    if owner:
+        args = ["runuser", "-u", owner, "--", *args]
+    subprocess.run(args, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+def start_postgres() -> PostgresServer:
+    """Create a cluster in a fresh temp dir, start it, create the ``exports`` role and DB."""
+    owner = "postgres" if os.geteuid() == 0 else None
+    root = Path(tempfile.mkdtemp(prefix="export-pg-"))
+    datadir = root / "data"
+    pwfile = root / "pw"
+    pwfile.write_text("exports\n")
+    if owner:
+        uid = pwd.getpwnam(owner).pw_uid
+        os.chown(root, uid, -1)
+        os.chown(pwfile, uid, -1)
+    port = free_port()
+    _run_as_owner(
+        [_pg_bin("initdb"), "-D", str(datadir), "-U", "exports", "--pwfile", str(pwfile),
+         "-A", "md5", "-E", "UTF8", "--no-locale"],
+        owner,
+    )
+    _run_as_owner(
+        [_pg_bin("pg_ctl"), "-D", str(datadir), "-w", "-l", str(root / "server.log"), "-o",
+         f"-p {port} -h 127.0.0.1 -k {root} -c fsync=off -c full_page_writes=off "
+         "-c max_connections=200", "start"],
+        owner,
+    )
+    wait_for_port(port, what="PostgreSQL")
+    server = PostgresServer(port=port, datadir=datadir)
+    import psycopg
+
+    with psycopg.connect(server.dsn.replace("/exports", "/postgres"), autocommit=True) as conn:
+        conn.execute("CREATE DATABASE exports")
+    return server
+
+
+def stop_postgres(server: PostgresServer) -> None:
+    owner = "postgres" if os.geteuid() == 0 else None
+    try:
+        _run_as_owner([_pg_bin("pg_ctl"), "-D", str(server.datadir), "-m", "fast", "stop"], owner)
+    finally:
+        shutil.rmtree(server.datadir.parent, ignore_errors=True)
