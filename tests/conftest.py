@@ -1,13 +1,39 @@
-"""Session-wide fixtures: real servers started once, stopped even when tests fail."""
+"""Session-wide fixtures: real servers started once, stopped even when tests fail.
+
+Airflow reads its settings at import time, so the session's AIRFLOW_HOME (a temp dir, never the
+developer's) is set here, before any test module can import airflow.
+"""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import tempfile
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
-from tests.services.postgres import PostgresServer, start_postgres, stop_postgres
+REPO = Path(__file__).resolve().parent.parent
+_AIRFLOW_HOME = Path(tempfile.mkdtemp(prefix="export-airflow-home-"))
+AIRFLOW_ENV = {
+    "AIRFLOW_HOME": str(_AIRFLOW_HOME),
+    "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+    "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
+    "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{_AIRFLOW_HOME}/airflow.db",
+    "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO / "plugins"),
+    "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
+    "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
+    "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
+}
+os.environ.update(AIRFLOW_ENV)
+for _path in (str(REPO / "plugins"), str(REPO)):
+    if _path not in sys.path:
+        sys.path.insert(0, _path)
+
+from tests.services.postgres import PostgresServer, start_postgres, stop_postgres  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -30,3 +56,29 @@ def pg_schema(postgres_server: PostgresServer) -> Iterator[str]:
     yield name
     with psycopg.connect(postgres_server.dsn, autocommit=True) as conn:
         conn.execute(f'DROP SCHEMA "{name}" CASCADE')
+
+
+@pytest.fixture()
+def pg_database(postgres_server: PostgresServer) -> Iterator[str]:
+    """A fresh database per test; yields its SQLAlchemy URL (psycopg 3 driver)."""
+    import psycopg
+
+    name = f"db_{uuid.uuid4().hex[:12]}"
+    admin = postgres_server.dsn
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    yield postgres_server.sqlalchemy_url.rsplit("/", 1)[0] + f"/{name}"
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(scope="session")
+def airflow_db() -> Path:
+    """Airflow's metadata DB, migrated once per session (dag.test() needs the tables)."""
+    result = subprocess.run(
+        [sys.executable, "-m", "airflow", "db", "migrate"], env={**os.environ, **AIRFLOW_ENV},
+        capture_output=True, text=True, timeout=300,
+    )
+    if result.returncode != 0:
+        raise RuntimeError(f"airflow db migrate failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
+    return _AIRFLOW_HOME

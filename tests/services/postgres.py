@@ -81,7 +81,7 @@ def start_postgres() -> PostgresServer:
     server = PostgresServer(port=port, datadir=datadir)
     import psycopg
 
-    with psycopg.connect(server.dsn.replace("/exports", "/postgres"), autocommit=True) as conn:
+    with psycopg.connect(server.dsn.rsplit("/", 1)[0] + "/postgres", autocommit=True) as conn:
         conn.execute("CREATE DATABASE exports")
     return server
 

@@ -1,0 +1,106 @@
+"""Plain records the ledger hands out (frozen; JSON-able through ``as_dict``)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from typing import Any
+
+
+def _iso(value: Any) -> Any:
+    return value.isoformat().replace("+00:00", "Z") if isinstance(value, datetime) else value
+
+
+@dataclass(frozen=True)
+class RunRegistration:
+    """What registration captures once per run key; never rewritten afterwards."""
+
+    run_key: str
+    company: str
+    schedule_id: str
+    slot: datetime
+    window_start: datetime
+    window_end: datetime
+    timezone: str
+    window_kind: str
+    config_version: str
+    config_snapshot: dict[str, Any]
+    owner: str
+    trigger: str = "scheduled"
+    source_cutoff: datetime | None = None
+    deadline: datetime | None = None
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    id: int
+    run_key: str
+    company: str
+    schedule_id: str
+    slot: datetime
+    window_start: datetime
+    window_end: datetime
+    timezone: str
+    window_kind: str
+    config_version: str
+    config_snapshot: dict[str, Any]
+    source_cutoff: datetime | None
+    deadline: datetime | None
+    state: str
+    reason: str | None
+    owner: str
+    trigger: str
+    current_generation: int
+    created_at: datetime
+    updated_at: datetime
+
+    def as_dict(self, *, with_snapshot: bool = False) -> dict[str, Any]:
+        data = {k: _iso(v) for k, v in asdict(self).items()}
+        if not with_snapshot:
+            data.pop("config_snapshot")
+        return data
+
+
+@dataclass(frozen=True)
+class AttemptRecord:
+    id: int
+    attempt_id: str
+    run_id: int
+    generation: int
+    origin: str
+    state: str
+    lease_expires_at: datetime
+    staging_uri: str
+    staging_cleaned: int
+    rows: int | None
+    bytes: int | None
+    sha256: str | None
+    error: str | None
+    started_at: datetime
+    finished_at: datetime | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {k: _iso(v) for k, v in asdict(self).items()}
+
+
+@dataclass(frozen=True)
+class ArtifactRecord:
+    id: int
+    run_id: int
+    version: int
+    uri: str
+    manifest_uri: str
+    sha256: str
+    rows: int
+    bytes: int
+    format: str
+    window_start: datetime
+    window_end: datetime
+    config_version: str
+    attempt_id: str
+    generated_at: datetime
+    supersedes: int | None
+    correction: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return {k: _iso(v) for k, v in asdict(self).items()}

@@ -1,0 +1,364 @@
+"""The Ledger: registration (insert-or-get), attempts with fencing, fenced publication, events.
+
+Every state change goes through :func:`check_transition` and appends an event in the same
+transaction. Fencing: each attempt claims ``generation = current_generation + 1``; only the
+attempt holding the current generation may move the run or publish, and publication checks it
+in the transaction that records the artifact (row-locked on PostgreSQL, ``BEGIN IMMEDIATE`` on
+SQLite), so a stalled worker that wakes up after a newer attempt started is rejected.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import Connection, create_engine, event, func, insert, select, update
+from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.exc import IntegrityError, OperationalError
+
+from export_lib.errors import FencingError, LedgerError, PublishError
+from export_lib.ledger.records import ArtifactRecord, AttemptRecord, RunRecord, RunRegistration
+from export_lib.ledger.schema import artifacts, attempts, events, runs
+from export_lib.ledger.states import RunState, check_transition
+
+log = logging.getLogger(__name__)
+
+DEFAULT_LEASE = timedelta(hours=1)
+
+
+def ledger_url(explicit: str | None = None) -> str:
+    """``EXPORT_LEDGER_URL``, else the embedded SQLite ledger of ``make run``."""
+    if explicit:
+        return explicit
+    if os.environ.get("EXPORT_LEDGER_URL"):
+        return os.environ["EXPORT_LEDGER_URL"]
+    from export_lib.connections import project_root
+
+    home = os.environ.get("AIRFLOW_HOME", str(project_root() / ".airflow"))
+    return f"sqlite:///{os.path.abspath(home)}/ledger.db"
+
+
+def masked(url: str) -> str:
+    return make_url(url).render_as_string(hide_password=True)
+
+
+def _engine(url: str) -> Engine:
+    u = make_url(url)
+    if u.drivername in ("postgresql", "postgres"):
+        u = u.set(drivername="postgresql+psycopg")
+    if u.get_backend_name() == "sqlite":
+        if u.database and u.database != ":memory:":
+            os.makedirs(os.path.dirname(os.path.abspath(u.database)), exist_ok=True)
+        engine = create_engine(u, connect_args={"timeout": 60})
+
+        # SQLite: take the write lock at BEGIN so read-check-write sequences cannot interleave.
+        @event.listens_for(engine, "connect")
+        def _no_implicit_begin(dbapi_conn, _record):  # pragma: no cover - driver hook
+            dbapi_conn.isolation_level = None
+
+        @event.listens_for(engine, "begin")
+        def _begin_immediate(conn):  # pragma: no cover - driver hook
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+        return engine
+    return create_engine(u, pool_pre_ping=True)
+
+
+def open_ledger(url: str | None = None) -> Ledger:
+    """Connect to the ledger; an unreachable one is a LedgerError naming the (masked) URL."""
+    resolved = ledger_url(url)
+    engine = _engine(resolved)
+    try:
+        with engine.connect():
+            pass
+    except OperationalError as exc:
+        reason = str(exc.orig).strip().splitlines()[0] if exc.orig else str(exc)
+        raise LedgerError(
+            f"cannot reach the export ledger at {masked(resolved)}: {reason}. "
+            "Check EXPORT_LEDGER_URL and that the database is up."
+        ) from exc
+    return Ledger(engine, resolved)
+
+
+def _run(row: Any) -> RunRecord:
+    return RunRecord(**dict(row._mapping))
+
+
+def _attempt(row: Any) -> AttemptRecord:
+    return AttemptRecord(**dict(row._mapping))
+
+
+def _artifact(row: Any) -> ArtifactRecord:
+    return ArtifactRecord(**dict(row._mapping))
+
+
+class Ledger:
+    """Access to the ledger tables. Thread/process safe: every method is one transaction."""
+
+    def __init__(self, engine: Engine, url: str = "") -> None:
+        self.engine = engine
+        self.url = url or str(engine.url)
+
+    # -- schema ---------------------------------------------------------------------------
+    def upgrade(self) -> None:
+        """Bring the schema to the newest Alembic revision (idempotent)."""
+        from export_lib.migrations import upgrade
+
+        upgrade(self.engine)
+
+    @contextmanager
+    def _tx(self) -> Iterator[Connection]:
+        try:
+            with self.engine.begin() as conn:
+                yield conn
+        except OperationalError as exc:
+            raise LedgerError(f"ledger {masked(self.url)} failed: {exc.orig}") from exc
+
+    def _lock_run(self, conn: Connection, run_key: str) -> RunRecord:
+        row = conn.execute(
+            select(runs).where(runs.c.run_key == run_key).with_for_update()
+        ).first()
+        if row is None:
+            raise LedgerError(f"run {run_key} is not registered in the ledger")
+        return _run(row)
+
+    def _move(
+        self, conn: Connection, run: RunRecord, target: RunState, now: datetime,
+        *, attempt_id: str | None = None, reason: str | None = None,
+    ) -> None:
+        target = RunState(target)
+        check_transition(run.run_key, run.state, target)
+        conn.execute(
+            update(runs).where(runs.c.id == run.id)
+            .values(state=target.value, reason=reason, updated_at=now)
+        )
+        conn.execute(insert(events).values(
+            run_id=run.id, at=now, from_state=run.state, to_state=target.value,
+            attempt_id=attempt_id, detail=reason,
+        ))
+
+    # -- registration ---------------------------------------------------------------------
+    def register(self, reg: RunRegistration, now: datetime) -> tuple[RunRecord, bool]:
+        """Insert-or-get on the run key. Returns (run, created). An existing run is returned
+        untouched: its captured window, config version and snapshot are never rewritten."""
+        existing = self.get_run(reg.run_key)
+        if existing is not None:
+            return existing, False
+        values = {**reg.__dict__, "state": RunState.REGISTERED.value, "current_generation": 0,
+                  "created_at": now, "updated_at": now}
+        try:
+            with self._tx() as conn:
+                run_id = conn.execute(insert(runs).values(**values)).inserted_primary_key[0]
+                conn.execute(insert(events).values(
+                    run_id=run_id, at=now, from_state=None, to_state=RunState.REGISTERED.value,
+                    detail=f"registered by {reg.trigger}",
+                ))
+        except IntegrityError:
+            # Another scheduler/process registered the same slot first: use theirs.
+            run = self.get_run(reg.run_key)
+            assert run is not None
+            return run, False
+        run = self.get_run(reg.run_key)
+        assert run is not None
+        return run, True
+
+    def get_run(self, run_key: str) -> RunRecord | None:
+        with self.engine.connect() as conn:
+            row = conn.execute(select(runs).where(runs.c.run_key == run_key)).first()
+        return _run(row) if row else None
+
+    # -- attempts -------------------------------------------------------------------------
+    def claim_attempt(
+        self, run_key: str, *, origin: str, staging_uri: Callable[[str], str], now: datetime,
+        lease: timedelta = DEFAULT_LEASE, regenerate: bool = False,
+    ) -> AttemptRecord:
+        """Start a new attempt with the next generation; older running attempts are abandoned
+        (their staging objects stay recorded for clean-up). A READY run is only re-opened with
+        ``regenerate=True``."""
+        attempt_id = uuid.uuid4().hex
+        with self._tx() as conn:
+            run = self._lock_run(conn, run_key)
+            if run.state == RunState.READY and not regenerate:
+                raise PublishError(
+                    f"run {run_key} is already ready; pass regenerate to publish a new version"
+                )
+            generation = run.current_generation + 1
+            stale = conn.execute(
+                update(attempts)
+                .where(attempts.c.run_id == run.id, attempts.c.state.in_(("running", "staged")))
+                .values(state="abandoned", finished_at=now,
+                        error=f"superseded by generation {generation}")
+            ).rowcount
+            if stale:
+                log.warning("run %s: %d earlier attempt(s) abandoned; generation %d takes over",
+                            run_key, stale, generation)
+            conn.execute(update(runs).where(runs.c.id == run.id)
+                         .values(current_generation=generation))
+            self._move(conn, run, RunState.READING, now, attempt_id=attempt_id,
+                       reason=f"attempt generation {generation} from {origin}")
+            conn.execute(insert(attempts).values(
+                attempt_id=attempt_id, run_id=run.id, generation=generation, origin=origin,
+                state="running", lease_expires_at=now + lease,
+                staging_uri=staging_uri(attempt_id), staging_cleaned=0, started_at=now,
+            ))
+            row = conn.execute(select(attempts).where(attempts.c.attempt_id == attempt_id)).one()
+        return _attempt(row)
+
+    def get_attempt(self, attempt_id: str) -> AttemptRecord:
+        with self.engine.connect() as conn:
+            row = conn.execute(select(attempts).where(attempts.c.attempt_id == attempt_id)).first()
+        if row is None:
+            raise LedgerError(f"attempt {attempt_id} is not in the ledger")
+        return _attempt(row)
+
+    def _fence(self, conn: Connection, run: RunRecord, attempt_id: str) -> AttemptRecord:
+        row = conn.execute(select(attempts).where(attempts.c.attempt_id == attempt_id)).first()
+        if row is None:
+            raise LedgerError(f"attempt {attempt_id} is not in the ledger")
+        att = _attempt(row)
+        if att.run_id != run.id or att.generation != run.current_generation:
+            raise FencingError(
+                f"run {run.run_key}: attempt {attempt_id[:12]} (generation {att.generation}) is "
+                f"stale; generation {run.current_generation} owns the run now, so this attempt "
+                "may not publish. Nothing was made visible."
+            )
+        return att
+
+    def advance(self, run_key: str, attempt_id: str, target: RunState, now: datetime) -> None:
+        """Move an in-flight run (reading → rendering → validating) for the current attempt."""
+        with self._tx() as conn:
+            run = self._lock_run(conn, run_key)
+            self._fence(conn, run, attempt_id)
+            self._move(conn, run, target, now, attempt_id=attempt_id)
+
+    def record_staged(self, attempt_id: str, *, rows: int, nbytes: int, sha256: str,
+                      now: datetime) -> None:
+        with self._tx() as conn:
+            conn.execute(update(attempts).where(attempts.c.attempt_id == attempt_id)
+                         .values(state="staged", rows=rows, bytes=nbytes, sha256=sha256))
+
+    def fail(self, run_key: str, attempt_id: str | None, error: str, now: datetime) -> None:
+        """Record a failed attempt; the run goes to FAILED if that attempt still owns it."""
+        with self._tx() as conn:
+            run = self._lock_run(conn, run_key)
+            owns = True
+            if attempt_id:
+                row = conn.execute(select(attempts).where(attempts.c.attempt_id == attempt_id)).first()
+                owns = row is not None and row.generation == run.current_generation
+                conn.execute(update(attempts).where(attempts.c.attempt_id == attempt_id)
+                             .values(state="failed", error=error[:4000], finished_at=now))
+            if owns and run.state not in (RunState.READY, RunState.FAILED):
+                self._move(conn, run, RunState.FAILED, now, attempt_id=attempt_id,
+                           reason=error[:4000])
+
+    def skip(self, run_key: str, reason: str, now: datetime) -> None:
+        with self._tx() as conn:
+            run = self._lock_run(conn, run_key)
+            if run.state != RunState.SKIPPED:
+                self._move(conn, run, RunState.SKIPPED, now, reason=reason)
+
+    # -- publication ----------------------------------------------------------------------
+    def publish(
+        self, run_key: str, attempt_id: str, *, now: datetime, fmt: str,
+        promote: Callable[[int], tuple[str, str]], correction: bool = False,
+    ) -> tuple[ArtifactRecord, bool]:
+        """Fenced publication. Returns (artifact, created).
+
+        In one transaction: lock the run, check the attempt holds the current generation,
+        compare with the newest artifact (identical sha256 → no-op, that artifact is returned),
+        else call ``promote(version)`` to make the object visible under its immutable name
+        and record version N+1 superseding N. The run becomes READY.
+        """
+        with self._tx() as conn:
+            run = self._lock_run(conn, run_key)
+            att = self._fence(conn, run, attempt_id)
+            if att.sha256 is None:
+                raise PublishError(f"run {run_key}: attempt {attempt_id[:12]} has no staged artifact")
+            latest_row = conn.execute(
+                select(artifacts).where(artifacts.c.run_id == run.id)
+                .order_by(artifacts.c.version.desc()).limit(1)
+            ).first()
+            latest = _artifact(latest_row) if latest_row else None
+            if latest is not None and latest.sha256 == att.sha256:
+                created, record = False, latest
+            else:
+                version = (latest.version if latest else 0) + 1
+                uri, manifest_uri = promote(version)
+                values = dict(
+                    run_id=run.id, version=version, uri=uri, manifest_uri=manifest_uri,
+                    sha256=att.sha256, rows=att.rows, bytes=att.bytes, format=fmt,
+                    window_start=run.window_start, window_end=run.window_end,
+                    config_version=run.config_version, attempt_id=attempt_id, generated_at=now,
+                    supersedes=latest.version if latest else None, correction=int(correction),
+                )
+                conn.execute(insert(artifacts).values(**values))
+                row = conn.execute(select(artifacts).where(
+                    artifacts.c.run_id == run.id, artifacts.c.version == version)).one()
+                created, record = True, _artifact(row)
+            conn.execute(update(attempts).where(attempts.c.attempt_id == attempt_id)
+                         .values(state="published", finished_at=now))
+            if run.state != RunState.READY:
+                self._move(conn, run, RunState.READY, now, attempt_id=attempt_id,
+                           reason=f"artifact v{record.version}" + ("" if created else " (unchanged)"))
+        return record, created
+
+    # -- queries --------------------------------------------------------------------------
+    def artifacts(self, run_key: str) -> list[ArtifactRecord]:
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(artifacts).join(runs, runs.c.id == artifacts.c.run_id)
+                .where(runs.c.run_key == run_key).order_by(artifacts.c.version)
+            ).all()
+        return [_artifact(r) for r in rows]
+
+    def latest_artifact(self, run_key: str) -> ArtifactRecord | None:
+        found = self.artifacts(run_key)
+        return found[-1] if found else None
+
+    def attempts(self, run_key: str) -> list[AttemptRecord]:
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(attempts).join(runs, runs.c.id == attempts.c.run_id)
+                .where(runs.c.run_key == run_key).order_by(attempts.c.generation)
+            ).all()
+        return [_attempt(r) for r in rows]
+
+    def events(self, run_key: str) -> list[dict[str, Any]]:
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(events).join(runs, runs.c.id == events.c.run_id)
+                .where(runs.c.run_key == run_key).order_by(events.c.id)
+            ).all()
+        return [dict(r._mapping) for r in rows]
+
+    def list_runs(self, company: str | None = None, schedule_id: str | None = None) -> list[RunRecord]:
+        query = select(runs).order_by(runs.c.company, runs.c.schedule_id, runs.c.slot)
+        if company:
+            query = query.where(runs.c.company == company)
+        if schedule_id:
+            query = query.where(runs.c.schedule_id == schedule_id)
+        with self.engine.connect() as conn:
+            return [_run(r) for r in conn.execute(query).all()]
+
+    def staging_garbage(self) -> list[AttemptRecord]:
+        """Abandoned or failed attempts whose staging object has not been cleaned up yet."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(attempts).where(
+                attempts.c.state.in_(("abandoned", "failed")), attempts.c.staging_cleaned == 0
+            )).all()
+        return [_attempt(r) for r in rows]
+
+    def mark_cleaned(self, attempt_id: str) -> None:
+        with self._tx() as conn:
+            conn.execute(update(attempts).where(attempts.c.attempt_id == attempt_id)
+                         .values(staging_cleaned=1))
+
+    def count(self, table: str) -> int:
+        target = {"runs": runs, "attempts": attempts, "artifacts": artifacts, "events": events}[table]
+        with self.engine.connect() as conn:
+            return conn.execute(select(func.count()).select_from(target)).scalar_one()

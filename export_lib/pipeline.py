@@ -1,0 +1,195 @@
+"""One export, stage by stage: resolve → render → publish → deliver.
+
+Each stage is one function over the ledger; the Airflow operators call one each and the CLI
+(``exportctl run``) calls them in a row, so both worlds run the same code. Every stage is
+idempotent on the run key: a repeated trigger, a retry or a cleared task finds what the ledger
+already holds instead of producing a second artifact or delivery.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import logging
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from export_lib.errors import ArtifactValidationError, ExportError
+from export_lib.ledger import Ledger, RunState
+from export_lib.ledger.records import RunRecord, RunRegistration
+from export_lib.naming import artifact_key, period_label
+from export_lib.storage import ArtifactStore, sha256_of
+
+log = logging.getLogger(__name__)
+
+EXT = {"csv": "csv", "parquet": "parquet"}
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """Where a stage runs (for the attempt record and log lines)."""
+
+    origin: str = "cli"
+    trigger: str = "scheduled"
+
+
+def _label(run: RunRecord) -> str:
+    return f"{run.run_key} [{period_label(run.window_start, run.window_end, run.timezone)} " \
+           f"{run.timezone}]"
+
+
+def schedule_of(run: RunRecord):
+    """The schedule exactly as captured at registration (never today's config)."""
+    from export_lib.config import Schedule
+
+    return Schedule.model_validate(run.config_snapshot)
+
+
+def resolve_run(ledger: Ledger, schedule, slot: datetime, *, now: datetime,
+                ctx: RunContext = RunContext(), run_key_override: str | None = None) -> dict[str, Any]:
+    """Register the run for ``slot`` (or find it) and return a small JSON-able summary."""
+    from export_lib.runkey import run_key
+    from export_lib.window import deadline_for, resolve_window
+
+    window = resolve_window(schedule, slot)
+    key = run_key_override or run_key(schedule.schedule_id, slot)
+    reg = RunRegistration(
+        run_key=key, company=schedule.company.id, schedule_id=schedule.schedule_id, slot=slot,
+        window_start=window.start, window_end=window.end, timezone=window.timezone,
+        window_kind=window.kind, config_version=schedule.config_version,
+        config_snapshot=schedule.snapshot(), owner=schedule.owner, trigger=ctx.trigger,
+        source_cutoff=now, deadline=deadline_for(schedule, slot),
+    )
+    run, created = ledger.register(reg, now)
+    latest = ledger.latest_artifact(key)
+    log.info("%s: %s run (state %s, config %s)%s", _label(run),
+             "registered new" if created else "found existing", run.state,
+             run.config_version[:12],
+             f"; artifact v{latest.version} already published" if latest else "")
+    return {
+        "run_key": run.run_key, "created": created, "state": run.state,
+        "company": run.company, "schedule_id": run.schedule_id,
+        "slot": run.slot.isoformat(), "window_start": run.window_start.isoformat(),
+        "window_end": run.window_end.isoformat(), "timezone": run.timezone,
+        "config_version": run.config_version,
+        "deadline": run.deadline.isoformat() if run.deadline else None,
+        "artifact_version": latest.version if latest else None,
+    }
+
+
+def render_run(ledger: Ledger, store: ArtifactStore, run_key: str, *, now: datetime,
+               ctx: RunContext = RunContext(), regenerate: bool = False) -> dict[str, Any]:
+    """Claim a new attempt and render the captured query into its staging object."""
+    from export_lib.connections import get_connection
+    from export_lib.render import RenderOptions, open_source, render
+
+    run = _get(ledger, run_key)
+    latest = ledger.latest_artifact(run_key)
+    if run.state == RunState.READY and not regenerate:
+        log.info("%s: already ready as v%s; not rendering again", _label(run), latest.version)
+        return {"run_key": run_key, "rendered": False, "artifact_version": latest.version,
+                "sha256": latest.sha256, "rows": latest.rows}
+    schedule = schedule_of(run)
+    fmt = schedule.format
+    attempt = ledger.claim_attempt(
+        run_key, origin=ctx.origin, now=now, regenerate=regenerate,
+        staging_uri=lambda attempt_id: store.staging_uri(attempt_id, EXT[fmt]),
+    )
+    try:
+        ledger.advance(run_key, attempt.attempt_id, RunState.RENDERING, now)
+        options = RenderOptions(format=fmt, timezone=run.timezone, **schedule.render_options())
+        with open_source(get_connection(schedule.query.source)) as source, \
+                store.open_staging(attempt.staging_uri) as sink:
+            result = render(
+                source, schedule.query, company_id=run.company, window_start=run.window_start,
+                window_end=run.window_end, cutoff=run.source_cutoff, options=options, sink=sink,
+                schedule_id=run.schedule_id,
+            )
+        ledger.record_staged(attempt.attempt_id, rows=result.rows, nbytes=result.bytes,
+                             sha256=result.sha256, now=now)
+    except ExportError as exc:
+        ledger.fail(run_key, attempt.attempt_id, str(exc), now)
+        raise
+    log.info("%s: rendered %d rows, %d bytes, sha256 %s (attempt %s, generation %d)",
+             _label(run), result.rows, result.bytes, result.sha256[:16], attempt.attempt_id[:12],
+             attempt.generation)
+    return {"run_key": run_key, "rendered": True, "attempt_id": attempt.attempt_id,
+            "generation": attempt.generation, "rows": result.rows, "bytes": result.bytes,
+            "sha256": result.sha256, "columns": list(result.columns)}
+
+
+def _validate_staged(store: ArtifactStore, uri: str, *, sha256: str, nbytes: int, fmt: str,
+                     columns: list[str] | None) -> None:
+    with store.read(uri) as fh:
+        actual_sha, actual_bytes = sha256_of(fh)
+    if (actual_sha, actual_bytes) != (sha256, nbytes):
+        raise ArtifactValidationError(
+            f"staged object {uri} does not match what was rendered: sha256 {actual_sha[:16]}… "
+            f"({actual_bytes} bytes) instead of {sha256[:16]}… ({nbytes} bytes); it was changed "
+            "or truncated after rendering, so it is not published. A retry renders it again."
+        )
+    if fmt == "csv" and columns:
+        with store.read(uri) as fh:
+            header = next(csv.reader(io.TextIOWrapper(fh, encoding="utf-8", newline="")), [])
+        if header[: len(columns)] != columns and header != columns:
+            raise ArtifactValidationError(
+                f"staged CSV {uri} has header {header}, expected the configured columns {columns}"
+            )
+
+
+def publish_run(ledger: Ledger, store: ArtifactStore, run_key: str, attempt_id: str | None, *,
+                now: datetime, columns: list[str] | None = None) -> dict[str, Any]:
+    """Validate the staged object and publish it (fenced) as an immutable, versioned artifact."""
+    run = _get(ledger, run_key)
+    if attempt_id is None:  # render found the run already ready: nothing new to publish
+        latest = ledger.latest_artifact(run_key)
+        return _artifact_summary(run_key, latest, created=False)
+    attempt = ledger.get_attempt(attempt_id)
+    schedule = schedule_of(run)
+    fmt = schedule.format
+    try:
+        ledger.advance(run_key, attempt_id, RunState.VALIDATING, now)
+        _validate_staged(store, attempt.staging_uri, sha256=attempt.sha256 or "",
+                         nbytes=attempt.bytes or 0, fmt=fmt, columns=columns)
+    except ArtifactValidationError as exc:
+        ledger.fail(run_key, attempt_id, str(exc), now)
+        raise
+    period = period_label(run.window_start, run.window_end, run.timezone)
+
+    def promote(version: int) -> tuple[str, str]:
+        manifest = {
+            "run_key": run.run_key, "company": run.company, "schedule": run.schedule_id,
+            "window_start_utc": run.window_start.isoformat(), "timezone": run.timezone,
+            "window_end_utc": run.window_end.isoformat(), "period": period,
+            "rows": attempt.rows, "bytes": attempt.bytes, "sha256": attempt.sha256,
+            "format": fmt, "config_version": run.config_version,
+            "late_data_policy": schedule.late_data_policy_name(),
+            "reproducible": schedule.query.ingested_column is not None,
+            "source_cutoff_utc": run.source_cutoff.isoformat() if run.source_cutoff else None,
+            "generated_at": now.isoformat(), "version": version,
+            "supersedes": version - 1 if version > 1 else None,
+        }
+        key = artifact_key(run.company, run.schedule_id, period, version, EXT[fmt])
+        return store.promote(attempt.staging_uri, key, manifest)
+
+    artifact, created = ledger.publish(run_key, attempt_id, now=now, fmt=fmt, promote=promote)
+    if not created:
+        store.delete(attempt.staging_uri)
+    log.info("%s: %s v%d %s (%d rows, sha256 %s)", _label(run),
+             "published" if created else "content unchanged, kept", artifact.version,
+             artifact.uri, artifact.rows, artifact.sha256[:16])
+    return _artifact_summary(run_key, artifact, created=created)
+
+
+def _artifact_summary(run_key: str, artifact, *, created: bool) -> dict[str, Any]:
+    return {"run_key": run_key, "created": created, "version": artifact.version,
+            "uri": artifact.uri, "sha256": artifact.sha256, "rows": artifact.rows,
+            "bytes": artifact.bytes}
+
+
+def _get(ledger: Ledger, run_key: str) -> RunRecord:
+    run = ledger.get_run(run_key)
+    if run is None:
+        raise ExportError(f"run {run_key} is not registered; resolve it first")
+    return run

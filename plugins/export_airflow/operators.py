@@ -1,0 +1,144 @@
+"""The four export operators: thin adapters over one ``export_lib.pipeline`` call each.
+
+Each builds its ledger/store in ``execute()`` (never at parse time), calls one library
+function, logs for a support reader and returns a small JSON-able summary to XCom.
+Non-retryable export errors (config, authorisation, validation, fencing) fail the task at once
+through ``AirflowFailException``; transient ones (source down, ledger unreachable) propagate so
+Airflow's retries apply.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Any
+
+from airflow.exceptions import AirflowFailException, AirflowSkipException
+from airflow.sdk import BaseOperator
+
+from export_lib.errors import ExportError
+
+
+@contextmanager
+def export_errors() -> Iterator[None]:
+    """Map export_lib errors onto Airflow's retry semantics."""
+    try:
+        yield
+    except ExportError as exc:
+        if exc.retryable:
+            raise
+        raise AirflowFailException(f"{type(exc).__name__}: {exc}") from exc
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _ctx(context: Any, trigger: str | None = None):
+    from export_lib.pipeline import RunContext
+
+    ti = context["ti"]
+    origin = f"airflow:{ti.dag_id}/{ti.run_id}/{ti.task_id}/try{ti.try_number}"
+    run_type = str(getattr(context["dag_run"], "run_type", "scheduled")).split(".")[-1].lower()
+    return RunContext(origin=origin, trigger=trigger or run_type)
+
+
+class ResolveWindowOperator(BaseOperator):
+    """Register (or find) the run of this slot and resolve its reporting window.
+
+    :param schedule_id: the schedule, e.g. ``acme/daily-spend`` (templated)
+    :param config_dir: the config catalog directory (templated)
+    """
+
+    template_fields: Sequence[str] = ("schedule_id", "config_dir")
+    ui_color = "#e8f4fd"
+
+    def __init__(self, *, schedule_id: str, config_dir: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.schedule_id = schedule_id
+        self.config_dir = config_dir
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        from export_airflow.runtime import resolve_for_context
+
+        with export_errors():
+            summary = resolve_for_context(self.config_dir, self.schedule_id, context, now=_now(),
+                                          ctx=_ctx(context))
+        if summary.get("skip_reason"):
+            raise AirflowSkipException(summary["skip_reason"])
+        return summary
+
+
+class RenderCsvOperator(BaseOperator):
+    """Render the run's captured query into a staging object (CSV or Parquet despite the name).
+
+    :param run: the summary pushed by ResolveWindowOperator (templated / XComArg)
+    """
+
+    template_fields: Sequence[str] = ("run",)
+    ui_color = "#fdf5e8"
+
+    def __init__(self, *, run: Any, regenerate: bool | str = False, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.run = run
+        self.regenerate = regenerate
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        from export_lib.ledger import open_ledger
+        from export_lib.pipeline import render_run
+        from export_lib.storage import open_store
+
+        regenerate = str(self.regenerate).lower() in ("true", "1", "yes")
+        with export_errors():
+            return render_run(open_ledger(), open_store(), self.run["run_key"], now=_now(),
+                              ctx=_ctx(context), regenerate=regenerate)
+
+
+class PublishOperator(BaseOperator):
+    """Validate the staged object and publish it as an immutable artifact (fenced).
+
+    :param rendered: the summary pushed by RenderCsvOperator (templated / XComArg)
+    """
+
+    template_fields: Sequence[str] = ("rendered",)
+    ui_color = "#eefde8"
+
+    def __init__(self, *, rendered: Any, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.rendered = rendered
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        from export_lib.ledger import open_ledger
+        from export_lib.pipeline import publish_run
+        from export_lib.storage import open_store
+
+        r = self.rendered
+        with export_errors():
+            return publish_run(open_ledger(), open_store(), r["run_key"],
+                               r.get("attempt_id") if r.get("rendered") else None, now=_now(),
+                               columns=r.get("columns"))
+
+
+class DeliverOperator(BaseOperator):
+    """Deliver the published artifact to one destination (map it over the destinations).
+
+    :param published: the summary pushed by PublishOperator (templated / XComArg)
+    :param destination_id: a destination configured on the schedule (templated)
+    """
+
+    template_fields: Sequence[str] = ("published", "destination_id")
+    ui_color = "#f3e8fd"
+
+    def __init__(self, *, published: Any, destination_id: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.published = published
+        self.destination_id = destination_id
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        from export_lib.ledger import open_ledger
+        from export_lib.pipeline import deliver_run
+
+        with export_errors():
+            return deliver_run(open_ledger(), self.published["run_key"], self.destination_id,
+                               now=_now())
