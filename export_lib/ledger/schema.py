@@ -77,7 +77,8 @@ attempts = Table(
     Column("run_id", Integer, ForeignKey("export_runs.id"), nullable=False),
     Column("generation", Integer, nullable=False),
     Column("origin", String(300), nullable=False),
-    Column("state", String(20), nullable=False),  # running | staged | published | superseded | failed | abandoned
+    # running, staged, published, failed or abandoned
+    Column("state", String(20), nullable=False),
     Column("lease_expires_at", UtcDateTime, nullable=False),
     Column("staging_uri", Text, nullable=False),
     Column("staging_cleaned", Integer, nullable=False, default=0),
