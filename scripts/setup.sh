@@ -10,8 +10,7 @@ echo "==> Airflow metadata DB ($AIRFLOW__DATABASE__SQL_ALCHEMY_CONN)"
 airflow db migrate >"$AIRFLOW_HOME/db-migrate.log" 2>&1 || { tail -30 "$AIRFLOW_HOME/db-migrate.log"; exit 1; }
 
 echo "==> Pools and cluster policy"
-python -m export_lib.airflow_setup "$AIRFLOW_HOME"
-airflow pools import "$AIRFLOW_HOME/pools.json" >/dev/null
+airflow pools import "$ROOT/deploy/pools.json" >/dev/null
 
 echo "==> Export ledger ($EXPORT_LEDGER_URL)"
 exportctl ledger upgrade

@@ -1,0 +1,104 @@
+"""Build export DAGs from the config catalog: deterministic, sorted, no I/O beyond the YAML.
+
+One loader file per company lives in ``dags/`` (``company_<id>.py``), so a broken company file
+surfaces as exactly one Airflow import error naming file and field while every other company's
+DAGs keep loading, and a worker parses only the company it runs.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from airflow.sdk import DAG, Param
+
+from export_airflow.operators import (
+    DeliverOperator,
+    PublishOperator,
+    RenderCsvOperator,
+    ResolveWindowOperator,
+)
+from export_airflow.timetable import ExportTimetable
+
+LOADER_PREFIX = "company_"
+# Airflow needs a start date for catch-up; the timetable itself bounds how far back a new DAG
+# catches up (see ExportTimetable's lookback), so this only has to be old enough.
+EPOCH = datetime(2020, 1, 1, tzinfo=UTC)
+
+
+def retry_args(schedule: Any) -> dict[str, Any]:
+    """Seed 000: retry every 10 minutes, doubling, inside a 5-day window (24 h cap per wait:
+    10+20+…+1280 min, then 1440 min twice = 4.8 days over 11 retries)."""
+    return {
+        "retries": 11,
+        "retry_delay": timedelta(minutes=10),
+        "retry_exponential_backoff": 2.0,
+        "max_retry_delay": timedelta(days=1),
+    }
+
+
+def doc_for(schedule: Any) -> str:
+    timing = schedule.timing
+    dests = ", ".join(f"{d.id} ({d.type})" for d in schedule.destinations)
+    return (
+        f"### {schedule.schedule_id}\n\n"
+        f"* **Company**: {schedule.company.name} (`{schedule.company.id}`, "
+        f"{schedule.company.timezone}), owner {schedule.owner}\n"
+        f"* **Schedule**: {ExportTimetable(timing).summary}\n"
+        f"* **Window**: {schedule.window.kind}"
+        + (f" ({schedule.window.days} days)" if getattr(schedule.window, "days", None) else "")
+        + f" in {schedule.company.timezone}, half-open [start, end)\n"
+        f"* **Deadline**: slot + {schedule.deadline}\n"
+        f"* **Destinations**: {dests}\n"
+        f"* **Config version**: `{schedule.config_version[:12]}`\n\n"
+        "Runs are keyed by slot (logical date = slot). Clearing any task never produces a "
+        "second artifact or delivery; set the `regenerate` param to publish a new version.\n"
+    )
+
+
+def build_dag(schedule: Any, config_dir: str) -> DAG:
+    tags = [f"company:{schedule.company.id}", f"kind:{schedule.kind}"]
+    if schedule.channel:
+        tags.append(f"channel:{schedule.channel}")
+    recovery = schedule.policies.recovery
+    with DAG(
+        dag_id=schedule.dag_id,
+        schedule=ExportTimetable(schedule.timing),
+        start_date=schedule.effective_from or EPOCH,
+        catchup=recovery != "none",
+        max_active_runs=2,
+        tags=sorted(tags),
+        doc_md=doc_for(schedule),
+        default_args={"owner": schedule.owner, **retry_args(schedule)},
+        params={"regenerate": Param(False, type="boolean",
+                                    description="Publish a new artifact version even if this "
+                                                "period already has one.")},
+        is_paused_upon_creation=schedule.company.status == "paused",
+    ) as dag:
+        resolve = ResolveWindowOperator(task_id="resolve_window",
+                                        schedule_id=schedule.schedule_id, config_dir=config_dir)
+        rendered = RenderCsvOperator(task_id="render", run=resolve.output, pool="export_render",
+                                     regenerate="{{ params.regenerate }}")
+        published = PublishOperator(task_id="publish", rendered=rendered.output)
+        DeliverOperator.partial(task_id="deliver", published=published.output,
+                                pool="export_deliver").expand(
+            destination_id=[d.id for d in schedule.destinations])
+    return dag
+
+
+def company_dags(config_dir: Path, company_id: str) -> list[DAG]:
+    """The DAGs of one company; a config problem raises one ConfigError naming file and field."""
+    from export_lib.config import load_catalog
+
+    catalog = load_catalog(config_dir, only=company_id)
+    catalog.raise_for_errors()
+    return [build_dag(s, str(config_dir)) for s in catalog.for_company(company_id)]
+
+
+def register_company_dags(loader_file: str, namespace: dict[str, Any]) -> None:
+    """Called by ``dags/company_<id>.py``: put that company's DAGs into the module namespace."""
+    path = Path(loader_file)
+    company_id = path.stem.removeprefix(LOADER_PREFIX)
+    for dag in company_dags(path.parent / "config", company_id):
+        namespace[dag.dag_id] = dag
