@@ -121,14 +121,22 @@ class LocalStore:
 
 
 def open_store(uri: str | None = None) -> ArtifactStore:
-    """The store for ``EXPORT_ARTIFACT_ROOT`` (a path or file:// URI)."""
+    """The store for ``EXPORT_ARTIFACT_ROOT``: a path, ``file://``, ``s3://`` or ``gs://`` URI."""
     target = uri or os.environ.get("EXPORT_ARTIFACT_ROOT")
     if not target:
         return LocalStore()
     parts = urlsplit(target)
     if parts.scheme in ("", "file"):
         return LocalStore(parts.path if parts.scheme else target)
+    if parts.scheme in ("s3", "gs"):
+        from export_lib.connections import get_connection
+        from export_lib.storage_cloud import GcsStore, S3Store
+
+        default = "aws_default" if parts.scheme == "s3" else "google_cloud_default"
+        conn = get_connection(os.environ.get("EXPORT_ARTIFACT_CONN", default))
+        cls = S3Store if parts.scheme == "s3" else GcsStore
+        return cls(parts.netloc, parts.path.strip("/"), conn)
     raise StorageError(
-        f"EXPORT_ARTIFACT_ROOT={target!r}: unsupported scheme {parts.scheme!r}; use a local path "
-        "or file:// URI"
+        f"EXPORT_ARTIFACT_ROOT={target!r}: unsupported scheme {parts.scheme!r}; use a local path, "
+        "file://, s3://bucket/prefix or gs://bucket/prefix"
     )
