@@ -173,12 +173,11 @@ def _load_company(path: Path, defaults: DefaultsFile
     data, issues = read_yaml(path)
     if data is None:
         return None, [], issues
-    merged = _with_defaults(data, defaults)
+    issues = _identity_issues(path, data)
     try:
-        parsed = CompanyFile.model_validate(merged)
+        parsed = CompanyFile.model_validate(_with_defaults(data, defaults))
     except ValidationError as exc:
-        return None, [], issues_from_validation(str(path), CompanyFile, exc)
-    issues = _identity_issues(path, parsed)
+        return None, [], issues_from_validation(str(path), CompanyFile, exc) + issues
     if issues:
         return None, [], issues
     return parsed.company, build_schedules(parsed), []
@@ -229,24 +228,30 @@ def _data_export_with_defaults(entry: dict[str, Any], defaults: DefaultsFile,
     return result
 
 
-def _identity_issues(path: Path, parsed: CompanyFile) -> list[str]:
-    """File stem = company id; export ids and channels unique within the company."""
+def _identity_issues(path: Path, data: dict[str, Any]) -> list[str]:
+    """File stem = company id; export ids and channels unique within the company.
+
+    Checked on the raw data so these errors show up even next to validation errors.
+    """
     issues: list[str] = []
-    company_id = parsed.company.id
-    if path.stem != company_id:
+    company = data.get("company")
+    company_id = company.get("id") if isinstance(company, dict) else None
+    if isinstance(company_id, str) and path.stem != company_id:
         issues.append(f"{path}: company.id: {company_id!r} does not match the file name "
                       f"{path.name!r}; rename the file to {company_id}{path.suffix} or set "
                       f"company.id: {path.stem}")
-    for section, key, ids in (
-        ("widget_exports", "id", [w.id for w in parsed.widget_exports]),
-        ("data_exports", "channel", [d.channel for d in parsed.data_exports]),
-    ):
+    for section, key in (("widget_exports", "id"), ("data_exports", "channel")):
+        entries = data.get(section)
         first_seen: dict[str, int] = {}
-        for index, ident in enumerate(ids):
+        for index, entry in enumerate(entries if isinstance(entries, list) else []):
+            ident = entry.get(key) if isinstance(entry, dict) else None
+            if not isinstance(ident, str):
+                continue
             if ident in first_seen:
                 issues.append(f"{path}: {section}[{index}].{key}: duplicate schedule id "
-                              f"'{company_id}/{ident}' (also {section}[{first_seen[ident]}]); "
-                              "give each export a unique id")
+                              f"'{company_id or path.stem}/{ident}' (also "
+                              f"{section}[{first_seen[ident]}]); give each export a unique "
+                              f"{key}")
             first_seen.setdefault(ident, index)
     return issues
 

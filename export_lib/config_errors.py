@@ -82,8 +82,13 @@ def _message(error: dict[str, Any], allowed: list[str] | None, key: str) -> str:
 def issues_from_validation(file: str, root: type[BaseModel], exc: ValidationError) -> list[str]:
     """Every error of ``exc`` as a ``file: field.path: message`` line (duplicates dropped)."""
     lines: list[str] = []
-    for error in exc.errors():
+    errors = exc.errors()
+    failing = [tuple(e["loc"]) for e in errors if e["type"] != "too_short"]
+    for error in errors:
         loc = tuple(error["loc"])
+        if error["type"] == "too_short" and any(f[:len(loc)] == loc and f != loc
+                                                for f in failing):
+            continue  # pydantic adds "too short" when an item failed; the item error says why
         path, allowed = _walk(root, loc)
         key = str(loc[-1]) if loc else ""
         line = f"{file}: {path}: {_message(error, allowed, key)}"
