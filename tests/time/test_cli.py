@@ -36,7 +36,7 @@ def test_validate_prints_every_error_and_exits_1(tmp_path):
         "name such as 'Europe/Berlin' or 'UTC'",
         f"{tmp_path}/acme.yaml: company.x: unknown key 'x'; allowed keys: authorized, id, name, "
         "owner, status, timezone",
-        f"{tmp_path}/zed.yaml: line 1 column 10: not valid YAML: expected the node content, "
+        f"{tmp_path}/zed.yaml: line 1 column 11: not valid YAML: expected the node content, "
         "but found '<stream end>'",
     ]
     assert result.stderr == "3 error(s) in 2 file(s)\n"
