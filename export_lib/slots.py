@@ -33,7 +33,10 @@ def _aware(value: datetime, name: str) -> datetime:
     if value.tzinfo is None or value.utcoffset() is None:
         raise WindowError(f"{name} must be timezone-aware (got naive {value.isoformat()}); "
                           "add an offset such as +00:00")
-    return value.astimezone(UTC)
+    utc = value.astimezone(UTC)
+    # A plain datetime, so pendulum (Airflow) instants behave like stdlib ones in arithmetic.
+    return datetime(utc.year, utc.month, utc.day, utc.hour, utc.minute, utc.second,
+                    utc.microsecond, tzinfo=UTC)
 
 
 def _local_naive(instant: datetime, tz: ZoneInfo) -> datetime:
