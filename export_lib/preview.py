@@ -28,8 +28,10 @@ def preview_rows(spec: WindowSpec, timing: Timing, start: datetime, count: int, 
     """The first ``count`` slots at or after ``start`` with their windows (ad-hoc form)."""
     tz_name = window_tz or timing.timezone
     rows = []
+    previous = None  # consecutive slots: each one is the next one's previous slot
     for slot in next_slots(timing, start, count):
-        window = window_for(spec, timing, slot, tz_name)
+        window = window_for(spec, timing, slot, tz_name, previous=previous)
+        previous = slot
         rows.append({
             "slot_utc": format_instant(slot),
             "slot_local": slot.astimezone(timing.zone).isoformat(),

@@ -88,8 +88,13 @@ def previous_business_day(day: date) -> date:
     return candidate
 
 
-def window_for(spec: WindowSpec, timing: Timing, slot: datetime, window_tz: str) -> ExportWindow:
-    """The window of ``slot`` (assumed on the schedule) with calendar math in ``window_tz``."""
+def window_for(spec: WindowSpec, timing: Timing, slot: datetime, window_tz: str, *,
+               previous: datetime | None = None) -> ExportWindow:
+    """The window of ``slot`` (assumed on the schedule) with calendar math in ``window_tz``.
+
+    :param previous: the slot before ``slot`` if the caller already knows it (a preview
+        walking consecutive slots); otherwise it is searched for ``interval`` windows.
+    """
     tz = zone(window_tz)
     day = slot.astimezone(tz).date()
     if spec.kind == "calendar_day":
@@ -105,7 +110,7 @@ def window_for(spec: WindowSpec, timing: Timing, slot: datetime, window_tz: str)
         assert spec.hours is not None
         start, end = slot - timedelta(hours=spec.hours), slot
     else:
-        before = previous_slot(timing, slot)
+        before = previous if previous is not None else previous_slot(timing, slot)
         if before is None:
             raise WindowError(f"no slot before {format_instant(slot)} for an interval window "
                               f"({timing.summary})")
