@@ -189,13 +189,21 @@ def _with_defaults(data: dict[str, Any], defaults: DefaultsFile) -> dict[str, An
     merged = dict(data)
     widgets = data.get("widget_exports")
     if isinstance(widgets, list):
-        merged["widget_exports"] = [{**policies, **w} if isinstance(w, dict) else w
+        merged["widget_exports"] = [_layer(policies, w) if isinstance(w, dict) else w
                                     for w in widgets]
     channels = data.get("data_exports")
     if isinstance(channels, list):
         merged["data_exports"] = [_data_export_with_defaults(c, defaults, policies)
                                   if isinstance(c, dict) else c for c in channels]
     return merged
+
+
+def _layer(base: dict[str, Any], own: dict[str, Any]) -> dict[str, Any]:
+    """``own`` over ``base``; ``late_data`` is merged key by key (grace alone keeps the policy)."""
+    layered = {**base, **own}
+    if isinstance(base.get("late_data"), dict) and isinstance(own.get("late_data"), dict):
+        layered["late_data"] = {**base["late_data"], **own["late_data"]}
+    return layered
 
 
 def _data_export_with_defaults(entry: dict[str, Any], defaults: DefaultsFile,
@@ -220,7 +228,7 @@ def _data_export_with_defaults(entry: dict[str, Any], defaults: DefaultsFile,
         if not isinstance(own, dict):
             result[kind] = own
             continue
-        layered = {**policies, **shared, **kind_defaults, **own}
+        layered = _layer({**policies, **shared, **kind_defaults}, own)
         window = own.get("window")
         if isinstance(window, dict) and "kind" not in window:
             layered["window"] = {**kind_defaults["window"], **window}
