@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from datetime import datetime
+from pathlib import Path
 
 from export_lib.slots import format_instant
 from export_lib.timing import Timing
+
+SHIPPED = Path(__file__).resolve().parents[2] / "dags" / "config"
 
 
 def utc(text: str) -> datetime:

@@ -9,7 +9,7 @@ import pytest
 from export_lib.config import load_catalog
 from export_lib.errors import WindowError
 from export_lib.runkey import deadline_for, parse_run_key, run_key, slot_label
-from tests.time.helpers import utc
+from tests.time.helpers import SHIPPED, utc
 
 
 def test_run_key_is_minute_precision_in_utc():
@@ -39,6 +39,6 @@ def test_naive_slot_is_rejected():
 
 
 def test_deadline_is_slot_plus_the_schedule_deadline():
-    schedule = load_catalog("dags/config").schedule("kiwi-outdoors/six-hourly-orders")
+    schedule = load_catalog(SHIPPED).schedule("kiwi-outdoors/six-hourly-orders")
     assert deadline_for(schedule, utc("2026-03-29T13:00Z")).isoformat() == (
         "2026-03-29T14:30:00+00:00")

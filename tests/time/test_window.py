@@ -13,7 +13,7 @@ from export_lib.errors import WindowError
 from export_lib.slots import next_slots, previous_slot
 from export_lib.timing import ALLOWED_INTERVAL_HOURS, Timing, WindowSpec
 from export_lib.window import ExportWindow, resolve_window
-from tests.time.helpers import timing, utc
+from tests.time.helpers import SHIPPED, timing, utc
 
 ZONES = ["Europe/Berlin", "America/New_York", "Australia/Lord_Howe", "America/Havana",
          "Pacific/Chatham", "America/Santiago", "Asia/Kolkata", "UTC"]
@@ -68,7 +68,7 @@ def test_interval_window_at_fold_both_covers_each_half_of_the_repeated_hour():
 
 
 def test_data_export_window_uses_the_company_timezone(tmp_path):
-    catalog = load_catalog("dags/config")
+    catalog = load_catalog(SHIPPED)
     secondary = catalog.schedule("acme/google-ads/secondary")  # cron 0 0 * * * UTC
     window = resolve_window(secondary, utc("2026-03-29T00:00Z"))
     assert bounds(window) == ("2026-03-25T23:00:00+00:00", "2026-03-28T23:00:00+00:00")
