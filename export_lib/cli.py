@@ -14,7 +14,8 @@ import logging
 import sys
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from typing import NoReturn
+from pathlib import Path
+from typing import Any, NoReturn
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
 
@@ -109,7 +110,19 @@ _ADHOC_OPTIONS = {"timezone": "--timezone", "export_hour": "--export-hour",
                   "days": "--window-days", "hours": "--window-hours"}
 
 
-def _adhoc_models(args: argparse.Namespace) -> tuple[object, object]:
+def _option_problems(exc: Exception, fallback: str) -> list[str]:
+    """``--option: message`` for each error of a pydantic ``ValidationError``."""
+    problems = []
+    for error in exc.errors():  # type: ignore[attr-defined]
+        name = str(error["loc"][0]) if error["loc"] else fallback
+        message = error["msg"] if error["type"].startswith("export_") else (
+            f"{error['msg']} (got {error.get('input')!r})")
+        problems.append(f"{_ADHOC_OPTIONS.get(name, name)}: {message}")
+    return problems
+
+
+def _adhoc_models(args: argparse.Namespace) -> tuple[Any, Any]:
+    """The ad-hoc ``Timing`` and ``WindowSpec``; every bad option is reported at once (exit 2)."""
     from pydantic import ValidationError
 
     from export_lib.timing import Timing, WindowSpec
@@ -121,19 +134,19 @@ def _adhoc_models(args: argparse.Namespace) -> tuple[object, object]:
             print(f"exportctl: note: --{name.replace('_', '-')} is not used by --window "
                   f"{args.window}; ignored", file=sys.stderr)
             setattr(args, name, None)
+    problems: list[str] = []
+    timing = spec = None
     try:
         timing = Timing(timezone=args.timezone, export_hour=args.export_hour,
                         interval_hours=args.interval_hours, cron=args.cron,
                         dst_gap=args.dst_gap, dst_fold=args.dst_fold)
+    except ValidationError as exc:
+        problems += _option_problems(exc, "--cron")
+    try:
         spec = WindowSpec(kind=args.window, days=args.window_days, hours=args.window_hours)
     except ValidationError as exc:
-        problems = []
-        for error in exc.errors():
-            name = error["loc"][0] if error["loc"] else ("--window" if exc.title == "WindowSpec"
-                                                         else "--cron")
-            message = error["msg"] if error["type"].startswith("export_") else (
-                f"{error['msg']} (got {error.get('input')!r})")
-            problems.append(f"{_ADHOC_OPTIONS.get(str(name), name)}: {message}")
+        problems += _option_problems(exc, "--window")
+    if problems:
         usage_error("; ".join(problems))
     return timing, spec
 
@@ -159,26 +172,33 @@ def cmd_preview(args: argparse.Namespace) -> int:
 
 
 def _configured_rows(args: argparse.Namespace, start: datetime) -> tuple[list[dict], int]:
+    """Rows of the selected schedules; config errors of the selection go to stderr (exit 1)."""
     from export_lib.config import load_catalog
     from export_lib.errors import ConfigError
     from export_lib.preview import schedule_rows
 
     try:
         catalog = load_catalog(args.config_dir)
-        schedules = [catalog.schedule(args.schedule)] if args.schedule else list(
-            catalog.schedules)
     except ConfigError as exc:
         usage_error(str(exc))
-    broken = catalog.error_lines
-    if args.company:
-        if args.company not in catalog.companies and not any(
-                f"/{args.company}." in f"/{path.rsplit('/', 1)[-1]}" for path in catalog.errors):
-            known = ", ".join(catalog.companies) or "none"
-            usage_error(f"unknown company {args.company!r}; known companies: {known}")
-        schedules = [s for s in schedules if s.company.id == args.company]
-        broken = [line for line in broken if f"/{args.company}." in line.split(":", 1)[0]]
-    for line in broken:
-        print(f"config error: {line}", file=sys.stderr)
+    wanted = args.company or (args.schedule.split("/", 1)[0] if args.schedule else None)
+    broken = {Path(path).stem: lines for path, lines in catalog.errors.items()}
+    if wanted is not None and wanted not in catalog.companies and wanted not in broken:
+        known = ", ".join(catalog.companies) or "none"
+        usage_error(f"unknown company {wanted!r}; known companies: {known}")
+    if wanted is not None:
+        broken = {stem: lines for stem, lines in broken.items() if stem == wanted}
+    for lines in broken.values():
+        for line in lines:
+            print(f"config error: {line}", file=sys.stderr)
+    schedules = [s for s in catalog.schedules if wanted is None or s.company.id == wanted]
+    if args.schedule and wanted in catalog.companies:
+        try:
+            schedules = [catalog.schedule(args.schedule)]
+        except ConfigError as exc:
+            usage_error(str(exc))
+    elif args.schedule:
+        schedules = []  # its company file is broken: the errors above say why
     rows = [row for s in schedules for row in schedule_rows(s, start, args.count)]
     rows.sort(key=lambda r: (r["slot_utc"], r["schedule"]))
     return rows, EXIT_INVALID if broken else EXIT_OK

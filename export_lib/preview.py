@@ -57,6 +57,7 @@ def schedule_rows(schedule: Schedule, start: datetime, count: int) -> list[dict[
         slot = datetime.fromisoformat(row["slot_utc"])
         row.update({
             "company": schedule.company.id,
+            "company_status": schedule.company.status,
             "schedule": schedule.schedule_id,
             "dag_id": schedule.dag_id,
             "deadline_utc": format_instant(deadline_for(schedule, slot)),

@@ -110,3 +110,25 @@ def test_cli_does_not_import_airflow():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, check=False)
     assert result.returncode == 0, result.stderr
+
+
+def test_preview_reports_a_broken_selected_company_and_exits_1(tmp_path):
+    (tmp_path / "defaults.yaml").write_text((SHIPPED / "defaults.yaml").read_text())
+    (tmp_path / "acme.yaml").write_text(
+        "company: {id: acme, name: A, timezone: Europe/Berln, owner: a@b.example}\n")
+    result = exportctl("preview", str(tmp_path), "--company", "acme", "--json")
+    assert (result.returncode, json.loads(result.stdout)) == (1, [])
+    assert result.stderr == (
+        f"config error: {tmp_path}/acme.yaml: company.timezone: unknown timezone "
+        "'Europe/Berln'; did you mean 'Europe/Berlin', 'Europe/Dublin', 'Europe/Belfast'?\n")
+
+
+def test_adhoc_preview_reports_every_bad_option_at_once():
+    result = exportctl("preview", "--timezone", "UTC", "--interval-hours", "5",
+                       "--window", "trailing_hours")
+    assert result.returncode == 2
+    assert result.stderr == (
+        "exportctl: error: --interval-hours: interval_hours 5 is not allowed; use one of 1, 2, "
+        "3, 4, 6, 8, 12, 24 (a divisor of 24, so every day has the same wall times); --window: "
+        "window kind 'trailing_hours' needs 'hours' (a positive integer), e.g. {kind: "
+        "trailing_hours, hours: 3}\n")
