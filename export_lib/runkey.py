@@ -48,6 +48,3 @@ def parse_run_key(key: str) -> tuple[str, datetime]:
 def deadline_for(schedule: Schedule, slot: datetime) -> datetime:
     """When the export of ``slot`` must be delivered: the slot plus the schedule's deadline."""
     return slot.astimezone(UTC) + schedule.policies.deadline
-
-
-

@@ -137,8 +137,10 @@ class Timing(FrozenModel):
         return {"export_hour": 0, "interval_hours": 24, **{k: v for k, v in data.items()
                                                            if v is not None}}
 
-    _check_timezone = field_validator("timezone", mode="before")(
-        lambda cls, v: check_timezone(v))
+    @field_validator("timezone", mode="before")
+    @classmethod
+    def _check_timezone(cls, value: Any) -> str:
+        return check_timezone(value)
 
     @field_validator("cron", mode="before")
     @classmethod
