@@ -112,8 +112,11 @@ class Catalog:
         return tuple(s for s in self.schedules if s.company.id == company_id)
 
 
-def load_catalog(config_dir: str | Path) -> Catalog:
+def load_catalog(config_dir: str | Path, only: str | None = None) -> Catalog:
     """Load ``defaults.yaml`` and every ``<company>.yaml`` of ``config_dir``.
+
+    ``only`` restricts loading to one company's file (a DAG loader or worker parses just the
+    company it needs; a missing file is then an error naming it).
 
     :raises ConfigError: only if ``config_dir`` is not a directory.
     """
@@ -125,7 +128,14 @@ def load_catalog(config_dir: str | Path) -> Catalog:
     defaults = _load_defaults(root / DEFAULTS_FILE, errors)
     schedules: list[Schedule] = []
     companies: dict[str, CompanyConfig] = {}
-    for path in sorted(p for p in root.iterdir() if not p.name.startswith(".")):
+    paths = sorted(p for p in root.iterdir() if not p.name.startswith("."))
+    if only is not None:
+        paths = [p for p in paths if p.stem == only and p.suffix in (".yaml", ".yml")]
+        if not paths:
+            errors[str(root / f"{only}.yaml")] = [
+                f"{root / f'{only}.yaml'}: (file): no config file for company {only!r}; create "
+                f"it or delete the DAG loader that asks for it"]
+    for path in paths:
         if path.name == DEFAULTS_FILE or path.is_dir():
             continue
         if path.suffix not in (".yaml", ".yml"):

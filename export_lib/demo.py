@@ -1,8 +1,13 @@
-"""The embedded demo reporting database: a few weeks of generated ad metrics in SQLite.
+"""The embedded demo reporting database: a few weeks of generated marketing metrics in SQLite.
 
-Hourly rows per company × channel × campaign, deterministic (the same hour always gets the same
-numbers), so re-seeding only appends the hours that are new since the last run. Timestamps are
-stored as ISO 8601 UTC text, which sorts and compares correctly as text.
+Two tables the demo configs in ``dags/config`` read:
+
+* ``widget_metrics`` — hourly values per company × widget (``event_time``, ``ingested_at``);
+* ``channel_metrics`` — daily ad metrics per company × channel (facebook, google-ads, adjust,
+  tiktok), ``updated_at`` being when the day's numbers landed.
+
+Deterministic (the same hour always gets the same numbers), so re-seeding only appends what is
+new since the last run. Timestamps are ISO 8601 UTC text (``YYYY-MM-DD HH:MM:SS``).
 """
 
 from __future__ import annotations
@@ -13,56 +18,73 @@ from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-CHANNELS = ("facebook", "google_ads", "adjust")
-CAMPAIGNS = ("brand", "prospecting", "retargeting")
+CHANNELS = ("facebook", "google-ads", "adjust", "tiktok")
+WIDGETS = ("spend", "clicks", "orders")
 TS_FORMAT = "%Y-%m-%d %H:%M:%S"
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS ad_metrics (
-    company_id   TEXT    NOT NULL,
-    channel      TEXT    NOT NULL,
-    campaign     TEXT    NOT NULL,
-    event_time   TEXT    NOT NULL,
-    ingested_at  TEXT    NOT NULL,
-    impressions  INTEGER NOT NULL,
-    clicks       INTEGER NOT NULL,
-    spend        NUMERIC NOT NULL,
-    PRIMARY KEY (company_id, channel, campaign, event_time)
+SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS widget_metrics (
+        company_id  TEXT NOT NULL,
+        widget_id   TEXT NOT NULL,
+        event_time  TEXT NOT NULL,
+        value       NUMERIC NOT NULL,
+        ingested_at TEXT NOT NULL,
+        PRIMARY KEY (company_id, widget_id, event_time))""",
+    """CREATE TABLE IF NOT EXISTS channel_metrics (
+        company_id  TEXT NOT NULL,
+        channel     TEXT NOT NULL,
+        metric_date TEXT NOT NULL,
+        impressions INTEGER NOT NULL,
+        clicks      INTEGER NOT NULL,
+        spend       NUMERIC NOT NULL,
+        updated_at  TEXT NOT NULL,
+        PRIMARY KEY (company_id, channel, metric_date))""",
 )
-"""
 
 
-def _numbers(company: str, channel: str, campaign: str, hour: datetime) -> tuple[int, int, str]:
-    seed = hashlib.sha256(f"{company}|{channel}|{campaign}|{hour:%Y%m%d%H}".encode()).digest()
-    impressions = 200 + int.from_bytes(seed[:2], "big") % 5000
-    clicks = impressions * (1 + seed[2] % 9) // 100
-    spend = f"{impressions * (5 + seed[3] % 40) / 10000:.2f}"
-    return impressions, clicks, spend
+def _digest(*parts: object) -> bytes:
+    return hashlib.sha256("|".join(map(str, parts)).encode()).digest()
 
 
-def rows(companies: Iterable[str], start: datetime, end: datetime) -> Iterator[tuple]:
+def widget_rows(companies: Iterable[str], start: datetime, end: datetime) -> Iterator[tuple]:
     hour = start.replace(minute=0, second=0, microsecond=0)
     while hour < end:
         ts = hour.strftime(TS_FORMAT)
         # Data lands in the reporting store ~20 minutes after the hour it describes.
         ingested = (hour + timedelta(minutes=80)).strftime(TS_FORMAT)
         for company in companies:
-            for channel in CHANNELS:
-                for campaign in CAMPAIGNS:
-                    yield (company, channel, campaign, ts, ingested,
-                           *_numbers(company, channel, campaign, hour))
+            for widget in WIDGETS:
+                seed = _digest(company, widget, f"{hour:%Y%m%d%H}")
+                value = f"{int.from_bytes(seed[:3], 'big') / 1000:.2f}"
+                yield company, widget, ts, value, ingested
         hour += timedelta(hours=1)
 
 
+def channel_rows(companies: Iterable[str], start: datetime, end: datetime) -> Iterator[tuple]:
+    day = start.replace(hour=0, minute=0, second=0, microsecond=0)
+    while day + timedelta(days=1, hours=2) <= end:  # a day's numbers land at 02:00 next day
+        for company in companies:
+            for channel in CHANNELS:
+                seed = _digest(company, channel, f"{day:%Y%m%d}")
+                impressions = 1000 + int.from_bytes(seed[:3], "big") % 90000
+                clicks = impressions * (1 + seed[3] % 9) // 100
+                spend = f"{impressions * (5 + seed[4] % 40) / 10000:.2f}"
+                yield (company, channel, day.strftime("%Y-%m-%d"), impressions, clicks, spend,
+                       (day + timedelta(days=1, hours=2)).strftime(TS_FORMAT))
+        day += timedelta(days=1)
+
+
 def seed(path: Path, companies: Iterable[str], *, now: datetime, days: int = 21) -> int:
-    """Create/extend the demo table up to ``now``; returns the number of rows added."""
+    """Create/extend the demo tables up to ``now``; returns the number of rows added."""
     companies = sorted(companies)
     path.parent.mkdir(parents=True, exist_ok=True)
+    start, end = (now - timedelta(days=days)).astimezone(UTC), now.astimezone(UTC)
     with sqlite3.connect(path) as conn:
-        conn.execute(SCHEMA)
-        before = conn.execute("SELECT count(*) FROM ad_metrics").fetchone()[0]
-        start = (now - timedelta(days=days)).astimezone(UTC)
-        conn.executemany("INSERT OR IGNORE INTO ad_metrics VALUES (?,?,?,?,?,?,?,?)",
-                         rows(companies, start, now.astimezone(UTC)))
-        after = conn.execute("SELECT count(*) FROM ad_metrics").fetchone()[0]
-    return after - before
+        for ddl in SCHEMA:
+            conn.execute(ddl)
+        before = conn.total_changes
+        conn.executemany("INSERT OR IGNORE INTO widget_metrics VALUES (?,?,?,?,?)",
+                         widget_rows(companies, start, end))
+        conn.executemany("INSERT OR IGNORE INTO channel_metrics VALUES (?,?,?,?,?,?,?)",
+                         channel_rows(companies, start, end))
+        return conn.total_changes - before

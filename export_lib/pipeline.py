@@ -49,8 +49,8 @@ def schedule_of(run: RunRecord):
 def resolve_run(ledger: Ledger, schedule, slot: datetime, *, now: datetime,
                 ctx: RunContext = RunContext(), run_key_override: str | None = None) -> dict[str, Any]:
     """Register the run for ``slot`` (or find it) and return a small JSON-able summary."""
-    from export_lib.runkey import run_key
-    from export_lib.window import deadline_for, resolve_window
+    from export_lib.runkey import deadline_for, run_key
+    from export_lib.window import resolve_window
 
     window = resolve_window(schedule, slot)
     key = run_key_override or run_key(schedule.schedule_id, slot)
@@ -82,7 +82,8 @@ def render_run(ledger: Ledger, store: ArtifactStore, run_key: str, *, now: datet
                ctx: RunContext = RunContext(), regenerate: bool = False) -> dict[str, Any]:
     """Claim a new attempt and render the captured query into its staging object."""
     from export_lib.connections import get_connection
-    from export_lib.render import RenderOptions, open_source, render
+    from export_lib.render import RenderOptions, render
+    from export_lib.source import open_source
 
     run = _get(ledger, run_key)
     latest = ledger.latest_artifact(run_key)
@@ -98,7 +99,9 @@ def render_run(ledger: Ledger, store: ArtifactStore, run_key: str, *, now: datet
     )
     try:
         ledger.advance(run_key, attempt.attempt_id, RunState.RENDERING, now)
-        options = RenderOptions(format=fmt, timezone=run.timezone, **schedule.render_options())
+        options = RenderOptions(format=fmt, timezone=run.timezone,
+                                delimiter=schedule.csv.delimiter,
+                                timestamps=schedule.csv.timestamps)
         with open_source(get_connection(schedule.query.source)) as source, \
                 store.open_staging(attempt.staging_uri) as sink:
             result = render(
@@ -164,7 +167,7 @@ def publish_run(ledger: Ledger, store: ArtifactStore, run_key: str, attempt_id: 
             "window_end_utc": run.window_end.isoformat(), "period": period,
             "rows": attempt.rows, "bytes": attempt.bytes, "sha256": attempt.sha256,
             "format": fmt, "config_version": run.config_version,
-            "late_data_policy": schedule.late_data_policy_name(),
+            "late_data_policy": schedule.policies.late_data.policy,
             "reproducible": schedule.query.ingested_column is not None,
             "source_cutoff_utc": run.source_cutoff.isoformat() if run.source_cutoff else None,
             "generated_at": now.isoformat(), "version": version,

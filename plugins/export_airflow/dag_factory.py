@@ -7,6 +7,7 @@ DAGs keep loading, and a worker parses only the company it runs.
 
 from __future__ import annotations
 
+import os
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,12 @@ LOADER_PREFIX = "company_"
 # Airflow needs a start date for catch-up; the timetable itself bounds how far back a new DAG
 # catches up (see ExportTimetable's lookback), so this only has to be old enough.
 EPOCH = datetime(2020, 1, 1, tzinfo=UTC)
+
+
+def catchup_lookback() -> timedelta:
+    """How far back a new DAG catches up on its first scheduling (``EXPORT_CATCHUP_LOOKBACK_HOURS``,
+    default 48 h): the demo exports its last few periods at once, production can widen it."""
+    return timedelta(hours=float(os.environ.get("EXPORT_CATCHUP_LOOKBACK_HOURS", "48")))
 
 
 def retry_args(schedule: Any) -> dict[str, Any]:
@@ -64,7 +71,8 @@ def build_dag(schedule: Any, config_dir: str) -> DAG:
     recovery = schedule.policies.recovery
     with DAG(
         dag_id=schedule.dag_id,
-        schedule=ExportTimetable(schedule.timing),
+        schedule=ExportTimetable(schedule.timing, lookback=catchup_lookback(),
+                                 recovery="latest" if recovery == "latest" else "each"),
         start_date=schedule.effective_from or EPOCH,
         catchup=recovery != "none",
         max_active_runs=2,

@@ -33,13 +33,21 @@ class ExportTimetable(Timetable):
     """One run per slot of a :class:`~export_lib.timing.Timing` (local hours or cron).
 
     :param timing: the schedule's timing, or its JSON dict (as stored by :meth:`serialize`).
+    :param lookback: how far back a DAG's *first* scheduling catches up (None: to start_date).
+        A new or re-enabled DAG with ``start_date`` years ago would otherwise queue every slot
+        since then; after the first run, missed slots are all caught up (recovery ``each``).
+    :param recovery: ``each`` (every missed slot, oldest first) or ``latest`` (jump to the
+        newest slot at or before now; the ledger records the skipped ones).
     """
 
     periodic = True
     run_ordering = ("logical_date",)
 
-    def __init__(self, timing: Timing | dict[str, Any]) -> None:
+    def __init__(self, timing: Timing | dict[str, Any], *, lookback: timedelta | None = None,
+                 recovery: str = "each") -> None:
         self.timing = timing if isinstance(timing, Timing) else Timing.model_validate(timing)
+        self.lookback = lookback
+        self.recovery = recovery
         self.description = f"Export slots: {self.timing.summary} (runs keyed by slot)"
 
     @property
@@ -48,17 +56,25 @@ class ExportTimetable(Timetable):
         return self.timing.summary
 
     def serialize(self) -> dict[str, Any]:
-        return {"timing": self.timing.model_dump(mode="json")}
+        return {"timing": self.timing.model_dump(mode="json"),
+                "lookback_seconds": self.lookback.total_seconds() if self.lookback else None,
+                "recovery": self.recovery}
 
     @classmethod
     def deserialize(cls, data: dict[str, Any]) -> ExportTimetable:
-        return cls(Timing.model_validate(data["timing"]))
+        seconds = data.get("lookback_seconds")
+        return cls(Timing.model_validate(data["timing"]),
+                   lookback=timedelta(seconds=seconds) if seconds is not None else None,
+                   recovery=data.get("recovery", "each"))
+
+    def _key(self) -> tuple:
+        return (self.timing, self.lookback, self.recovery)
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, ExportTimetable) and other.timing == self.timing
+        return isinstance(other, ExportTimetable) and other._key() == self._key()
 
     def __hash__(self) -> int:
-        return hash(self.timing)
+        return hash(self._key())
 
     def infer_manual_data_interval(self, *, run_after: pendulum.DateTime) -> DataInterval:
         """A manual run maps to a slot: ``run_after`` itself if it is a slot, else the latest
@@ -92,7 +108,9 @@ class ExportTimetable(Timetable):
             candidates += [first] if first is not None else next_slots(self.timing, now, 1)
         if restriction.earliest is not None:
             candidates += next_slots(self.timing, restriction.earliest, 1)
-        if not restriction.catchup:
+        if last is None and self.lookback is not None:
+            candidates += next_slots(self.timing, now - self.lookback, 1)
+        if not restriction.catchup or self.recovery == "latest":
             current = latest_slot_at_or_before(self.timing, now)
             candidates += [current] if current is not None else []
         if not candidates:
