@@ -76,6 +76,9 @@ class RowGroupWriter:
         self._writer = pq.ParquetWriter(
             sink, schema, compression=None if compression == "none" else compression,
             version="2.6", write_statistics=True, store_schema=True,
+            # Dictionary-encode text only: on high-cardinality numbers and timestamps the
+            # dictionary builder costs ~30 MB per column before falling back to plain.
+            use_dictionary=[f.name for f in schema if pa.types.is_string(f.type)],
         )
 
     def add(self, batch: pa.RecordBatch) -> None:
@@ -97,7 +100,7 @@ class RowGroupWriter:
         self._writer.close()
 
     def _write(self, table: pa.Table) -> None:
-        self._writer.write_table(table.combine_chunks(), row_group_size=self._per_group)
+        self._writer.write_table(table, row_group_size=self._per_group)
         self.rows += table.num_rows
 
 

@@ -56,6 +56,19 @@ class CopyOut:
         self._finish(nbytes)
         return None
 
+    def fill(self, buf: bytearray, size: int) -> bool:
+        """Append rows to ``buf`` until it holds ``size`` bytes (all if < 0); True at the end."""
+        if self._done:
+            return True
+        get = self._pgconn.get_copy_data
+        while size < 0 or len(buf) < size:
+            nbytes, data = get(0)
+            if nbytes < 0:
+                self._finish(nbytes)
+                return True
+            buf += data
+        return False
+
     def pump(self, write: Callable[[bytes], Any], chunk: int = CHUNK) -> int:
         """Copy everything into ``write`` in ~``chunk``-byte pieces; returns the row count."""
         get = self._pgconn.get_copy_data
@@ -109,20 +122,22 @@ class CopyStream(io.RawIOBase):
         return True
 
     def read(self, size: int = -1) -> bytes:
-        read = self._copy.read
-        while not self._eof and (size < 0 or len(self._buf) < size):
-            data = read()
-            if data is None:
-                self._eof = True
-                break
-            self._buf += data
-        if size < 0 or size >= len(self._buf):
-            out = bytes(self._buf)
-            self._buf.clear()
+        buf = self._buf
+        if not self._eof and (size < 0 or len(buf) < size):
+            self._eof = self._copy.fill(buf, size)
+        if size < 0 or size >= len(buf):
+            out = bytes(buf)
+            buf.clear()
         else:
-            out = bytes(self._buf[:size])
-            del self._buf[:size]
+            out = bytes(buf[:size])
+            del buf[:size]
         return out
+
+    def empty(self) -> bool:
+        """True when the COPY produced no data at all (pyarrow rejects an empty CSV)."""
+        if not self._buf and not self._eof:
+            self._eof = self._copy.fill(self._buf, 1)
+        return not self._buf
 
     def readinto(self, target: Any) -> int:
         data = self.read(len(target))

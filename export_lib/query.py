@@ -22,7 +22,14 @@ from datetime import date, datetime
 from decimal import Decimal
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from export_lib.errors import ConfigError, SchemaDriftError
 
@@ -144,6 +151,21 @@ class QuerySpec(BaseModel):
         return refs
 
 
+def load_spec(data: dict[str, Any], *, where: str = "query") -> QuerySpec:
+    """Build a QuerySpec from config data; every problem becomes one ConfigError line.
+
+    ``where`` prefixes the field paths (``config/companies/acme.yaml: channels[0].query``).
+    """
+    try:
+        return QuerySpec.model_validate(data)
+    except ValidationError as exc:
+        issues = []
+        for err in exc.errors():
+            path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err["loc"])
+            issues.append(f"{where}{path}: {err['msg']} (got {err.get('input')!r})")
+        raise ConfigError("\n".join(issues), issues) from None
+
+
 def validate_spec(
     spec: QuerySpec,
     columns: dict[str, str],
@@ -185,7 +207,7 @@ def validate_spec(
 
 # --- SQL building ---------------------------------------------------------------------------
 
-ColumnExpr = Literal["plain", "float_text", "bool_text", "numeric_38_9"]
+ColumnExpr = Literal["plain", "float_text", "float4_text", "bool_text", "numeric_38_9"]
 
 
 @dataclass(frozen=True)
@@ -218,13 +240,14 @@ def _pg_expr(name: str, kind: ColumnExpr) -> Any:
     from psycopg import sql
 
     col = sql.Identifier(name)
-    if kind == "float_text":
-        # float8out switches to exponent form outside 1e-4 <= |x| < 1e15; only there pay for
-        # the exact text -> numeric round trip (numeric never prints an exponent).
+    if kind in ("float_text", "float4_text"):
+        # float8out prints an exponent outside 1e-4 <= |x| < 1e15 (float4out: 1e-4..1e6);
+        # only there pay for the exact text -> numeric round trip (numeric never does).
+        low, high = ("1e-4", "1e15") if kind == "float_text" else ("1e-3", "1e6")
         return sql.SQL(
-            "CASE WHEN {c} = 0 OR (abs({c}) >= 1e-4 AND abs({c}) < 1e15) THEN {c}::text "
+            "CASE WHEN {c} = 0 OR (abs({c}) >= {lo} AND abs({c}) < {hi}) THEN {c}::text "
             "ELSE {c}::text::numeric::text END AS {c}"
-        ).format(c=col)
+        ).format(c=col, lo=sql.SQL(low), hi=sql.SQL(high))
     if kind == "bool_text":
         return sql.SQL("{c}::text AS {c}").format(c=col)
     if kind == "numeric_38_9":

@@ -49,7 +49,7 @@ class RenderOptions(BaseModel):
     delimiter: Literal[",", ";", "\t", "|"] = ","
     timestamps: Literal["utc", "local"] = "utc"
     timezone: str = "UTC"
-    row_group_rows: int = Field(default=131_072, ge=1_000, le=1_048_576)
+    row_group_rows: int = Field(default=65_536, ge=1_000, le=1_048_576)
     compression: Literal["snappy", "zstd", "gzip", "none"] = "snappy"
 
     @field_validator("timezone")
@@ -195,7 +195,7 @@ def _copy_csv(source: Source, spec: QuerySpec, bounds: Bounds, types: dict[str, 
     exprs: dict[str, ColumnExpr] = {}
     for name, sql_type in types.items():
         if sql_type.kind in ("float4", "float8"):
-            exprs[name] = "float_text"
+            exprs[name] = "float_text" if sql_type.kind == "float8" else "float4_text"
         elif sql_type.kind == "bool":
             exprs[name] = "bool_text"
     query = sql.SQL("COPY ({}) TO STDOUT (FORMAT csv, HEADER, DELIMITER {})").format(
@@ -286,9 +286,10 @@ def _copy_parquet(source: Source, spec: QuerySpec, bounds: Bounds, types: dict[s
                             compression=options.compression)
     try:
         with CopyOut(source.connection, query) as copy:
-            reader = pcsv.open_csv(CopyStream(copy), *csv_read_options(schema))
-            for batch in reader:
-                writer.add(batch)
+            stream = CopyStream(copy)
+            if not stream.empty():
+                for batch in pcsv.open_csv(stream, *csv_read_options(schema)):
+                    writer.add(batch)
     except pa.ArrowInvalid as exc:
         raise RenderError(f"a value of {spec.table} does not fit the Parquet schema: {exc}; "
                           "declare the column's precision in the source or cast it in a view"
