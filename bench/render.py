@@ -1,0 +1,181 @@
+"""Benchmark the render engine against raw COPY (and, optionally, pandas) on real PostgreSQL.
+
+Run from the repository root::
+
+    python bench/render.py --rows 2000000 --skip-pandas
+
+Starts a throwaway PostgreSQL (``tests.services.postgres``) unless ``--dsn`` is given, seeds
+``--rows`` rows of ad metrics for company ``acme`` (plus 1 % of another tenant's rows that must
+not be exported) with ``generate_series``, then measures each path in its own subprocess, so
+peak RSS (``ru_maxrss``) belongs to that path alone:
+
+* ``copy_raw``: ``COPY (<the same SELECT>) TO STDOUT (FORMAT csv, HEADER)`` via psycopg's
+  ``cursor.copy()`` into a file, no processing: the database's own speed;
+* ``csv`` / ``parquet``: :func:`export_lib.render.render` into a file;
+* ``pandas_naive``: ``pandas.read_sql`` + ``to_csv`` (``--skip-pandas`` leaves it out).
+
+Every path runs ``--repeat`` times, interleaved; the median time and the largest peak RSS are
+reported. Prints one JSON object on stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+COLUMNS = ("id", "company_id", "event_time", "campaign_id", "ad_id", "impressions", "clicks",
+           "conversions", "spend", "ctr", "ingested_at")
+WINDOW = (datetime(2026, 3, 1, tzinfo=UTC), datetime(2026, 3, 2, tzinfo=UTC))
+CUTOFF = datetime(2026, 3, 3, tzinfo=UTC)
+PATHS = ("copy_raw", "csv", "parquet", "pandas_naive")
+
+
+def seed(dsn: str, rows: int) -> None:
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("DROP TABLE IF EXISTS ad_metrics")
+        conn.execute(
+            "CREATE TABLE ad_metrics (id bigint, company_id text, event_time timestamptz, "
+            "campaign_id text, ad_id bigint, impressions bigint, clicks integer, "
+            "conversions integer, spend numeric(12,2), ctr double precision, "
+            "ingested_at timestamptz)")
+        # Every 100th row belongs to another tenant: the export must skip it.
+        conn.execute(
+            "INSERT INTO ad_metrics SELECT g, CASE WHEN g %% 100 = 0 THEN 'globex' ELSE 'acme' "
+            "END, timestamptz '2026-03-01 00:00:00+00' + (g %% 86400) * interval '1 second' "
+            "+ (g %% 1000) * interval '1 microsecond', 'cmp-' || (g %% 50), g %% 5000, "
+            "(g * 7) %% 100000, (g * 3) %% 1000, g %% 17, ((g %% 100000) / 100.0)::numeric(12,2), "
+            "(g %% 1000) / 7000.0, timestamptz '2026-03-02 01:00:00+00' + (g %% 3600) * "
+            "interval '1 second' FROM generate_series(1, %s) g", (rows * 100 // 99,))
+        conn.execute("CREATE INDEX ad_metrics_tenant_time ON ad_metrics (company_id, event_time)")
+        conn.execute("VACUUM ANALYZE ad_metrics")
+
+
+def spec():
+    from export_lib.query import QuerySpec
+
+    return QuerySpec(source="bench", table="ad_metrics", columns=COLUMNS,
+                     timestamp_column="event_time", tenant_column="company_id",
+                     ingested_column="ingested_at")
+
+
+def raw_select(dsn: str):
+    """The SELECT render issues, with plain columns (no float/bool formatting)."""
+    from export_lib.query import Bounds, build_postgres, total_order
+
+    return build_postgres(spec(), Bounds("acme", *WINDOW, CUTOFF), order=total_order(spec()))
+
+
+def child(path: str, dsn: str, out: Path) -> dict:
+    import psycopg
+
+    from export_lib.connections import parse_connection
+
+    start = time.perf_counter()
+    if path == "copy_raw":
+        from psycopg import sql
+
+        with psycopg.connect(dsn) as conn, out.open("wb") as sink:
+            conn.execute("SET TimeZone = 'UTC'")
+            query = sql.SQL("COPY ({}) TO STDOUT (FORMAT csv, HEADER)").format(raw_select(dsn))
+            with conn.cursor().copy(query) as copy:
+                for data in copy:
+                    sink.write(data)
+    elif path in ("csv", "parquet"):
+        from export_lib.render import RenderOptions, render
+        from export_lib.source import open_source
+
+        with open_source(parse_connection("bench", dsn)) as source, out.open("wb") as sink:
+            render(source, spec(), company_id="acme", window_start=WINDOW[0],
+                   window_end=WINDOW[1], cutoff=CUTOFF, options=RenderOptions(format=path),
+                   sink=sink, schedule_id="bench")
+    else:
+        import pandas as pd
+        import sqlalchemy
+
+        engine = sqlalchemy.create_engine(dsn.replace("postgresql://", "postgresql+psycopg://"))
+        with psycopg.connect(dsn) as conn:
+            text = raw_select(dsn).as_string(conn)
+        frame = pd.read_sql(sqlalchemy.text(text.replace(":", r"\:")), engine)
+        frame.to_csv(out, index=False)
+        engine.dispose()
+    seconds = time.perf_counter() - start
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return {"seconds": round(seconds, 3), "peak_rss_mb": round(rss, 1),
+            "bytes": out.stat().st_size}
+
+
+def measure(path: str, dsn: str, workdir: Path) -> dict:
+    out = workdir / f"{path}.out"
+    proc = subprocess.run(
+        [sys.executable, __file__, "--child", path, "--dsn", dsn, "--out", str(out)],
+        check=True, capture_output=True, text=True, cwd=ROOT)
+    out.unlink(missing_ok=True)
+    return json.loads(proc.stdout)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=2_000_000)
+    parser.add_argument("--dsn", help="use this PostgreSQL instead of starting one")
+    parser.add_argument("--skip-pandas", action="store_true")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--child", choices=PATHS, help=argparse.SUPPRESS)
+    parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        print(json.dumps(child(args.child, args.dsn, args.out)))
+        return
+    server = None
+    dsn = args.dsn
+    if dsn is None:
+        from tests.services.postgres import start_postgres
+
+        server = start_postgres()
+        dsn = server.dsn
+    try:
+        t0 = time.perf_counter()
+        seed(dsn, args.rows)
+        print(f"seeded {args.rows} rows in {time.perf_counter() - t0:.1f}s", file=sys.stderr)
+        paths = [p for p in PATHS if not (args.skip_pandas and p == "pandas_naive")]
+        runs: dict[str, list[dict]] = {p: [] for p in paths}
+        with tempfile.TemporaryDirectory(prefix="bench-render-") as tmp:
+            for _ in range(args.repeat):
+                for path in paths:
+                    runs[path].append(measure(path, dsn, Path(tmp)))
+                    print(path, runs[path][-1], file=sys.stderr)
+        results = {}
+        for path, samples in runs.items():
+            seconds = statistics.median(s["seconds"] for s in samples)
+            results[path] = {
+                "seconds": seconds,
+                "rows_per_s": round(args.rows / seconds),
+                "peak_rss_mb": max(s["peak_rss_mb"] for s in samples),
+                "bytes": samples[-1]["bytes"],
+                "runs": [s["seconds"] for s in samples],
+            }
+        raw = results["copy_raw"]["rows_per_s"]
+        for path in results:
+            results[path]["vs_copy_raw"] = round(results[path]["rows_per_s"] / raw, 3)
+        print(json.dumps({"rows": args.rows, "results": results}, indent=2))
+    finally:
+        if server is not None:
+            from tests.services.postgres import stop_postgres
+
+            stop_postgres(server)
+
+
+if __name__ == "__main__":
+    main()

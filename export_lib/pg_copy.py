@@ -1,0 +1,145 @@
+"""``COPY ... TO STDOUT`` read at the server's speed, straight from libpq.
+
+psycopg's ``Copy`` iterator costs ~0.6 µs of generator machinery per row (measured: 1.3 s of
+client CPU for 2 M rows, as much as the server spends producing them), which on a 2-core
+machine makes the client, not the database, the bottleneck. Reading with
+``PGconn.get_copy_data`` in a tight loop and writing 1 MiB chunks halves the client's CPU.
+The protocol handling is the one psycopg documents for libpq: COPY_OUT result, data until -1,
+then the final COMMAND_OK result whose tuple count is the number of rows (header excluded).
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable
+from typing import Any
+
+CHUNK = 1 << 20
+
+
+class CopyOut:
+    """One running ``COPY ... TO STDOUT`` on a psycopg connection. Use as a context manager."""
+
+    def __init__(self, conn: Any, query: Any) -> None:
+        self._conn = conn
+        self._pgconn = conn.pgconn
+        self._query = query.as_bytes(conn) if hasattr(query, "as_bytes") else query
+        self.rows: int | None = None
+        self._done = False
+
+    def __enter__(self) -> CopyOut:
+        from psycopg import errors, pq
+
+        pgconn = self._pgconn
+        pgconn.send_query(self._query)
+        result = pgconn.get_result()
+        if result is None or result.status != pq.ExecStatus.COPY_OUT:
+            self._drain()
+            if result is None:
+                raise errors.OperationalError(self._message())
+            raise errors.error_from_result(result, encoding=self._conn.info.encoding)
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is not None and not self._done:
+            # Mid-stream failure (e.g. the sink is full): the protocol state is unknown, so
+            # the connection is not reusable. Closing it also stops the server's work.
+            self._conn.close()
+
+    def read(self) -> bytes | None:
+        """The next row's bytes (one libpq message), or None at the end of the data."""
+        if self._done:
+            return None
+        nbytes, data = self._pgconn.get_copy_data(0)
+        if nbytes >= 0:
+            return data
+        self._finish(nbytes)
+        return None
+
+    def fill(self, buf: bytearray, size: int) -> bool:
+        """Append rows to ``buf`` until it holds ``size`` bytes (all if < 0); True at the end."""
+        if self._done:
+            return True
+        get = self._pgconn.get_copy_data
+        while size < 0 or len(buf) < size:
+            nbytes, data = get(0)
+            if nbytes < 0:
+                self._finish(nbytes)
+                return True
+            buf += data
+        return False
+
+    def pump(self, write: Callable[[bytes], Any], chunk: int = CHUNK) -> int:
+        """Copy everything into ``write`` in ~``chunk``-byte pieces; returns the row count."""
+        get = self._pgconn.get_copy_data
+        buf = bytearray()
+        while True:
+            nbytes, data = get(0)
+            if nbytes < 0:
+                break
+            buf += data
+            if len(buf) >= chunk:
+                write(bytes(buf))
+                buf.clear()
+        if buf:
+            write(bytes(buf))
+        self._finish(nbytes)
+        return self.rows or 0
+
+    def _finish(self, nbytes: int) -> None:
+        from psycopg import errors, pq
+
+        self._done = True
+        if nbytes == -2:
+            raise errors.OperationalError(self._message())
+        result = self._pgconn.get_result()
+        self._drain()
+        if result is None or result.status != pq.ExecStatus.COMMAND_OK:
+            if result is None:
+                raise errors.OperationalError(self._message())
+            raise errors.error_from_result(result, encoding=self._conn.info.encoding)
+        self.rows = result.command_tuples
+
+    def _drain(self) -> None:
+        while self._pgconn.get_result() is not None:
+            pass
+
+    def _message(self) -> str:
+        return (self._pgconn.error_message or b"connection lost during COPY").decode(
+            "utf-8", "replace").strip()
+
+
+class CopyStream(io.RawIOBase):
+    """A readable binary file over a :class:`CopyOut`, for pyarrow's streaming CSV reader."""
+
+    def __init__(self, copy: CopyOut) -> None:
+        super().__init__()
+        self._copy = copy
+        self._buf = bytearray()
+        self._eof = False
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int = -1) -> bytes:
+        buf = self._buf
+        if not self._eof and (size < 0 or len(buf) < size):
+            self._eof = self._copy.fill(buf, size)
+        if size < 0 or size >= len(buf):
+            out = bytes(buf)
+            buf.clear()
+        else:
+            out = bytes(buf[:size])
+            del buf[:size]
+        return out
+
+    def empty(self) -> bool:
+        """True when the COPY produced no data at all (pyarrow rejects an empty CSV)."""
+        if not self._buf and not self._eof:
+            self._eof = self._copy.fill(self._buf, 1)
+        return not self._buf
+
+    def readinto(self, target: Any) -> int:
+        data = self.read(len(target))
+        target[: len(data)] = data
+        return len(data)
