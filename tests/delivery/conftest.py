@@ -23,6 +23,7 @@ from tests.services.s3 import S3Server, start_s3, stop_s3
 from tests.services.sftp import SftpServer, start_sftp, stop_sftp
 from tests.services.smtp import SmtpRelay, start_smtp, stop_smtp
 
+
 @pytest.fixture(scope="session")
 def s3_server() -> Iterator[S3Server]:
     server = start_s3()

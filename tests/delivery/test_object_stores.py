@@ -94,7 +94,8 @@ def test_s3_missing_bucket_is_permanent(
     sqlite_ledger: sa.Engine, bucket: str, make_artifact: ArtifactFactory
 ) -> None:
     destination = S3Destination(id="bucket", conn_id="acme_s3", bucket=f"{bucket}-gone")
-    with pytest.raises(DeliveryError, match=r"bucket .*-gone. does not exist \(connection .acme_s3.\)") as info:
+    with pytest.raises(DeliveryError,
+                       match=r"bucket .*-gone. does not exist \(connection .acme_s3.\)") as info:
         run(sqlite_ledger, destination, make_artifact())
     assert info.value.retryable is False
 

@@ -44,7 +44,7 @@ def _authenticator(server: Any, session: Any, envelope: Any, mechanism: str,
 
     ok = (isinstance(auth_data, LoginPassword) and auth_data.login == USER.encode()
           and auth_data.password == PASSWORD.encode())
-    return AuthResult(success=ok)
+    return AuthResult(success=ok, handled=False)  # handled=False: the relay answers 535
 
 
 @dataclass

@@ -24,6 +24,7 @@ from __future__ import annotations
 import re
 import smtplib
 import ssl
+from email import policy
 from email.message import EmailMessage
 from email.utils import formatdate, parseaddr
 
@@ -160,7 +161,8 @@ class EmailTransport(Transport):
                 if code not in (250, 251):
                     smtp.rset()  # nothing sent yet: abort cleanly, a retry cannot duplicate
                     raise smtplib.SMTPRecipientsRefused({rcpt: (code, reply)})
-            code, reply = smtp.data(msg.as_bytes())
+            # SMTP needs CRLF line ends; smtplib sends bytes as given.
+            code, reply = smtp.data(msg.as_bytes(policy=policy.SMTP))
             if code != 250:
                 raise smtplib.SMTPDataError(code, reply)
             return code, reply
