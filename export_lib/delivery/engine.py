@@ -90,7 +90,7 @@ def deliver(
     transport = transport_for(destination, exports_root=exports_root)
     record = rec.ensure_record(engine, _new_record(destination, artifact, run_key, transport),
                                now=now)
-    _check_same_destination(record, destination)
+    _check_same_delivery(record, destination, artifact)
     labels = (str(artifact.manifest.get("company", "-")),
               str(artifact.manifest.get("schedule", "-")), period_label)
     if record.state == rec.ACKNOWLEDGED:
@@ -125,8 +125,20 @@ def _new_record(destination: Destination, artifact: DeliverableArtifact, run_key
     )
 
 
-def _check_same_destination(record: rec.DeliveryRecord, destination: Destination) -> None:
-    """A run keeps the destination config it captured; a changed config is the next slot's."""
+def _check_same_delivery(record: rec.DeliveryRecord, destination: Destination,
+                         artifact: DeliverableArtifact) -> None:
+    """A run keeps the destination config it captured; a changed config is the next slot's.
+
+    An artifact version is immutable: different content under the same version would make
+    "already delivered" a lie, so it is refused.
+    """
+    if record.artifact_sha256 != artifact.sha256:
+        raise DeliveryError(
+            f"artifact {artifact.name} (version {artifact.version}) had sha256 "
+            f"{record.artifact_sha256} when delivery {record.delivery_id} was recorded and has "
+            f"{artifact.sha256} now; versions are immutable — publish changed content as a new "
+            "version"
+        )
     if record.destination_config != destination.model_dump_json():
         raise DeliveryError(
             f"destination {destination.id!r} changed since delivery {record.delivery_id} was "
@@ -226,7 +238,7 @@ def _succeed(attempt: _Attempt, receipt: str, present: bool, started: float) -> 
 def _fail(attempt: _Attempt, error: DeliveryError, started: float) -> NoReturn:
     record = attempt.record
     number = record.attempts
-    exhausted = not error.retryable or number >= attempt.max_attempts
+    exhausted = not error.retryable or number - record.budget_base >= attempt.max_attempts
     with attempt.engine.begin() as conn:
         if rec.transition(conn, record, rec.EXHAUSTED if exhausted else rec.PENDING,
                           now=attempt.now, last_error=str(error)):

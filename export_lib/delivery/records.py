@@ -74,6 +74,8 @@ deliveries = sa.Table(
     sa.Column("artifact_bytes", sa.BigInteger, nullable=False),
     sa.Column("state", sa.String(16), nullable=False),
     sa.Column("attempts", sa.Integer, nullable=False, server_default="0"),
+    # attempts made before the last operator requeue: the retry budget counts from here.
+    sa.Column("budget_base", sa.Integer, nullable=False, server_default="0"),
     sa.Column("last_error", sa.Text),
     sa.Column("receipt", sa.Text),
     sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
@@ -144,8 +146,10 @@ class DeliveryRecord:
     destination_type: str
     destination_config: str
     target: str
+    artifact_sha256: str
     state: str
     attempts: int
+    budget_base: int
     last_error: str | None
     receipt: str | None
     attempt_started_at: datetime | None
@@ -194,8 +198,8 @@ def ensure_record(engine: Engine, new: NewDelivery, *, now: datetime) -> Deliver
         _insert_ignore(
             conn,
             deliveries,
-            {**new.__dict__, "state": PENDING, "attempts": 0, "created_at": moment,
-             "updated_at": moment},
+            {**new.__dict__, "state": PENDING, "attempts": 0, "budget_base": 0,
+             "created_at": moment, "updated_at": moment},
         )
     found = get_record(engine, new.delivery_id)
     assert found is not None  # inserted or already there, never deleted in between
@@ -277,7 +281,10 @@ def finish_attempt(
 
 
 def requeue(engine: Engine, the_id: str, *, now: datetime) -> DeliveryRecord:
-    """Operator action: give an exhausted or refused delivery a fresh retry budget."""
+    """Operator action: give an exhausted or refused delivery a fresh retry budget.
+
+    Attempt numbers keep counting (the history stays unique); the budget restarts here.
+    """
     record = get_record(engine, the_id)
     if record is None:
         raise IllegalTransitionError(f"no delivery {the_id!r}; list them with list_deliveries()")
@@ -286,7 +293,7 @@ def requeue(engine: Engine, the_id: str, *, now: datetime) -> DeliveryRecord:
         conn.execute(
             deliveries.update()
             .where(deliveries.c.delivery_id == the_id, deliveries.c.state == record.state)
-            .values(state=PENDING, attempts=0, updated_at=utc(now))
+            .values(state=PENDING, budget_base=record.attempts, updated_at=utc(now))
         )
     refreshed = get_record(engine, the_id)
     assert refreshed is not None

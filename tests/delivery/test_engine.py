@@ -140,3 +140,22 @@ def test_attempt_of_a_dead_worker_is_taken_over_after_stale_after(
     history = list_deliveries(ledger)[0]["history"]
     assert [(h["attempt"], h["outcome"]) for h in history] == [(1, "abandoned"),
                                                                 (2, "delivered")]
+
+
+def test_a_new_version_is_a_new_delivery_and_old_versions_stay_put(
+    sqlite_ledger: sa.Engine, make_artifact: ArtifactFactory, tmp_path: Path
+) -> None:
+    first = run(sqlite_ledger, ARCHIVE, make_artifact(version=1), exports_root=tmp_path)
+    second = run(sqlite_ledger, ARCHIVE, make_artifact(version=2, seed="b"),
+                 exports_root=tmp_path)
+    assert first.delivery_id != second.delivery_id
+    assert sorted(p.name for p in (tmp_path / "acme/daily").glob("*.csv")) == [
+        "acme_daily-spend_2026-03-28_v1.csv", "acme_daily-spend_2026-03-28_v2.csv"]
+
+
+def test_changed_content_under_the_same_version_is_refused(
+    sqlite_ledger: sa.Engine, make_artifact: ArtifactFactory, tmp_path: Path
+) -> None:
+    run(sqlite_ledger, ARCHIVE, make_artifact(seed="a"), exports_root=tmp_path)
+    with pytest.raises(DeliveryError, match=r"version 1\) had sha256 .* versions are immutable"):
+        run(sqlite_ledger, ARCHIVE, make_artifact(seed="b"), exports_root=tmp_path)

@@ -100,7 +100,8 @@ def test_requeue_gives_an_exhausted_delivery_a_fresh_budget(ledger: sa.Engine) -
     with ledger.begin() as conn:
         rec.transition(conn, attempting, "exhausted", now=NOW, last_error="boom")
     again = requeue(ledger, record.delivery_id, now=NOW)
-    assert (again.state, again.attempts, again.last_error) == ("pending", 0, "boom")
+    assert (again.state, again.attempts, again.budget_base, again.last_error) == (
+        "pending", 1, 1, "boom")
     with pytest.raises(IllegalTransitionError, match="no delivery 'dlv-nope'"):
         requeue(ledger, "dlv-nope", now=NOW)
 

@@ -155,3 +155,51 @@ def test_unreachable_receiver_is_retryable(
         run(sqlite_ledger, HOOK, make_artifact())
     assert info.value.retryable is True
     assert only_record(sqlite_ledger)["state"] == "pending"
+
+
+def test_concurrent_workers_send_once(
+    ledger: sa.Engine, hook: WebhookReceiver, make_artifact: ArtifactFactory
+) -> None:
+    import threading
+
+    artifact = make_artifact()
+    slow = HOOK.model_copy(update={"timeout_seconds": 5.0})
+    hook.stall_next(0.5)  # keeps the winner's attempt open while the other worker arrives
+    barrier = threading.Barrier(2)
+    results: list[object] = []
+
+    def worker() -> None:
+        barrier.wait()
+        try:
+            results.append(run(ledger, slow, artifact).state)
+        except DeliveryError as exc:
+            results.append(exc)
+
+    threads = [threading.Thread(target=worker) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    errors = [r for r in results if isinstance(r, DeliveryError)]
+    assert "acknowledged" in results and len(errors) == 1
+    assert errors[0].retryable is True
+    assert len(hook.state.requests) == 1 and hook.state.processed == {KEY: 1}
+    assert run(ledger, slow, artifact).already_delivered is True
+
+
+def test_requeued_exhausted_delivery_is_delivered_by_the_next_call(
+    sqlite_ledger: sa.Engine, hook: WebhookReceiver, make_artifact: ArtifactFactory
+) -> None:
+    from export_lib.delivery import requeue
+    from tests.delivery.support import NOW
+
+    artifact = make_artifact()
+    hook.fail_next(1, 500)
+    with pytest.raises(DeliveryError, match="exhausted its 1 attempts"):
+        run(sqlite_ledger, HOOK, artifact, max_attempts=1)
+    requeue(sqlite_ledger, KEY, now=NOW)
+    outcome = run(sqlite_ledger, HOOK, artifact, max_attempts=1)
+    assert (outcome.state, outcome.attempts) == ("acknowledged", 2)
+    history = only_record(sqlite_ledger)["history"]
+    assert [(h["attempt"], h["outcome"]) for h in history] == [(1, "retryable_failure"),
+                                                                (2, "delivered")]

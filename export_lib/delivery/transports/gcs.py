@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 from typing import Any
+from urllib.parse import quote
 
 from export_lib.connections import Connection
 from export_lib.delivery.artifact import DeliverableArtifact
@@ -92,7 +93,7 @@ class GcsTransport(Transport):
     def send(self, artifact: DeliverableArtifact, ctx: DeliveryContext) -> str:
         blob = self._bucket.blob(join_key(self.destination.prefix, artifact.name))
         blob.metadata = {"sha256": artifact.sha256, "delivery-id": ctx.delivery_id,
-                         "run-key": ctx.run_key}
+                         "run-key": quote(ctx.run_key, safe="/:=@-_.")}
         self._guard(lambda: blob.upload_from_filename(
             str(artifact.local_path), if_generation_match=0, timeout=120))
         return f"generation={blob.generation} size={blob.size}"

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import base64
 from typing import Any
+from urllib.parse import quote
 
 from export_lib.delivery.artifact import DeliverableArtifact
 from export_lib.delivery.transports.base import (
@@ -102,7 +103,7 @@ class S3Transport(Transport):
                 ContentLength=artifact.bytes,
                 ChecksumSHA256=checksum,
                 Metadata={"sha256": artifact.sha256, "delivery-id": ctx.delivery_id,
-                          "run-key": ctx.run_key[:1024]},
+                          "run-key": quote(ctx.run_key, safe="/:=@-_.")},
             )
         receipt = f"etag={response.get('ETag', '').strip(chr(34))}"
         if response.get("VersionId"):
