@@ -84,7 +84,15 @@ def deliver(
     exports_root: Path | None = None,
     stale_after: timedelta = DEFAULT_STALE_AFTER,
 ) -> DeliveryOutcome:
-    """Deliver ``artifact`` to ``destination`` once; see the module docstring for the steps."""
+    """Deliver ``artifact`` to ``destination`` once; see the module docstring for the steps.
+
+    ``destination`` must be the config the run captured (a changed config raises; it applies
+    from the next slot). ``owner``/``authorized`` are re-checked now, at delivery time.
+    ``now`` is the moment of this call, supplied by the caller (the Airflow edge or the CLI):
+    it stamps the ledger and decides whether an ``attempting`` record older than
+    ``stale_after`` belongs to a dead worker. ``exports_root`` anchors relative ``local``
+    paths (default ``$EXPORT_HOME/exports``). Each call makes at most one attempt.
+    """
     if max_attempts < 1:
         raise ConfigError(f"max_attempts must be at least 1, got {max_attempts}")
     transport = transport_for(destination, exports_root=exports_root)

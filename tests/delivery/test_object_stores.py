@@ -159,3 +159,23 @@ def test_gcs_missing_bucket_is_permanent(
     with pytest.raises(DeliveryError, match="not found via connection 'acme_gcs'") as info:
         run(sqlite_ledger, destination, make_artifact())
     assert info.value.retryable is False
+
+
+def test_s3_large_artifact_goes_multipart_and_is_still_verified(
+    sqlite_ledger: sa.Engine, s3_server: S3Server, bucket: str, make_artifact: ArtifactFactory,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from export_lib.delivery.transports import s3 as s3_transport
+
+    # Our own threshold, lowered so a 6 MiB file takes the >5 GiB path (2 parts of 5 MiB+).
+    monkeypatch.setattr(s3_transport, "SINGLE_PUT_LIMIT", 5 * 1024 * 1024)
+    monkeypatch.setattr(s3_transport, "PART_SIZE", 5 * 1024 * 1024)
+    artifact = make_artifact(6 * 1024 * 1024)
+    destination = S3Destination(id="bucket", conn_id="acme_s3", bucket=bucket)
+    first = run(sqlite_ledger, destination, artifact)
+    assert first.receipt is not None and "-2 multipart size=6291456" in first.receipt
+    assert run(sqlite_ledger, destination, artifact).already_delivered is True
+    (version,) = _versions(s3_server, bucket)
+    body = s3_server.client().get_object(Bucket=bucket, Key=artifact.name)
+    assert body["Metadata"]["sha256"] == artifact.sha256
+    assert body["Body"].read() == artifact.local_path.read_bytes()

@@ -36,6 +36,8 @@ from export_lib.delivery.transports.base import (
 from export_lib.destinations import S3Destination
 from export_lib.errors import DeliveryError
 
+SINGLE_PUT_LIMIT = 5 * 1024**3  # S3's maximum PutObject size
+PART_SIZE = 64 * 1024 * 1024
 _AUTH_CODES = {
     "InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "ExpiredToken",
     "InvalidToken", "InvalidClientTokenId", "UnrecognizedClientException", "403", "401",
@@ -93,6 +95,10 @@ class S3Transport(Transport):
 
     def send(self, artifact: DeliverableArtifact, ctx: DeliveryContext) -> str:
         key = join_key(self.destination.prefix, artifact.name)
+        metadata = {"sha256": artifact.sha256, "delivery-id": ctx.delivery_id,
+                    "run-key": quote(ctx.run_key, safe="/:=@-_.")}
+        if artifact.bytes > SINGLE_PUT_LIMIT:
+            return self._send_multipart(artifact, key, metadata)
         checksum = base64.b64encode(bytes.fromhex(artifact.sha256)).decode()
         with artifact.local_path.open("rb") as body:
             response = self._call(
@@ -102,15 +108,31 @@ class S3Transport(Transport):
                 Body=body,
                 ContentLength=artifact.bytes,
                 ChecksumSHA256=checksum,
-                Metadata={"sha256": artifact.sha256, "delivery-id": ctx.delivery_id,
-                          "run-key": quote(ctx.run_key, safe="/:=@-_.")},
+                Metadata=metadata,
             )
         receipt = f"etag={response.get('ETag', '').strip(chr(34))}"
         if response.get("VersionId"):
             receipt += f" version_id={response['VersionId']}"
         return receipt
 
-    def _call(self, operation: str, **kwargs: Any) -> dict[str, Any]:
+    def _send_multipart(self, artifact: DeliverableArtifact, key: str,
+                        metadata: dict[str, str]) -> str:
+        """Above S3's single-PUT limit: managed multipart upload, parts streamed from disk.
+
+        The object only becomes visible when the upload completes, so there is still never a
+        partial object under the key.
+        """
+        from boto3.s3.transfer import TransferConfig
+
+        config = TransferConfig(multipart_threshold=SINGLE_PUT_LIMIT, multipart_chunksize=PART_SIZE,
+                                max_concurrency=2)
+        self._call("upload_file", Filename=str(artifact.local_path), Bucket=self.destination.bucket,
+                   Key=key, ExtraArgs={"Metadata": metadata}, Config=config)
+        head = self._call("head_object", Bucket=self.destination.bucket, Key=key)
+        return f"etag={head.get('ETag', '').strip(chr(34))} multipart size={head['ContentLength']}"
+
+    def _call(self, operation: str, **kwargs: Any) -> Any:
+        from boto3.exceptions import Boto3Error
         from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
         assert self._conn is not None, "use the transport as a context manager"
@@ -118,6 +140,11 @@ class S3Transport(Transport):
             return getattr(self._client, operation)(**kwargs)
         except ClientError as exc:
             raise _classify(self._conn, operation, exc, kwargs) from exc
+        except Boto3Error as exc:  # the managed transfer wraps the ClientError that failed it
+            cause = exc.__cause__ or exc.__context__
+            if isinstance(cause, ClientError):
+                raise _classify(self._conn, operation, cause, kwargs) from exc
+            raise network_failure(self._conn, exc) from exc
         except NoCredentialsError as exc:
             raise auth_failure(self._conn, "no credentials found") from exc
         except (BotoCoreError, OSError) as exc:  # endpoint unreachable, read timeout, reset
