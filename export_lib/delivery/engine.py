@@ -28,12 +28,19 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from sqlalchemy.engine import Engine
+from sqlalchemy.exc import OperationalError
 
 from export_lib.delivery import records as rec
 from export_lib.delivery.artifact import DeliverableArtifact
 from export_lib.delivery.transports import DeliveryContext, Transport, transport_for
 from export_lib.destinations import Destination
-from export_lib.errors import AuthorizationError, ConfigError, DeliveryError, ExportError
+from export_lib.errors import (
+    AuthorizationError,
+    ConfigError,
+    DeliveryError,
+    ExportError,
+    LedgerError,
+)
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +102,19 @@ def deliver(
     """
     if max_attempts < 1:
         raise ConfigError(f"max_attempts must be at least 1, got {max_attempts}")
+    try:
+        return _deliver(engine, destination, artifact, run_key=run_key,
+                        period_label=period_label, owner=owner, authorized=authorized,
+                        max_attempts=max_attempts, now=now, exports_root=exports_root,
+                        stale_after=stale_after)
+    except OperationalError as exc:  # the ledger DB is down or locked: retry the task later
+        raise LedgerError(f"delivery ledger unavailable ({exc.orig}); the task will retry") from exc
+
+
+def _deliver(engine: Engine, destination: Destination, artifact: DeliverableArtifact, *,
+             run_key: str, period_label: str, owner: str, authorized: Collection[str],
+             max_attempts: int, now: datetime, exports_root: Path | None,
+             stale_after: timedelta) -> DeliveryOutcome:
     transport = transport_for(destination, exports_root=exports_root)
     record = rec.ensure_record(engine, _new_record(destination, artifact, run_key, transport),
                                now=now)

@@ -159,3 +159,24 @@ def test_changed_content_under_the_same_version_is_refused(
     run(sqlite_ledger, ARCHIVE, make_artifact(seed="a"), exports_root=tmp_path)
     with pytest.raises(DeliveryError, match=r"version 1\) had sha256 .* versions are immutable"):
         run(sqlite_ledger, ARCHIVE, make_artifact(seed="b"), exports_root=tmp_path)
+
+
+def test_unreachable_ledger_is_a_retryable_ledger_error(
+    make_artifact: ArtifactFactory, tmp_path: Path
+) -> None:
+    from export_lib.errors import LedgerError
+    from tests.services.ports import free_port
+
+    engine = sa.create_engine(f"postgresql+psycopg://x:y@127.0.0.1:{free_port()}/none")
+    with pytest.raises(LedgerError, match="delivery ledger unavailable") as info:
+        run(engine, ARCHIVE, make_artifact(), exports_root=tmp_path)
+    assert info.value.retryable is True
+    assert not (tmp_path / "acme").exists()
+
+
+def test_max_attempts_must_be_positive(sqlite_ledger: sa.Engine,
+                                       make_artifact: ArtifactFactory) -> None:
+    from export_lib.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="max_attempts must be at least 1, got 0"):
+        run(sqlite_ledger, ARCHIVE, make_artifact(), max_attempts=0)
