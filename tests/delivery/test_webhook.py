@@ -203,3 +203,17 @@ def test_requeued_exhausted_delivery_is_delivered_by_the_next_call(
     history = only_record(sqlite_ledger)["history"]
     assert [(h["attempt"], h["outcome"]) for h in history] == [(1, "retryable_failure"),
                                                                 (2, "delivered")]
+
+
+def test_signed_body_is_verified_by_the_receiver(
+    sqlite_ledger: sa.Engine, webhook: WebhookReceiver, make_artifact: ArtifactFactory,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    webhook.state.signing_secret = "whsec_test"
+    monkeypatch.setenv("AIRFLOW_CONN_ACME_HOOK", webhook.connection_uri("hooks"))
+    with pytest.raises(DeliveryError, match="HTTP 401"):  # unsigned: refused, permanent
+        run(sqlite_ledger, HOOK, make_artifact())
+    signed = HOOK.model_copy(update={"id": "notify-signed"})
+    monkeypatch.setenv("AIRFLOW_CONN_ACME_HOOK",
+                       webhook.connection_uri("hooks") + "?signing_secret=whsec_test")
+    assert run(sqlite_ledger, signed, make_artifact()).state == "acknowledged"

@@ -7,13 +7,16 @@ misbehaviour for the next requests:
 * ``fail_next(n, status)`` — answer ``status`` (503, 429, 400 …) ``n`` times without storing;
 * ``stall_next(seconds)`` — store and process the delivery, then stall past the client timeout
   before answering (the "stored, but the response was lost" case);
-* ``token`` — require ``Authorization: Bearer <token>`` (401 otherwise).
+* ``token`` — require ``Authorization: Bearer <token>`` (401 otherwise);
+* ``signing_secret`` — require a valid ``X-Export-Signature`` HMAC of the body (401 otherwise).
 
 ``processed`` counts deliveries processed per key; ``requests`` logs every request received.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import threading
 import time
@@ -25,6 +28,7 @@ from typing import Any
 @dataclass
 class ReceiverState:
     token: str | None = None
+    signing_secret: str | None = None
     processed: dict[str, int] = field(default_factory=dict)
     bodies: dict[str, dict[str, Any]] = field(default_factory=dict)
     requests: list[dict[str, Any]] = field(default_factory=list)
@@ -35,6 +39,7 @@ class ReceiverState:
     def reset(self) -> None:
         with self.lock:
             self.token = None
+            self.signing_secret = None
             self.processed.clear()
             self.bodies.clear()
             self.requests.clear()
@@ -57,6 +62,9 @@ class _Handler(BaseHTTPRequestHandler):
                                    "authorization": self.headers.get("Authorization")})
             if state.token and self.headers.get("Authorization") != f"Bearer {state.token}":
                 return self._answer(401, {"error": "bad token"})
+            if state.signing_secret and not _signed(state.signing_secret, body,
+                                                     self.headers.get("X-Export-Signature")):
+                return self._answer(401, {"error": "bad signature"})
             if state.failures:
                 status = state.failures.pop(0)
                 return self._answer(status, {"error": f"scripted {status}"},
@@ -84,6 +92,11 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(data)
         except OSError:  # the client gave up (timeout): exactly the case under test
             pass
+
+
+def _signed(secret: str, body: bytes, header: str | None) -> bool:
+    expected = "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+    return header is not None and hmac.compare_digest(expected, header)
 
 
 @dataclass

@@ -5,6 +5,7 @@ Connection forms (``AIRFLOW_CONN_<ID>``)::
     https://hooks.example.com/exports              (no auth)
     https://user:secret@hooks.example.com/exports  (HTTP Basic)
     https://hooks.example.com/exports?token=abc    (``Authorization: Bearer abc``)
+    https://hooks.example.com/exports?signing_secret=whsec_abc   (signed bodies)
     http://127.0.0.1:8080/                         (tests)
 
 The URL is the connection's scheme (``http``/``https``), host, port and path, followed by the
@@ -13,6 +14,9 @@ destination's ``endpoint`` path: the host always comes from the connection.
 The body names the delivery: ``delivery_id``, ``run_key``, ``period``, ``destination_id``,
 ``name``, ``version``, ``rows``, ``bytes``, ``sha256``, ``format``, ``window_start``,
 ``window_end`` and ``link`` (the published artifact's URI). Outcomes:
+
+With ``extra.signing_secret`` every request carries ``X-Export-Signature: sha256=<hex>``, the
+HMAC-SHA256 of the exact body bytes, so the receiver can reject forged notices.
 
 * 2xx acknowledges (receipt: status, request id header if any, body snippet);
 * 408, 429, 5xx, timeouts and connection errors are retryable;
@@ -25,6 +29,8 @@ same key and the receiver answers without processing twice.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import urllib.error
 import urllib.request
@@ -102,13 +108,17 @@ class WebhookTransport(Transport):
     def send(self, artifact: DeliverableArtifact, ctx: DeliveryContext) -> str:
         conn = self._conn
         assert conn is not None
+        body = json.dumps(payload(artifact, ctx), sort_keys=True).encode()
         request = urllib.request.Request(
             self.url(),
-            data=json.dumps(payload(artifact, ctx)).encode(),
+            data=body,
             method="POST",
             headers={"Content-Type": "application/json", "Idempotency-Key": ctx.delivery_id,
                      "User-Agent": "export-lib-delivery/1"},
         )
+        if conn.extra.get("signing_secret"):
+            digest = hmac.new(conn.extra["signing_secret"].encode(), body, hashlib.sha256)
+            request.add_header("X-Export-Signature", f"sha256={digest.hexdigest()}")
         if conn.extra.get("token"):
             request.add_header("Authorization", f"Bearer {conn.extra['token']}")
         elif conn.login:
