@@ -22,6 +22,7 @@ from tests.services.postgres import PostgresServer
 from tests.services.s3 import S3Server, start_s3, stop_s3
 from tests.services.sftp import SftpServer, start_sftp, stop_sftp
 from tests.services.smtp import SmtpRelay, start_smtp, stop_smtp
+from tests.services.tls import ServerCertificates, make_certificates
 
 
 @pytest.fixture(scope="session")
@@ -79,6 +80,30 @@ def smtp_server() -> Iterator[SmtpRelay]:
 def smtp(smtp_server: SmtpRelay) -> SmtpRelay:
     smtp_server.reset()
     return smtp_server
+
+
+@pytest.fixture(scope="session")
+def certificates(tmp_path_factory: pytest.TempPathFactory) -> ServerCertificates:
+    return make_certificates(tmp_path_factory.mktemp("tls"))
+
+
+@pytest.fixture(scope="session")
+def smtp_tls_server(certificates: ServerCertificates) -> Iterator[SmtpRelay]:
+    """A relay that requires STARTTLS, with a certificate from a private test CA."""
+    relay = start_smtp(certificates.server_context())
+    try:
+        yield relay
+    finally:
+        stop_smtp(relay)
+
+
+@pytest.fixture(scope="session")
+def https_webhook_server(certificates: ServerCertificates) -> Iterator[WebhookReceiver]:
+    receiver = start_receiver(certificates.server_context())
+    try:
+        yield receiver
+    finally:
+        stop_receiver(receiver)
 
 
 @pytest.fixture()

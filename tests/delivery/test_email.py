@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from urllib.parse import quote
+
 import pytest
 import sqlalchemy as sa
 
@@ -11,6 +13,7 @@ from export_lib.errors import DeliveryError
 from tests.delivery.conftest import ArtifactFactory
 from tests.delivery.support import RUN_KEY, only_record, run
 from tests.services.smtp import PASSWORD, SmtpRelay
+from tests.services.tls import ServerCertificates
 
 MAIL = EmailDestination(id="mail", conn_id="acme_smtp", to=("ops@acme.example",
                                                             "finance@acme.example"))
@@ -100,3 +103,39 @@ def test_unreachable_relay_is_retryable(
     with pytest.raises(DeliveryError, match="will retry.*ConnectionRefusedError") as info:
         run(sqlite_ledger, MAIL, make_artifact())
     assert info.value.retryable is True
+
+
+def test_starttls_relay_with_a_private_ca(
+    sqlite_ledger: sa.Engine, smtp_tls_server: SmtpRelay, certificates: ServerCertificates,
+    make_artifact: ArtifactFactory, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    smtp_tls_server.reset()
+    ca = quote(str(certificates.ca_file), safe="")
+    monkeypatch.setenv("AIRFLOW_CONN_ACME_SMTP", smtp_tls_server.connection_uri(
+        password=PASSWORD, extra=f"&starttls=true&ca_file={ca}"))
+    assert run(sqlite_ledger, MAIL, make_artifact()).state == "acknowledged"
+    assert len(smtp_tls_server.messages) == 1
+
+
+def test_untrusted_relay_certificate_is_permanent(
+    sqlite_ledger: sa.Engine, smtp_tls_server: SmtpRelay, make_artifact: ArtifactFactory,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    smtp_tls_server.reset()
+    monkeypatch.setenv("AIRFLOW_CONN_ACME_SMTP",
+                       smtp_tls_server.connection_uri(extra="&starttls=true"))
+    with pytest.raises(DeliveryError, match="TLS certificate is not trusted .*set extra.ca_file"
+                       ) as info:
+        run(sqlite_ledger, MAIL, make_artifact())
+    assert info.value.retryable is False
+    assert smtp_tls_server.messages == []
+
+
+def test_relay_requiring_starttls_refuses_plain_mail_permanently(
+    sqlite_ledger: sa.Engine, smtp_tls_server: SmtpRelay, make_artifact: ArtifactFactory,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("AIRFLOW_CONN_ACME_SMTP", smtp_tls_server.connection_uri())
+    with pytest.raises(DeliveryError, match="answered 530") as info:
+        run(sqlite_ledger, MAIL, make_artifact())
+    assert info.value.retryable is False

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from urllib.parse import quote
 
 import pytest
 import sqlalchemy as sa
@@ -13,6 +14,7 @@ from export_lib.errors import DeliveryError
 from tests.delivery.conftest import ArtifactFactory
 from tests.delivery.support import PERIOD, RUN_KEY, only_record, run
 from tests.services.http import WebhookReceiver
+from tests.services.tls import ServerCertificates
 
 HOOK = WebhookDestination(id="notify", conn_id="acme_hook", endpoint="/exports",
                           timeout_seconds=0.4)
@@ -217,3 +219,21 @@ def test_signed_body_is_verified_by_the_receiver(
     monkeypatch.setenv("AIRFLOW_CONN_ACME_HOOK",
                        webhook.connection_uri("hooks") + "?signing_secret=whsec_test")
     assert run(sqlite_ledger, signed, make_artifact()).state == "acknowledged"
+
+
+def test_https_receiver_with_a_private_ca_and_untrusted_certificate(
+    sqlite_ledger: sa.Engine, https_webhook_server: WebhookReceiver,
+    certificates: ServerCertificates, make_artifact: ArtifactFactory,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    https_webhook_server.state.reset()
+    uri = https_webhook_server.connection_uri("hooks")
+    monkeypatch.setenv("AIRFLOW_CONN_ACME_HOOK", uri)
+    with pytest.raises(DeliveryError, match="TLS certificate is not trusted") as info:
+        run(sqlite_ledger, HOOK, make_artifact())
+    assert info.value.retryable is False and https_webhook_server.state.requests == []
+    trusted = HOOK.model_copy(update={"id": "notify-tls"})
+    monkeypatch.setenv("AIRFLOW_CONN_ACME_HOOK",
+                       f"{uri}?ca_file={quote(str(certificates.ca_file), safe='')}")
+    assert run(sqlite_ledger, trusted, make_artifact()).state == "acknowledged"
+    assert len(https_webhook_server.state.requests) == 1

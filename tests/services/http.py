@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import ssl
 import threading
 import time
 from dataclasses import dataclass, field
@@ -103,13 +104,14 @@ def _signed(secret: str, body: bytes, header: str | None) -> bool:
 class WebhookReceiver:
     server: ThreadingHTTPServer
     state: ReceiverState
+    scheme: str = "http"
 
     @property
     def port(self) -> int:
         return self.server.server_address[1]
 
     def connection_uri(self, path: str = "hooks") -> str:
-        return f"http://127.0.0.1:{self.port}/{path}"
+        return f"{self.scheme}://127.0.0.1:{self.port}/{path}"
 
     def fail_next(self, times: int, status: int = 503) -> None:
         with self.state.lock:
@@ -120,13 +122,20 @@ class WebhookReceiver:
             self.state.stalls.append(seconds)
 
 
-def start_receiver() -> WebhookReceiver:
+def start_receiver(tls_context: ssl.SSLContext | None = None) -> WebhookReceiver:
+    """The receiver on a free port; with ``tls_context`` it speaks HTTPS."""
     state = ReceiverState()
     handler = type("Handler", (_Handler,), {"state": state})
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     server.daemon_threads = True
+    if tls_context is not None:
+        # Handshake lazily in the handler thread, so a client that rejects the certificate
+        # cannot stall the accept loop.
+        server.socket = tls_context.wrap_socket(server.socket, server_side=True,
+                                                do_handshake_on_connect=False)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    return WebhookReceiver(server=server, state=state)
+    return WebhookReceiver(server=server, state=state,
+                           scheme="https" if tls_context is not None else "http")
 
 
 def stop_receiver(receiver: WebhookReceiver) -> None:

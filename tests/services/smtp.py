@@ -9,6 +9,7 @@ accepted too. Accepted messages are answered ``250 Ok: queued as <id>`` and kept
 from __future__ import annotations
 
 import itertools
+import ssl
 import threading
 from dataclasses import dataclass, field
 from email import message_from_bytes
@@ -62,18 +63,20 @@ class SmtpRelay:
             self.handler.messages.clear()
             self.handler.envelopes.clear()
 
-    def connection_uri(self, *, password: str | None = None) -> str:
+    def connection_uri(self, *, password: str | None = None, extra: str = "") -> str:
         auth = f"{USER}:{quote(password, safe='')}@" if password else ""
-        return f"smtp://{auth}127.0.0.1:{self.port}/?from={quote(SENDER, safe='')}"
+        return f"smtp://{auth}127.0.0.1:{self.port}/?from={quote(SENDER, safe='')}{extra}"
 
 
-def start_smtp() -> SmtpRelay:
+def start_smtp(tls_context: ssl.SSLContext | None = None) -> SmtpRelay:
+    """A relay; with ``tls_context`` it offers and requires STARTTLS (port 587 style)."""
     from aiosmtpd.controller import Controller
 
     handler = _Handler()
     port = free_port()
     controller = Controller(handler, hostname="127.0.0.1", port=port,
                             authenticator=_authenticator, auth_require_tls=False,
+                            tls_context=tls_context, require_starttls=tls_context is not None,
                             ready_timeout=10)
     controller.start()
     return SmtpRelay(controller=controller, handler=handler, port=port)

@@ -101,6 +101,15 @@ def network_failure(conn: Connection, exc: BaseException) -> DeliveryError:
     )
 
 
+def untrusted_certificate(conn: Connection, exc: BaseException) -> DeliveryError:
+    """Permanent: a certificate the client does not trust will not become trusted by retrying."""
+    return DeliveryError(
+        f"connection {conn.conn_id!r} ({conn.masked_uri()}): the server's TLS certificate is not "
+        f"trusted ({getattr(exc, 'verify_message', exc)}); set extra.ca_file to the CA bundle "
+        "that signed it, or fix the server's certificate"
+    )
+
+
 def flag(value: object, default: bool = False) -> bool:
     """Connection extras arrive as strings from URIs: 'true'/'1'/'yes' are true."""
     if value is None or value == "":

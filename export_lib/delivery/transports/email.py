@@ -6,6 +6,9 @@ Connection forms (``AIRFLOW_CONN_<ID>``)::
     smtp://user:secret@relay.example.com:587/?from=Exports%20%3Cexports%40example.com%3E
     smtps://user:secret@relay.example.com:465/?from=exports%40example.com   (implicit TLS)
 
+TLS certificates are verified against the system CAs, or ``extra.ca_file`` for a private CA;
+an untrusted certificate is a permanent failure.
+
 ``extra.from`` is the sender (required). The artifact is attached when it is at most the
 destination's ``max_attachment_bytes``; otherwise the body says the file was too large to
 attach and gives the link (the artifact's published URI) instead.
@@ -37,6 +40,7 @@ from export_lib.delivery.transports.base import (
     flag,
     network_failure,
     resolve_connection,
+    untrusted_certificate,
 )
 from export_lib.destinations import EmailDestination
 from export_lib.errors import DeliveryError
@@ -122,14 +126,14 @@ class EmailTransport(Transport):
         conn = self._conn
         assert conn is not None
         timeout = float(conn.extra.get("timeout", 60))
+        context = ssl.create_default_context(cafile=conn.extra.get("ca_file") or None)
         if conn.conn_type == "smtps":
             smtp: smtplib.SMTP = smtplib.SMTP_SSL(conn.host or "localhost", conn.port or 465,
-                                                  timeout=timeout,
-                                                  context=ssl.create_default_context())
+                                                  timeout=timeout, context=context)
         else:
             smtp = smtplib.SMTP(conn.host or "localhost", conn.port or 25, timeout=timeout)
             if flag(conn.extra.get("starttls")):
-                smtp.starttls(context=ssl.create_default_context())
+                smtp.starttls(context=context)
         if conn.login:
             smtp.login(conn.login, conn.password or "")
         return smtp
@@ -192,6 +196,8 @@ class EmailTransport(Transport):
                 f"{exc.smtp_code} {exc.smtp_error.decode('utf-8', 'replace')}",
                 retryable=400 <= exc.smtp_code < 500,
             ) from exc
+        except ssl.SSLCertVerificationError as exc:
+            raise untrusted_certificate(conn, exc) from exc
         except (smtplib.SMTPServerDisconnected, TimeoutError, OSError) as exc:
             raise network_failure(conn, exc) from exc
         except smtplib.SMTPException as exc:  # e.g. STARTTLS or AUTH not offered by the relay

@@ -6,6 +6,7 @@ Connection forms (``AIRFLOW_CONN_<ID>``)::
     https://user:secret@hooks.example.com/exports  (HTTP Basic)
     https://hooks.example.com/exports?token=abc    (``Authorization: Bearer abc``)
     https://hooks.example.com/exports?signing_secret=whsec_abc   (signed bodies)
+    https://hooks.internal:8443/x?ca_file=%2Fetc%2Fssl%2Finternal-ca.pem  (private CA)
     http://127.0.0.1:8080/                         (tests)
 
 The URL is the connection's scheme (``http``/``https``), host, port and path, followed by the
@@ -32,6 +33,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import ssl
 import urllib.error
 import urllib.request
 from base64 import b64encode
@@ -45,6 +47,7 @@ from export_lib.delivery.transports.base import (
     auth_failure,
     network_failure,
     resolve_connection,
+    untrusted_certificate,
 )
 from export_lib.destinations import WebhookDestination
 from export_lib.errors import DeliveryError
@@ -124,12 +127,16 @@ class WebhookTransport(Transport):
         elif conn.login:
             basic = b64encode(f"{conn.login}:{conn.password or ''}".encode()).decode()
             request.add_header("Authorization", f"Basic {basic}")
+        context = ssl.create_default_context(cafile=conn.extra.get("ca_file") or None)
         try:
-            with urllib.request.urlopen(request, timeout=self.destination.timeout_seconds) as resp:
+            with urllib.request.urlopen(request, timeout=self.destination.timeout_seconds,
+                                        context=context) as resp:
                 return _receipt(resp.status, resp.headers, resp.read(2048))
         except urllib.error.HTTPError as exc:
             raise self._http_error(exc) from exc
         except urllib.error.URLError as exc:
+            if isinstance(exc.reason, ssl.SSLCertVerificationError):
+                raise untrusted_certificate(conn, exc.reason) from exc
             raise network_failure(conn, exc.reason if isinstance(exc.reason, Exception)
                                   else exc) from exc
         except (TimeoutError, OSError) as exc:
