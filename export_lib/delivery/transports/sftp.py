@@ -153,7 +153,7 @@ class SftpTransport(Transport):
         if attrs.st_size != artifact.bytes:
             raise DeliveryError(f"{temp} holds {attrs.st_size} bytes after upload, expected "
                                 f"{artifact.bytes}; retrying", retryable=True)
-        self._guard(lambda: self._sftp.posix_rename(temp, final))
+        self._guard(lambda: self._rename(temp, final))
         self._write_sidecar(artifact, ctx)
         return f"size={attrs.st_size}"
 
@@ -168,7 +168,7 @@ class SftpTransport(Transport):
         temp = self._path(f".{artifact.name}.sha256.part-{ctx.delivery_id}")
         body = f"{artifact.sha256}  {artifact.name}\n".encode()
         self._guard(lambda: self._sftp.putfo(io.BytesIO(body), temp, confirm=True))
-        self._guard(lambda: self._sftp.posix_rename(temp, self._path(f"{artifact.name}.sha256")))
+        self._guard(lambda: self._rename(temp, self._path(f"{artifact.name}.sha256")))
 
     def _remote_sha256(self, path: str) -> str:
         digest = hashlib.sha256()
@@ -177,6 +177,19 @@ class SftpTransport(Transport):
             while chunk := handle.read(CHUNK):
                 digest.update(chunk)
         return digest.hexdigest()
+
+    def _rename(self, source: str, target: str) -> None:
+        """Atomic rename; servers without OpenSSH's posix-rename get remove-then-rename.
+
+        The fallback has a moment where ``target`` is absent, never one where it is partial.
+        """
+        try:
+            self._sftp.posix_rename(source, target)
+        except OSError as exc:
+            if "unsupported" not in str(exc).lower():
+                raise
+            self._remove_quietly(target)
+            self._sftp.rename(source, target)
 
     def _remove_quietly(self, path: str) -> None:
         try:
