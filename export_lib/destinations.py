@@ -1,61 +1,162 @@
-"""Destination configs (issue 6 owns delivery; these are the config shapes).
+"""Destination configs: where a published artifact goes (issue 6 builds the delivery on them).
 
 Credentials never live in YAML: a destination names an Airflow-style connection id whose URI
-comes from ``AIRFLOW_CONN_<ID>`` (or an Airflow connection at the Airflow edge).
+comes from ``AIRFLOW_CONN_<ID>`` (or an Airflow connection at the Airflow edge). The URI form
+each destination type expects is documented in its transport module under
+``export_lib.delivery.transports``.
+
+Paths and prefixes are validated here, at config load, so a typo like ``../other-customer``
+fails before any run instead of writing outside the customer's area:
+
+* ``..`` segments are rejected everywhere (a prefix must not escape itself);
+* object-store prefixes are relative (``reports/daily``, no leading ``/``);
+* a webhook ``endpoint`` is a path on the connection's host, never a URL of its own, so a
+  config cannot send data to a host the connection does not name.
+
+Destinations come only from configuration: :func:`select_destinations` narrows the configured
+list to requested ids and refuses ids that are not configured (trigger parameters can choose,
+never invent).
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Collection, Sequence
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from export_lib.errors import ConfigError
+
+_CONN_ID = r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$"
+_EMAIL = re.compile(r"^[^@\s<>]+@[^@\s<>]+\.[^@\s<>]+$")
+
+
+def _segments(value: str) -> list[str]:
+    return value.replace("\\", "/").split("/")
+
+
+def _reject_escape(field: str, value: str) -> str:
+    """Refuse ``..`` segments: the path would leave the area the config names."""
+    if ".." in _segments(value):
+        raise ValueError(
+            f"{field} {value!r} escapes its base with a '..' segment; "
+            f"use a {field} inside the destination (e.g. 'reports/daily')"
+        )
+    if "\x00" in value:
+        raise ValueError(f"{field} {value!r} contains a NUL byte; remove it")
+    return value
+
+
+def _relative(field: str, value: str) -> str:
+    _reject_escape(field, value)
+    if value.startswith(("/", "\\")):
+        fixed = value.lstrip("/\\")
+        raise ValueError(
+            f"{field} {value!r} is absolute; object keys are relative to the bucket, "
+            f"write it without the leading '/' (e.g. {fixed!r})"
+        )
+    if "//" in value.strip("/"):
+        raise ValueError(f"{field} {value!r} has an empty segment ('//'); remove the extra '/'")
+    return value
 
 
 class _Destination(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    id: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]*$")
+    id: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]*$", max_length=48)
 
 
 class LocalDestination(_Destination):
-    """A directory (relative paths resolve under the exports root)."""
+    """A directory. Relative paths resolve under the exports root (``EXPORT_HOME/exports``);
+    absolute paths (a mounted share) are allowed, ``..`` segments are not."""
 
     type: Literal["local"] = "local"
-    path: str
+    path: str = Field(min_length=1)
+
+    @field_validator("path")
+    @classmethod
+    def _path_stays_inside(cls, value: str) -> str:
+        return _reject_escape("path", value)
 
 
 class S3Destination(_Destination):
+    """An S3 (or S3-compatible) bucket and key prefix."""
+
     type: Literal["s3"] = "s3"
-    conn_id: str = "aws_default"
-    bucket: str
+    conn_id: str = Field(default="aws_default", pattern=_CONN_ID)
+    bucket: str = Field(pattern=r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
     prefix: str = ""
+
+    @field_validator("prefix")
+    @classmethod
+    def _prefix_is_relative(cls, value: str) -> str:
+        return _relative("prefix", value)
 
 
 class GcsDestination(_Destination):
+    """A Google Cloud Storage bucket and object prefix."""
+
     type: Literal["gcs"] = "gcs"
-    conn_id: str = "google_cloud_default"
-    bucket: str
+    conn_id: str = Field(default="google_cloud_default", pattern=_CONN_ID)
+    bucket: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]$")
     prefix: str = ""
+
+    @field_validator("prefix")
+    @classmethod
+    def _prefix_is_relative(cls, value: str) -> str:
+        return _relative("prefix", value)
 
 
 class SftpDestination(_Destination):
+    """A directory on an SFTP server (absolute, or relative to the login directory)."""
+
     type: Literal["sftp"] = "sftp"
-    conn_id: str = "sftp_default"
-    path: str
+    conn_id: str = Field(default="sftp_default", pattern=_CONN_ID)
+    path: str = Field(min_length=1)
+
+    @field_validator("path")
+    @classmethod
+    def _path_stays_inside(cls, value: str) -> str:
+        return _reject_escape("path", value)
 
 
 class WebhookDestination(_Destination):
+    """An HTTP(S) endpoint; the host comes from the connection, ``endpoint`` is a path on it."""
+
     type: Literal["webhook"] = "webhook"
-    conn_id: str
+    conn_id: str = Field(pattern=_CONN_ID)
     endpoint: str = ""
-    timeout_seconds: float = 10.0
+    timeout_seconds: float = Field(default=10.0, gt=0, le=300)
+
+    @field_validator("endpoint")
+    @classmethod
+    def _endpoint_is_a_path(cls, value: str) -> str:
+        if "://" in value or value.startswith("//"):
+            raise ValueError(
+                f"endpoint {value!r} is a URL; the host comes from the connection, so write "
+                "only the path (e.g. '/hooks/exports') and put the host in the connection"
+            )
+        return _reject_escape("endpoint", value)
 
 
 class EmailDestination(_Destination):
+    """Mail through an SMTP relay; the artifact is attached up to ``max_attachment_bytes``."""
+
     type: Literal["email"] = "email"
-    conn_id: str = "smtp_default"
+    conn_id: str = Field(default="smtp_default", pattern=_CONN_ID)
     to: tuple[str, ...] = Field(min_length=1)
-    max_attachment_bytes: int = 10 * 1024 * 1024
+    max_attachment_bytes: int = Field(default=10 * 1024 * 1024, ge=0)
+
+    @field_validator("to")
+    @classmethod
+    def _addresses(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        bad = [address for address in value if not _EMAIL.match(address)]
+        if bad:
+            raise ValueError(
+                f"to has invalid address(es) {bad!r}; write plain addresses like 'ops@example.com'"
+            )
+        return value
 
 
 Destination = Annotated[
@@ -67,3 +168,29 @@ Destination = Annotated[
     | EmailDestination,
     Field(discriminator="type"),
 ]
+
+
+def select_destinations(
+    configured: Sequence[Destination], requested_ids: Collection[str] | None
+) -> tuple[Destination, ...]:
+    """The configured destinations named by ``requested_ids`` (all of them when None).
+
+    Trigger parameters may narrow delivery to some configured destinations; an id that is not
+    configured raises :class:`ConfigError` rather than being treated as a new target.
+    """
+    ids = [destination.id for destination in configured]
+    duplicates = sorted({i for i in ids if ids.count(i) > 1})
+    if duplicates:
+        raise ConfigError(
+            f"destination ids must be unique; {duplicates!r} appear more than once: rename one"
+        )
+    if requested_ids is None:
+        return tuple(configured)
+    unknown = sorted(set(requested_ids) - set(ids))
+    if unknown:
+        raise ConfigError(
+            f"destination(s) {unknown!r} are not configured for this schedule; "
+            f"configured: {sorted(ids)!r}. Add them to the schedule's config, not the trigger"
+        )
+    wanted = set(requested_ids)
+    return tuple(destination for destination in configured if destination.id in wanted)

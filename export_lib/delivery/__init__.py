@@ -1,0 +1,37 @@
+"""Delivery of published artifacts to configured destinations, once each, with a ledger.
+
+Public API::
+
+    deliver(engine, destination, artifact, *, run_key, period_label, owner, authorized,
+            max_attempts=5, now, exports_root=None, stale_after=...) -> DeliveryOutcome
+    delivery_id(run_key, version, destination_id) -> str
+    list_deliveries(engine, run_key=None) -> list[dict]
+    requeue(engine, delivery_id, *, now) -> DeliveryRecord
+    delivery_metadata  (SQLAlchemy MetaData with ``deliveries`` and ``delivery_attempts``)
+"""
+
+from export_lib.delivery.artifact import DeliverableArtifact, file_sha256
+from export_lib.delivery.engine import DeliveryOutcome, deliver
+from export_lib.delivery.records import (
+    DeliveryRecord,
+    deliveries,
+    delivery_attempts,
+    delivery_id,
+    delivery_metadata,
+    list_deliveries,
+    requeue,
+)
+
+__all__ = [
+    "DeliverableArtifact",
+    "DeliveryOutcome",
+    "DeliveryRecord",
+    "deliver",
+    "deliveries",
+    "delivery_attempts",
+    "delivery_id",
+    "delivery_metadata",
+    "file_sha256",
+    "list_deliveries",
+    "requeue",
+]

@@ -1,0 +1,66 @@
+"""What delivery needs to know about a published artifact."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from export_lib.errors import DeliveryError
+
+CHUNK = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class DeliverableArtifact:
+    """A published, immutable artifact file and its identity.
+
+    ``name`` is the period-named file name (``acme_daily-spend_2026-03-28_v1.csv``): every
+    destination stores it under that name, so a retry or re-trigger targets the same object.
+    ``uri`` is where the published artifact lives; webhooks and oversized e-mails link to it.
+    """
+
+    local_path: Path
+    name: str
+    version: int
+    sha256: str
+    bytes: int
+    rows: int
+    format: str
+    uri: str
+    window_start: datetime
+    window_end: datetime
+    manifest: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if not self.name or "/" in self.name or "\\" in self.name or self.name in {".", ".."}:
+            raise DeliveryError(
+                f"artifact name {self.name!r} must be a plain file name without '/' "
+                "(destination paths come from the destination config)"
+            )
+
+    def check_file(self) -> None:
+        """Fail permanently when the published file is gone or not the size the ledger says."""
+        try:
+            size = self.local_path.stat().st_size
+        except FileNotFoundError as exc:
+            raise DeliveryError(
+                f"published artifact {self.local_path} is missing; re-publish the run "
+                "(deliveries only send published files)"
+            ) from exc
+        if size != self.bytes:
+            raise DeliveryError(
+                f"published artifact {self.local_path} has {size} bytes, the manifest says "
+                f"{self.bytes}; the file was changed after publication, re-publish the run"
+            )
+
+
+def file_sha256(path: Path) -> str:
+    """sha256 of a file, read in 1 MiB chunks (memory stays bounded)."""
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while chunk := handle.read(CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()

@@ -1,0 +1,302 @@
+"""``deliver()``: one attempt to bring one artifact version to one destination, recorded.
+
+Each call is at most one attempt (Airflow's task retries call again), in this order:
+
+1. insert-or-get the delivery record for (run key, artifact version, destination id);
+2. already ``acknowledged`` → return it without touching the destination: a re-triggered or
+   retried run delivers once;
+3. the run's owner must still be authorised, else the record becomes ``refused`` and
+   :class:`AuthorizationError` is raised;
+4. win the attempt (compare-and-swap to ``attempting``; a crashed attempt older than
+   ``stale_after`` is taken over);
+5. ask the destination whether it already holds the same content (acknowledge without
+   rewriting), else transport it;
+6. record the receipt, or the error: retryable errors leave the record ``pending`` until
+   ``max_attempts`` is spent, then ``exhausted``; permanent errors exhaust it at once.
+
+Failures raise :class:`DeliveryError` with ``retryable`` set for the Airflow edge.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Collection
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any, NoReturn
+
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import OperationalError
+
+from export_lib.delivery import records as rec
+from export_lib.delivery.artifact import DeliverableArtifact
+from export_lib.delivery.transports import DeliveryContext, Transport, transport_for
+from export_lib.destinations import Destination
+from export_lib.errors import (
+    AuthorizationError,
+    ConfigError,
+    DeliveryError,
+    ExportError,
+    LedgerError,
+)
+
+log = logging.getLogger(__name__)
+
+DEFAULT_STALE_AFTER = timedelta(minutes=30)
+
+
+@dataclass(frozen=True)
+class DeliveryOutcome:
+    """Result of :func:`deliver`: the record's state after this call."""
+
+    delivery_id: str
+    destination_id: str
+    destination_type: str
+    target: str
+    state: str
+    attempts: int
+    receipt: str | None
+    already_delivered: bool = False
+    """True when an earlier call had acknowledged it: nothing was sent this time."""
+    already_present: bool = False
+    """True when this attempt found the content at the destination and did not rewrite it."""
+
+    def as_xcom(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class _Attempt:
+    engine: Engine
+    record: rec.DeliveryRecord  # as it stands once this attempt won (state attempting)
+    ctx: DeliveryContext
+    max_attempts: int
+    now: datetime
+    labels: tuple[str, str, str]  # company, schedule, period for every log line
+
+
+def deliver(
+    engine: Engine,
+    destination: Destination,
+    artifact: DeliverableArtifact,
+    *,
+    run_key: str,
+    period_label: str,
+    owner: str,
+    authorized: Collection[str],
+    max_attempts: int = 5,
+    now: datetime,
+    exports_root: Path | None = None,
+    stale_after: timedelta = DEFAULT_STALE_AFTER,
+) -> DeliveryOutcome:
+    """Deliver ``artifact`` to ``destination`` once; see the module docstring for the steps.
+
+    ``destination`` must be the config the run captured (a changed config raises; it applies
+    from the next slot). ``owner``/``authorized`` are re-checked now, at delivery time.
+    ``now`` is the moment of this call, supplied by the caller (the Airflow edge or the CLI):
+    it stamps the ledger and decides whether an ``attempting`` record older than
+    ``stale_after`` belongs to a dead worker. ``exports_root`` anchors relative ``local``
+    paths (default ``$EXPORT_HOME/exports``). Each call makes at most one attempt.
+    """
+    if max_attempts < 1:
+        raise ConfigError(f"max_attempts must be at least 1, got {max_attempts}")
+    try:
+        return _deliver(engine, destination, artifact, run_key=run_key,
+                        period_label=period_label, owner=owner, authorized=authorized,
+                        max_attempts=max_attempts, now=now, exports_root=exports_root,
+                        stale_after=stale_after)
+    except OperationalError as exc:  # the ledger DB is down or locked: retry the task later
+        raise LedgerError(f"delivery ledger unavailable ({exc.orig}); the task will retry") from exc
+
+
+def _deliver(engine: Engine, destination: Destination, artifact: DeliverableArtifact, *,
+             run_key: str, period_label: str, owner: str, authorized: Collection[str],
+             max_attempts: int, now: datetime, exports_root: Path | None,
+             stale_after: timedelta) -> DeliveryOutcome:
+    transport = transport_for(destination, exports_root=exports_root)
+    record = rec.ensure_record(engine, _new_record(destination, artifact, run_key, transport),
+                               now=now)
+    _check_same_delivery(record, destination, artifact)
+    labels = (str(artifact.manifest.get("company", "-")),
+              str(artifact.manifest.get("schedule", "-")), period_label)
+    if record.state == rec.ACKNOWLEDGED:
+        log.info("company=%s schedule=%s period=%s delivery %s to %s already acknowledged (%s); "
+                 "not sending again", *labels, record.delivery_id, record.target, record.receipt)
+        return _outcome(record, already_delivered=True)
+    if record.state == rec.EXHAUSTED:
+        raise DeliveryError(
+            f"delivery {record.delivery_id} to {record.target} is exhausted after "
+            f"{record.attempts} attempt(s); last error: {record.last_error}. Fix the cause, then "
+            "requeue it (export_lib.delivery.requeue)"
+        )
+    record = _authorize(engine, record, owner, authorized, now, labels)
+    record = _begin(engine, record, now, stale_after)
+    ctx = DeliveryContext(record.delivery_id, run_key, period_label, destination.id)
+    return _run(transport, artifact, _Attempt(engine, record, ctx, max_attempts, now, labels))
+
+
+def _new_record(destination: Destination, artifact: DeliverableArtifact, run_key: str,
+                transport: Transport) -> rec.NewDelivery:
+    return rec.NewDelivery(
+        delivery_id=rec.delivery_id(run_key, artifact.version, destination.id),
+        run_key=run_key,
+        artifact_version=artifact.version,
+        destination_id=destination.id,
+        destination_type=destination.type,
+        destination_config=destination.model_dump_json(),
+        target=transport.target(artifact),
+        artifact_name=artifact.name,
+        artifact_sha256=artifact.sha256,
+        artifact_bytes=artifact.bytes,
+    )
+
+
+def _check_same_delivery(record: rec.DeliveryRecord, destination: Destination,
+                         artifact: DeliverableArtifact) -> None:
+    """A run keeps the destination config it captured; a changed config is the next slot's.
+
+    An artifact version is immutable: different content under the same version would make
+    "already delivered" a lie, so it is refused.
+    """
+    if record.artifact_sha256 != artifact.sha256:
+        raise DeliveryError(
+            f"artifact {artifact.name} (version {artifact.version}) had sha256 "
+            f"{record.artifact_sha256} when delivery {record.delivery_id} was recorded and has "
+            f"{artifact.sha256} now; versions are immutable — publish changed content as a new "
+            "version"
+        )
+    if record.destination_config != destination.model_dump_json():
+        raise DeliveryError(
+            f"destination {destination.id!r} changed since delivery {record.delivery_id} was "
+            f"recorded (recorded {record.destination_config}, now "
+            f"{destination.model_dump_json()}); deliver this run with the config it captured — "
+            "the change applies from the next slot"
+        )
+
+
+def _authorize(engine: Engine, record: rec.DeliveryRecord, owner: str,
+               authorized: Collection[str], now: datetime,
+               labels: tuple[str, str, str]) -> rec.DeliveryRecord:
+    if owner in authorized:
+        if record.state == rec.REFUSED:  # the owner was authorised again since the refusal
+            with engine.begin() as conn:
+                rec.transition(conn, record, rec.PENDING, now=now)
+            record = rec.get_record(engine, record.delivery_id) or record
+        return record
+    reason = (f"owner {owner!r} is no longer authorised for this company; restore the owner's "
+              "access or transfer the schedule to an authorised owner, then requeue")
+    if record.state == rec.PENDING:
+        with engine.begin() as conn:
+            rec.transition(conn, record, rec.REFUSED, now=now, last_error=reason)
+    log.warning("company=%s schedule=%s period=%s delivery %s to %s refused: %s", *labels,
+                record.delivery_id, record.target, reason)
+    raise AuthorizationError(f"delivery {record.delivery_id} to {record.target} refused: {reason}")
+
+
+def _begin(engine: Engine, record: rec.DeliveryRecord, now: datetime,
+           stale_after: timedelta) -> rec.DeliveryRecord:
+    if record.state == rec.ATTEMPTING and record.attempt_started_at is not None:
+        age = rec.utc(now) - record.attempt_started_at
+        if age < stale_after:
+            raise DeliveryError(
+                f"delivery {record.delivery_id}: attempt {record.attempts} started at "
+                f"{record.attempt_started_at.isoformat()} is still in progress elsewhere; "
+                f"it is taken over after {stale_after}", retryable=True,
+            )
+    with engine.begin() as conn:
+        number = rec.start_attempt(conn, record, now=now)
+    if number is None:
+        raise DeliveryError(
+            f"delivery {record.delivery_id}: another worker started an attempt at the same "
+            "moment; this one stands down", retryable=True,
+        )
+    current = rec.get_record(engine, record.delivery_id)
+    assert current is not None
+    return current
+
+
+def _run(transport: Transport, artifact: DeliverableArtifact, attempt: _Attempt) -> DeliveryOutcome:
+    started = time.monotonic()
+    try:
+        artifact.check_file()
+        with transport:
+            receipt = transport.find_existing(artifact, attempt.ctx)
+            present = receipt is not None
+            if receipt is None:
+                receipt = transport.send(artifact, attempt.ctx)
+    except DeliveryError as exc:
+        _fail(attempt, exc, started)
+    except ExportError as exc:
+        _fail(attempt, DeliveryError(str(exc), retryable=exc.retryable), started)
+    except Exception as exc:  # a bug or an unmapped library error: record it, never retry blind
+        log.exception("delivery %s: unexpected error", attempt.ctx.delivery_id)
+        _fail(attempt, DeliveryError(f"unexpected {type(exc).__name__}: {exc}"), started)
+    else:
+        return _succeed(attempt, receipt, present, started)
+
+
+def _elapsed_ms(started: float) -> int:
+    return int((time.monotonic() - started) * 1000)
+
+
+def _succeed(attempt: _Attempt, receipt: str, present: bool, started: float) -> DeliveryOutcome:
+    record = attempt.record
+    with attempt.engine.begin() as conn:
+        won = rec.transition(conn, record, rec.ACKNOWLEDGED, now=attempt.now, receipt=receipt,
+                             last_error=None, acknowledged_at=rec.utc(attempt.now))
+        if won:
+            rec.finish_attempt(conn, record.delivery_id, record.attempts,
+                               outcome=rec.ALREADY_PRESENT if present else rec.DELIVERED,
+                               duration_ms=_elapsed_ms(started), receipt=receipt)
+    if not won:
+        raise DeliveryError(
+            f"delivery {record.delivery_id}: attempt {record.attempts} was taken over by another "
+            "worker while it ran; the next attempt verifies the destination", retryable=True,
+        )
+    log.info("company=%s schedule=%s period=%s delivery %s to %s acknowledged on attempt %d%s: %s",
+             *attempt.labels, record.delivery_id, record.target, record.attempts,
+             " (already present, not rewritten)" if present else "", receipt)
+    final = rec.get_record(attempt.engine, record.delivery_id)
+    assert final is not None
+    return _outcome(final, already_present=present)
+
+
+def _fail(attempt: _Attempt, error: DeliveryError, started: float) -> NoReturn:
+    record = attempt.record
+    number = record.attempts
+    exhausted = not error.retryable or number - record.budget_base >= attempt.max_attempts
+    with attempt.engine.begin() as conn:
+        if rec.transition(conn, record, rec.EXHAUSTED if exhausted else rec.PENDING,
+                          now=attempt.now, last_error=str(error)):
+            rec.finish_attempt(
+                conn, record.delivery_id, number,
+                outcome=rec.RETRYABLE_FAILURE if error.retryable else rec.PERMANENT_FAILURE,
+                duration_ms=_elapsed_ms(started), error=str(error),
+            )
+    if not error.retryable:
+        message = f"failed permanently on attempt {number} (not retried)"
+    elif exhausted:
+        message = f"exhausted its {attempt.max_attempts} attempts"
+    else:
+        message = f"attempt {number} of {attempt.max_attempts} failed, will retry"
+    log.error("company=%s schedule=%s period=%s delivery %s to %s %s: %s", *attempt.labels,
+              record.delivery_id, record.target, message, error)
+    raise DeliveryError(f"delivery {record.delivery_id} to {record.target} {message}: {error}",
+                        retryable=not exhausted) from error
+
+
+def _outcome(record: rec.DeliveryRecord, *, already_delivered: bool = False,
+             already_present: bool = False) -> DeliveryOutcome:
+    return DeliveryOutcome(
+        delivery_id=record.delivery_id,
+        destination_id=record.destination_id,
+        destination_type=record.destination_type,
+        target=record.target,
+        state=record.state,
+        attempts=record.attempts,
+        receipt=record.receipt,
+        already_delivered=already_delivered,
+        already_present=already_present,
+    )

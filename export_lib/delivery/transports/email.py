@@ -1,0 +1,207 @@
+"""E-mail destination through an SMTP relay (smtplib).
+
+Connection forms (``AIRFLOW_CONN_<ID>``)::
+
+    smtp://relay.example.com:587/?from=exports%40example.com&starttls=true
+    smtp://user:secret@relay.example.com:587/?from=Exports%20%3Cexports%40example.com%3E
+    smtps://user:secret@relay.example.com:465/?from=exports%40example.com   (implicit TLS)
+
+TLS certificates are verified against the system CAs, or ``extra.ca_file`` for a private CA;
+an untrusted certificate is a permanent failure.
+
+``extra.from`` is the sender (required). The artifact is attached when it is at most the
+destination's ``max_attachment_bytes``; otherwise the body says the file was too large to
+attach and gives the link (the artifact's published URI) instead.
+
+**Weaker guarantee.** "Acknowledged" means the relay accepted the message (``250`` after
+``DATA``; its queue id, when given, is the receipt). It does not prove delivery to a mailbox,
+let alone that anyone read or imported the file. A mailbox cannot be queried first, so there is
+no "already present" check: the ledger stops a re-triggered run from mailing again, and a retry
+after an ambiguous failure (connection lost after ``DATA``) may send a second copy. That copy
+carries the same ``Message-ID`` (derived from the delivery id), which mail clients use to
+collapse duplicates — best effort, documented as such.
+"""
+
+from __future__ import annotations
+
+import re
+import smtplib
+import ssl
+from email import policy
+from email.message import EmailMessage
+from email.utils import formatdate, parseaddr
+
+from export_lib.connections import Connection
+from export_lib.delivery.artifact import DeliverableArtifact
+from export_lib.delivery.transports.base import (
+    DeliveryContext,
+    Transport,
+    auth_failure,
+    flag,
+    network_failure,
+    resolve_connection,
+    untrusted_certificate,
+)
+from export_lib.destinations import EmailDestination
+from export_lib.errors import DeliveryError
+
+_QUEUE_ID = re.compile(r"queued as\s+(\S+)", re.IGNORECASE)
+
+
+def message_id(ctx: DeliveryContext, sender: str) -> str:
+    domain = parseaddr(sender)[1].rpartition("@")[2] or "exports.invalid"
+    return f"<{ctx.delivery_id}@{domain}>"
+
+
+def build_message(
+    destination: EmailDestination, artifact: DeliverableArtifact, ctx: DeliveryContext, sender: str
+) -> EmailMessage:
+    """The message; the attachment is read only when it fits the configured limit."""
+    msg = EmailMessage()
+    msg["From"] = sender
+    msg["To"] = ", ".join(destination.to)
+    msg["Subject"] = f"{artifact.name} ({ctx.period_label})"
+    msg["Message-ID"] = message_id(ctx, sender)
+    msg["Date"] = formatdate(localtime=False, usegmt=True)
+    msg["X-Delivery-Id"] = ctx.delivery_id
+    msg["X-Run-Key"] = ctx.run_key
+    lines = [
+        f"Your export {artifact.name} for {ctx.period_label} is ready.",
+        "",
+        f"Rows: {artifact.rows}",
+        f"Size: {artifact.bytes} bytes",
+        f"SHA-256: {artifact.sha256}",
+        f"Version: {artifact.version}",
+        f"Window: {artifact.window_start.isoformat()} to {artifact.window_end.isoformat()}",
+        "",
+    ]
+    attach = artifact.bytes <= destination.max_attachment_bytes
+    if attach:
+        lines.append(f"The file is attached. It is also available at: {artifact.uri}")
+    else:
+        lines.append(
+            f"The file is too large to attach ({artifact.bytes} bytes; the limit for this "
+            f"destination is {destination.max_attachment_bytes} bytes), so it is not attached. "
+            f"Download it from: {artifact.uri}"
+        )
+    msg.set_content("\n".join(lines) + "\n")
+    if attach:
+        maintype, subtype = _mime(artifact.format)
+        # Bounded by max_attachment_bytes: the only place a file is read whole, by design.
+        msg.add_attachment(artifact.local_path.read_bytes(), maintype=maintype,
+                           subtype=subtype, filename=artifact.name)
+    return msg
+
+
+def _mime(fmt: str) -> tuple[str, str]:
+    return {"csv": ("text", "csv"), "json": ("application", "json"),
+            "jsonl": ("application", "x-ndjson"),
+            "parquet": ("application", "vnd.apache.parquet")}.get(
+        fmt.lower(), ("application", "octet-stream"))
+
+
+class EmailTransport(Transport):
+    kind = "email"
+
+    def __init__(self, destination: EmailDestination) -> None:
+        self.destination = destination
+        self._conn: Connection | None = None
+        self._smtp: smtplib.SMTP | None = None
+
+    def target(self, artifact: DeliverableArtifact) -> str:
+        return "mailto:" + ",".join(self.destination.to)
+
+    def __enter__(self) -> EmailTransport:
+        conn = resolve_connection(self.destination.conn_id, self.destination.id)
+        self._conn = conn
+        if not conn.extra.get("from"):
+            raise DeliveryError(
+                f"connection {conn.conn_id!r} has no sender: add ?from=exports%40example.com "
+                "(extra.from) to its URI"
+            )
+        self._smtp = self._guard(self._connect)
+        return self
+
+    def _connect(self) -> smtplib.SMTP:
+        conn = self._conn
+        assert conn is not None
+        timeout = float(conn.extra.get("timeout", 60))
+        context = ssl.create_default_context(cafile=conn.extra.get("ca_file") or None)
+        if conn.conn_type == "smtps":
+            smtp: smtplib.SMTP = smtplib.SMTP_SSL(conn.host or "localhost", conn.port or 465,
+                                                  timeout=timeout, context=context)
+        else:
+            smtp = smtplib.SMTP(conn.host or "localhost", conn.port or 25, timeout=timeout)
+            if flag(conn.extra.get("starttls")):
+                smtp.starttls(context=context)
+        if conn.login:
+            smtp.login(conn.login, conn.password or "")
+        return smtp
+
+    def close(self) -> None:
+        if self._smtp is not None:
+            try:
+                self._smtp.quit()
+            except (smtplib.SMTPException, OSError):
+                self._smtp.close()
+            self._smtp = None
+
+    def find_existing(self, artifact: DeliverableArtifact, ctx: DeliveryContext) -> str | None:
+        return None  # a mailbox cannot be asked; see the module docstring
+
+    def send(self, artifact: DeliverableArtifact, ctx: DeliveryContext) -> str:
+        conn, smtp = self._conn, self._smtp
+        assert conn is not None and smtp is not None
+        sender = conn.extra["from"]
+        msg = build_message(self.destination, artifact, ctx, sender)
+
+        def transact() -> tuple[int, bytes]:
+            smtp.ehlo_or_helo_if_needed()
+            code, reply = smtp.mail(parseaddr(sender)[1])
+            if code != 250:
+                raise smtplib.SMTPSenderRefused(code, reply, sender)
+            for rcpt in self.destination.to:
+                code, reply = smtp.rcpt(rcpt)
+                if code not in (250, 251):
+                    smtp.rset()  # nothing sent yet: abort cleanly, a retry cannot duplicate
+                    raise smtplib.SMTPRecipientsRefused({rcpt: (code, reply)})
+            # SMTP needs CRLF line ends; smtplib sends bytes as given.
+            code, reply = smtp.data(msg.as_bytes(policy=policy.SMTP))
+            if code != 250:
+                raise smtplib.SMTPDataError(code, reply)
+            return code, reply
+
+        code, reply = self._guard(transact)
+        text = reply.decode("utf-8", "replace")
+        found = _QUEUE_ID.search(text)
+        queued = f" queue_id={found.group(1)}" if found else f" reply={text[:120]}"
+        return f"smtp {code}{queued} message_id={msg['Message-ID']}"
+
+    def _guard(self, call):  # type: ignore[no-untyped-def]
+        conn = self._conn
+        assert conn is not None
+        try:
+            return call()
+        except smtplib.SMTPAuthenticationError as exc:
+            raise auth_failure(conn, f"SMTP login failed ({exc.smtp_code})") from exc
+        except smtplib.SMTPRecipientsRefused as exc:
+            (rcpt, (code, reply)), = exc.recipients.items()
+            raise DeliveryError(
+                f"relay {conn.masked_uri()} refused recipient {rcpt!r}: {code} "
+                f"{reply.decode('utf-8', 'replace')}", retryable=400 <= code < 500,
+            ) from exc
+        except smtplib.SMTPResponseException as exc:
+            raise DeliveryError(
+                f"relay {conn.masked_uri()} (connection {conn.conn_id!r}) answered "
+                f"{exc.smtp_code} {exc.smtp_error.decode('utf-8', 'replace')}",
+                retryable=400 <= exc.smtp_code < 500,
+            ) from exc
+        except ssl.SSLCertVerificationError as exc:
+            raise untrusted_certificate(conn, exc) from exc
+        except (smtplib.SMTPServerDisconnected, TimeoutError, OSError) as exc:
+            raise network_failure(conn, exc) from exc
+        except smtplib.SMTPException as exc:  # e.g. STARTTLS or AUTH not offered by the relay
+            raise DeliveryError(
+                f"relay {conn.masked_uri()} (connection {conn.conn_id!r}): {exc}; check the "
+                "connection's port and starttls/smtps settings"
+            ) from exc

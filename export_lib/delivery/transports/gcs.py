@@ -1,0 +1,125 @@
+"""Google Cloud Storage destination through google-cloud-storage.
+
+Connection forms (``AIRFLOW_CONN_<ID>``)::
+
+    google-cloud-platform://?project=acme-exports&key_path=%2Fsecrets%2Fsa.json
+    google-cloud-platform://?project=test&endpoint=http%3A%2F%2F127.0.0.1%3A9023
+    {"conn_type": "google_cloud_platform",
+     "extra": {"project": "acme-exports", "keyfile_dict": {...service account json...}}}
+
+``key_path`` / ``keyfile_dict`` name a service account (Airflow's
+``extra__google_cloud_platform__`` prefixed spellings are accepted); with neither, Application
+Default Credentials apply. ``endpoint`` points at an emulator and uses anonymous credentials.
+
+The object is ``prefix/<artifact name>`` with metadata ``sha256``; an existing object with the
+same size and sha256 is acknowledged without uploading. Uploads use ``if_generation_match=0``
+(create-only), so two racing attempts cannot both write.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+from urllib.parse import quote
+
+from export_lib.connections import Connection
+from export_lib.delivery.artifact import DeliverableArtifact
+from export_lib.delivery.transports.base import (
+    DeliveryContext,
+    Transport,
+    auth_failure,
+    conflict,
+    join_key,
+    network_failure,
+    resolve_connection,
+)
+from export_lib.destinations import GcsDestination
+from export_lib.errors import DeliveryError
+
+
+def _extra(conn: Connection, name: str) -> Any:
+    return conn.extra.get(name) or conn.extra.get(f"extra__google_cloud_platform__{name}")
+
+
+def _client(conn: Connection) -> Any:
+    from google.cloud import storage
+
+    project = _extra(conn, "project") or None
+    endpoint = _extra(conn, "endpoint")
+    if endpoint:
+        from google.auth.credentials import AnonymousCredentials
+
+        return storage.Client(project=project or "emulator", credentials=AnonymousCredentials(),
+                              client_options={"api_endpoint": endpoint})
+    key_path, keyfile = _extra(conn, "key_path"), _extra(conn, "keyfile_dict")
+    if key_path or keyfile:
+        from google.oauth2 import service_account
+
+        info = json.loads(keyfile) if isinstance(keyfile, str) else keyfile
+        credentials = (service_account.Credentials.from_service_account_file(key_path)
+                       if key_path else service_account.Credentials.from_service_account_info(info))
+        return storage.Client(project=project or credentials.project_id, credentials=credentials)
+    return storage.Client(project=project)
+
+
+class GcsTransport(Transport):
+    kind = "gcs"
+
+    def __init__(self, destination: GcsDestination) -> None:
+        self.destination = destination
+        self._conn: Connection | None = None
+        self._bucket: Any = None
+
+    def target(self, artifact: DeliverableArtifact) -> str:
+        return f"gs://{self.destination.bucket}/{join_key(self.destination.prefix, artifact.name)}"
+
+    def __enter__(self) -> GcsTransport:
+        self._conn = resolve_connection(self.destination.conn_id, self.destination.id)
+        client = self._guard(lambda: _client(self._conn))
+        self._bucket = client.bucket(self.destination.bucket)
+        return self
+
+    def find_existing(self, artifact: DeliverableArtifact, ctx: DeliveryContext) -> str | None:
+        key = join_key(self.destination.prefix, artifact.name)
+        blob = self._guard(lambda: self._bucket.get_blob(key, timeout=30))
+        if blob is None:
+            return None
+        found = (blob.metadata or {}).get("sha256")
+        if found != artifact.sha256 or blob.size != artifact.bytes:
+            raise conflict(self.target(artifact), f"{blob.size} bytes, sha256 {found}",
+                           f"{artifact.bytes} bytes, sha256 {artifact.sha256}")
+        return f"present generation={blob.generation}"
+
+    def send(self, artifact: DeliverableArtifact, ctx: DeliveryContext) -> str:
+        blob = self._bucket.blob(join_key(self.destination.prefix, artifact.name))
+        blob.metadata = {"sha256": artifact.sha256, "delivery-id": ctx.delivery_id,
+                         "run-key": quote(ctx.run_key, safe="/:=@-_.")}
+        self._guard(lambda: blob.upload_from_filename(
+            str(artifact.local_path), if_generation_match=0, timeout=120))
+        return f"generation={blob.generation} size={blob.size}"
+
+    def _guard(self, call: Any) -> Any:
+        """Run a client call, turning google/requests errors into classified DeliveryErrors."""
+        from google.api_core import exceptions as gexc
+        from google.auth.exceptions import GoogleAuthError
+        from requests import exceptions as rexc
+
+        assert self._conn is not None
+        try:
+            return call()
+        except (gexc.Unauthorized, gexc.Forbidden, GoogleAuthError) as exc:
+            raise auth_failure(self._conn, f"GCS: {exc}") from exc
+        except gexc.NotFound as exc:
+            raise DeliveryError(
+                f"bucket {self.destination.bucket!r} not found via connection "
+                f"{self._conn.conn_id!r}; create it or fix the destination's bucket"
+            ) from exc
+        except gexc.PreconditionFailed as exc:  # a racing attempt created it first
+            raise DeliveryError(f"GCS object appeared during upload ({exc}); the next attempt "
+                                "verifies it", retryable=True) from exc
+        except (gexc.TooManyRequests, gexc.ServerError, gexc.RequestRangeNotSatisfiable) as exc:
+            raise network_failure(self._conn, exc) from exc
+        except gexc.GoogleAPICallError as exc:
+            raise DeliveryError(f"GCS via connection {self._conn.conn_id!r}: {exc}") from exc
+        except (rexc.ConnectionError, rexc.Timeout, OSError) as exc:
+            raise network_failure(self._conn, exc) from exc

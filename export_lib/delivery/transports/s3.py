@@ -1,0 +1,176 @@
+"""S3 (or S3-compatible) destination through boto3.
+
+Connection forms (``AIRFLOW_CONN_<ID>``)::
+
+    aws://AKIA...:SECRET@/?region_name=eu-west-1
+    aws://AKIA...:SECRET@/?endpoint_url=http%3A%2F%2F127.0.0.1%3A9000&region_name=us-east-1
+    {"conn_type": "aws", "login": "AKIA...", "password": "SECRET",
+     "extra": {"region_name": "eu-west-1", "endpoint_url": "https://minio.example:9000"}}
+
+``login``/``password`` are the access key id and secret (``extra.aws_access_key_id`` /
+``aws_secret_access_key`` / ``aws_session_token`` are honoured too). Without a key the default
+AWS credential chain applies (instance role, IRSA), which keeps keys out of config entirely.
+
+The object key is ``prefix/<artifact name>``; its user metadata carries ``sha256``. A
+``head_object`` first acknowledges an object that already holds the same size and sha256
+(the "stored, but the response was lost" case) without uploading again. ``ChecksumSHA256`` on
+the upload makes S3 verify the body it stored against the artifact's hash.
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+from urllib.parse import quote
+
+from export_lib.delivery.artifact import DeliverableArtifact
+from export_lib.delivery.transports.base import (
+    DeliveryContext,
+    Transport,
+    auth_failure,
+    conflict,
+    join_key,
+    network_failure,
+    resolve_connection,
+)
+from export_lib.destinations import S3Destination
+from export_lib.errors import DeliveryError
+
+SINGLE_PUT_LIMIT = 5 * 1024**3  # S3's maximum PutObject size
+PART_SIZE = 64 * 1024 * 1024
+_AUTH_CODES = {
+    "InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "ExpiredToken",
+    "InvalidToken", "InvalidClientTokenId", "UnrecognizedClientException", "403", "401",
+}
+_RETRY_CODES = {"SlowDown", "RequestTimeout", "InternalError", "ServiceUnavailable", "Throttling"}
+
+
+class S3Transport(Transport):
+    kind = "s3"
+
+    def __init__(self, destination: S3Destination) -> None:
+        self.destination = destination
+        self._client: Any = None
+        self._conn = None
+
+    def target(self, artifact: DeliverableArtifact) -> str:
+        return f"s3://{self.destination.bucket}/{join_key(self.destination.prefix, artifact.name)}"
+
+    def __enter__(self) -> S3Transport:
+        import boto3
+        from botocore.config import Config
+
+        conn = resolve_connection(self.destination.conn_id, self.destination.id)
+        self._conn = conn
+        extra = conn.extra
+        self._client = boto3.session.Session().client(
+            "s3",
+            endpoint_url=extra.get("endpoint_url") or None,
+            region_name=extra.get("region_name") or None,
+            aws_access_key_id=conn.login or extra.get("aws_access_key_id") or None,
+            aws_secret_access_key=conn.password or extra.get("aws_secret_access_key") or None,
+            aws_session_token=extra.get("aws_session_token") or None,
+            config=Config(connect_timeout=10, read_timeout=120,
+                          retries={"max_attempts": 2, "mode": "standard"}),
+        )
+        return self
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+    def find_existing(self, artifact: DeliverableArtifact, ctx: DeliveryContext) -> str | None:
+        key = join_key(self.destination.prefix, artifact.name)
+        try:
+            head = self._call("head_object", Bucket=self.destination.bucket, Key=key)
+        except _NotFound:
+            return None
+        found = (head.get("Metadata") or {}).get("sha256")
+        size = head.get("ContentLength")
+        if found != artifact.sha256 or size != artifact.bytes:
+            raise conflict(self.target(artifact), f"{size} bytes, sha256 {found}",
+                           f"{artifact.bytes} bytes, sha256 {artifact.sha256}")
+        return f"present etag={head.get('ETag', '').strip(chr(34))}"
+
+    def send(self, artifact: DeliverableArtifact, ctx: DeliveryContext) -> str:
+        key = join_key(self.destination.prefix, artifact.name)
+        metadata = {"sha256": artifact.sha256, "delivery-id": ctx.delivery_id,
+                    "run-key": quote(ctx.run_key, safe="/:=@-_.")}
+        if artifact.bytes > SINGLE_PUT_LIMIT:
+            return self._send_multipart(artifact, key, metadata)
+        checksum = base64.b64encode(bytes.fromhex(artifact.sha256)).decode()
+        with artifact.local_path.open("rb") as body:
+            response = self._call(
+                "put_object",
+                Bucket=self.destination.bucket,
+                Key=key,
+                Body=body,
+                ContentLength=artifact.bytes,
+                ChecksumSHA256=checksum,
+                Metadata=metadata,
+            )
+        receipt = f"etag={response.get('ETag', '').strip(chr(34))}"
+        if response.get("VersionId"):
+            receipt += f" version_id={response['VersionId']}"
+        return receipt
+
+    def _send_multipart(self, artifact: DeliverableArtifact, key: str,
+                        metadata: dict[str, str]) -> str:
+        """Above S3's single-PUT limit: managed multipart upload, parts streamed from disk.
+
+        The object only becomes visible when the upload completes, so there is still never a
+        partial object under the key.
+        """
+        from boto3.s3.transfer import TransferConfig
+
+        config = TransferConfig(multipart_threshold=SINGLE_PUT_LIMIT, multipart_chunksize=PART_SIZE,
+                                max_concurrency=2)
+        self._call("upload_file", Filename=str(artifact.local_path), Bucket=self.destination.bucket,
+                   Key=key, ExtraArgs={"Metadata": metadata}, Config=config)
+        head = self._call("head_object", Bucket=self.destination.bucket, Key=key)
+        return f"etag={head.get('ETag', '').strip(chr(34))} multipart size={head['ContentLength']}"
+
+    def _call(self, operation: str, **kwargs: Any) -> Any:
+        from boto3.exceptions import Boto3Error
+        from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
+
+        assert self._conn is not None, "use the transport as a context manager"
+        try:
+            return getattr(self._client, operation)(**kwargs)
+        except ClientError as exc:
+            raise _classify(self._conn, operation, exc, kwargs) from exc
+        except Boto3Error as exc:  # the managed transfer wraps the ClientError that failed it
+            cause = exc.__cause__ or exc.__context__
+            if isinstance(cause, ClientError):
+                raise _classify(self._conn, operation, cause, kwargs) from exc
+            raise network_failure(self._conn, exc) from exc
+        except NoCredentialsError as exc:
+            raise auth_failure(self._conn, "no credentials found") from exc
+        except (BotoCoreError, OSError) as exc:  # endpoint unreachable, read timeout, reset
+            raise network_failure(self._conn, exc) from exc
+
+
+class _NotFound(Exception):  # noqa: N818 - private control flow, never escapes this module
+    """head_object said 404: the object is absent."""
+
+
+def _classify(conn: Any, operation: str, exc: Any, kwargs: dict[str, Any]) -> Exception:
+    error = exc.response.get("Error", {})
+    code = str(error.get("Code", ""))
+    status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+    if operation == "head_object" and (status == 404 or code in {"404", "NoSuchKey"}):
+        return _NotFound()
+    if code == "NoSuchBucket":
+        return DeliveryError(
+            f"bucket {kwargs.get('Bucket')!r} does not exist (connection {conn.conn_id!r}); "
+            "create it or fix the destination's bucket"
+        )
+    if code in _AUTH_CODES or status in (401, 403):
+        return auth_failure(conn, f"S3 {operation} answered {status} {code}")
+    retryable = code in _RETRY_CODES or status >= 500 or status in (408, 429)
+    return DeliveryError(
+        f"S3 {operation} on s3://{kwargs.get('Bucket')}/{kwargs.get('Key')} via connection "
+        f"{conn.conn_id!r} failed: {status} {code} {error.get('Message', '')}".rstrip(),
+        retryable=retryable,
+    )

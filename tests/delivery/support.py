@@ -1,0 +1,31 @@
+"""Shared test values and a ``run`` helper calling ``deliver`` with the usual arguments."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import sqlalchemy as sa
+
+from export_lib.delivery import DeliverableArtifact, DeliveryOutcome, deliver, list_deliveries
+from export_lib.destinations import Destination
+
+NOW = datetime(2026, 3, 29, 6, 0, tzinfo=UTC)
+RUN_KEY = "acme/daily-spend/2026-03-28"
+PERIOD = "2026-03-28"
+OWNER = "alice@acme.example"
+
+
+def run(engine: sa.Engine, destination: Destination, artifact: DeliverableArtifact,
+        **overrides: Any) -> DeliveryOutcome:
+    kwargs: dict[str, Any] = {
+        "run_key": RUN_KEY, "period_label": PERIOD, "owner": OWNER,
+        "authorized": {OWNER}, "max_attempts": 5, "now": NOW,
+    }
+    kwargs.update(overrides)
+    return deliver(engine, destination, artifact, **kwargs)
+
+
+def only_record(engine: sa.Engine) -> dict[str, Any]:
+    (record,) = list_deliveries(engine)
+    return record

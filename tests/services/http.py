@@ -1,0 +1,143 @@
+"""A real local HTTP server acting as a customer's webhook receiver.
+
+It behaves like a well-built receiver: it records each ``Idempotency-Key`` *before* processing
+and answers a repeated key with the stored result instead of processing again. Tests can script
+misbehaviour for the next requests:
+
+* ``fail_next(n, status)`` — answer ``status`` (503, 429, 400 …) ``n`` times without storing;
+* ``stall_next(seconds)`` — store and process the delivery, then stall past the client timeout
+  before answering (the "stored, but the response was lost" case);
+* ``token`` — require ``Authorization: Bearer <token>`` (401 otherwise);
+* ``signing_secret`` — require a valid ``X-Export-Signature`` HMAC of the body (401 otherwise).
+
+``processed`` counts deliveries processed per key; ``requests`` logs every request received.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import ssl
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass
+class ReceiverState:
+    token: str | None = None
+    signing_secret: str | None = None
+    processed: dict[str, int] = field(default_factory=dict)
+    bodies: dict[str, dict[str, Any]] = field(default_factory=dict)
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    failures: list[int] = field(default_factory=list)
+    stalls: list[float] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def reset(self) -> None:
+        with self.lock:
+            self.token = None
+            self.signing_secret = None
+            self.processed.clear()
+            self.bodies.clear()
+            self.requests.clear()
+            self.failures.clear()
+            self.stalls.clear()
+
+
+class _Handler(BaseHTTPRequestHandler):
+    state: ReceiverState  # set on the subclass made per server
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet test output
+        pass
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server naming
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        key = self.headers.get("Idempotency-Key") or ""
+        state = self.state
+        with state.lock:
+            state.requests.append({"path": self.path, "key": key,
+                                   "authorization": self.headers.get("Authorization")})
+            if state.token and self.headers.get("Authorization") != f"Bearer {state.token}":
+                return self._answer(401, {"error": "bad token"})
+            if state.signing_secret and not _signed(state.signing_secret, body,
+                                                     self.headers.get("X-Export-Signature")):
+                return self._answer(401, {"error": "bad signature"})
+            if state.failures:
+                status = state.failures.pop(0)
+                return self._answer(status, {"error": f"scripted {status}"},
+                                    {"Retry-After": "1"} if status == 429 else None)
+            duplicate = key in state.processed
+            if not duplicate:  # record the key before "importing" — the receiver's half
+                state.processed[key] = 1
+                state.bodies[key] = json.loads(body or b"{}")
+            stall = state.stalls.pop(0) if state.stalls and not duplicate else 0.0
+        if stall:
+            time.sleep(stall)
+        self._answer(200, {"status": "duplicate" if duplicate else "stored", "key": key},
+                     {"X-Request-Id": f"req-{key[-8:]}-{len(state.requests)}"})
+
+    def _answer(self, status: int, payload: dict[str, Any],
+                headers: dict[str, str] | None = None) -> None:
+        data = json.dumps(payload).encode()
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            for name, value in (headers or {}).items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(data)
+        except OSError:  # the client gave up (timeout): exactly the case under test
+            pass
+
+
+def _signed(secret: str, body: bytes, header: str | None) -> bool:
+    expected = "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+    return header is not None and hmac.compare_digest(expected, header)
+
+
+@dataclass
+class WebhookReceiver:
+    server: ThreadingHTTPServer
+    state: ReceiverState
+    scheme: str = "http"
+
+    @property
+    def port(self) -> int:
+        return self.server.server_address[1]
+
+    def connection_uri(self, path: str = "hooks") -> str:
+        return f"{self.scheme}://127.0.0.1:{self.port}/{path}"
+
+    def fail_next(self, times: int, status: int = 503) -> None:
+        with self.state.lock:
+            self.state.failures.extend([status] * times)
+
+    def stall_next(self, seconds: float) -> None:
+        with self.state.lock:
+            self.state.stalls.append(seconds)
+
+
+def start_receiver(tls_context: ssl.SSLContext | None = None) -> WebhookReceiver:
+    """The receiver on a free port; with ``tls_context`` it speaks HTTPS."""
+    state = ReceiverState()
+    handler = type("Handler", (_Handler,), {"state": state})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    if tls_context is not None:
+        # Handshake lazily in the handler thread, so a client that rejects the certificate
+        # cannot stall the accept loop.
+        server.socket = tls_context.wrap_socket(server.socket, server_side=True,
+                                                do_handshake_on_connect=False)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return WebhookReceiver(server=server, state=state,
+                           scheme="https" if tls_context is not None else "http")
+
+
+def stop_receiver(receiver: WebhookReceiver) -> None:
+    receiver.server.shutdown()
+    receiver.server.server_close()
