@@ -14,7 +14,7 @@ $(VENV)/.installed: requirements.txt setup.cfg pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check pip==$(PIP_VERSION)
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
-	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -e .
 	@touch $@
 
 venv: $(VENV)/.installed

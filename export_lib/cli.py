@@ -206,9 +206,17 @@ def _configured_rows(args: argparse.Namespace, start: datetime) -> tuple[list[di
 
 # --- dispatcher -----------------------------------------------------------------------------
 
+def add_ledger_parsers(subparsers: argparse._SubParsersAction) -> None:
+    """``run``, ``runs``, ``ledger`` and ``demo`` (export_lib.commands; imports stay lazy)."""
+    from export_lib import commands
+
+    commands.register(subparsers)
+
+
 SUBCOMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     add_validate_parser,
     add_preview_parser,
+    add_ledger_parsers,
 ]
 
 

@@ -10,15 +10,20 @@ with nothing set, the embedded defaults of ``make run`` apply, so
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from export_lib.errors import ExportError, WindowError
+from export_lib.errors import ConfigError, ExportError, WindowError
 
 EXIT_USAGE = 2
+
+
+def _z(iso: str) -> str:
+    return iso.replace("+00:00", "Z")
 
 
 def _now() -> datetime:
@@ -42,8 +47,11 @@ def run_one(config_dir: str, schedule_id: str, slot_text: str, *, now: datetime)
     from export_lib.slots import require_slot
     from export_lib.storage import open_store
 
-    catalog = load_catalog(config_dir)
-    schedule = catalog.schedule(schedule_id)
+    catalog = load_catalog(config_dir, only=schedule_id.split("/", 1)[0])
+    try:
+        schedule = catalog.schedule(schedule_id)
+    except ConfigError as exc:  # an unknown id is a usage error (exit 2), like an off-schedule slot
+        raise WindowError(str(exc)) from exc
     slot = require_slot(schedule.timing, _parse_instant(slot_text, "--slot"), schedule_id)
     ledger, store = open_ledger(), open_store()
     ctx = RunContext(origin="cli", trigger="cli")
@@ -59,7 +67,7 @@ def run_one(config_dir: str, schedule_id: str, slot_text: str, *, now: datetime)
                   for dest in schedule_of(run).destinations]
     return {
         "run_key": key, "state": ledger.get_run(key).state,
-        "window_start_utc": resolved["window_start"], "window_end_utc": resolved["window_end"],
+        "window_start_utc": _z(resolved["window_start"]), "window_end_utc": _z(resolved["window_end"]),
         "artifact": {k: published[k] for k in ("uri", "version", "sha256", "rows")},
         "deliveries": [{"destination": d["destination"], "state": d["state"]} for d in deliveries],
     }
@@ -148,23 +156,23 @@ def register(sub: Any) -> None:
                         "or acme/facebook/primary")
     p.add_argument("--slot", required=True, help="the slot (ISO 8601; no offset means UTC)")
     p.add_argument("--json", action="store_true")
-    p.set_defaults(func=cmd_run)
+    p.set_defaults(func=functools.partial(guarded, cmd_run))
 
     p = sub.add_parser("runs", help="list runs with artifacts and deliveries")
     p.add_argument("--company")
     p.add_argument("--schedule")
     p.add_argument("--json", action="store_true")
-    p.set_defaults(func=cmd_runs)
+    p.set_defaults(func=functools.partial(guarded, cmd_runs))
 
     p = sub.add_parser("ledger", help="ledger maintenance")
     p.add_argument("action", choices=["upgrade"])
-    p.set_defaults(func=cmd_ledger)
+    p.set_defaults(func=functools.partial(guarded, cmd_ledger))
 
     p = sub.add_parser("demo", help="embedded demo data")
     p.add_argument("action", choices=["seed"])
     p.add_argument("--config", default="dags/config")
     p.add_argument("--days", type=int, default=21)
-    p.set_defaults(func=cmd_demo)
+    p.set_defaults(func=functools.partial(guarded, cmd_demo))
 
 
 def guarded(func, args: argparse.Namespace) -> int:

@@ -26,18 +26,18 @@ SCHEMA = (
     """CREATE TABLE IF NOT EXISTS widget_metrics (
         company_id  TEXT NOT NULL,
         widget_id   TEXT NOT NULL,
-        event_time  TEXT NOT NULL,
-        value       NUMERIC NOT NULL,
-        ingested_at TEXT NOT NULL,
+        event_time  TIMESTAMP NOT NULL,
+        value       NUMERIC(14, 2) NOT NULL,
+        ingested_at TIMESTAMP NOT NULL,
         PRIMARY KEY (company_id, widget_id, event_time))""",
     """CREATE TABLE IF NOT EXISTS channel_metrics (
         company_id  TEXT NOT NULL,
         channel     TEXT NOT NULL,
-        metric_date TEXT NOT NULL,
+        metric_date DATE NOT NULL,
         impressions INTEGER NOT NULL,
         clicks      INTEGER NOT NULL,
-        spend       NUMERIC NOT NULL,
-        updated_at  TEXT NOT NULL,
+        spend       NUMERIC(14, 2) NOT NULL,
+        updated_at  TIMESTAMP NOT NULL,
         PRIMARY KEY (company_id, channel, metric_date))""",
 )
 

@@ -123,7 +123,7 @@ def render_run(ledger: Ledger, store: ArtifactStore, run_key: str, *, now: datet
 
 
 def _validate_staged(store: ArtifactStore, uri: str, *, sha256: str, nbytes: int, fmt: str,
-                     columns: list[str] | None) -> None:
+                     columns: list[str] | None, delimiter: str = ",") -> None:
     with store.read(uri) as fh:
         actual_sha, actual_bytes = sha256_of(fh)
     if (actual_sha, actual_bytes) != (sha256, nbytes):
@@ -134,8 +134,9 @@ def _validate_staged(store: ArtifactStore, uri: str, *, sha256: str, nbytes: int
         )
     if fmt == "csv" and columns:
         with store.read(uri) as fh:
-            header = next(csv.reader(io.TextIOWrapper(fh, encoding="utf-8", newline="")), [])
-        if header[: len(columns)] != columns and header != columns:
+            text = io.TextIOWrapper(fh, encoding="utf-8", newline="")
+            header = next(csv.reader(text, delimiter=delimiter), [])
+        if header != columns:
             raise ArtifactValidationError(
                 f"staged CSV {uri} has header {header}, expected the configured columns {columns}"
             )
@@ -154,7 +155,9 @@ def publish_run(ledger: Ledger, store: ArtifactStore, run_key: str, attempt_id: 
     try:
         ledger.advance(run_key, attempt_id, RunState.VALIDATING, now)
         _validate_staged(store, attempt.staging_uri, sha256=attempt.sha256 or "",
-                         nbytes=attempt.bytes or 0, fmt=fmt, columns=columns)
+                         nbytes=attempt.bytes or 0, fmt=fmt,
+                         columns=columns or list(schedule.query.columns),
+                         delimiter=schedule.csv.delimiter)
     except ArtifactValidationError as exc:
         ledger.fail(run_key, attempt_id, str(exc), now)
         raise
@@ -196,3 +199,74 @@ def _get(ledger: Ledger, run_key: str) -> RunRecord:
     if run is None:
         raise ExportError(f"run {run_key} is not registered; resolve it first")
     return run
+
+
+def deliver_run(ledger: Ledger, run_key: str, destination_id: str, *, now: datetime,
+                config_dir: str | None = None, max_attempts: int = 5) -> dict[str, Any]:
+    """Deliver the newest artifact of the run to one of its captured destinations, once.
+
+    The destination comes from the run's captured config (a destination change applies from
+    the next slot); the owner's authorisation is re-checked against the *current* company
+    config, so revoking access stops deliveries of runs registered before the change.
+    """
+    import tempfile
+    from pathlib import Path
+
+    from export_lib.delivery import DeliverableArtifact, deliver
+    from export_lib.destinations import select_destinations
+    from export_lib.errors import PublishError
+    from export_lib.storage import open_store
+
+    run = _get(ledger, run_key)
+    schedule = schedule_of(run)
+    (destination,) = select_destinations(schedule.destinations, [destination_id])
+    artifact = ledger.latest_artifact(run_key)
+    if artifact is None:
+        raise PublishError(f"run {run_key} has no published artifact to deliver yet")
+    authorized = _current_authorized(run, config_dir)
+    store = open_store()
+    local = store.local_path(artifact.uri) if artifact.uri.startswith("file:") else None
+    with tempfile.TemporaryDirectory(prefix="export-deliver-") as tmp:
+        if local is None:  # an object-store artifact: deliver from a local copy
+            local = store.download(artifact.uri, Path(tmp) / artifact.uri.rsplit("/", 1)[-1])
+        deliverable = DeliverableArtifact(
+            local_path=local, name=local.name, version=artifact.version, sha256=artifact.sha256,
+            bytes=artifact.bytes, rows=artifact.rows, format=artifact.format, uri=artifact.uri,
+            window_start=artifact.window_start, window_end=artifact.window_end,
+        )
+        outcome = deliver(
+            ledger.engine, destination, deliverable, run_key=run_key,
+            period_label=period_label(run.window_start, run.window_end, run.timezone),
+            owner=run.owner, authorized=authorized, max_attempts=max_attempts, now=now,
+        )
+    return {"run_key": run_key, "destination": destination_id, **outcome.as_xcom()}
+
+
+def _current_authorized(run: RunRecord, config_dir: str | None) -> set[str]:
+    """Identities allowed to receive the company's data now: owner + ``authorized``.
+
+    Read from the current config (``config_dir`` or ``EXPORT_CONFIG_DIR``); a company that is
+    gone from the config has nobody authorised.
+    """
+    import os
+
+    from export_lib.config import load_catalog
+
+    directory = config_dir or os.environ.get("EXPORT_CONFIG_DIR")
+    if not directory:
+        company = schedule_of(run).company
+    else:
+        catalog = load_catalog(directory, only=run.company)
+        company = catalog.companies.get(run.company)
+        if company is None:
+            return set()
+    return {company.owner, *company.authorized}
+
+
+def list_deliveries(ledger: Ledger, run_key: str) -> list[dict[str, Any]]:
+    from export_lib.delivery import list_deliveries as _list
+
+    return [{"destination": d["destination_id"], "state": d["state"],
+             "version": d["artifact_version"], "attempts": d["attempts"],
+             "receipt": d.get("receipt"), "last_error": d.get("last_error")}
+            for d in _list(ledger.engine, run_key)]
