@@ -5,7 +5,7 @@ Public API::
     deliver(engine, destination, artifact, *, run_key, period_label, owner, authorized,
             max_attempts=5, now, exports_root=None, stale_after=...) -> DeliveryOutcome
     delivery_id(run_key, version, destination_id) -> str
-    list_deliveries(engine, run_key=None) -> list[dict]
+    list_deliveries(engine, run_key=None, *, states=None) -> list[dict]   (UNRESOLVED states)
     requeue(engine, delivery_id, *, now) -> DeliveryRecord
     delivery_metadata  (SQLAlchemy MetaData with ``deliveries`` and ``delivery_attempts``)
 """
@@ -13,6 +13,7 @@ Public API::
 from export_lib.delivery.artifact import DeliverableArtifact, file_sha256
 from export_lib.delivery.engine import DeliveryOutcome, deliver
 from export_lib.delivery.records import (
+    UNRESOLVED,
     DeliveryRecord,
     deliveries,
     delivery_attempts,
@@ -26,6 +27,7 @@ __all__ = [
     "DeliverableArtifact",
     "DeliveryOutcome",
     "DeliveryRecord",
+    "UNRESOLVED",
     "deliver",
     "deliveries",
     "delivery_attempts",

@@ -233,6 +233,9 @@ def _run(transport: Transport, artifact: DeliverableArtifact, attempt: _Attempt)
     except Exception as exc:  # a bug or an unmapped library error: record it, never retry blind
         log.exception("delivery %s: unexpected error", attempt.ctx.delivery_id)
         _fail(attempt, DeliveryError(f"unexpected {type(exc).__name__}: {exc}"), started)
+    except BaseException as exc:
+        _interrupted(attempt, exc, started)
+        raise
     else:
         return _succeed(attempt, receipt, present, started)
 
@@ -264,6 +267,28 @@ def _succeed(attempt: _Attempt, receipt: str, present: bool, started: float) -> 
 
 
 def _fail(attempt: _Attempt, error: DeliveryError, started: float) -> NoReturn:
+    message, exhausted = _record_failure(attempt, error, started)
+    record = attempt.record
+    raise DeliveryError(f"delivery {record.delivery_id} to {record.target} {message}: {error}",
+                        retryable=not exhausted) from error
+
+
+def _interrupted(attempt: _Attempt, exc: BaseException, started: float) -> None:
+    """The task was stopped mid-attempt (Airflow's timeout or SIGTERM raise BaseException).
+
+    Free the record now, so the next try need not wait ``stale_after`` for a takeover. Best
+    effort: if this fails too, the takeover still recovers the record.
+    """
+    error = DeliveryError(f"interrupted: {type(exc).__name__}: {exc}", retryable=True)
+    try:
+        _record_failure(attempt, error, started)
+    except Exception:  # noqa: BLE001 - never mask the interruption itself
+        log.warning("delivery %s: could not record the interruption; a later attempt takes "
+                    "over after stale_after", attempt.ctx.delivery_id)
+
+
+def _record_failure(attempt: _Attempt, error: DeliveryError, started: float) -> tuple[str, bool]:
+    """Write the failed attempt and the record's next state; the log message and exhaustion."""
     record = attempt.record
     number = record.attempts
     exhausted = not error.retryable or number - record.budget_base >= attempt.max_attempts
@@ -283,8 +308,7 @@ def _fail(attempt: _Attempt, error: DeliveryError, started: float) -> NoReturn:
         message = f"attempt {number} of {attempt.max_attempts} failed, will retry"
     log.error("company=%s schedule=%s period=%s delivery %s to %s %s: %s", *attempt.labels,
               record.delivery_id, record.target, message, error)
-    raise DeliveryError(f"delivery {record.delivery_id} to {record.target} {message}: {error}",
-                        retryable=not exhausted) from error
+    return message, exhausted
 
 
 def _outcome(record: rec.DeliveryRecord, *, already_delivered: bool = False,

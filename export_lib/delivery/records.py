@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -32,7 +32,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
-from export_lib.errors import IllegalTransitionError
+from export_lib.errors import ConfigError, IllegalTransitionError
 
 delivery_metadata = sa.MetaData()
 
@@ -42,6 +42,7 @@ ACKNOWLEDGED = "acknowledged"
 EXHAUSTED = "exhausted"
 REFUSED = "refused"
 STATES = (PENDING, ATTEMPTING, ACKNOWLEDGED, EXHAUSTED, REFUSED)
+UNRESOLVED = (PENDING, ATTEMPTING, EXHAUSTED, REFUSED)
 
 TRANSITIONS: Mapping[str, frozenset[str]] = {
     PENDING: frozenset({ATTEMPTING, REFUSED}),
@@ -307,20 +308,31 @@ def _jsonable(row: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def list_deliveries(engine: Engine, run_key: str | None = None) -> list[dict[str, Any]]:
+def list_deliveries(
+    engine: Engine, run_key: str | None = None, *, states: Collection[str] | None = None
+) -> list[dict[str, Any]]:
     """Delivery records as plain dicts (ISO timestamps), each with its ``history`` of attempts.
 
-    Ordered by run key, artifact version and destination id, for stable CLI output.
+    ``states`` narrows the list, e.g. ``("pending", "attempting", "exhausted", "refused")`` for
+    the unresolved deliveries an operator must look at. Ordered by run key, artifact version
+    and destination id, for stable CLI output.
     """
+    unknown = sorted(set(states or ()) - set(STATES))
+    if unknown:
+        raise ConfigError(f"unknown delivery state(s) {unknown}; valid: {', '.join(STATES)}")
     query = sa.select(deliveries).order_by(
         deliveries.c.run_key, deliveries.c.artifact_version, deliveries.c.destination_id
     )
     history_query = sa.select(delivery_attempts).order_by(
         delivery_attempts.c.delivery_id, delivery_attempts.c.attempt
     )
+    history_query = history_query.join(deliveries)
     if run_key is not None:
         query = query.where(deliveries.c.run_key == run_key)
-        history_query = history_query.join(deliveries).where(deliveries.c.run_key == run_key)
+        history_query = history_query.where(deliveries.c.run_key == run_key)
+    if states is not None:
+        query = query.where(deliveries.c.state.in_(list(states)))
+        history_query = history_query.where(deliveries.c.state.in_(list(states)))
     with engine.connect() as conn:
         rows = [_jsonable(row) for row in conn.execute(query).mappings()]
         history: dict[str, list[dict[str, Any]]] = {}

@@ -118,3 +118,25 @@ def test_list_deliveries_filters_by_run_and_is_json_ready(ledger: sa.Engine) -> 
     assert rows[0]["created_at"] == "2026-03-29T06:00:00+00:00"
     assert rows[0]["destination_config"] == {} and rows[0]["history"] == []
     assert len(list_deliveries(ledger)) == 3
+
+
+def test_list_deliveries_by_state_shows_what_needs_an_operator(ledger: sa.Engine) -> None:
+    from export_lib.delivery import UNRESOLVED
+
+    done = rec.ensure_record(ledger, _new("done"), now=NOW)
+    rec.ensure_record(ledger, _new("waiting"), now=NOW)
+    with ledger.begin() as conn:
+        rec.start_attempt(conn, done, now=NOW)
+    attempting = rec.get_record(ledger, done.delivery_id)
+    assert attempting is not None
+    with ledger.begin() as conn:
+        rec.transition(conn, attempting, "acknowledged", now=NOW, receipt="ok")
+    assert [r["destination_id"] for r in list_deliveries(ledger, states=UNRESOLVED)] == [
+        "waiting"]
+    (acknowledged,) = list_deliveries(ledger, states=["acknowledged"])
+    assert [h["attempt"] for h in acknowledged["history"]] == [1]
+    from export_lib.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"unknown delivery state\(s\) \['done'\]; valid: "
+                       "pending, attempting"):
+        list_deliveries(ledger, states=["done"])

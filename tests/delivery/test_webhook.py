@@ -237,3 +237,34 @@ def test_https_receiver_with_a_private_ca_and_untrusted_certificate(
                        f"{uri}?ca_file={quote(str(certificates.ca_file), safe='')}")
     assert run(sqlite_ledger, trusted, make_artifact()).state == "acknowledged"
     assert len(https_webhook_server.state.requests) == 1
+
+
+class _TaskTimeout(BaseException):
+    """Stands in for Airflow's AirflowTaskTimeout, which SIGALRM raises the same way."""
+
+
+def test_task_timeout_mid_attempt_frees_the_record_for_the_next_try(
+    sqlite_ledger: sa.Engine, hook: WebhookReceiver, make_artifact: ArtifactFactory
+) -> None:
+    import signal
+
+    def expire(signum: int, frame: object) -> None:
+        raise _TaskTimeout("Timeout, PID: 1")
+
+    artifact = make_artifact()
+    slow = HOOK.model_copy(update={"timeout_seconds": 5.0})
+    hook.stall_next(1.0)
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, 0.3)
+    try:
+        with pytest.raises(_TaskTimeout):
+            run(sqlite_ledger, slow, artifact)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    record = only_record(sqlite_ledger)
+    assert (record["state"], record["attempts"]) == ("pending", 1)
+    assert record["history"][0]["error"] == "interrupted: _TaskTimeout: Timeout, PID: 1"
+    outcome = run(sqlite_ledger, slow, artifact)  # no stale_after wait: the record is free
+    assert (outcome.state, outcome.attempts) == ("acknowledged", 2)
+    assert hook.state.processed == {KEY: 1}

@@ -36,6 +36,8 @@ from export_lib.delivery.transports.base import (
 from export_lib.destinations import GcsDestination
 from export_lib.errors import DeliveryError
 
+UPLOAD_CHUNK = 8 * 1024 * 1024  # a multiple of 256 KiB, as the resumable protocol requires
+
 
 def _extra(conn: Connection, name: str) -> Any:
     return conn.extra.get(name) or conn.extra.get(f"extra__google_cloud_platform__{name}")
@@ -92,6 +94,7 @@ class GcsTransport(Transport):
 
     def send(self, artifact: DeliverableArtifact, ctx: DeliveryContext) -> str:
         blob = self._bucket.blob(join_key(self.destination.prefix, artifact.name))
+        blob.chunk_size = UPLOAD_CHUNK  # resumable upload in chunks: memory stays bounded
         blob.metadata = {"sha256": artifact.sha256, "delivery-id": ctx.delivery_id,
                          "run-key": quote(ctx.run_key, safe="/:=@-_.")}
         self._guard(lambda: blob.upload_from_filename(
