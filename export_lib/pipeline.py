@@ -233,6 +233,8 @@ def deliver_run(ledger: Ledger, run_key: str, destination_id: str, *, now: datet
             local_path=local, name=local.name, version=artifact.version, sha256=artifact.sha256,
             bytes=artifact.bytes, rows=artifact.rows, format=artifact.format, uri=artifact.uri,
             window_start=artifact.window_start, window_end=artifact.window_end,
+            manifest={"company": run.company, "schedule": run.schedule_id,
+                      "run_key": run_key, "config_version": run.config_version},
         )
         outcome = deliver(
             ledger.engine, destination, deliverable, run_key=run_key,

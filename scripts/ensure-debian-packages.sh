@@ -4,7 +4,6 @@
 set -euo pipefail
 missing=()
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing+=(postgresql)
-[ -x /usr/sbin/sshd ] || missing+=(openssh-server)
 command -v runuser >/dev/null 2>&1 || missing+=(util-linux)
 command -v docker-compose >/dev/null 2>&1 || docker compose version >/dev/null 2>&1 || missing+=(docker-compose)
 [ ${#missing[@]} -eq 0 ] && exit 0
