@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# `make run`: start Airflow standalone (api-server, scheduler, dag-processor, triggerer) in the
+# `make run`: start Airflow (api-server, then scheduler, dag-processor, triggerer) in the
 # background; `make stop` ends it. Prints the URL, the login and where the files land.
 set -euo pipefail
 source "$(dirname "$0")/airflow-env.sh"
 cd "$ROOT"
-PIDFILE="$AIRFLOW_HOME/standalone.pid"
+PIDFILE="$AIRFLOW_HOME/airflow.pid"
 if [ -f "$PIDFILE" ] && kill -0 "$(cat "$PIDFILE")" 2>/dev/null; then
   echo "Airflow is already running (pid $(cat "$PIDFILE")) on http://localhost:$PORT — 'make stop' ends it."
   exit 0
@@ -24,14 +24,14 @@ then
   exit 1
 fi
 mkdir -p "$AIRFLOW_HOME/logs"
-setsid nohup airflow standalone >"$AIRFLOW_HOME/standalone.log" 2>&1 < /dev/null &
+setsid nohup bash "$ROOT/scripts/airflow-processes.sh" >"$AIRFLOW_HOME/airflow.log" 2>&1 < /dev/null &
 echo $! > "$PIDFILE"
-echo "==> Starting Airflow (log: $AIRFLOW_HOME/standalone.log)"
+echo "==> Starting Airflow (log: $AIRFLOW_HOME/airflow.log)"
 for _ in $(seq 1 120); do
   if curl -fsS "http://localhost:$PORT/api/v2/version" >/dev/null 2>&1; then break; fi
   if ! kill -0 "$(cat "$PIDFILE")" 2>/dev/null; then
     echo "Airflow exited during start-up; last lines of the log:" >&2
-    tail -40 "$AIRFLOW_HOME/standalone.log" >&2
+    tail -40 "$AIRFLOW_HOME/airflow.log" >&2
     exit 1
   fi
   sleep 2
