@@ -207,7 +207,7 @@ class Schedule(FrozenModel):
 
     schedule_id: str
     dag_id: str
-    kind: Literal["widget", "primary", "secondary"]
+    kind: Literal["widget", "primary", "secondary", "manual"]
     company: CompanyConfig
     export_id: str | None = None
     channel: str | None = None

@@ -83,3 +83,7 @@ class DeliveryError(ExportError):
 
 class AuthorizationError(ExportError):
     """The run's owner is no longer authorised for the company. Not retryable."""
+
+
+class RunHeldError(ExportError):
+    """A run started after its deadline under ``late_start: hold`` waits for an operator."""

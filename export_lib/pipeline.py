@@ -176,7 +176,7 @@ def publish_run(ledger: Ledger, store: ArtifactStore, run_key: str, attempt_id: 
             "generated_at": now.isoformat(), "version": version,
             "supersedes": version - 1 if version > 1 else None,
         }
-        key = artifact_key(run.company, run.schedule_id, period, version, EXT[fmt])
+        key = artifact_key(run.company, run.schedule_id, period, run.slot, version, EXT[fmt])
         return store.promote(attempt.staging_uri, key, manifest)
 
     artifact, created = ledger.publish(run_key, attempt_id, now=now, fmt=fmt, promote=promote)

@@ -11,6 +11,8 @@ airflow db migrate >"$AIRFLOW_HOME/db-migrate.log" 2>&1 || { tail -30 "$AIRFLOW_
 
 echo "==> Pools and cluster policy"
 airflow pools import "$ROOT/deploy/pools.json" >/dev/null
+mkdir -p "$AIRFLOW_HOME/config"
+cp "$ROOT/deploy/airflow_local_settings.py" "$AIRFLOW_HOME/config/airflow_local_settings.py"
 
 echo "==> Export ledger ($EXPORT_LEDGER_URL)"
 exportctl ledger upgrade

@@ -197,8 +197,11 @@ class Ledger:
             if stale:
                 log.warning("run %s: %d earlier attempt(s) abandoned; generation %d takes over",
                             run_key, stale, generation)
-            conn.execute(update(runs).where(runs.c.id == run.id)
-                         .values(current_generation=generation))
+            values: dict[str, Any] = {"current_generation": generation}
+            if regenerate and run.state == RunState.READY:
+                # A regeneration reads what the source holds now (late rows included).
+                values["source_cutoff"] = now
+            conn.execute(update(runs).where(runs.c.id == run.id).values(**values))
             self._move(conn, run, RunState.READING, now, attempt_id=attempt_id,
                        reason=f"attempt generation {generation} from {origin}")
             conn.execute(insert(attempts).values(
@@ -362,3 +365,38 @@ class Ledger:
         target = {"runs": runs, "attempts": attempts, "artifacts": artifacts, "events": events}[table]
         with self.engine.connect() as conn:
             return conn.execute(select(func.count()).select_from(target)).scalar_one()
+
+    # -- operator decisions and recovery bookkeeping --------------------------------------------
+    def note(self, run_key: str, detail: str, now: datetime, *, reason: str | None = None) -> None:
+        """Append an event without a state change (a hold, a release, a notification)."""
+        with self._tx() as conn:
+            run = self._lock_run(conn, run_key)
+            conn.execute(insert(events).values(run_id=run.id, at=now, from_state=run.state,
+                                               to_state=run.state, detail=detail))
+            if reason is not None:
+                conn.execute(update(runs).where(runs.c.id == run.id)
+                             .values(reason=reason, updated_at=now))
+
+    def is_released(self, run_key: str) -> bool:
+        return any(e["detail"] == "released by operator" for e in self.events(run_key))
+
+    def release(self, run_key: str, now: datetime, who: str = "operator") -> None:
+        """Record an operator's decision to export a held (late) run anyway."""
+        self.note(run_key, "released by operator", now, reason=f"released by {who}")
+
+    def previous_slot(self, schedule_id: str, before: datetime) -> datetime | None:
+        """The newest registered slot of ``schedule_id`` strictly before ``before``."""
+        with self.engine.connect() as conn:
+            return conn.execute(
+                select(func.max(runs.c.slot)).where(runs.c.schedule_id == schedule_id,
+                                                    runs.c.slot < before)
+            ).scalar_one_or_none()
+
+    def inflight_renders(self, company: str, now: datetime) -> int:
+        """Attempts of ``company`` rendering right now (running, lease not expired)."""
+        with self.engine.connect() as conn:
+            return conn.execute(
+                select(func.count()).select_from(attempts.join(runs, runs.c.id == attempts.c.run_id))
+                .where(runs.c.company == company, attempts.c.state == "running",
+                       attempts.c.lease_expires_at > now)
+            ).scalar_one()

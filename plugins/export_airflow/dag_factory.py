@@ -14,6 +14,7 @@ from typing import Any
 
 from airflow.sdk import DAG, Param
 
+from export_airflow.deadlines import deadline_alert
 from export_airflow.operators import (
     DeliverOperator,
     PublishOperator,
@@ -23,6 +24,9 @@ from export_airflow.operators import (
 from export_airflow.timetable import ExportTimetable
 
 LOADER_PREFIX = "company_"
+# Channel size → share of the global render budget (pool export_render, 4 slots; seed 000 gives
+# large channels more memory, here they also take more of the source's capacity).
+POOL_SLOTS = {"small": 1, "medium": 1, "large": 2}
 # Airflow needs a start date for catch-up; the timetable itself bounds how far back a new DAG
 # catches up (see ExportTimetable's lookback), so this only has to be old enough.
 EPOCH = datetime(2020, 1, 1, tzinfo=UTC)
@@ -83,10 +87,12 @@ def build_dag(schedule: Any, config_dir: str) -> DAG:
                                     description="Publish a new artifact version even if this "
                                                 "period already has one.")},
         is_paused_upon_creation=schedule.company.status == "paused",
+        deadline=deadline_alert(schedule),
     ) as dag:
         resolve = ResolveWindowOperator(task_id="resolve_window",
                                         schedule_id=schedule.schedule_id, config_dir=config_dir)
         rendered = RenderCsvOperator(task_id="render", run=resolve.output, pool="export_render",
+                                     pool_slots=POOL_SLOTS[schedule.size or "small"],
                                      regenerate="{{ params.regenerate }}")
         published = PublishOperator(task_id="publish", rendered=rendered.output)
         DeliverOperator.partial(task_id="deliver", published=published.output,

@@ -11,13 +11,20 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 from airflow.sdk import BaseOperator
+from airflow.sdk.exceptions import (
+    AirflowFailException,
+    AirflowRescheduleException,
+    AirflowSkipException,
+)
 
 from export_lib.errors import ExportError
+
+MAX_RENDERS_PER_COMPANY = 2
+COMPANY_WAIT = timedelta(seconds=60)
 
 
 @contextmanager
@@ -45,26 +52,36 @@ def _ctx(context: Any, trigger: str | None = None):
 
 
 class ResolveWindowOperator(BaseOperator):
-    """Register (or find) the run of this slot and resolve its reporting window.
+    """Register (or find) the run of this slot, resolve its reporting window and apply the
+    start policies (paused company, owner authorisation, late start, recovery bookkeeping).
 
-    :param schedule_id: the schedule, e.g. ``acme/daily-spend`` (templated)
+    :param schedule_id: the schedule, e.g. ``acme/daily-spend`` (templated); ``None`` for the
+        ``manual_export`` DAG, whose trigger form (``params``) describes the export
     :param config_dir: the config catalog directory (templated)
     """
 
     template_fields: Sequence[str] = ("schedule_id", "config_dir")
     ui_color = "#e8f4fd"
 
-    def __init__(self, *, schedule_id: str, config_dir: str, **kwargs: Any) -> None:
+    def __init__(self, *, schedule_id: str | None, config_dir: str, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.schedule_id = schedule_id
         self.config_dir = config_dir
 
     def execute(self, context: Any) -> dict[str, Any]:
-        from export_airflow.runtime import resolve_for_context
+        from export_airflow.runtime import resolve_for_context, resolve_manual
 
         with export_errors():
-            summary = resolve_for_context(self.config_dir, self.schedule_id, context, now=_now(),
-                                          ctx=_ctx(context))
+            if self.schedule_id is None:
+                summary = resolve_manual(self.config_dir, context, now=_now(),
+                                         ctx=_ctx(context, "manual"))
+            else:
+                summary = resolve_for_context(self.config_dir, self.schedule_id, context,
+                                              now=_now(), ctx=_ctx(context))
+        self.log.info("company=%s schedule=%s run=%s window [%s, %s) %s: state %s",
+                      summary["company"], summary["schedule_id"], summary["run_key"],
+                      summary["window_start"], summary["window_end"], summary["timezone"],
+                      summary["state"])
         if summary.get("skip_reason"):
             raise AirflowSkipException(summary["skip_reason"])
         return summary
@@ -90,8 +107,17 @@ class RenderCsvOperator(BaseOperator):
         from export_lib.storage import open_store
 
         regenerate = str(self.regenerate).lower() in ("true", "1", "yes")
+        now = _now()
         with export_errors():
-            return render_run(open_ledger(), open_store(), self.run["run_key"], now=_now(),
+            ledger = open_ledger()
+            busy = ledger.inflight_renders(self.run["company"], now)
+            if busy >= MAX_RENDERS_PER_COMPANY:
+                # Seed 002: the database cannot take many full scans; per company at most 2.
+                self.log.info("company=%s run=%s: %d renders of this company in flight; "
+                              "rescheduling in %s", self.run["company"], self.run["run_key"],
+                              busy, COMPANY_WAIT)
+                raise AirflowRescheduleException(now + COMPANY_WAIT)
+            return render_run(ledger, open_store(), self.run["run_key"], now=now,
                               ctx=_ctx(context), regenerate=regenerate)
 
 

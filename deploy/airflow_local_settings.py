@@ -1,0 +1,5 @@
+"""Airflow local settings of the export package: copied to $AIRFLOW_HOME/config/ by `make setup`
+(compose mounts it at /opt/airflow/config/). Airflow puts that directory and the plugins folder
+on sys.path, so the policy lives with the rest of the Airflow edge in plugins/."""
+
+from export_airflow.policy import task_instance_mutation_hook  # noqa: F401

@@ -1,0 +1,38 @@
+"""Cluster policy: catch-up work gets its own budget so it cannot delay on-time exports.
+
+Installed by ``make setup`` as ``$AIRFLOW_HOME/config/airflow_local_settings.py`` (see
+``deploy/airflow_local_settings.py``). Airflow calls ``task_instance_mutation_hook`` in the
+scheduler before queueing a task instance; render tasks of backfill runs, and of scheduled
+runs queued long after their slot (catch-up after an outage), move to the ``export_catchup``
+pool, while on-time renders share ``export_render``.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+RENDER_POOL = "export_render"
+CATCHUP_POOL = "export_catchup"
+CATCHUP_AFTER = timedelta(hours=1)
+EXPORT_DAG_PREFIXES = ("widget_export__", "data_export__")
+
+
+def is_catch_up(run_type: str, logical_date: datetime | None, queued_at: datetime | None,
+                now: datetime) -> bool:
+    kind = str(run_type).split(".")[-1].lower()
+    if kind == "backfill":
+        return True
+    if kind != "scheduled" or logical_date is None:
+        return False
+    return (queued_at or now) - logical_date > CATCHUP_AFTER
+
+
+def task_instance_mutation_hook(task_instance: Any, dag_run: Any = None) -> None:
+    if not str(task_instance.dag_id).startswith(EXPORT_DAG_PREFIXES):
+        return
+    if task_instance.task_id != "render" or dag_run is None:
+        return
+    if is_catch_up(dag_run.run_type, dag_run.logical_date, dag_run.queued_at, datetime.now(UTC)):
+        task_instance.pool = CATCHUP_POOL
+        task_instance.pool_slots = 1
