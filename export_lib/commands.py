@@ -147,6 +147,18 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_release(args: argparse.Namespace) -> int:
+    """An operator's decision to export a run held by ``late_start: hold``."""
+    from export_lib.ledger import open_ledger
+
+    ledger = open_ledger()
+    if ledger.get_run(args.run_key) is None:
+        raise WindowError(f"run {args.run_key} is not in the ledger; see 'exportctl runs'")
+    ledger.release(args.run_key, _now(), who=args.by)
+    print(f"run {args.run_key} released by {args.by}: clear its resolve_window task to export it")
+    return 0
+
+
 def register(sub: Any) -> None:
     """Add the ledger subcommands to exportctl's argparse subparsers."""
     p = sub.add_parser("run", help="run one export end to end (idempotent on the run key)")
@@ -163,6 +175,11 @@ def register(sub: Any) -> None:
     p.add_argument("--schedule")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=functools.partial(guarded, cmd_runs))
+
+    p = sub.add_parser("release", help="let a run held by late_start=hold export anyway")
+    p.add_argument("run_key")
+    p.add_argument("--by", default="operator", help="who decided (kept in the run's history)")
+    p.set_defaults(func=functools.partial(guarded, cmd_release))
 
     p = sub.add_parser("ledger", help="ledger maintenance")
     p.add_argument("action", choices=["upgrade"])

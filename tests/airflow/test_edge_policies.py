@@ -1,0 +1,107 @@
+"""Airflow-edge policies without dag.test(): deadline references, catch-up routing, retries,
+manual requests, and the deadline alert surviving DAG serialization."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
+
+import pytest
+
+from export_lib.errors import ConfigError, FencingError, SourceError
+
+pytestmark = pytest.mark.airflow
+
+SLOT = datetime(2026, 3, 29, 5, 0, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(("run_type", "now", "expected"), [
+    ("scheduled", SLOT + timedelta(minutes=1), SLOT),
+    ("manual", SLOT + timedelta(hours=1, minutes=59), SLOT),
+    ("scheduled", SLOT + timedelta(hours=2), None),      # created after its deadline: catch-up
+    ("backfill", SLOT, None),
+    ("backfill", SLOT + timedelta(minutes=1), None),
+])
+def test_deadline_reference_skips_runs_created_after_their_deadline(run_type, now, expected):
+    from export_airflow.deadlines import slot_deadline_base
+
+    assert slot_deadline_base(SLOT, run_type, timedelta(hours=2), now) == expected
+
+
+def test_deadline_alert_survives_dag_serialization(tmp_path):
+    from airflow.serialization.serialized_objects import DagSerialization
+
+    from export_airflow.dag_factory import company_dags
+    from tests.conftest import REPO
+
+    dag = next(d for d in company_dags(REPO / "dags" / "config", "acme")
+               if d.dag_id == "widget_export__acme__daily-spend")
+    data = DagSerialization.to_dict(dag)
+    (alert,) = data["dag"]["deadline"]
+    blob = str(alert)
+    assert "OnTimeSlotDeadline" in blob and "7200.0" in blob
+    assert "export_airflow.deadlines.on_deadline_missed" in blob
+
+
+@pytest.mark.parametrize(("run_type", "lag", "pool"), [
+    ("scheduled", timedelta(minutes=5), "export_render"),
+    ("scheduled", timedelta(hours=3), "export_catchup"),
+    ("backfill", timedelta(minutes=5), "export_catchup"),
+    ("manual", timedelta(days=3), "export_render"),
+])
+def test_catch_up_renders_move_to_their_own_pool(run_type, lag, pool):
+    from export_airflow.policy import task_instance_mutation_hook
+
+    ti = SimpleNamespace(dag_id="widget_export__acme__daily-spend", task_id="render",
+                         pool="export_render", pool_slots=1)
+    run = SimpleNamespace(run_type=run_type, logical_date=SLOT, queued_at=SLOT + lag)
+    task_instance_mutation_hook(ti, run)
+    assert ti.pool == pool
+    other = SimpleNamespace(dag_id="widget_export__acme__daily-spend", task_id="publish",
+                            pool="default_pool", pool_slots=1)
+    task_instance_mutation_hook(other, run)
+    assert other.pool == "default_pool"
+
+
+def test_manual_retry_policy_waits_30s_2min_10min_then_fails():
+    from airflow.sdk.definitions.retry_policy import RetryAction
+
+    from export_airflow.retry import MANUAL_RETRY
+
+    down = SourceError("source demo_source is down")
+    decisions = [MANUAL_RETRY.evaluate(down, n, 4) for n in (1, 2, 3, 4)]
+    assert [d.retry_delay for d in decisions[:3]] == [
+        timedelta(seconds=30), timedelta(minutes=2), timedelta(minutes=10)]
+    assert [d.action for d in decisions] == [RetryAction.RETRY] * 3 + [RetryAction.FAIL]
+    stale = MANUAL_RETRY.evaluate(FencingError("stale"), 1, 4)
+    assert (stale.action, stale.reason) == (RetryAction.FAIL, "FencingError is not retryable")
+
+
+def test_manual_request_errors_name_the_field():
+    from export_lib.manual import parse_request
+
+    base = {"company": "acme", "base_export": "acme/daily-spend", "reason": "audit",
+            "window_start": "2026-03-02T00:00:00+01:00", "window_end": "2026-03-01T00:00:00+01:00"}
+    with pytest.raises(ConfigError, match=r"window_end 2026-03-01T00:00:00\+01:00 is not after "
+                                          r"window_start 2026-03-02T00:00:00\+01:00"):
+        parse_request(base)
+    with pytest.raises(ConfigError, match=r"manual_export: reason: String should have at least 3"):
+        parse_request({**base, "reason": "x", "window_end": "2026-03-03T00:00:00+01:00"})
+
+
+def test_manual_schedule_only_narrows_configured_destinations():
+    from export_lib.config import load_catalog
+    from export_lib.manual import manual_schedule, parse_request
+    from tests.conftest import REPO
+
+    catalog = load_catalog(REPO / "dags" / "config")
+    request = parse_request({"company": "acme", "base_export": "acme/daily-spend",
+                             "reason": "audit", "window_start": "2026-03-01T00:00:00Z",
+                             "window_end": "2026-03-02T00:00:00Z", "destinations": ["sftp-evil"]})
+    with pytest.raises(ConfigError, match="sftp-evil"):
+        manual_schedule(catalog, request, run_id="manual__1")
+    other = parse_request({"company": "kiwi-outdoors", "base_export": "acme/daily-spend",
+                           "reason": "audit", "window_start": "2026-03-01T00:00:00Z",
+                           "window_end": "2026-03-02T00:00:00Z"})
+    with pytest.raises(ConfigError, match="belongs to company 'acme', not 'kiwi-outdoors'"):
+        manual_schedule(catalog, other, run_id="manual__1")
