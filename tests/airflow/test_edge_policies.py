@@ -30,8 +30,8 @@ def test_deadline_reference_skips_runs_created_after_their_deadline(run_type, no
 
 def test_deadline_alert_survives_dag_serialization(tmp_path):
     from airflow.serialization.serialized_objects import DagSerialization
-
     from export_airflow.dag_factory import company_dags
+
     from tests.conftest import REPO
 
     dag = next(d for d in company_dags(REPO / "dags" / "config", "acme")
@@ -65,7 +65,6 @@ def test_catch_up_renders_move_to_their_own_pool(run_type, lag, pool):
 
 def test_manual_retry_policy_waits_30s_2min_10min_then_fails():
     from airflow.sdk.definitions.retry_policy import RetryAction
-
     from export_airflow.retry import MANUAL_RETRY
 
     down = SourceError("source demo_source is down")

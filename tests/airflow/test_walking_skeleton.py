@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import csv
 import sqlite3
-from decimal import Decimal
 from datetime import UTC, datetime
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -41,7 +41,8 @@ def test_daily_widget_export_delivers_exactly_the_window_rows(airflow_db, export
             "SELECT widget_id, event_time, value FROM widget_metrics WHERE company_id = 'acme' "
             "AND event_time >= '2026-03-27 23:00:00' AND event_time < '2026-03-28 23:00:00' "
             "ORDER BY event_time, widget_id").fetchall()
-    delivered = export_world / "exports/outbox/acme/daily-spend/acme_daily-spend_2026-03-28_slot-20260329T0500Z_v1.csv"
+    delivered = (export_world / "exports/outbox/acme/daily-spend"
+                 / "acme_daily-spend_2026-03-28_slot-20260329T0500Z_v1.csv")
     with open(delivered, newline="") as fh:
         rows = list(csv.DictReader(fh))
     assert len(rows) == len(expected) == 72
