@@ -90,17 +90,19 @@ def child(path: str, dsn: str, out: Path) -> dict:
         with psycopg.connect(dsn) as conn, out.open("wb") as sink:
             conn.execute("SET TimeZone = 'UTC'")
             query = sql.SQL("COPY ({}) TO STDOUT (FORMAT csv, HEADER)").format(raw_select(dsn))
-            with conn.cursor().copy(query) as copy:
-                for data in copy:
-                    sink.write(data)
+            with conn.cursor() as cursor:
+                with cursor.copy(query) as copy:
+                    for data in copy:
+                        sink.write(data)
+                rows = cursor.rowcount
     elif path in ("csv", "parquet"):
         from export_lib.render import RenderOptions, render
         from export_lib.source import open_source
 
         with open_source(parse_connection("bench", dsn)) as source, out.open("wb") as sink:
-            render(source, spec(), company_id="acme", window_start=WINDOW[0],
+            rows = render(source, spec(), company_id="acme", window_start=WINDOW[0],
                    window_end=WINDOW[1], cutoff=CUTOFF, options=RenderOptions(format=path),
-                   sink=sink, schedule_id="bench")
+                   sink=sink, schedule_id="bench").rows
     else:
         import pandas as pd
         import sqlalchemy
@@ -110,10 +112,11 @@ def child(path: str, dsn: str, out: Path) -> dict:
             text = raw_select(dsn).as_string(conn)
         frame = pd.read_sql(sqlalchemy.text(text.replace(":", r"\:")), engine)
         frame.to_csv(out, index=False)
+        rows = len(frame)
         engine.dispose()
     seconds = time.perf_counter() - start
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    return {"seconds": round(seconds, 3), "peak_rss_mb": round(rss, 1),
+    return {"seconds": round(seconds, 3), "peak_rss_mb": round(rss, 1), "rows": rows,
             "bytes": out.stat().st_size}
 
 
@@ -158,6 +161,8 @@ def main(argv: list[str] | None = None) -> None:
                     print(path, runs[path][-1], file=sys.stderr)
         results = {}
         for path, samples in runs.items():
+            if any(s["rows"] != args.rows for s in samples):
+                raise SystemExit(f"{path} exported {samples[-1]['rows']} rows, not {args.rows}")
             seconds = statistics.median(s["seconds"] for s in samples)
             results[path] = {
                 "seconds": seconds,
