@@ -135,7 +135,7 @@ def header_line(columns: tuple[str, ...], delimiter: str) -> bytes:
 
 def row_encoder(formatters: list[Formatter], delimiter: str) -> Callable[[list[tuple]], bytes]:
     """Encode a fetched batch of rows to CSV bytes (one ``join`` per row, one encode per batch)."""
-    fmts = formatters
+    fmts = formatters  # a short local name keeps the hot comprehension on one line
 
     def encode(rows: list[tuple]) -> bytes:
         lines = [

@@ -261,3 +261,31 @@ def test_source_lost_after_opening_is_retryable(pg, pg_schema, postgres_server):
                                           r"reading the columns of 'ad_metrics' failed") as info:
         run(pg, spec(table_schema=pg_schema))
     assert info.value.retryable is True
+
+
+def test_parquet_row_groups_are_exact_whatever_the_batch_boundaries(pg, pg_schema):
+    with psycopg.connect(pg.connection.info.dsn, password="exports", autocommit=True) as conn:
+        conn.execute(f'CREATE TABLE "{pg_schema}".big AS SELECT \'acme\'::text AS company_id, '
+                     "timestamptz '2026-03-01' + g * interval '1 second' AS ts, g::bigint AS n, "
+                     "repeat('x', g % 200) AS pad FROM generate_series(0, 24999) g")
+    query = spec(table="big", table_schema=pg_schema, columns=("ts", "n", "pad"),
+                 timestamp_column="ts", ingested_column=None)
+    fast, result = run(pg, query, format="parquet", row_group_rows=10_000)
+    generic, _ = run(pg, query, format="parquet", row_group_rows=10_000, engine="generic")
+    meta = pq.ParquetFile(io.BytesIO(fast)).metadata
+    assert [meta.row_group(i).num_rows for i in range(meta.num_row_groups)] == [
+        10_000, 10_000, 5_000]
+    assert fast == generic and result.rows == 25_000
+    assert pq.read_table(io.BytesIO(fast)).column("n").to_pylist() == list(range(25_000))
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    pytest.param({"timezone": "Mars/Olympus"}, "unknown time zone 'Mars/Olympus'", id="zone"),
+    pytest.param({"delimiter": '"'}, "Input should be ',', ';', '\\\\t' or '\\|'", id="quote"),
+    pytest.param({"format": "xlsx"}, "Input should be 'csv' or 'parquet'", id="format"),
+])
+def test_render_options_are_validated(options, message):
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match=message):
+        RenderOptions(**options)
