@@ -11,6 +11,8 @@ Owned by the render engine (issue 5). Three layers keep a config from reading wh
 3. SQL building: identifiers are quoted, values are bound parameters (PostgreSQL COPY cannot
    take parameters, so there values are rendered client-side by psycopg's ``sql.Literal``, never
    by string concatenation), and ``tenant_column = company_id`` is ANDed to every query.
+   Every condition is ANDed (there is no OR), so a filter can only narrow the company's rows,
+   never widen them to another tenant's.
 """
 
 from __future__ import annotations
@@ -65,13 +67,18 @@ class Filter(BaseModel):
     def _plain_name(cls, value: str) -> str:
         return _check_identifier(value)
 
+    @field_validator("value", mode="before")
+    @classmethod
+    def _immutable(cls, value: Any) -> Any:
+        return tuple(value) if isinstance(value, list) else value
+
     @model_validator(mode="after")
     def _value_fits_op(self) -> Filter:
         if self.op in _NULL_OPS:
             if self.value is not None:
                 raise ValueError(f"op {self.op!r} takes no value (got {self.value!r}); remove it")
         elif self.op in _LIST_OPS:
-            if not isinstance(self.value, list | tuple) or not self.value:
+            if not isinstance(self.value, tuple) or not self.value:
                 raise ValueError(
                     f"op {self.op!r} needs a non-empty list value (got {self.value!r})")
             for item in self.value:
@@ -241,8 +248,9 @@ def _pg_expr(name: str, kind: ColumnExpr) -> Any:
 
     col = sql.Identifier(name)
     if kind in ("float_text", "float4_text"):
-        # float8out prints an exponent outside 1e-4 <= |x| < 1e15 (float4out: 1e-4..1e6);
-        # only there pay for the exact text -> numeric round trip (numeric never does).
+        # float8out prints an exponent outside 1e-4 <= |x| < 1e15 (float4out: outside
+        # 1e-4 <= |x| < 1e6; 1e-3 keeps a margin for float4 rounding). Only there pay for the
+        # exact text -> numeric round trip (numeric never prints an exponent).
         low, high = ("1e-4", "1e15") if kind == "float_text" else ("1e-3", "1e6")
         return sql.SQL(
             "CASE WHEN {c} = 0 OR (abs({c}) >= {lo} AND abs({c}) < {hi}) THEN {c}::text "
@@ -285,7 +293,7 @@ def build_postgres(
             where.append(sql.SQL("{} IS NULL" if op == "is_null" else "{} IS NOT NULL").format(col))
         elif op in _LIST_OPS:
             items = sql.SQL(", ").join(sql.Literal(v) for v in value)
-            # NOT IN drops NULLs too, as SQL does; say "is_not_null" nowhere else.
+            # SQL semantics, documented for configs: not_in never matches a NULL value.
             word = "IN" if op == "in" else "NOT IN"
             where.append(sql.SQL("{} {} ({})").format(col, sql.SQL(word), items))
         else:
