@@ -61,7 +61,8 @@ class CopyOut:
         if self._done:
             return True
         get = self._pgconn.get_copy_data
-        while size < 0 or len(buf) < size:
+        want = size if size >= 0 else 1 << 62
+        while len(buf) < want:
             nbytes, data = get(1)
             if nbytes > 0:
                 buf += data
