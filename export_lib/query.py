@@ -359,7 +359,10 @@ def build_sqlite(
             f"WHERE {' AND '.join(where)}")
     order = spec.order_by if order is None else order
     if order:
-        text += " ORDER BY " + ", ".join(map(quote_sqlite, order))
+        # The window column sorts as an instant, like it compares (its text may mix spellings).
+        text += " ORDER BY " + ", ".join(
+            _SQLITE_TS.format(quote_sqlite(k)) if k == spec.timestamp_column else quote_sqlite(k)
+            for k in order)
     return text, params
 
 

@@ -289,3 +289,35 @@ def test_render_options_are_validated(options, message):
 
     with pytest.raises(ValidationError, match=message):
         RenderOptions(**options)
+
+
+def test_sqlite_timestamps_in_any_iso_spelling_compare_as_instants(tmp_path):
+    import sqlite3
+
+    path = tmp_path / "mixed.db"
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE m (company_id TEXT, ts DATETIME, n INTEGER)")
+        db.executemany("INSERT INTO m VALUES ('acme', ?, ?)", [
+            ("2026-03-01T05:00:00Z", 1),          # T and Z
+            ("2026-03-01 06:00:00", 2),           # naive: UTC
+            ("2026-03-02 00:30:00+01:00", 3),     # = 23:30 UTC on the 1st: inside
+            ("2026-03-01T00:59:59-01:00", 4),     # = 01:59:59 UTC: inside
+            ("2026-02-28 23:30:00-01:00", 5),     # = 00:30 UTC on the 1st: inside
+            ("2026-03-02T00:00:00+00:00", 6),     # the window end: excluded
+        ])
+    db.close()
+    query = spec(table="m", columns=("ts", "n"), timestamp_column="ts", ingested_column=None)
+    with open_source(parse_connection("src", f"sqlite:///{path}")) as source:
+        data, result = run(source, query)
+    assert data == (b"ts,n\n2026-03-01 00:30:00+00,5\n2026-03-01 01:59:59+00,4\n"
+                    b"2026-03-01 05:00:00+00,1\n2026-03-01 06:00:00+00,2\n"
+                    b"2026-03-01 23:30:00+00,3\n")
+    assert result.rows == 5
+
+
+def test_log_lines_name_company_schedule_and_period(pg, caplog):
+    with caplog.at_level("INFO", logger="export_lib.render"):
+        _, result = run(pg)
+    assert (f"company=acme schedule=acme/daily period=[2026-03-01T00:00:00+00:00, "
+            f"2026-03-02T00:00:00+00:00): rendered 4 rows, {result.bytes} bytes of csv "
+            f"(postgres_copy), sha256 {result.sha256}") in caplog.text
