@@ -20,7 +20,7 @@ from __future__ import annotations
 import difflib
 import re
 from dataclasses import dataclass
-from datetime import date, datetime
+from datetime import UTC, date, datetime
 from decimal import Decimal
 from typing import Any, Literal
 
@@ -219,12 +219,23 @@ ColumnExpr = Literal["plain", "float_text", "float4_text", "bool_text", "numeric
 
 @dataclass(frozen=True)
 class Bounds:
-    """The run's bounds: company, half-open window and (optional) source cutoff. UTC-aware."""
+    """The run's bounds: company, half-open window and (optional) source cutoff. UTC-aware.
+
+    ``naive_columns``: columns of type ``timestamp without time zone``; their bounds are
+    compared as naive UTC, so the result never depends on the session's TimeZone (which the
+    fast path sets to the company zone for local-time output).
+    """
 
     company_id: str
     window_start: datetime
     window_end: datetime
     cutoff: datetime | None = None
+    naive_columns: frozenset[str] = frozenset()
+
+    def bound(self, column: str, value: datetime) -> datetime:
+        if column in self.naive_columns:
+            return value.astimezone(UTC).replace(tzinfo=None)
+        return value
 
 
 _SQL_OPS = {"=": "=", "!=": "<>", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
@@ -234,11 +245,12 @@ def _conditions(spec: QuerySpec, bounds: Bounds) -> list[tuple[str, str, Any]]:
     """(column, op, value) triples ANDed together; the tenant predicate is always first."""
     conds: list[tuple[str, str, Any]] = [
         (spec.tenant_column, "=", bounds.company_id),
-        (spec.timestamp_column, "ts>=", bounds.window_start),
-        (spec.timestamp_column, "ts<", bounds.window_end),
+        (spec.timestamp_column, "ts>=", bounds.bound(spec.timestamp_column, bounds.window_start)),
+        (spec.timestamp_column, "ts<", bounds.bound(spec.timestamp_column, bounds.window_end)),
     ]
     if spec.ingested_column and bounds.cutoff is not None:
-        conds.append((spec.ingested_column, "ts<", bounds.cutoff))
+        conds.append((spec.ingested_column, "ts<",
+                      bounds.bound(spec.ingested_column, bounds.cutoff)))
     conds += [(f.column, f.op, f.value) for f in spec.filters]
     return conds
 

@@ -321,3 +321,16 @@ def test_log_lines_name_company_schedule_and_period(pg, caplog):
     assert (f"company=acme schedule=acme/daily period=[2026-03-01T00:00:00+00:00, "
             f"2026-03-02T00:00:00+00:00): rendered 4 rows, {result.bytes} bytes of csv "
             f"(postgres_copy), sha256 {result.sha256}") in caplog.text
+
+
+def test_naive_timestamp_window_is_utc_whatever_the_output_zone(pg, pg_schema):
+    with psycopg.connect(pg.connection.info.dsn, password="exports", autocommit=True) as conn:
+        conn.execute(f'CREATE TABLE "{pg_schema}".naive (company_id text, ts timestamp, n int)')
+        conn.execute(f"INSERT INTO \"{pg_schema}\".naive VALUES ('acme', '2026-03-01 00:00', 1), "
+                     "('acme', '2026-03-01 23:30', 2), ('acme', '2026-02-28 23:30', 3)")
+    query = spec(table="naive", table_schema=pg_schema, columns=("ts", "n"),
+                 timestamp_column="ts", ingested_column=None)
+    expected = b"ts,n\n2026-03-01 00:00:00,1\n2026-03-01 23:30:00,2\n"
+    for engine in ("auto", "generic"):
+        data, _ = run(pg, query, engine=engine, timestamps="local", timezone="Asia/Tokyo")
+        assert data == expected, engine
