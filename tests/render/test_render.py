@@ -334,3 +334,14 @@ def test_naive_timestamp_window_is_utc_whatever_the_output_zone(pg, pg_schema):
     for engine in ("auto", "generic"):
         data, _ = run(pg, query, engine=engine, timestamps="local", timezone="Asia/Tokyo")
         assert data == expected, engine
+
+
+def test_unsupported_connection_type_is_a_config_error_listing_the_valid_ones():
+    from export_lib.errors import ConfigError
+
+    conn = parse_connection("crm", "mysql://u:pw@127.0.0.1:3306/crm")
+    with pytest.raises(ConfigError, match=r"connection 'crm': conn_type 'mysql' cannot be a query "
+                                          r"source; valid options are: postgres, postgresql, "
+                                          r"sqlite"):
+        with open_source(conn):
+            pass
