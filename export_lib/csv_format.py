@@ -71,23 +71,18 @@ def format_timestamp(value: datetime, zone: tzinfo | None) -> str:
     """PostgreSQL ISO DateStyle; ``zone`` None keeps a naive value as it is."""
     if zone is not None:
         value = value.astimezone(zone)
-    text = (f"{value.year:04d}-{value.month:02d}-{value.day:02d} "
-            f"{value.hour:02d}:{value.minute:02d}:{value.second:02d}")
-    if value.microsecond:
-        text += f".{value.microsecond:06d}".rstrip("0")
-    offset = value.utcoffset()
-    if offset is None:
+    # isoformat is C: 'YYYY-MM-DD HH:MM:SS[.ffffff][+HH:MM[:SS[.ffffff]]]'; PostgreSQL trims
+    # the fraction's trailing zeros and a zero minute offset ('+01:00' -> '+01').
+    text = value.isoformat(" ")
+    if len(text) == 19:
         return text
-    seconds = int(offset.total_seconds())
-    sign = "-" if seconds < 0 else "+"
-    hours, rest = divmod(abs(seconds), 3600)
-    minutes, secs = divmod(rest, 60)
-    text += f"{sign}{hours:02d}"
-    if minutes or secs:
-        text += f":{minutes:02d}"
-    if secs:
-        text += f":{secs:02d}"
-    return text
+    rest = text[19:]
+    frac = ""
+    if rest[0] == ".":
+        frac, rest = rest[:7].rstrip("0"), rest[7:]
+    if len(rest) == 6 and rest.endswith(":00"):
+        rest = rest[:3]
+    return text[:19] + frac + rest
 
 
 def _to_datetime(value: Any) -> datetime:
