@@ -21,6 +21,7 @@ The PostgreSQL fast path lets the server print (``COPY ... (FORMAT csv, HEADER)`
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
 from datetime import date, datetime, tzinfo
 from decimal import ROUND_HALF_UP, Decimal
@@ -46,15 +47,45 @@ def format_float(value: float, float32: bool = False) -> str:
         return "NaN"
     if value in (float("inf"), float("-inf")):
         return "Infinity" if value > 0 else "-Infinity"
+    text = _shortest(value, float32)
+    if "e" in text:
+        return format(Decimal(text), "f")
+    return text[:-2] if text.endswith(".0") else text
+
+
+def _shortest(value: float, float32: bool) -> str:
+    """The digits PostgreSQL's Ryu prints (``float8out``/``float4out``).
+
+    Python's repr (and numpy's float32 str) may return a shortest candidate lying exactly on
+    the rounding interval's bound (valid under round-half-even); Ryu treats that bound as
+    excluded there and prints more digits. That tie is only possible for large magnitudes
+    (|x| >= 2**51, float32 >= 2**21): only those values pay for the exact check.
+    """
     if float32:
         import numpy
 
         text = str(numpy.float32(value))
+        if abs(value) < 2.0**21:
+            return text
+        lower = float(numpy.nextafter(numpy.float32(value), numpy.float32(0)))
+        upper = float(numpy.nextafter(numpy.float32(value), numpy.float32(value * 2)))
     else:
-        text = repr(float(value))
-    if "e" in text:
-        return format(Decimal(text), "f")
-    return text[:-2] if text.endswith(".0") else text
+        text = repr(value)
+        if abs(value) < 2.0**51:
+            return text
+        lower = math.nextafter(value, 0.0)
+        upper = math.nextafter(value, value * 2)
+    exact = Decimal(value)
+    candidate = Decimal(text)
+    if candidate not in ((exact + Decimal(lower)) / 2, (exact + Decimal(upper)) / 2):
+        return text
+    low, high = sorted(((exact + Decimal(lower)) / 2, (exact + Decimal(upper)) / 2))
+    digits = len(candidate.as_tuple().digits)
+    for precision in range(digits + 1, 18):
+        text = f"{value:.{precision - 1}e}"
+        if low < Decimal(text) < high:
+            return text
+    return f"{value:.16e}"
 
 
 def format_decimal(value: Any, scale: int | None) -> str:
