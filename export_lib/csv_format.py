@@ -4,7 +4,7 @@ The PostgreSQL fast path lets the server print (``COPY ... (FORMAT csv, HEADER)`
 ``DateStyle=ISO``, ``TimeZone`` = UTC or the company zone); this module makes the generic path
 (SQLite, any DB-API cursor) print exactly what the server prints:
 
-* UTF-8, a header row, ``\\n`` line ends (COPY cannot write CRLF; every RFC 4180 reader
+* UTF-8, a header row, ``\\n`` line ends (COPY cannot write CRLF; mainstream CSV readers
   accepts LF), the configured delimiter.
 * Quoting as RFC 4180 / COPY: a field is quoted when it contains the delimiter, ``"``, CR or
   LF, with ``"`` doubled. NULL is an empty field; an empty string is ``""`` (so they differ).
