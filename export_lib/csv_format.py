@@ -5,7 +5,7 @@ The PostgreSQL fast path lets the server print (``COPY ... (FORMAT csv, HEADER)`
 (SQLite, any DB-API cursor) print exactly what the server prints:
 
 * UTF-8, a header row, ``\\n`` line ends (COPY cannot write CRLF; mainstream CSV readers
-  accepts LF), the configured delimiter.
+  accept LF), the configured delimiter.
 * Quoting as RFC 4180 / COPY: a field is quoted when it contains the delimiter, ``"``, CR or
   LF, with ``"`` doubled. NULL is an empty field; an empty string is ``""`` (so they differ).
 * Timestamps: ISO 8601 as PostgreSQL's ISO DateStyle prints them, ``2026-03-01 05:00:00+00``
