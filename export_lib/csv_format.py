@@ -4,8 +4,8 @@ The PostgreSQL fast path lets the server print (``COPY ... (FORMAT csv, HEADER)`
 ``DateStyle=ISO``, ``TimeZone`` = UTC or the company zone); this module makes the generic path
 (SQLite, any DB-API cursor) print exactly what the server prints:
 
-* UTF-8, a header row, ``\\n`` line ends (COPY cannot write CRLF; every RFC 4180 reader
-  accepts LF), the configured delimiter.
+* UTF-8, a header row, ``\\n`` line ends (COPY cannot write CRLF; mainstream CSV readers
+  accept LF), the configured delimiter.
 * Quoting as RFC 4180 / COPY: a field is quoted when it contains the delimiter, ``"``, CR or
   LF, with ``"`` doubled. NULL is an empty field; an empty string is ``""`` (so they differ).
 * Timestamps: ISO 8601 as PostgreSQL's ISO DateStyle prints them, ``2026-03-01 05:00:00+00``
@@ -21,6 +21,7 @@ The PostgreSQL fast path lets the server print (``COPY ... (FORMAT csv, HEADER)`
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
 from datetime import date, datetime, tzinfo
 from decimal import ROUND_HALF_UP, Decimal
@@ -46,15 +47,45 @@ def format_float(value: float, float32: bool = False) -> str:
         return "NaN"
     if value in (float("inf"), float("-inf")):
         return "Infinity" if value > 0 else "-Infinity"
+    text = _shortest(value, float32)
+    if "e" in text:
+        return format(Decimal(text), "f")
+    return text[:-2] if text.endswith(".0") else text
+
+
+def _shortest(value: float, float32: bool) -> str:
+    """The digits PostgreSQL's Ryu prints (``float8out``/``float4out``).
+
+    Python's repr (and numpy's float32 str) may return a shortest candidate lying exactly on
+    the rounding interval's bound (valid under round-half-even); Ryu treats that bound as
+    excluded there and prints more digits. That tie is only possible for large magnitudes
+    (|x| >= 2**51, float32 >= 2**21): only those values pay for the exact check.
+    """
     if float32:
         import numpy
 
         text = str(numpy.float32(value))
+        if abs(value) < 2.0**21:
+            return text
+        lower = float(numpy.nextafter(numpy.float32(value), numpy.float32(0)))
+        upper = float(numpy.nextafter(numpy.float32(value), numpy.float32(value * 2)))
     else:
-        text = repr(float(value))
-    if "e" in text:
-        return format(Decimal(text), "f")
-    return text[:-2] if text.endswith(".0") else text
+        text = repr(value)
+        if abs(value) < 2.0**51:
+            return text
+        lower = math.nextafter(value, 0.0)
+        upper = math.nextafter(value, value * 2)
+    exact = Decimal(value)
+    candidate = Decimal(text)
+    if candidate not in ((exact + Decimal(lower)) / 2, (exact + Decimal(upper)) / 2):
+        return text
+    low, high = sorted(((exact + Decimal(lower)) / 2, (exact + Decimal(upper)) / 2))
+    digits = len(candidate.as_tuple().digits)
+    for precision in range(digits + 1, 18):
+        text = f"{value:.{precision - 1}e}"
+        if low < Decimal(text) < high:
+            return text
+    return f"{value:.16e}"
 
 
 def format_decimal(value: Any, scale: int | None) -> str:
@@ -71,23 +102,18 @@ def format_timestamp(value: datetime, zone: tzinfo | None) -> str:
     """PostgreSQL ISO DateStyle; ``zone`` None keeps a naive value as it is."""
     if zone is not None:
         value = value.astimezone(zone)
-    text = (f"{value.year:04d}-{value.month:02d}-{value.day:02d} "
-            f"{value.hour:02d}:{value.minute:02d}:{value.second:02d}")
-    if value.microsecond:
-        text += f".{value.microsecond:06d}".rstrip("0")
-    offset = value.utcoffset()
-    if offset is None:
+    # isoformat is C: 'YYYY-MM-DD HH:MM:SS[.ffffff][+HH:MM[:SS[.ffffff]]]'; PostgreSQL trims
+    # the fraction's trailing zeros and a zero minute offset ('+01:00' -> '+01').
+    text = value.isoformat(" ")
+    if len(text) == 19:
         return text
-    seconds = int(offset.total_seconds())
-    sign = "-" if seconds < 0 else "+"
-    hours, rest = divmod(abs(seconds), 3600)
-    minutes, secs = divmod(rest, 60)
-    text += f"{sign}{hours:02d}"
-    if minutes or secs:
-        text += f":{minutes:02d}"
-    if secs:
-        text += f":{secs:02d}"
-    return text
+    rest = text[19:]
+    frac = ""
+    if rest[0] == ".":
+        frac, rest = rest[:7].rstrip("0"), rest[7:]
+    if len(rest) == 6 and rest.endswith(":00"):
+        rest = rest[:3]
+    return text[:19] + frac + rest
 
 
 def _to_datetime(value: Any) -> datetime:
@@ -135,7 +161,7 @@ def header_line(columns: tuple[str, ...], delimiter: str) -> bytes:
 
 def row_encoder(formatters: list[Formatter], delimiter: str) -> Callable[[list[tuple]], bytes]:
     """Encode a fetched batch of rows to CSV bytes (one ``join`` per row, one encode per batch)."""
-    fmts = formatters
+    fmts = formatters  # a short local name keeps the hot comprehension on one line
 
     def encode(rows: list[tuple]) -> bytes:
         lines = [

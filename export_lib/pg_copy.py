@@ -3,7 +3,8 @@
 psycopg's ``Copy`` iterator costs ~0.6 µs of generator machinery per row (measured: 1.3 s of
 client CPU for 2 M rows, as much as the server spends producing them), which on a 2-core
 machine makes the client, not the database, the bottleneck. Reading with
-``PGconn.get_copy_data`` in a tight loop and writing 1 MiB chunks halves the client's CPU.
+``PGconn.get_copy_data`` in a tight loop and writing 1 MiB chunks halves the client's CPU
+(bench/README.md).
 The protocol handling is the one psycopg documents for libpq: COPY_OUT result, data until -1,
 then the final COMMAND_OK result whose tuple count is the number of rows (header excluded).
 """
@@ -11,6 +12,7 @@ then the final COMMAND_OK result whose tuple count is the number of rows (header
 from __future__ import annotations
 
 import io
+import select
 from collections.abc import Callable
 from typing import Any
 
@@ -18,7 +20,13 @@ CHUNK = 1 << 20
 
 
 class CopyOut:
-    """One running ``COPY ... TO STDOUT`` on a psycopg connection. Use as a context manager."""
+    """One running ``COPY ... TO STDOUT`` on a psycopg connection. Use as a context manager.
+
+    Never blocks inside libpq: rows are taken with ``get_copy_data(async=1)`` and, when
+    libpq's buffer is empty, the socket is awaited with ``select``, so a signal (Airflow's
+    SIGTERM on a task timeout) interrupts a render promptly instead of waiting for the
+    server's next row.
+    """
 
     def __init__(self, conn: Any, query: Any) -> None:
         self._conn = conn
@@ -32,7 +40,9 @@ class CopyOut:
 
         pgconn = self._pgconn
         pgconn.send_query(self._query)
-        result = pgconn.get_result()
+        while pgconn.flush():  # 1 while the query is not fully sent
+            self._wait(write=True)
+        result = self._result()
         if result is None or result.status != pq.ExecStatus.COPY_OUT:
             self._drain()
             if result is None:
@@ -42,31 +52,25 @@ class CopyOut:
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         if exc_type is not None and not self._done:
-            # Mid-stream failure (e.g. the sink is full): the protocol state is unknown, so
-            # the connection is not reusable. Closing it also stops the server's work.
+            # Mid-stream failure (e.g. the sink is full, a signal): the protocol state is
+            # unknown, so the connection is not reusable; closing it stops the server's work.
             self._conn.close()
-
-    def read(self) -> bytes | None:
-        """The next row's bytes (one libpq message), or None at the end of the data."""
-        if self._done:
-            return None
-        nbytes, data = self._pgconn.get_copy_data(0)
-        if nbytes >= 0:
-            return data
-        self._finish(nbytes)
-        return None
 
     def fill(self, buf: bytearray, size: int) -> bool:
         """Append rows to ``buf`` until it holds ``size`` bytes (all if < 0); True at the end."""
         if self._done:
             return True
         get = self._pgconn.get_copy_data
-        while size < 0 or len(buf) < size:
-            nbytes, data = get(0)
-            if nbytes < 0:
+        want = size if size >= 0 else 1 << 62
+        while len(buf) < want:
+            nbytes, data = get(1)
+            if nbytes > 0:
+                buf += data
+            elif nbytes == 0:
+                self._wait()
+            else:
                 self._finish(nbytes)
                 return True
-            buf += data
         return False
 
     def pump(self, write: Callable[[bytes], Any], chunk: int = CHUNK) -> int:
@@ -74,17 +78,36 @@ class CopyOut:
         get = self._pgconn.get_copy_data
         buf = bytearray()
         while True:
-            nbytes, data = get(0)
-            if nbytes < 0:
+            nbytes, data = get(1)
+            if nbytes > 0:
+                buf += data
+                if len(buf) >= chunk:
+                    write(bytes(buf))
+                    buf.clear()
+            elif nbytes == 0:
+                self._wait()
+            else:
                 break
-            buf += data
-            if len(buf) >= chunk:
-                write(bytes(buf))
-                buf.clear()
         if buf:
             write(bytes(buf))
         self._finish(nbytes)
         return self.rows or 0
+
+    def _wait(self, write: bool = False) -> None:
+        """Sleep until the socket is ready, then let libpq read what arrived."""
+        fd = self._pgconn.socket
+        if write:
+            select.select([fd], [fd], [])
+        else:
+            select.select([fd], [], [])
+        self._pgconn.consume_input()
+
+    def _result(self) -> Any:
+        pgconn = self._pgconn
+        pgconn.consume_input()
+        while pgconn.is_busy():
+            self._wait()
+        return pgconn.get_result()
 
     def _finish(self, nbytes: int) -> None:
         from psycopg import errors, pq
@@ -92,7 +115,7 @@ class CopyOut:
         self._done = True
         if nbytes == -2:
             raise errors.OperationalError(self._message())
-        result = self._pgconn.get_result()
+        result = self._result()
         self._drain()
         if result is None or result.status != pq.ExecStatus.COMMAND_OK:
             if result is None:
@@ -101,7 +124,7 @@ class CopyOut:
         self.rows = result.command_tuples
 
     def _drain(self) -> None:
-        while self._pgconn.get_result() is not None:
+        while self._result() is not None:
             pass
 
     def _message(self) -> str:

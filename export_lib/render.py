@@ -141,9 +141,12 @@ def render(
     the source went away), RenderError, WindowError (naive or empty window). ``engine``
     "generic" forces the DB-API path (used by tests to prove both engines agree).
     """
-    bounds = _bounds(company_id, window_start, window_end, cutoff)
+    _check_bounds(company_id, window_start, window_end, cutoff)
     columns = source_columns(source, spec.table, spec.table_schema)
     validate_spec(spec, columns, schedule_id=schedule_id)
+    naive = frozenset(c for c, t in columns.items() if classify(t, source.dialect).kind
+                      == "timestamp")
+    bounds = Bounds(company_id, window_start, window_end, cutoff, naive)
     types = {c: classify(columns[c], source.dialect) for c in spec.columns}
     fast = engine == "auto" and source.dialect == "postgresql"
     period = f"[{window_start.isoformat()}, {window_end.isoformat()})"
@@ -169,7 +172,8 @@ def render(
     return result
 
 
-def _bounds(company_id: str, start: datetime, end: datetime, cutoff: datetime | None) -> Bounds:
+def _check_bounds(company_id: str, start: datetime, end: datetime,
+                  cutoff: datetime | None) -> None:
     for name, value in (("window_start", start), ("window_end", end), ("cutoff", cutoff)):
         if value is not None and value.utcoffset() is None:
             raise WindowError(f"{name} {value.isoformat()} is naive; pass a timezone-aware value")
@@ -178,7 +182,6 @@ def _bounds(company_id: str, start: datetime, end: datetime, cutoff: datetime | 
                           f"window_end {end.isoformat()}")
     if not company_id:
         raise RenderError("company_id is empty; every export is scoped to one company")
-    return Bounds(company_id, start, end, cutoff)
 
 
 def _set_zone(source: Source, zone: str) -> None:

@@ -137,7 +137,7 @@ def _open_postgres(conn: Connection) -> Source:
     params: dict[str, Any] = {
         "host": conn.host or "localhost", "port": conn.port or 5432, "user": conn.login,
         "password": conn.password, "dbname": conn.schema, "connect_timeout": 10,
-        "application_name": "export_lib",
+        "application_name": "export_lib", "client_encoding": "UTF8",
     }
     params.update({k: v for k, v in conn.extra.items() if k in LIBPQ_EXTRAS})
     source = Source(conn.conn_id, "postgresql", None, conn.masked_uri(), conn.password)

@@ -252,3 +252,96 @@ def test_watermark_is_the_max_ingested_at(any_source):
     assert watermark_passed(source, clockless, window_end=T1, grace=timedelta(days=3), now=now)
     assert not watermark_passed(source, clockless, window_end=T1, grace=timedelta(days=9),
                                 now=now)
+
+
+def test_source_lost_after_opening_is_retryable(pg, pg_schema, postgres_server):
+    with psycopg.connect(postgres_server.dsn, autocommit=True) as admin:
+        admin.execute("SELECT pg_terminate_backend(%s)", (pg.connection.info.backend_pid,))
+    with pytest.raises(SourceError, match=r"source 'src' \(postgresql://exports:\*\*\*@.*\): "
+                                          r"reading the columns of 'ad_metrics' failed") as info:
+        run(pg, spec(table_schema=pg_schema))
+    assert info.value.retryable is True
+
+
+def test_parquet_row_groups_are_exact_whatever_the_batch_boundaries(pg, pg_schema):
+    with psycopg.connect(pg.connection.info.dsn, password="exports", autocommit=True) as conn:
+        conn.execute(f'CREATE TABLE "{pg_schema}".big AS SELECT \'acme\'::text AS company_id, '
+                     "timestamptz '2026-03-01' + g * interval '1 second' AS ts, g::bigint AS n, "
+                     "repeat('x', g % 200) AS pad FROM generate_series(0, 24999) g")
+    query = spec(table="big", table_schema=pg_schema, columns=("ts", "n", "pad"),
+                 timestamp_column="ts", ingested_column=None)
+    fast, result = run(pg, query, format="parquet", row_group_rows=10_000)
+    generic, _ = run(pg, query, format="parquet", row_group_rows=10_000, engine="generic")
+    meta = pq.ParquetFile(io.BytesIO(fast)).metadata
+    assert [meta.row_group(i).num_rows for i in range(meta.num_row_groups)] == [
+        10_000, 10_000, 5_000]
+    assert fast == generic and result.rows == 25_000
+    assert pq.read_table(io.BytesIO(fast)).column("n").to_pylist() == list(range(25_000))
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    pytest.param({"timezone": "Mars/Olympus"}, "unknown time zone 'Mars/Olympus'", id="zone"),
+    pytest.param({"delimiter": '"'}, "Input should be ',', ';', '\\\\t' or '\\|'", id="quote"),
+    pytest.param({"format": "xlsx"}, "Input should be 'csv' or 'parquet'", id="format"),
+])
+def test_render_options_are_validated(options, message):
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match=message):
+        RenderOptions(**options)
+
+
+def test_sqlite_timestamps_in_any_iso_spelling_compare_as_instants(tmp_path):
+    import sqlite3
+
+    path = tmp_path / "mixed.db"
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE m (company_id TEXT, ts DATETIME, n INTEGER)")
+        db.executemany("INSERT INTO m VALUES ('acme', ?, ?)", [
+            ("2026-03-01T05:00:00Z", 1),          # T and Z
+            ("2026-03-01 06:00:00", 2),           # naive: UTC
+            ("2026-03-02 00:30:00+01:00", 3),     # = 23:30 UTC on the 1st: inside
+            ("2026-03-01T00:59:59-01:00", 4),     # = 01:59:59 UTC: inside
+            ("2026-02-28 23:30:00-01:00", 5),     # = 00:30 UTC on the 1st: inside
+            ("2026-03-02T00:00:00+00:00", 6),     # the window end: excluded
+        ])
+    db.close()
+    query = spec(table="m", columns=("ts", "n"), timestamp_column="ts", ingested_column=None)
+    with open_source(parse_connection("src", f"sqlite:///{path}")) as source:
+        data, result = run(source, query)
+    assert data == (b"ts,n\n2026-03-01 00:30:00+00,5\n2026-03-01 01:59:59+00,4\n"
+                    b"2026-03-01 05:00:00+00,1\n2026-03-01 06:00:00+00,2\n"
+                    b"2026-03-01 23:30:00+00,3\n")
+    assert result.rows == 5
+
+
+def test_log_lines_name_company_schedule_and_period(pg, caplog):
+    with caplog.at_level("INFO", logger="export_lib.render"):
+        _, result = run(pg)
+    assert (f"company=acme schedule=acme/daily period=[2026-03-01T00:00:00+00:00, "
+            f"2026-03-02T00:00:00+00:00): rendered 4 rows, {result.bytes} bytes of csv "
+            f"(postgres_copy), sha256 {result.sha256}") in caplog.text
+
+
+def test_naive_timestamp_window_is_utc_whatever_the_output_zone(pg, pg_schema):
+    with psycopg.connect(pg.connection.info.dsn, password="exports", autocommit=True) as conn:
+        conn.execute(f'CREATE TABLE "{pg_schema}".naive (company_id text, ts timestamp, n int)')
+        conn.execute(f"INSERT INTO \"{pg_schema}\".naive VALUES ('acme', '2026-03-01 00:00', 1), "
+                     "('acme', '2026-03-01 23:30', 2), ('acme', '2026-02-28 23:30', 3)")
+    query = spec(table="naive", table_schema=pg_schema, columns=("ts", "n"),
+                 timestamp_column="ts", ingested_column=None)
+    expected = b"ts,n\n2026-03-01 00:00:00,1\n2026-03-01 23:30:00,2\n"
+    for engine in ("auto", "generic"):
+        data, _ = run(pg, query, engine=engine, timestamps="local", timezone="Asia/Tokyo")
+        assert data == expected, engine
+
+
+def test_unsupported_connection_type_is_a_config_error_listing_the_valid_ones():
+    from export_lib.errors import ConfigError
+
+    conn = parse_connection("crm", "mysql://u:pw@127.0.0.1:3306/crm")
+    with pytest.raises(ConfigError, match=r"connection 'crm': conn_type 'mysql' cannot be a query "
+                                          r"source; valid options are: postgres, postgresql, "
+                                          r"sqlite"):
+        with open_source(conn):
+            pass
