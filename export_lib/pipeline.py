@@ -272,3 +272,30 @@ def list_deliveries(ledger: Ledger, run_key: str) -> list[dict[str, Any]]:
              "version": d["artifact_version"], "attempts": d["attempts"],
              "receipt": d.get("receipt"), "last_error": d.get("last_error")}
             for d in _list(ledger.engine, run_key)]
+
+
+def collect_staging_garbage(ledger: Ledger, store: ArtifactStore) -> dict[str, list[dict]]:
+    """Delete the staging objects of abandoned and failed attempts and mark them cleaned.
+
+    Only attempts that can never publish are collected: an abandoned attempt lost its
+    generation, a failed one its run's state, so fencing rejects either if it ever wakes up.
+    An object that cannot be deleted (another store, a permission) stays recorded as garbage.
+    """
+    from export_lib.errors import StorageError
+
+    report: dict[str, list[dict]] = {"cleaned": [], "kept": []}
+    for attempt in ledger.staging_garbage():
+        run_key = ledger.run_key_of(attempt.run_id)
+        item = {"attempt_id": attempt.attempt_id, "run_key": run_key, "uri": attempt.staging_uri}
+        try:
+            store.delete(attempt.staging_uri)
+        except StorageError as exc:
+            log.warning("run %s: staging object %s of attempt %s not deleted: %s", run_key,
+                        attempt.staging_uri, attempt.attempt_id[:12], exc)
+            report["kept"].append({**item, "error": str(exc)})
+            continue
+        ledger.mark_cleaned(attempt.attempt_id)
+        log.info("run %s: deleted staging object %s of %s attempt %s", run_key,
+                 attempt.staging_uri, attempt.state, attempt.attempt_id[:12])
+        report["cleaned"].append(item)
+    return report

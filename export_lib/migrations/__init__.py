@@ -30,3 +30,10 @@ def current(engine: Engine) -> str | None:
 
     with engine.connect() as conn:
         return MigrationContext.configure(conn).get_current_revision()
+
+
+def head() -> str | None:
+    """The newest revision shipped with this code."""
+    from alembic.script import ScriptDirectory
+
+    return ScriptDirectory.from_config(_config(None)).get_current_head()
