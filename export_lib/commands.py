@@ -47,11 +47,15 @@ def run_one(config_dir: str, schedule_id: str, slot_text: str, *, now: datetime)
     from export_lib.slots import require_slot
     from export_lib.storage import open_store
 
-    catalog = load_catalog(config_dir, only=schedule_id.split("/", 1)[0])
     try:
-        schedule = catalog.schedule(schedule_id)
-    except ConfigError as exc:  # an unknown id is a usage error (exit 2), like an off-schedule slot
-        raise WindowError(str(exc)) from exc
+        schedule = load_catalog(config_dir, only=schedule_id.split("/", 1)[0]).schedule(schedule_id)
+    except ConfigError:
+        # An unknown id is a usage error (exit 2), like an off-schedule slot. Ask the whole
+        # catalog, so the suggestions span every company (a mistyped company too).
+        try:
+            schedule = load_catalog(config_dir).schedule(schedule_id)
+        except ConfigError as exc:
+            raise WindowError(str(exc)) from exc
     slot = require_slot(schedule.timing, _parse_instant(slot_text, "--slot"), schedule_id)
     ledger, store = open_ledger(), open_store()
     ledger.ensure_schema()
