@@ -108,8 +108,9 @@ def test_unknown_schedule_id_exits_2_naming_the_nearest_ids(sqlite_world: World)
     unknown_company = world.exportctl("run", str(world.config), "--schedule", "nope/daily",
                                       "--slot", DAILY_SLOT)
     assert unknown_company.returncode == 2, unknown_company.stderr
-    assert unknown_company.stderr.startswith(
-        "exportctl: unknown schedule 'nope/daily' in config; did you mean '")
+    assert unknown_company.stderr == (
+        f"exportctl: unknown schedule 'nope/daily' in {world.config}; did you mean "
+        "'acme/daily-spend'?\n")
     missing_dir = world.exportctl("run", "no-such-dir", "--schedule", DAILY, "--slot", DAILY_SLOT)
     assert missing_dir.returncode == 2
     assert "no-such-dir: config directory not found" in missing_dir.stderr
