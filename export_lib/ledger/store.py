@@ -271,9 +271,13 @@ class Ledger:
             self._fence(conn, run, attempt_id)
             self._move(conn, run, target, now, attempt_id=attempt_id)
 
-    def record_staged(self, attempt_id: str, *, rows: int, nbytes: int, sha256: str,
-                      now: datetime) -> None:
+    def record_staged(self, run_key: str, attempt_id: str, *, rows: int, nbytes: int,
+                      sha256: str, now: datetime) -> None:
+        """Record what the attempt staged. Fenced: an attempt that was superseded while it
+        rendered stays abandoned (its object remains staging garbage) and gets FencingError."""
         with self._tx() as conn:
+            run = self._lock_run(conn, run_key)
+            self._fence(conn, run, attempt_id)
             conn.execute(update(attempts).where(attempts.c.attempt_id == attempt_id)
                          .values(state="staged", rows=rows, bytes=nbytes, sha256=sha256))
 

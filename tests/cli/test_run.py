@@ -157,3 +157,35 @@ def test_ledger_without_tables_on_a_server_asks_for_an_upgrade(pg_database: str,
     assert result.returncode == 1
     assert "is at schema revision none" in result.stderr
     assert "run 'exportctl ledger upgrade'" in result.stderr
+
+
+def test_two_concurrent_runs_of_the_same_slot_publish_one_artifact(pg_world: World):
+    """A duplicate trigger racing the first one (PostgreSQL ledger): whatever the interleaving,
+    one run, one artifact version, one delivery; a loser exits 0 reporting the winner's
+    artifact, or 1 with a fencing error or a delivery-in-progress error."""
+    import subprocess
+    import sys
+
+    args = [sys.executable, "-m", "export_lib", "run", str(pg_world.config), "--schedule", DAILY,
+            "--slot", DAILY_SLOT, "--json"]
+    procs = [subprocess.Popen(args, env=pg_world.env, cwd=pg_world.home, text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(2)]
+    results = [(p.wait(timeout=120), p.stdout.read(), p.stderr.read()) for p in procs]
+    for p in procs:
+        p.stdout.close()
+        p.stderr.close()
+    assert 0 in [rc for rc, _, _ in results], results
+    for rc, out, err in results:
+        if rc == 0:
+            assert json.loads(out)["artifact"]["version"] == 1
+        else:
+            # Lost the render race (fenced), or the delivery race (the winner is delivering).
+            assert rc == 1, err
+            assert ("FencingError" in err and "Nothing was made visible" in err) or (
+                "DeliveryError" in err and "is still in progress elsewhere" in err), err
+    counts = pg_world.counts()
+    assert (counts["runs"], counts["artifacts"], counts["deliveries"]) == (1, 1, 1)
+    assert sorted(pg_world.visible_files()) == sorted([ARTIFACT, ARTIFACT + ".manifest.json",
+                                                       OUTBOX, OUTBOX + ".sha256"])
+    (listed,) = pg_world.runs()
+    assert [a["version"] for a in listed["artifacts"]] == [1]
