@@ -1,4 +1,4 @@
-"""``exportctl`` subcommands over the ledger: ``run``, ``runs``, ``ledger upgrade``, ``demo seed``.
+"""``exportctl`` subcommands over the ledger: ``run``, ``runs``, ``ledger upgrade|gc``, ``demo seed``.
 
 They call the same pipeline functions as the Airflow operators. Ledger, sources and stores come
 from the environment (``EXPORT_LEDGER_URL``, ``AIRFLOW_CONN_<ID>``, ``EXPORT_ARTIFACT_ROOT``);
@@ -47,13 +47,18 @@ def run_one(config_dir: str, schedule_id: str, slot_text: str, *, now: datetime)
     from export_lib.slots import require_slot
     from export_lib.storage import open_store
 
-    catalog = load_catalog(config_dir, only=schedule_id.split("/", 1)[0])
     try:
-        schedule = catalog.schedule(schedule_id)
-    except ConfigError as exc:  # an unknown id is a usage error (exit 2), like an off-schedule slot
-        raise WindowError(str(exc)) from exc
+        schedule = load_catalog(config_dir, only=schedule_id.split("/", 1)[0]).schedule(schedule_id)
+    except ConfigError:
+        # An unknown id is a usage error (exit 2), like an off-schedule slot. Ask the whole
+        # catalog, so the suggestions span every company (a mistyped company too).
+        try:
+            schedule = load_catalog(config_dir).schedule(schedule_id)
+        except ConfigError as exc:
+            raise WindowError(str(exc)) from exc
     slot = require_slot(schedule.timing, _parse_instant(slot_text, "--slot"), schedule_id)
     ledger, store = open_ledger(), open_store()
+    ledger.ensure_schema()
     ctx = RunContext(origin="cli", trigger="cli")
     resolved = resolve_run(ledger, schedule, slot, now=now, ctx=ctx)
     key = resolved["run_key"]
@@ -92,6 +97,7 @@ def runs_report(company: str | None, schedule_id: str | None) -> list[dict[str, 
     from export_lib.pipeline import list_deliveries
 
     ledger = open_ledger()
+    ledger.ensure_schema()
     out = []
     for run in ledger.list_runs(company, schedule_id):
         out.append({
@@ -127,9 +133,24 @@ def cmd_ledger(args: argparse.Namespace) -> int:
     from export_lib.ledger.store import masked
 
     ledger = open_ledger()
-    ledger.upgrade()
-    print(f"ledger {masked(ledger.url)} is at the newest schema")
-    return 0
+    if args.action == "upgrade":
+        ledger.upgrade()
+        print(f"ledger {masked(ledger.url)} is at the newest schema")
+        return 0
+    from export_lib.pipeline import collect_staging_garbage
+    from export_lib.storage import open_store
+
+    ledger.ensure_schema()
+    report = collect_staging_garbage(ledger, open_store())
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        for item in report["cleaned"]:
+            print(f"deleted {item['uri']} (attempt {item['attempt_id'][:12]} of {item['run_key']})")
+        for item in report["kept"]:
+            print(f"kept {item['uri']}: {item['error']}", file=sys.stderr)
+        print(f"{len(report['cleaned'])} staging object(s) cleaned, {len(report['kept'])} kept")
+    return 1 if report["kept"] else 0
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -181,8 +202,10 @@ def register(sub: Any) -> None:
     p.add_argument("--by", default="operator", help="who decided (kept in the run's history)")
     p.set_defaults(func=functools.partial(guarded, cmd_release))
 
-    p = sub.add_parser("ledger", help="ledger maintenance")
-    p.add_argument("action", choices=["upgrade"])
+    p = sub.add_parser("ledger", help="ledger maintenance: 'upgrade' the schema, 'gc' deletes "
+                                          "staging objects of abandoned/failed attempts")
+    p.add_argument("action", choices=["upgrade", "gc"])
+    p.add_argument("--json", action="store_true")
     p.set_defaults(func=functools.partial(guarded, cmd_ledger))
 
     p = sub.add_parser("demo", help="embedded demo data")

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from export_lib.errors import ArtifactValidationError, ExportError
+from export_lib.errors import ArtifactValidationError, ExportError, PublishError
 from export_lib.ledger import Ledger, RunState
 from export_lib.ledger.records import RunRecord, RunRegistration
 from export_lib.naming import artifact_key, period_label
@@ -93,10 +93,20 @@ def render_run(ledger: Ledger, store: ArtifactStore, run_key: str, *, now: datet
                 "sha256": latest.sha256, "rows": latest.rows}
     schedule = schedule_of(run)
     fmt = schedule.format
-    attempt = ledger.claim_attempt(
-        run_key, origin=ctx.origin, now=now, regenerate=regenerate,
-        staging_uri=lambda attempt_id: store.staging_uri(attempt_id, EXT[fmt]),
-    )
+    try:
+        attempt = ledger.claim_attempt(
+            run_key, origin=ctx.origin, now=now, regenerate=regenerate,
+            staging_uri=lambda attempt_id: store.staging_uri(attempt_id, EXT[fmt]),
+        )
+    except PublishError:
+        # A concurrent trigger of the same slot published while we looked: that is our result.
+        latest = ledger.latest_artifact(run_key)
+        if regenerate or latest is None:
+            raise
+        log.info("%s: published as v%s meanwhile; not rendering again", _label(run),
+                 latest.version)
+        return {"run_key": run_key, "rendered": False, "artifact_version": latest.version,
+                "sha256": latest.sha256, "rows": latest.rows}
     try:
         ledger.advance(run_key, attempt.attempt_id, RunState.RENDERING, now)
         options = RenderOptions(format=fmt, timezone=run.timezone,
@@ -109,7 +119,7 @@ def render_run(ledger: Ledger, store: ArtifactStore, run_key: str, *, now: datet
                 window_end=run.window_end, cutoff=run.source_cutoff, options=options, sink=sink,
                 schedule_id=run.schedule_id,
             )
-        ledger.record_staged(attempt.attempt_id, rows=result.rows, nbytes=result.bytes,
+        ledger.record_staged(run_key, attempt.attempt_id, rows=result.rows, nbytes=result.bytes,
                              sha256=result.sha256, now=now)
     except ExportError as exc:
         ledger.fail(run_key, attempt.attempt_id, str(exc), now)
@@ -272,3 +282,30 @@ def list_deliveries(ledger: Ledger, run_key: str) -> list[dict[str, Any]]:
              "version": d["artifact_version"], "attempts": d["attempts"],
              "receipt": d.get("receipt"), "last_error": d.get("last_error")}
             for d in _list(ledger.engine, run_key)]
+
+
+def collect_staging_garbage(ledger: Ledger, store: ArtifactStore) -> dict[str, list[dict]]:
+    """Delete the staging objects of abandoned and failed attempts and mark them cleaned.
+
+    Only attempts that can never publish are collected: an abandoned attempt lost its
+    generation, a failed one its run's state, so fencing rejects either if it ever wakes up.
+    An object that cannot be deleted (another store, a permission) stays recorded as garbage.
+    """
+    from export_lib.errors import StorageError
+
+    report: dict[str, list[dict]] = {"cleaned": [], "kept": []}
+    for attempt in ledger.staging_garbage():
+        run_key = ledger.run_key_of(attempt.run_id)
+        item = {"attempt_id": attempt.attempt_id, "run_key": run_key, "uri": attempt.staging_uri}
+        try:
+            store.delete(attempt.staging_uri)
+        except StorageError as exc:
+            log.warning("run %s: staging object %s of attempt %s not deleted: %s", run_key,
+                        attempt.staging_uri, attempt.attempt_id[:12], exc)
+            report["kept"].append({**item, "error": str(exc)})
+            continue
+        ledger.mark_cleaned(attempt.attempt_id)
+        log.info("run %s: deleted staging object %s of %s attempt %s", run_key,
+                 attempt.staging_uri, attempt.state, attempt.attempt_id[:12])
+        report["cleaned"].append(item)
+    return report

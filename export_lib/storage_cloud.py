@@ -69,6 +69,15 @@ class _BucketStore:
         self.bucket = bucket
         self.prefix = prefix.strip("/")
 
+    def _own(self, uri: str) -> str:
+        """The key of ``uri``, refusing objects of another bucket (never touch what a
+        differently configured store wrote)."""
+        bucket, key = _split(uri, self.scheme)
+        if bucket != self.bucket:
+            raise StorageError(f"{uri} belongs to bucket {bucket}, not to this store's bucket "
+                               f"{self.bucket}; check EXPORT_ARTIFACT_ROOT")
+        return key
+
     def _key(self, key: str) -> str:
         return f"{self.prefix}/{key}" if self.prefix else key
 
@@ -80,7 +89,7 @@ class _BucketStore:
 
     @contextmanager
     def open_staging(self, uri: str) -> Iterator[BinaryIO]:
-        _, key = _split(uri, self.scheme)
+        key = self._own(uri)
         with tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES) as spool:
             yield spool
             spool.seek(0)
@@ -96,7 +105,7 @@ class _BucketStore:
         return target
 
     def promote(self, staging_uri: str, key: str, manifest: dict) -> tuple[str, str]:
-        _, src = _split(staging_uri, self.scheme)
+        src = self._own(staging_uri)
         final = self._key(key)
         existing = self._sha256_meta(final)
         if existing == manifest["sha256"]:
@@ -113,10 +122,10 @@ class _BucketStore:
         return self._uri(final), self._uri(manifest_key)
 
     def delete(self, uri: str) -> None:
-        self._delete(_split(uri, self.scheme)[1])
+        self._delete(self._own(uri))
 
     def exists(self, uri: str) -> bool:
-        return self._exists(_split(uri, self.scheme)[1])
+        return self._exists(self._own(uri))
 
 
 class S3Store(_BucketStore):
@@ -131,7 +140,7 @@ class S3Store(_BucketStore):
         self.client.upload_fileobj(fh, self.bucket, key, ExtraArgs={"Metadata": meta})
 
     def read(self, uri: str):
-        _, key = _split(uri, self.scheme)
+        key = self._own(uri)
         try:
             return self.client.get_object(Bucket=self.bucket, Key=key)["Body"]
         except self.client.exceptions.NoSuchKey as exc:
@@ -176,14 +185,12 @@ class GcsStore(_BucketStore):
         blob.upload_from_file(fh, rewind=True)
 
     def read(self, uri: str):
-        from google.api_core.exceptions import NotFound
-
-        _, key = _split(uri, self.scheme)
-        blob = self._bucket.blob(key)
-        try:
-            return blob.open("rb")
-        except NotFound as exc:
-            raise StorageError(f"object {uri} does not exist") from exc
+        # blob.open() is lazy: a missing object would only fail at the first read, as a
+        # NotFound from deep inside the client. Look it up first to fail here, clearly.
+        blob = self._bucket.get_blob(self._own(uri))
+        if blob is None:
+            raise StorageError(f"object {uri} does not exist")
+        return blob.open("rb")
 
     def _sha256_meta(self, key: str) -> str | None:
         blob = self._bucket.get_blob(key)

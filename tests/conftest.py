@@ -33,7 +33,9 @@ for _path in (str(REPO / "plugins"), str(REPO)):
     if _path not in sys.path:
         sys.path.insert(0, _path)
 
+from tests.services.gcs import GcsServer, start_gcs, stop_gcs  # noqa: E402
 from tests.services.postgres import PostgresServer, start_postgres, stop_postgres  # noqa: E402
+from tests.services.s3 import S3Server, start_s3, stop_s3  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -43,6 +45,25 @@ def postgres_server() -> Iterator[PostgresServer]:
         yield server
     finally:
         stop_postgres(server)
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[S3Server]:
+    """moto's standalone S3 server (IAM auth on), shared by the delivery and ledger tests."""
+    server = start_s3()
+    try:
+        yield server
+    finally:
+        stop_s3(server)
+
+
+@pytest.fixture(scope="session")
+def gcs_server() -> Iterator[GcsServer]:
+    server = start_gcs()
+    try:
+        yield server
+    finally:
+        stop_gcs(server)
 
 
 @pytest.fixture()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -19,7 +20,7 @@ from typing import Any
 
 from sqlalchemy import Connection, create_engine, event, func, insert, select, update
 from sqlalchemy.engine import Engine, make_url
-from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.exc import ArgumentError, IntegrityError, OperationalError
 
 from export_lib.errors import FencingError, LedgerError, PublishError
 from export_lib.ledger.records import ArtifactRecord, AttemptRecord, RunRecord, RunRegistration
@@ -44,7 +45,10 @@ def ledger_url(explicit: str | None = None) -> str:
 
 
 def masked(url: str) -> str:
-    return make_url(url).render_as_string(hide_password=True)
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:  # not even a URL: still never print what could be a password
+        return re.sub(r"://([^:/@]*):[^@]*@", r"://\1:***@", url)
 
 
 def _engine(url: str) -> Engine:
@@ -72,7 +76,13 @@ def _engine(url: str) -> Engine:
 def open_ledger(url: str | None = None) -> Ledger:
     """Connect to the ledger; an unreachable one is a LedgerError naming the (masked) URL."""
     resolved = ledger_url(url)
-    engine = _engine(resolved)
+    try:
+        engine = _engine(resolved)
+    except ArgumentError as exc:
+        raise LedgerError(
+            f"EXPORT_LEDGER_URL {masked(resolved)!r} is not a usable database URL ({exc}); use "
+            "e.g. postgresql://user:pw@host:5432/exports or sqlite:////abs/path/ledger.db"
+        ) from exc
     try:
         with engine.connect():
             pass
@@ -110,6 +120,31 @@ class Ledger:
         from export_lib.migrations import upgrade
 
         upgrade(self.engine)
+
+    def ensure_schema(self) -> None:
+        """Make sure the tables exist at the newest revision before a command uses them.
+
+        The embedded SQLite ledger is upgraded on the spot (so ``exportctl run`` works on a
+        fresh checkout); a server database is never migrated implicitly — two workers racing
+        on DDL, or a migration nobody reviewed, is worse than a clear error.
+        """
+        from export_lib.migrations import current, head
+
+        try:
+            have, want = current(self.engine), head()
+        except OperationalError as exc:
+            raise LedgerError(f"ledger {masked(self.url)} failed: {exc.orig}") from exc
+        if have == want:
+            return
+        if self.engine.dialect.name == "sqlite":
+            log.info("upgrading the embedded ledger %s from %s to %s", masked(self.url), have, want)
+            self.upgrade()
+            return
+        raise LedgerError(
+            f"the export ledger at {masked(self.url)} is at schema revision {have or 'none'}, "
+            f"this code needs {want}: run 'exportctl ledger upgrade' with the same "
+            "EXPORT_LEDGER_URL first"
+        )
 
     @contextmanager
     def _tx(self) -> Iterator[Connection]:
@@ -239,9 +274,13 @@ class Ledger:
             self._fence(conn, run, attempt_id)
             self._move(conn, run, target, now, attempt_id=attempt_id)
 
-    def record_staged(self, attempt_id: str, *, rows: int, nbytes: int, sha256: str,
-                      now: datetime) -> None:
+    def record_staged(self, run_key: str, attempt_id: str, *, rows: int, nbytes: int,
+                      sha256: str, now: datetime) -> None:
+        """Record what the attempt staged. Fenced: an attempt that was superseded while it
+        rendered stays abandoned (its object remains staging garbage) and gets FencingError."""
         with self._tx() as conn:
+            run = self._lock_run(conn, run_key)
+            self._fence(conn, run, attempt_id)
             conn.execute(update(attempts).where(attempts.c.attempt_id == attempt_id)
                          .values(state="staged", rows=rows, bytes=nbytes, sha256=sha256))
 
@@ -355,6 +394,10 @@ class Ledger:
                 attempts.c.state.in_(("abandoned", "failed")), attempts.c.staging_cleaned == 0
             )).all()
         return [_attempt(r) for r in rows]
+
+    def run_key_of(self, run_id: int) -> str:
+        with self.engine.connect() as conn:
+            return conn.execute(select(runs.c.run_key).where(runs.c.id == run_id)).scalar_one()
 
     def mark_cleaned(self, attempt_id: str) -> None:
         with self._tx() as conn:

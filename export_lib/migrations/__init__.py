@@ -7,6 +7,7 @@ from pathlib import Path
 from sqlalchemy.engine import Engine
 
 HERE = Path(__file__).parent
+VERSION_TABLE = "export_alembic_version"  # not alembic_version: the DB may be shared
 
 
 def _config(connection):
@@ -29,4 +30,12 @@ def current(engine: Engine) -> str | None:
     from alembic.runtime.migration import MigrationContext
 
     with engine.connect() as conn:
-        return MigrationContext.configure(conn).get_current_revision()
+        context = MigrationContext.configure(conn, opts={"version_table": VERSION_TABLE})
+        return context.get_current_revision()
+
+
+def head() -> str | None:
+    """The newest revision shipped with this code."""
+    from alembic.script import ScriptDirectory
+
+    return ScriptDirectory.from_config(_config(None)).get_current_head()

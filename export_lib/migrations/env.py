@@ -3,13 +3,14 @@
 from alembic import context
 
 from export_lib.ledger.schema import metadata
+from export_lib.migrations import VERSION_TABLE
 
 connection = context.config.attributes["connection"]
 context.configure(
     connection=connection,
     target_metadata=metadata,
     render_as_batch=connection.dialect.name == "sqlite",
-    version_table="export_alembic_version",
+    version_table=VERSION_TABLE,
 )
 with context.begin_transaction():
     context.run_migrations()

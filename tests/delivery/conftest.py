@@ -1,6 +1,7 @@
 """Delivery test fixtures: real servers for every destination type, and ledgers on both DBs.
 
-Servers start once per session and stop even when tests fail. Each test gets a fresh ledger:
+The S3 and GCS servers are session fixtures of ``tests/conftest.py`` (the ledger tests use them
+too). Servers start once per session and stop even when tests fail. Each test gets a fresh ledger:
 an SQLite file, or a fresh schema on the session PostgreSQL (``ledger`` is parametrised over
 both where a test says so).
 """
@@ -16,31 +17,11 @@ import pytest
 import sqlalchemy as sa
 
 from export_lib.delivery import DeliverableArtifact, delivery_metadata
-from tests.services.gcs import GcsServer, start_gcs, stop_gcs
 from tests.services.http import WebhookReceiver, start_receiver, stop_receiver
 from tests.services.postgres import PostgresServer
-from tests.services.s3 import S3Server, start_s3, stop_s3
 from tests.services.sftp import SftpServer, start_sftp, stop_sftp
 from tests.services.smtp import SmtpRelay, start_smtp, stop_smtp
 from tests.services.tls import ServerCertificates, make_certificates
-
-
-@pytest.fixture(scope="session")
-def s3_server() -> Iterator[S3Server]:
-    server = start_s3()
-    try:
-        yield server
-    finally:
-        stop_s3(server)
-
-
-@pytest.fixture(scope="session")
-def gcs_server() -> Iterator[GcsServer]:
-    server = start_gcs()
-    try:
-        yield server
-    finally:
-        stop_gcs(server)
 
 
 @pytest.fixture(scope="session")

@@ -17,7 +17,7 @@ def _staged(ledger, run_key, sha, *, now=NOW):
                                    staging_uri=lambda a: f"file:///tmp/staging/{a}.csv",
                                    regenerate=True)
     ledger.advance(run_key, attempt.attempt_id, RunState.RENDERING, now)
-    ledger.record_staged(attempt.attempt_id, rows=10, nbytes=100, sha256=sha, now=now)
+    ledger.record_staged(run_key, attempt.attempt_id, rows=10, nbytes=100, sha256=sha, now=now)
     ledger.advance(run_key, attempt.attempt_id, RunState.VALIDATING, now)
     return attempt
 
@@ -132,3 +132,17 @@ def test_unreachable_ledger_names_the_url_with_the_password_masked(postgres_serv
                        r"postgresql://exports:\*\*\*@127\.0\.0\.1:\d+/no_such_db") as info:
         open_ledger(url)
     assert "s3cret-pw" not in str(info.value)
+
+
+@pytest.mark.integration
+def test_attempt_superseded_while_rendering_cannot_record_its_object(pg_ledger):
+    key = pg_ledger.register(registration(), NOW)[0].run_key
+    old = pg_ledger.claim_attempt(key, origin="stalled", now=NOW,
+                                  staging_uri=lambda a: f"file:///tmp/staging/{a}.csv")
+    pg_ledger.claim_attempt(key, origin="retry", now=NOW,
+                            staging_uri=lambda a: f"file:///tmp/staging/{a}.csv")
+    with pytest.raises(FencingError, match=r"\(generation 1\) is stale; generation 2 owns"):
+        pg_ledger.record_staged(key, old.attempt_id, rows=1, nbytes=1, sha256="c" * 64, now=NOW)
+    stale = pg_ledger.get_attempt(old.attempt_id)
+    assert (stale.state, stale.sha256) == ("abandoned", None)
+    assert [a.attempt_id for a in pg_ledger.staging_garbage()] == [old.attempt_id]
