@@ -14,8 +14,8 @@ from tests.cli.conftest import DAILY, DAILY_SLOT, REPO, World, clean_env, sha256
 
 pytestmark = pytest.mark.integration
 
-ARTIFACT = "artifacts/acme/daily-spend/acme_daily-spend_2026-03-28_v1.csv"
-OUTBOX = "exports/outbox/acme/daily-spend/acme_daily-spend_2026-03-28_v1.csv"
+ARTIFACT = "artifacts/acme/daily-spend/acme_daily-spend_2026-03-28_slot-20260329T0500Z_v1.csv"
+OUTBOX = "exports/outbox/acme/daily-spend/acme_daily-spend_2026-03-28_slot-20260329T0500Z_v1.csv"
 
 
 def test_running_the_same_slot_twice_makes_one_run_and_one_artifact(world: World):

@@ -24,7 +24,7 @@ from tests.ledger.conftest import DAILY_SLOT, DemoWorld
 pytestmark = pytest.mark.integration
 
 NOW = DAILY_SLOT + timedelta(minutes=5)
-NAME = "acme_daily-spend_2026-03-28"
+NAME = "acme_daily-spend_2026-03-28_slot-20260329T0500Z"
 
 
 @dataclass

@@ -20,7 +20,7 @@ from tests.ledger.conftest import DAILY_SLOT, DemoWorld
 pytestmark = pytest.mark.integration
 
 NOW = DAILY_SLOT + timedelta(minutes=5)
-FINAL = "acme/daily-spend/acme_daily-spend_2026-03-28_v1.csv"
+FINAL = "acme/daily-spend/acme_daily-spend_2026-03-28_slot-20260329T0500Z_v1.csv"
 
 
 def _publish_in_process(url: str, root: str, run_key: str, attempt_id: str, out) -> None:
