@@ -107,6 +107,7 @@ def render_run(ledger: Ledger, store: ArtifactStore, run_key: str, *, now: datet
                  latest.version)
         return {"run_key": run_key, "rendered": False, "artifact_version": latest.version,
                 "sha256": latest.sha256, "rows": latest.rows}
+    run = _get(ledger, run_key)  # a regeneration moved the source cutoff to now
     try:
         ledger.advance(run_key, attempt.attempt_id, RunState.RENDERING, now)
         options = RenderOptions(format=fmt, timezone=run.timezone,
@@ -127,6 +128,12 @@ def render_run(ledger: Ledger, store: ArtifactStore, run_key: str, *, now: datet
     log.info("%s: rendered %d rows, %d bytes, sha256 %s (attempt %s, generation %d)",
              _label(run), result.rows, result.bytes, result.sha256[:16], attempt.attempt_id[:12],
              attempt.generation)
+    if result.rows == 0 and schedule.policies.skip_empty and latest is None:
+        reason = "the window holds no rows and the export sets skip_empty; nothing is published"
+        store.delete(attempt.staging_uri)
+        ledger.skip(run_key, reason, now)
+        log.info("%s: %s", _label(run), reason)
+        return {"run_key": run_key, "rendered": False, "skipped": reason, "rows": 0}
     return {"run_key": run_key, "rendered": True, "attempt_id": attempt.attempt_id,
             "generation": attempt.generation, "rows": result.rows, "bytes": result.bytes,
             "sha256": result.sha256, "columns": list(result.columns)}
@@ -153,7 +160,8 @@ def _validate_staged(store: ArtifactStore, uri: str, *, sha256: str, nbytes: int
 
 
 def publish_run(ledger: Ledger, store: ArtifactStore, run_key: str, attempt_id: str | None, *,
-                now: datetime, columns: list[str] | None = None) -> dict[str, Any]:
+                now: datetime, columns: list[str] | None = None,
+                correction: bool = False) -> dict[str, Any]:
     """Validate the staged object and publish it (fenced) as an immutable, versioned artifact."""
     run = _get(ledger, run_key)
     if attempt_id is None:  # render found the run already ready: nothing new to publish
@@ -185,11 +193,13 @@ def publish_run(ledger: Ledger, store: ArtifactStore, run_key: str, attempt_id: 
             "source_cutoff_utc": run.source_cutoff.isoformat() if run.source_cutoff else None,
             "generated_at": now.isoformat(), "version": version,
             "supersedes": version - 1 if version > 1 else None,
+            "correction": bool(correction and version > 1),
         }
         key = artifact_key(run.company, run.schedule_id, period, run.slot, version, EXT[fmt])
         return store.promote(attempt.staging_uri, key, manifest)
 
-    artifact, created = ledger.publish(run_key, attempt_id, now=now, fmt=fmt, promote=promote)
+    artifact, created = ledger.publish(run_key, attempt_id, now=now, fmt=fmt, promote=promote,
+                                       correction=correction)
     if not created:
         store.delete(attempt.staging_uri)
     log.info("%s: %s v%d %s (%d rows, sha256 %s)", _label(run),
@@ -309,3 +319,23 @@ def collect_staging_garbage(ledger: Ledger, store: ArtifactStore) -> dict[str, l
                  attempt.staging_uri, attempt.state, attempt.attempt_id[:12])
         report["cleaned"].append(item)
     return report
+
+
+def watermark_ready(ledger: Ledger, run_key: str, *, now: datetime) -> tuple[bool, str]:
+    """``late_data: wait_for_watermark``: has the source's ingestion watermark passed the
+    window end + grace? At the run's deadline the answer is yes regardless (export what is there
+    rather than miss the deadline); the reason says which."""
+    from export_lib.connections import get_connection
+    from export_lib.source import open_source, watermark_passed
+
+    run = _get(ledger, run_key)
+    schedule = schedule_of(run)
+    grace = schedule.policies.late_data.grace
+    if run.deadline is not None and now >= run.deadline:
+        return True, f"deadline {run.deadline:%Y-%m-%dT%H:%MZ} reached; exporting what has arrived"
+    with open_source(get_connection(schedule.query.source)) as source:
+        passed = watermark_passed(source, schedule.query, window_end=run.window_end, grace=grace,
+                                  now=now)
+    due = run.window_end + grace
+    return passed, (f"watermark passed {due:%Y-%m-%dT%H:%MZ}" if passed
+                    else f"waiting for the watermark to pass {due:%Y-%m-%dT%H:%MZ}")

@@ -34,8 +34,10 @@ _ALLOWED: dict[RunState, frozenset[RunState]] = {
         {RunState.READING, RunState.RENDERING, RunState.FAILED, RunState.SKIPPED,
          RunState.CANCELLED}
     ),
+    # RENDERING → SKIPPED: an empty window under skip_empty is known only after rendering.
     RunState.RENDERING: frozenset(
-        {RunState.READING, RunState.VALIDATING, RunState.FAILED, RunState.CANCELLED}
+        {RunState.READING, RunState.VALIDATING, RunState.FAILED, RunState.SKIPPED,
+         RunState.CANCELLED}
     ),
     RunState.VALIDATING: frozenset(
         {RunState.READING, RunState.READY, RunState.FAILED, RunState.CANCELLED}

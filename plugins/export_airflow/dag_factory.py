@@ -21,6 +21,7 @@ from export_airflow.operators import (
     RenderCsvOperator,
     ResolveWindowOperator,
 )
+from export_airflow.sensors import RestateDueSensor, WatermarkSensor
 from export_airflow.timetable import ExportTimetable
 
 LOADER_PREFIX = "company_"
@@ -91,14 +92,40 @@ def build_dag(schedule: Any, config_dir: str) -> DAG:
     ) as dag:
         resolve = ResolveWindowOperator(task_id="resolve_window",
                                         schedule_id=schedule.schedule_id, config_dir=config_dir)
+        late_data = schedule.policies.late_data
+        if late_data.policy == "wait_for_watermark":
+            wait = WatermarkSensor(task_id="wait_for_watermark", run=resolve.output,
+                                   timeout=schedule.deadline.total_seconds() + 3600)
+            resolve >> wait
+            last = wait
+        else:
+            last = resolve
+        destinations = [d.id for d in schedule.destinations]
         rendered = RenderCsvOperator(task_id="render", run=resolve.output, pool="export_render",
                                      pool_slots=POOL_SLOTS[schedule.size or "small"],
                                      regenerate="{{ params.regenerate }}")
+        last >> rendered
         published = PublishOperator(task_id="publish", rendered=rendered.output)
-        DeliverOperator.partial(task_id="deliver", published=published.output,
-                                pool="export_deliver").expand(
-            destination_id=[d.id for d in schedule.destinations])
+        delivered = DeliverOperator.partial(task_id="deliver", published=published.output,
+                                            pool="export_deliver").expand(
+            destination_id=destinations)
+        if late_data.policy == "restate":
+            _restatement(schedule, resolve, delivered, destinations)
     return dag
+
+
+def _restatement(schedule: Any, resolve: Any, delivered: Any, destinations: list[str]) -> None:
+    """``late_data: restate``: after window end + grace, re-render the period with a fresh source
+    cutoff; changed content is published as a correction (version N+1) and delivered."""
+    due = RestateDueSensor(task_id="restate_due", run=resolve.output,
+                           grace_seconds=schedule.policies.late_data.grace.total_seconds())
+    delivered >> due
+    again = RenderCsvOperator(task_id="restate_render", run=resolve.output, regenerate=True,
+                              pool="export_catchup")
+    due >> again
+    corrected = PublishOperator(task_id="restate_publish", rendered=again.output, correction=True)
+    DeliverOperator.partial(task_id="restate_deliver", published=corrected.output,
+                            pool="export_deliver").expand(destination_id=destinations)
 
 
 def company_dags(config_dir: Path, company_id: str) -> list[DAG]:

@@ -117,22 +117,27 @@ class RenderCsvOperator(BaseOperator):
                               "rescheduling in %s", self.run["company"], self.run["run_key"],
                               busy, COMPANY_WAIT)
                 raise AirflowRescheduleException(now + COMPANY_WAIT)
-            return render_run(ledger, open_store(), self.run["run_key"], now=now,
-                              ctx=_ctx(context), regenerate=regenerate)
+            result = render_run(ledger, open_store(), self.run["run_key"], now=now,
+                                ctx=_ctx(context), regenerate=regenerate)
+        if result.get("skipped"):
+            raise AirflowSkipException(result["skipped"])
+        return result
 
 
 class PublishOperator(BaseOperator):
     """Validate the staged object and publish it as an immutable artifact (fenced).
 
     :param rendered: the summary pushed by RenderCsvOperator (templated / XComArg)
+    :param correction: mark a new version as a correction (late-data restatement)
     """
 
     template_fields: Sequence[str] = ("rendered",)
     ui_color = "#eefde8"
 
-    def __init__(self, *, rendered: Any, **kwargs: Any) -> None:
+    def __init__(self, *, rendered: Any, correction: bool = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.rendered = rendered
+        self.correction = correction
 
     def execute(self, context: Any) -> dict[str, Any]:
         from export_lib.ledger import open_ledger
@@ -143,7 +148,7 @@ class PublishOperator(BaseOperator):
         with export_errors():
             return publish_run(open_ledger(), open_store(), r["run_key"],
                                r.get("attempt_id") if r.get("rendered") else None, now=_now(),
-                               columns=r.get("columns"))
+                               columns=r.get("columns"), correction=self.correction)
 
 
 class DeliverOperator(BaseOperator):

@@ -104,3 +104,30 @@ def test_manual_schedule_only_narrows_configured_destinations():
                            "window_end": "2026-03-02T00:00:00Z"})
     with pytest.raises(ConfigError, match="belongs to company 'acme', not 'kiwi-outdoors'"):
         manual_schedule(catalog, other, run_id="manual__1")
+
+
+def test_late_data_policies_shape_the_task_graph(tmp_path):
+    import shutil
+
+    import yaml
+    from export_airflow.dag_factory import company_dags
+
+    from tests.conftest import REPO
+
+    config = tmp_path / "config"
+    shutil.copytree(REPO / "dags" / "config", config)
+    data = yaml.safe_load((config / "acme.yaml").read_text())
+    data["widget_exports"][0]["late_data"] = {"policy": "restate", "grace": "1d"}
+    (config / "acme.yaml").write_text(yaml.safe_dump(data))
+
+    kiwi = {d.dag_id: d for d in company_dags(config, "kiwi-outdoors")}
+    waiting = kiwi["widget_export__kiwi-outdoors__business-day-revenue"]
+    assert waiting.get_task("wait_for_watermark").downstream_task_ids == {"render"}
+    assert waiting.get_task("wait_for_watermark").mode == "reschedule"
+    acme = {d.dag_id: d for d in company_dags(config, "acme")}
+    restating = acme["widget_export__acme__daily-spend"]
+    assert restating.get_task("deliver").downstream_task_ids == {"restate_due"}
+    assert restating.get_task("restate_due").downstream_task_ids == {"restate_render"}
+    assert restating.get_task("restate_publish").correction is True
+    plain = acme["widget_export__acme__hourly-clicks"]
+    assert {t.task_id for t in plain.tasks} == {"resolve_window", "render", "publish", "deliver"}

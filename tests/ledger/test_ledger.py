@@ -111,7 +111,7 @@ def test_every_transition_is_logged_as_an_event(sqlite_ledger):
 
 
 @pytest.mark.parametrize(("current", "target"), [
-    ("registered", "ready"), ("ready", "failed"), ("cancelled", "reading"), ("rendering", "skipped"),
+    ("registered", "ready"), ("ready", "failed"), ("cancelled", "reading"), ("validating", "skipped"),
 ])
 def test_illegal_transitions_raise(current, target):
     with pytest.raises(IllegalTransitionError, match=f"cannot go from {current} to {target}"):

@@ -1,0 +1,60 @@
+"""Late-data sensors, rescheduling (no worker sleeps while waiting).
+
+* :class:`WatermarkSensor` — ``late_data: wait_for_watermark``: render only once the source's
+  ingestion watermark passed the window end + grace, or at the run's deadline at the latest.
+* :class:`RestateDueSensor` — ``late_data: restate``: wait until window end + grace, then the
+  DAG's restatement tasks re-render the period with a fresh cutoff; different content becomes
+  version N+1, marked as a correction that supersedes the earlier version.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from airflow.sdk import BaseSensorOperator
+
+from export_airflow.operators import export_errors
+
+
+class WatermarkSensor(BaseSensorOperator):
+    """:param run: the summary pushed by ResolveWindowOperator (templated / XComArg)"""
+
+    template_fields = ("run",)
+
+    def __init__(self, *, run: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("mode", "reschedule")
+        kwargs.setdefault("poke_interval", 300)
+        super().__init__(**kwargs)
+        self.run = run
+
+    def poke(self, context: Any) -> bool:
+        from export_lib.ledger import open_ledger
+        from export_lib.pipeline import watermark_ready
+
+        with export_errors():
+            ready, reason = watermark_ready(open_ledger(), self.run["run_key"],
+                                            now=datetime.now(UTC))
+        self.log.info("company=%s run=%s window end %s: %s", self.run["company"],
+                      self.run["run_key"], self.run["window_end"], reason)
+        return ready
+
+
+class RestateDueSensor(BaseSensorOperator):
+    """:param run: the ResolveWindowOperator summary; :param grace_seconds: late-data grace"""
+
+    template_fields = ("run",)
+
+    def __init__(self, *, run: Any, grace_seconds: float, **kwargs: Any) -> None:
+        kwargs.setdefault("mode", "reschedule")
+        kwargs.setdefault("poke_interval", 600)
+        super().__init__(**kwargs)
+        self.run = run
+        self.grace_seconds = grace_seconds
+
+    def poke(self, context: Any) -> bool:
+        due = datetime.fromisoformat(self.run["window_end"]) + timedelta(seconds=self.grace_seconds)
+        now = datetime.now(UTC)
+        self.log.info("company=%s run=%s: restatement %s at %s", self.run["company"],
+                      self.run["run_key"], "due" if now >= due else "waits until", due.isoformat())
+        return now >= due
