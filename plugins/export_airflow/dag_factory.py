@@ -107,14 +107,15 @@ def build_dag(schedule: Any, config_dir: str) -> DAG:
         last >> rendered
         published = PublishOperator(task_id="publish", rendered=rendered.output)
         delivered = DeliverOperator.partial(task_id="deliver", published=published.output,
-                                            pool="export_deliver").expand(
+                                            pool="export_deliver", config_dir=config_dir).expand(
             destination_id=destinations)
         if late_data.policy == "restate":
-            _restatement(schedule, resolve, delivered, destinations)
+            _restatement(schedule, resolve, delivered, destinations, config_dir)
     return dag
 
 
-def _restatement(schedule: Any, resolve: Any, delivered: Any, destinations: list[str]) -> None:
+def _restatement(schedule: Any, resolve: Any, delivered: Any, destinations: list[str],
+                 config_dir: str) -> None:
     """``late_data: restate``: after window end + grace, re-render the period with a fresh source
     cutoff; changed content is published as a correction (version N+1) and delivered."""
     due = RestateDueSensor(task_id="restate_due", run=resolve.output,
@@ -125,7 +126,8 @@ def _restatement(schedule: Any, resolve: Any, delivered: Any, destinations: list
     due >> again
     corrected = PublishOperator(task_id="restate_publish", rendered=again.output, correction=True)
     DeliverOperator.partial(task_id="restate_deliver", published=corrected.output,
-                            pool="export_deliver").expand(destination_id=destinations)
+                            pool="export_deliver", config_dir=config_dir).expand(
+        destination_id=destinations)
 
 
 def company_dags(config_dir: Path, company_id: str) -> list[DAG]:

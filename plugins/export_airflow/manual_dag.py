@@ -87,6 +87,7 @@ def build_manual_dag(config_dir: Path) -> DAG:
                                      regenerate="{{ params.regenerate }}")
         published = PublishOperator(task_id="publish", rendered=rendered.output)
         DeliverOperator.partial(task_id="deliver", published=published.output,
-                                pool="export_deliver").expand(
+                                pool="export_deliver",
+                                config_dir=str(config_dir)).expand(
             destination_id=requested_destinations(resolve.output))
     return dag

@@ -156,15 +156,18 @@ class DeliverOperator(BaseOperator):
 
     :param published: the summary pushed by PublishOperator (templated / XComArg)
     :param destination_id: a destination configured on the schedule (templated)
+    :param config_dir: the current config, for the owner's authorisation recheck (templated)
     """
 
-    template_fields: Sequence[str] = ("published", "destination_id")
+    template_fields: Sequence[str] = ("published", "destination_id", "config_dir")
     ui_color = "#f3e8fd"
 
-    def __init__(self, *, published: Any, destination_id: str, **kwargs: Any) -> None:
+    def __init__(self, *, published: Any, destination_id: str, config_dir: str | None = None,
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.published = published
         self.destination_id = destination_id
+        self.config_dir = config_dir
 
     def execute(self, context: Any) -> dict[str, Any]:
         from export_lib.ledger import open_ledger
@@ -172,4 +175,4 @@ class DeliverOperator(BaseOperator):
 
         with export_errors():
             return deliver_run(open_ledger(), self.published["run_key"], self.destination_id,
-                               now=_now())
+                               now=_now(), config_dir=self.config_dir)
