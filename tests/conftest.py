@@ -27,6 +27,8 @@ AIRFLOW_ENV = {
     "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
     "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
     "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
+    # A key long enough for HS512 (PyJWT warns below 64 bytes; warnings are errors here).
+    "AIRFLOW__API_AUTH__JWT_SECRET": "test-only-" + "k" * 80,
 }
 os.environ.update(AIRFLOW_ENV)
 for _path in (str(REPO / "plugins"), str(REPO)):
