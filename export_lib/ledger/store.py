@@ -10,19 +10,18 @@ SQLite), so a stalled worker that wakes up after a newer attempt started is reje
 from __future__ import annotations
 
 import logging
-import os
-import re
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, create_engine, event, func, insert, select, update
-from sqlalchemy.engine import Engine, make_url
+from sqlalchemy import Connection, func, insert, select, update
+from sqlalchemy.engine import Engine
 from sqlalchemy.exc import ArgumentError, IntegrityError, OperationalError
 
 from export_lib.errors import FencingError, LedgerError, PublishError
+from export_lib.ledger.database import ledger_url, make_engine, masked
 from export_lib.ledger.records import ArtifactRecord, AttemptRecord, RunRecord, RunRegistration
 from export_lib.ledger.schema import artifacts, attempts, events, runs
 from export_lib.ledger.states import RunState, check_transition
@@ -32,52 +31,11 @@ log = logging.getLogger(__name__)
 DEFAULT_LEASE = timedelta(hours=1)
 
 
-def ledger_url(explicit: str | None = None) -> str:
-    """``EXPORT_LEDGER_URL``, else the embedded SQLite ledger of ``make run``."""
-    if explicit:
-        return explicit
-    if os.environ.get("EXPORT_LEDGER_URL"):
-        return os.environ["EXPORT_LEDGER_URL"]
-    from export_lib.connections import project_root
-
-    home = os.environ.get("AIRFLOW_HOME", str(project_root() / ".airflow"))
-    return f"sqlite:///{os.path.abspath(home)}/ledger.db"
-
-
-def masked(url: str) -> str:
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except ArgumentError:  # not even a URL: still never print what could be a password
-        return re.sub(r"://([^:/@]*):[^@]*@", r"://\1:***@", url)
-
-
-def _engine(url: str) -> Engine:
-    u = make_url(url)
-    if u.drivername in ("postgresql", "postgres"):
-        u = u.set(drivername="postgresql+psycopg")
-    if u.get_backend_name() == "sqlite":
-        if u.database and u.database != ":memory:":
-            os.makedirs(os.path.dirname(os.path.abspath(u.database)), exist_ok=True)
-        engine = create_engine(u, connect_args={"timeout": 60})
-
-        # SQLite: take the write lock at BEGIN so read-check-write sequences cannot interleave.
-        @event.listens_for(engine, "connect")
-        def _no_implicit_begin(dbapi_conn, _record):  # pragma: no cover - driver hook
-            dbapi_conn.isolation_level = None
-
-        @event.listens_for(engine, "begin")
-        def _begin_immediate(conn):  # pragma: no cover - driver hook
-            conn.exec_driver_sql("BEGIN IMMEDIATE")
-
-        return engine
-    return create_engine(u, pool_pre_ping=True)
-
-
 def open_ledger(url: str | None = None) -> Ledger:
     """Connect to the ledger; an unreachable one is a LedgerError naming the (masked) URL."""
     resolved = ledger_url(url)
     try:
-        engine = _engine(resolved)
+        engine = make_engine(resolved)
     except ArgumentError as exc:
         raise LedgerError(
             f"EXPORT_LEDGER_URL {masked(resolved)!r} is not a usable database URL ({exc}); use "
