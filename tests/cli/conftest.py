@@ -107,9 +107,9 @@ def make_world(home: Path, ledger_url: str, **extra_env: str) -> World:
     shutil.copytree(REPO / "dags" / "config", home / "config")
     demo = home / "demo_source.db"
     seed(demo, ["acme", "dentsu-happiness", "kiwi-outdoors"], now=SEEDED_AT, days=5)
-    env = clean_env(EXPORT_HOME=str(home), EXPORT_LEDGER_URL=ledger_url,
-                    EXPORT_ARTIFACT_ROOT=str(home / "artifacts"),
-                    AIRFLOW_CONN_DEMO_SOURCE=f"sqlite:///{demo}", **extra_env)
+    env = clean_env(**{"EXPORT_HOME": str(home), "EXPORT_LEDGER_URL": ledger_url,
+                       "EXPORT_ARTIFACT_ROOT": str(home / "artifacts"),
+                       "AIRFLOW_CONN_DEMO_SOURCE": f"sqlite:///{demo}", **extra_env})
     world = World(home, env, ledger_url)
     result = world.exportctl("ledger", "upgrade")
     assert result.returncode == 0, result.stderr

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 from datetime import UTC, datetime, timedelta
@@ -10,7 +11,15 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from tests.cli.conftest import DAILY, DAILY_SLOT, REPO, World, clean_env, sha256_file
+from tests.cli.conftest import (
+    DAILY,
+    DAILY_SLOT,
+    REPO,
+    World,
+    clean_env,
+    make_world,
+    sha256_file,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -189,3 +198,27 @@ def test_two_concurrent_runs_of_the_same_slot_publish_one_artifact(pg_world: Wor
                                                        OUTBOX, OUTBOX + ".sha256"])
     (listed,) = pg_world.runs()
     assert [a["version"] for a in listed["artifacts"]] == [1]
+
+
+def test_run_publishing_to_s3_and_delivering_from_it(tmp_path: Path, s3_server):
+    """EXPORT_ARTIFACT_ROOT=s3://bucket/prefix with EXPORT_ARTIFACT_CONN: the artifact and its
+    manifest land in the bucket, staging is gone, the local delivery gets the same bytes."""
+    import uuid
+
+    bucket = f"exports-{uuid.uuid4().hex[:10]}"
+    s3 = s3_server.client()
+    s3.create_bucket(Bucket=bucket)
+    world = make_world(tmp_path / "world", f"sqlite:///{tmp_path / 'ledger.db'}",
+                       EXPORT_ARTIFACT_ROOT=f"s3://{bucket}/exports",
+                       EXPORT_ARTIFACT_CONN="artifacts",
+                       AIRFLOW_CONN_ARTIFACTS=s3_server.connection_uri())
+    first, second = world.run(), world.run()
+    assert second == first
+    key = "exports/acme/daily-spend/acme_daily-spend_2026-03-28_v1.csv"
+    assert first["artifact"]["uri"] == f"s3://{bucket}/{key}"
+    listed = sorted(o["Key"] for o in s3.list_objects_v2(Bucket=bucket)["Contents"])
+    assert listed == [key, key + ".manifest.json"]
+    body = s3.get_object(Bucket=bucket, Key=key)["Body"].read()
+    assert hashlib.sha256(body).hexdigest() == first["artifact"]["sha256"]
+    assert sha256_file(world.home / OUTBOX) == first["artifact"]["sha256"]
+    assert world.counts()["artifacts"] == 1 and world.counts()["deliveries"] == 1
