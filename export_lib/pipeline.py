@@ -221,7 +221,7 @@ def deliver_run(ledger: Ledger, run_key: str, destination_id: str, *, now: datet
     """
     import tempfile
     from pathlib import Path
-    from urllib.parse import urlsplit
+    from urllib.parse import unquote, urlsplit
 
     from export_lib.delivery import DeliverableArtifact, deliver
     from export_lib.destinations import select_destinations
@@ -237,7 +237,9 @@ def deliver_run(ledger: Ledger, run_key: str, destination_id: str, *, now: datet
     authorized = _current_authorized(run, config_dir)
     # A file:// artifact is read in place whatever EXPORT_ARTIFACT_ROOT says now; an
     # object-store artifact is streamed to a temp copy (deleted after the delivery).
-    local = Path(urlsplit(artifact.uri).path) if artifact.uri.startswith("file:") else None
+    local = None
+    if artifact.uri.startswith("file:"):
+        local = Path(unquote(urlsplit(artifact.uri).path))
     with tempfile.TemporaryDirectory(prefix="export-deliver-") as tmp:
         if local is None:
             local = open_store().download(artifact.uri,

@@ -133,4 +133,5 @@ def pg_world(pg_database: str, tmp_path: Path) -> World:
 
 @pytest.fixture()
 def sqlite_world(tmp_path: Path) -> World:
-    return make_world(tmp_path / "world", f"sqlite:///{tmp_path / 'ledger.db'}")
+    """An SQLite world whose paths hold a space (file:// URIs percent-encode it)."""
+    return make_world(tmp_path / "my world", f"sqlite:///{tmp_path / 'ledger.db'}")

@@ -71,7 +71,19 @@ def test_running_the_same_slot_twice_makes_one_run_and_one_artifact(world: World
 def test_runs_filters_by_company_and_schedule(sqlite_world: World):
     world = sqlite_world
     world.run()
-    world.run("acme/hourly-clicks", "2026-03-28T10:00Z")
+    hourly = world.run("acme/hourly-clicks", "2026-03-28T10:00Z")["artifact"]
+    assert hourly["uri"].startswith((world.home / "artifacts").as_uri())  # "my%20world"
+    assert "%20" in hourly["uri"]
+    assert sha256_file(world.home / "artifacts" / "acme" / "hourly-clicks"
+                       / "acme_hourly-clicks_2026-03-28T1000--2026-03-28T1100_v1.parquet") \
+        == hourly["sha256"]
+    assert sorted(world.visible_files()) == sorted(
+        [ARTIFACT, ARTIFACT + ".manifest.json", OUTBOX, OUTBOX + ".sha256"]
+        + [f"{d}/acme/hourly-clicks/acme_hourly-clicks_2026-03-28T1000--2026-03-28T1100_v1"
+           f".parquet{suffix}" for d, suffix in (("artifacts", ""),
+                                                 ("artifacts", ".manifest.json"),
+                                                 ("exports/outbox", ""),
+                                                 ("exports/outbox", ".sha256"))])
     assert [r["run_key"] for r in world.runs()] == [
         "acme/daily-spend/2026-03-29T05:00Z", "acme/hourly-clicks/2026-03-28T10:00Z"]
     only = world.exportctl("runs", "--schedule", "acme/hourly-clicks", "--json")
