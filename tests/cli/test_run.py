@@ -11,7 +11,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from tests.cli.conftest import (
+from tests.cli.world import (
     DAILY,
     DAILY_SLOT,
     REPO,
