@@ -112,6 +112,14 @@ class Ledger:
         except OperationalError as exc:
             raise LedgerError(f"ledger {masked(self.url)} failed: {exc.orig}") from exc
 
+    @contextmanager
+    def _read(self) -> Iterator[Connection]:
+        try:
+            with self.engine.connect() as conn:
+                yield conn
+        except OperationalError as exc:
+            raise LedgerError(f"ledger {masked(self.url)} failed: {exc.orig}") from exc
+
     def _lock_run(self, conn: Connection, run_key: str) -> RunRecord:
         row = conn.execute(
             select(runs).where(runs.c.run_key == run_key).with_for_update()
@@ -161,7 +169,7 @@ class Ledger:
         return run, True
 
     def get_run(self, run_key: str) -> RunRecord | None:
-        with self.engine.connect() as conn:
+        with self._read() as conn:
             row = conn.execute(select(runs).where(runs.c.run_key == run_key)).first()
         return _run(row) if row else None
 
@@ -203,7 +211,7 @@ class Ledger:
         return _attempt(row)
 
     def get_attempt(self, attempt_id: str) -> AttemptRecord:
-        with self.engine.connect() as conn:
+        with self._read() as conn:
             row = conn.execute(select(attempts).where(attempts.c.attempt_id == attempt_id)).first()
         if row is None:
             raise LedgerError(f"attempt {attempt_id} is not in the ledger")
@@ -306,7 +314,7 @@ class Ledger:
 
     # -- queries --------------------------------------------------------------------------
     def artifacts(self, run_key: str) -> list[ArtifactRecord]:
-        with self.engine.connect() as conn:
+        with self._read() as conn:
             rows = conn.execute(
                 select(artifacts).join(runs, runs.c.id == artifacts.c.run_id)
                 .where(runs.c.run_key == run_key).order_by(artifacts.c.version)
@@ -318,7 +326,7 @@ class Ledger:
         return found[-1] if found else None
 
     def attempts(self, run_key: str) -> list[AttemptRecord]:
-        with self.engine.connect() as conn:
+        with self._read() as conn:
             rows = conn.execute(
                 select(attempts).join(runs, runs.c.id == attempts.c.run_id)
                 .where(runs.c.run_key == run_key).order_by(attempts.c.generation)
@@ -326,7 +334,7 @@ class Ledger:
         return [_attempt(r) for r in rows]
 
     def events(self, run_key: str) -> list[dict[str, Any]]:
-        with self.engine.connect() as conn:
+        with self._read() as conn:
             rows = conn.execute(
                 select(events).join(runs, runs.c.id == events.c.run_id)
                 .where(runs.c.run_key == run_key).order_by(events.c.id)
@@ -339,19 +347,19 @@ class Ledger:
             query = query.where(runs.c.company == company)
         if schedule_id:
             query = query.where(runs.c.schedule_id == schedule_id)
-        with self.engine.connect() as conn:
+        with self._read() as conn:
             return [_run(r) for r in conn.execute(query).all()]
 
     def staging_garbage(self) -> list[AttemptRecord]:
         """Abandoned or failed attempts whose staging object has not been cleaned up yet."""
-        with self.engine.connect() as conn:
+        with self._read() as conn:
             rows = conn.execute(select(attempts).where(
                 attempts.c.state.in_(("abandoned", "failed")), attempts.c.staging_cleaned == 0
             )).all()
         return [_attempt(r) for r in rows]
 
     def run_key_of(self, run_id: int) -> str:
-        with self.engine.connect() as conn:
+        with self._read() as conn:
             return conn.execute(select(runs.c.run_key).where(runs.c.id == run_id)).scalar_one()
 
     def mark_cleaned(self, attempt_id: str) -> None:
@@ -361,5 +369,5 @@ class Ledger:
 
     def count(self, table: str) -> int:
         target = {"runs": runs, "attempts": attempts, "artifacts": artifacts, "events": events}[table]
-        with self.engine.connect() as conn:
+        with self._read() as conn:
             return conn.execute(select(func.count()).select_from(target)).scalar_one()
