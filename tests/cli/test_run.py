@@ -94,11 +94,11 @@ def test_runs_filters_by_company_and_schedule(sqlite_world: World):
 
 
 def test_with_nothing_set_the_embedded_defaults_work(tmp_path: Path):
-    """Only the working directory (EXPORT_HOME): SQLite ledger and demo source under
+    """Nothing set but the working directory: SQLite ledger and demo source under
     ./.airflow, artifacts under ./exports — the same defaults as ``make run``."""
     home = tmp_path / "checkout"
     shutil.copytree(REPO / "dags" / "config", home / "dags" / "config")
-    world = World(home, clean_env(EXPORT_HOME=str(home)), f"sqlite:///{home}/.airflow/ledger.db")
+    world = World(home, clean_env(), f"sqlite:///{home}/.airflow/ledger.db")  # cwd only
     for args in (("ledger", "upgrade"), ("demo", "seed", "--config", "dags/config")):
         result = world.exportctl(*args)
         assert result.returncode == 0, result.stderr
