@@ -130,7 +130,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
 def cmd_ledger(args: argparse.Namespace) -> int:
     from export_lib.ledger import open_ledger
-    from export_lib.ledger.store import masked
+    from export_lib.ledger.database import masked
 
     ledger = open_ledger()
     if args.action == "upgrade":

@@ -231,6 +231,7 @@ def deliver_run(ledger: Ledger, run_key: str, destination_id: str, *, now: datet
     """
     import tempfile
     from pathlib import Path
+    from urllib.parse import unquote, urlsplit
 
     from export_lib.delivery import DeliverableArtifact, deliver
     from export_lib.destinations import select_destinations
@@ -244,11 +245,15 @@ def deliver_run(ledger: Ledger, run_key: str, destination_id: str, *, now: datet
     if artifact is None:
         raise PublishError(f"run {run_key} has no published artifact to deliver yet")
     authorized = _current_authorized(run, config_dir)
-    store = open_store()
-    local = store.local_path(artifact.uri) if artifact.uri.startswith("file:") else None
+    # A file:// artifact is read in place whatever EXPORT_ARTIFACT_ROOT says now; an
+    # object-store artifact is streamed to a temp copy (deleted after the delivery).
+    local = None
+    if artifact.uri.startswith("file:"):
+        local = Path(unquote(urlsplit(artifact.uri).path))
     with tempfile.TemporaryDirectory(prefix="export-deliver-") as tmp:
-        if local is None:  # an object-store artifact: deliver from a local copy
-            local = store.download(artifact.uri, Path(tmp) / artifact.uri.rsplit("/", 1)[-1])
+        if local is None:
+            local = open_store().download(artifact.uri,
+                                          Path(tmp) / artifact.uri.rsplit("/", 1)[-1])
         deliverable = DeliverableArtifact(
             local_path=local, name=local.name, version=artifact.version, sha256=artifact.sha256,
             bytes=artifact.bytes, rows=artifact.rows, format=artifact.format, uri=artifact.uri,

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO, Protocol
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from export_lib.errors import PublishError, StorageError
 
@@ -61,7 +61,7 @@ class LocalStore:
         parts = urlsplit(uri)
         if parts.scheme != "file":
             raise StorageError(f"{uri} is not a file:// URI of the local artifact store")
-        return Path(parts.path)
+        return Path(unquote(parts.path))  # as_uri() percent-encodes spaces and the like
 
     def staging_uri(self, attempt_id: str, ext: str) -> str:
         return (self.root / ".staging" / f"{attempt_id}.{ext}").resolve().as_uri()

@@ -10,19 +10,18 @@ SQLite), so a stalled worker that wakes up after a newer attempt started is reje
 from __future__ import annotations
 
 import logging
-import os
-import re
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, create_engine, event, func, insert, select, update
-from sqlalchemy.engine import Engine, make_url
+from sqlalchemy import Connection, func, insert, select, update
+from sqlalchemy.engine import Engine
 from sqlalchemy.exc import ArgumentError, IntegrityError, OperationalError
 
 from export_lib.errors import FencingError, LedgerError, PublishError
+from export_lib.ledger.database import ledger_url, make_engine, masked
 from export_lib.ledger.records import ArtifactRecord, AttemptRecord, RunRecord, RunRegistration
 from export_lib.ledger.schema import artifacts, attempts, events, runs
 from export_lib.ledger.states import RunState, check_transition
@@ -32,52 +31,11 @@ log = logging.getLogger(__name__)
 DEFAULT_LEASE = timedelta(hours=1)
 
 
-def ledger_url(explicit: str | None = None) -> str:
-    """``EXPORT_LEDGER_URL``, else the embedded SQLite ledger of ``make run``."""
-    if explicit:
-        return explicit
-    if os.environ.get("EXPORT_LEDGER_URL"):
-        return os.environ["EXPORT_LEDGER_URL"]
-    from export_lib.connections import project_root
-
-    home = os.environ.get("AIRFLOW_HOME", str(project_root() / ".airflow"))
-    return f"sqlite:///{os.path.abspath(home)}/ledger.db"
-
-
-def masked(url: str) -> str:
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except ArgumentError:  # not even a URL: still never print what could be a password
-        return re.sub(r"://([^:/@]*):[^@]*@", r"://\1:***@", url)
-
-
-def _engine(url: str) -> Engine:
-    u = make_url(url)
-    if u.drivername in ("postgresql", "postgres"):
-        u = u.set(drivername="postgresql+psycopg")
-    if u.get_backend_name() == "sqlite":
-        if u.database and u.database != ":memory:":
-            os.makedirs(os.path.dirname(os.path.abspath(u.database)), exist_ok=True)
-        engine = create_engine(u, connect_args={"timeout": 60})
-
-        # SQLite: take the write lock at BEGIN so read-check-write sequences cannot interleave.
-        @event.listens_for(engine, "connect")
-        def _no_implicit_begin(dbapi_conn, _record):  # pragma: no cover - driver hook
-            dbapi_conn.isolation_level = None
-
-        @event.listens_for(engine, "begin")
-        def _begin_immediate(conn):  # pragma: no cover - driver hook
-            conn.exec_driver_sql("BEGIN IMMEDIATE")
-
-        return engine
-    return create_engine(u, pool_pre_ping=True)
-
-
 def open_ledger(url: str | None = None) -> Ledger:
     """Connect to the ledger; an unreachable one is a LedgerError naming the (masked) URL."""
     resolved = ledger_url(url)
     try:
-        engine = _engine(resolved)
+        engine = make_engine(resolved)
     except ArgumentError as exc:
         raise LedgerError(
             f"EXPORT_LEDGER_URL {masked(resolved)!r} is not a usable database URL ({exc}); use "
@@ -154,6 +112,14 @@ class Ledger:
         except OperationalError as exc:
             raise LedgerError(f"ledger {masked(self.url)} failed: {exc.orig}") from exc
 
+    @contextmanager
+    def _read(self) -> Iterator[Connection]:
+        try:
+            with self.engine.connect() as conn:
+                yield conn
+        except OperationalError as exc:
+            raise LedgerError(f"ledger {masked(self.url)} failed: {exc.orig}") from exc
+
     def _lock_run(self, conn: Connection, run_key: str) -> RunRecord:
         row = conn.execute(
             select(runs).where(runs.c.run_key == run_key).with_for_update()
@@ -203,7 +169,7 @@ class Ledger:
         return run, True
 
     def get_run(self, run_key: str) -> RunRecord | None:
-        with self.engine.connect() as conn:
+        with self._read() as conn:
             row = conn.execute(select(runs).where(runs.c.run_key == run_key)).first()
         return _run(row) if row else None
 
@@ -248,7 +214,7 @@ class Ledger:
         return _attempt(row)
 
     def get_attempt(self, attempt_id: str) -> AttemptRecord:
-        with self.engine.connect() as conn:
+        with self._read() as conn:
             row = conn.execute(select(attempts).where(attempts.c.attempt_id == attempt_id)).first()
         if row is None:
             raise LedgerError(f"attempt {attempt_id} is not in the ledger")
@@ -351,7 +317,7 @@ class Ledger:
 
     # -- queries --------------------------------------------------------------------------
     def artifacts(self, run_key: str) -> list[ArtifactRecord]:
-        with self.engine.connect() as conn:
+        with self._read() as conn:
             rows = conn.execute(
                 select(artifacts).join(runs, runs.c.id == artifacts.c.run_id)
                 .where(runs.c.run_key == run_key).order_by(artifacts.c.version)
@@ -363,7 +329,7 @@ class Ledger:
         return found[-1] if found else None
 
     def attempts(self, run_key: str) -> list[AttemptRecord]:
-        with self.engine.connect() as conn:
+        with self._read() as conn:
             rows = conn.execute(
                 select(attempts).join(runs, runs.c.id == attempts.c.run_id)
                 .where(runs.c.run_key == run_key).order_by(attempts.c.generation)
@@ -371,7 +337,7 @@ class Ledger:
         return [_attempt(r) for r in rows]
 
     def events(self, run_key: str) -> list[dict[str, Any]]:
-        with self.engine.connect() as conn:
+        with self._read() as conn:
             rows = conn.execute(
                 select(events).join(runs, runs.c.id == events.c.run_id)
                 .where(runs.c.run_key == run_key).order_by(events.c.id)
@@ -384,19 +350,19 @@ class Ledger:
             query = query.where(runs.c.company == company)
         if schedule_id:
             query = query.where(runs.c.schedule_id == schedule_id)
-        with self.engine.connect() as conn:
+        with self._read() as conn:
             return [_run(r) for r in conn.execute(query).all()]
 
     def staging_garbage(self) -> list[AttemptRecord]:
         """Abandoned or failed attempts whose staging object has not been cleaned up yet."""
-        with self.engine.connect() as conn:
+        with self._read() as conn:
             rows = conn.execute(select(attempts).where(
                 attempts.c.state.in_(("abandoned", "failed")), attempts.c.staging_cleaned == 0
             )).all()
         return [_attempt(r) for r in rows]
 
     def run_key_of(self, run_id: int) -> str:
-        with self.engine.connect() as conn:
+        with self._read() as conn:
             return conn.execute(select(runs.c.run_key).where(runs.c.id == run_id)).scalar_one()
 
     def mark_cleaned(self, attempt_id: str) -> None:
@@ -406,7 +372,7 @@ class Ledger:
 
     def count(self, table: str) -> int:
         target = {"runs": runs, "attempts": attempts, "artifacts": artifacts, "events": events}[table]
-        with self.engine.connect() as conn:
+        with self._read() as conn:
             return conn.execute(select(func.count()).select_from(target)).scalar_one()
 
     # -- operator decisions and recovery bookkeeping --------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 from datetime import UTC, datetime, timedelta
@@ -10,7 +11,15 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from tests.cli.conftest import DAILY, DAILY_SLOT, REPO, World, clean_env, sha256_file
+from tests.cli.world import (
+    DAILY,
+    DAILY_SLOT,
+    REPO,
+    World,
+    clean_env,
+    make_world,
+    sha256_file,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -62,7 +71,19 @@ def test_running_the_same_slot_twice_makes_one_run_and_one_artifact(world: World
 def test_runs_filters_by_company_and_schedule(sqlite_world: World):
     world = sqlite_world
     world.run()
-    world.run("acme/hourly-clicks", "2026-03-28T10:00Z")
+    hourly = world.run("acme/hourly-clicks", "2026-03-28T10:00Z")["artifact"]
+    assert hourly["uri"].startswith((world.home / "artifacts").as_uri())  # "my%20world"
+    assert "%20" in hourly["uri"]
+    assert sha256_file(world.home / "artifacts" / "acme" / "hourly-clicks"
+                       / "acme_hourly-clicks_2026-03-28T1000--2026-03-28T1100_v1.parquet") \
+        == hourly["sha256"]
+    assert sorted(world.visible_files()) == sorted(
+        [ARTIFACT, ARTIFACT + ".manifest.json", OUTBOX, OUTBOX + ".sha256"]
+        + [f"{d}/acme/hourly-clicks/acme_hourly-clicks_2026-03-28T1000--2026-03-28T1100_v1"
+           f".parquet{suffix}" for d, suffix in (("artifacts", ""),
+                                                 ("artifacts", ".manifest.json"),
+                                                 ("exports/outbox", ""),
+                                                 ("exports/outbox", ".sha256"))])
     assert [r["run_key"] for r in world.runs()] == [
         "acme/daily-spend/2026-03-29T05:00Z", "acme/hourly-clicks/2026-03-28T10:00Z"]
     only = world.exportctl("runs", "--schedule", "acme/hourly-clicks", "--json")
@@ -73,11 +94,11 @@ def test_runs_filters_by_company_and_schedule(sqlite_world: World):
 
 
 def test_with_nothing_set_the_embedded_defaults_work(tmp_path: Path):
-    """Only the working directory (EXPORT_HOME): SQLite ledger and demo source under
+    """Nothing set but the working directory: SQLite ledger and demo source under
     ./.airflow, artifacts under ./exports — the same defaults as ``make run``."""
     home = tmp_path / "checkout"
     shutil.copytree(REPO / "dags" / "config", home / "dags" / "config")
-    world = World(home, clean_env(EXPORT_HOME=str(home)), f"sqlite:///{home}/.airflow/ledger.db")
+    world = World(home, clean_env(), f"sqlite:///{home}/.airflow/ledger.db")  # cwd only
     for args in (("ledger", "upgrade"), ("demo", "seed", "--config", "dags/config")):
         result = world.exportctl(*args)
         assert result.returncode == 0, result.stderr
@@ -189,3 +210,27 @@ def test_two_concurrent_runs_of_the_same_slot_publish_one_artifact(pg_world: Wor
                                                        OUTBOX, OUTBOX + ".sha256"])
     (listed,) = pg_world.runs()
     assert [a["version"] for a in listed["artifacts"]] == [1]
+
+
+def test_run_publishing_to_s3_and_delivering_from_it(tmp_path: Path, s3_server):
+    """EXPORT_ARTIFACT_ROOT=s3://bucket/prefix with EXPORT_ARTIFACT_CONN: the artifact and its
+    manifest land in the bucket, staging is gone, the local delivery gets the same bytes."""
+    import uuid
+
+    bucket = f"exports-{uuid.uuid4().hex[:10]}"
+    s3 = s3_server.client()
+    s3.create_bucket(Bucket=bucket)
+    world = make_world(tmp_path / "world", f"sqlite:///{tmp_path / 'ledger.db'}",
+                       EXPORT_ARTIFACT_ROOT=f"s3://{bucket}/exports",
+                       EXPORT_ARTIFACT_CONN="artifacts",
+                       AIRFLOW_CONN_ARTIFACTS=s3_server.connection_uri())
+    first, second = world.run(), world.run()
+    assert second == first
+    key = "exports/acme/daily-spend/acme_daily-spend_2026-03-28_v1.csv"
+    assert first["artifact"]["uri"] == f"s3://{bucket}/{key}"
+    listed = sorted(o["Key"] for o in s3.list_objects_v2(Bucket=bucket)["Contents"])
+    assert listed == [key, key + ".manifest.json"]
+    body = s3.get_object(Bucket=bucket, Key=key)["Body"].read()
+    assert hashlib.sha256(body).hexdigest() == first["artifact"]["sha256"]
+    assert sha256_file(world.home / OUTBOX) == first["artifact"]["sha256"]
+    assert world.counts()["artifacts"] == 1 and world.counts()["deliveries"] == 1

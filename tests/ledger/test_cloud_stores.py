@@ -123,7 +123,7 @@ def test_stage_validate_promote_noop_and_new_version(sqlite_ledger, demo_world: 
 
 
 def test_store_reads_and_deletes_objects_of_its_own_bucket(bucket: Bucket):
-    store = open_store()
+    store = open_store(f"{bucket.scheme}://{bucket.name}/exports")
     uri = store.staging_uri("a1", "csv")
     assert uri == f"{bucket.scheme}://{bucket.name}/exports/.staging/a1.csv"
     with store.open_staging(uri) as fh:

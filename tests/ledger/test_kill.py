@@ -20,7 +20,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from tests.cli.conftest import World, make_world
+from tests.cli.world import World, make_world
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 log = logging.getLogger(__name__)

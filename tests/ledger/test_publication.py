@@ -135,3 +135,35 @@ def test_corrupted_staging_object_fails_the_attempt_and_publishes_nothing(
     assert demo_world.staging_files() == [] and pg_ledger.staging_garbage() == []
     assert pg_ledger.attempts(key)[0].staging_cleaned == 1
     assert collect_staging_garbage(pg_ledger, demo_world.store) == {"cleaned": [], "kept": []}
+
+
+def test_publication_that_lost_its_ledger_commit_is_completed_by_the_retry(
+        pg_ledger, demo_world: DemoWorld):
+    """The object reached its final name but the ledger transaction died (a crash between
+    promote and commit): nothing was recorded, and the retry records v1 over the same bytes."""
+    key = resolve_run(pg_ledger, demo_world.schedule(), DAILY_SLOT, now=NOW)["run_key"]
+    first = render_run(pg_ledger, demo_world.store, key, now=NOW)
+    attempt = pg_ledger.get_attempt(first["attempt_id"])
+    pg_ledger.advance(key, attempt.attempt_id, "validating", NOW)
+
+    def promote_then_crash(version: int) -> tuple[str, str]:
+        demo_world.store.promote(attempt.staging_uri, FINAL.replace("_v1", f"_v{version}"),
+                                 {"sha256": attempt.sha256, "version": version})
+        raise OSError("worker lost its ledger connection")
+
+    with pytest.raises(OSError, match="lost its ledger connection"):
+        pg_ledger.publish(key, attempt.attempt_id, now=NOW, fmt="csv", promote=promote_then_crash)
+    assert pg_ledger.count("artifacts") == 0 and pg_ledger.get_run(key).state == "validating"
+    assert demo_world.visible_files() == [FINAL, FINAL + ".manifest.json"]  # unrecorded
+
+    retry = render_run(pg_ledger, demo_world.store, key, now=NOW + timedelta(minutes=1))
+    published = publish_run(pg_ledger, demo_world.store, key, retry["attempt_id"],
+                            now=NOW + timedelta(minutes=1))
+    assert (published["version"], published["created"], published["sha256"]) == (
+        1, True, first["sha256"])
+    assert demo_world.visible_files() == [FINAL, FINAL + ".manifest.json"]
+    assert demo_world.staging_files() == []
+    manifest = json.loads((demo_world.store.root / (FINAL + ".manifest.json")).read_text())
+    assert (manifest["run_key"], manifest["version"]) == (key, 1)  # rewritten in full
+    assert [(a.generation, a.state) for a in pg_ledger.attempts(key)] == [
+        (1, "abandoned"), (2, "published")]

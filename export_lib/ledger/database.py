@@ -1,0 +1,53 @@
+"""The ledger's database: its URL (``EXPORT_LEDGER_URL`` or the embedded default), a masked form
+for messages, and an engine configured per backend."""
+
+from __future__ import annotations
+
+import os
+import re
+
+from sqlalchemy import create_engine, event
+from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.exc import ArgumentError
+
+
+def ledger_url(explicit: str | None = None) -> str:
+    """``EXPORT_LEDGER_URL``, else the embedded SQLite ledger of ``make run``."""
+    if explicit:
+        return explicit
+    if os.environ.get("EXPORT_LEDGER_URL"):
+        return os.environ["EXPORT_LEDGER_URL"]
+    from export_lib.connections import project_root
+
+    home = os.environ.get("AIRFLOW_HOME", str(project_root() / ".airflow"))
+    return f"sqlite:///{os.path.abspath(home)}/ledger.db"
+
+
+def masked(url: str) -> str:
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:  # not even a URL: still never print what could be a password
+        return re.sub(r"://([^:/@]*):[^@]*@", r"://\1:***@", url)
+
+
+def make_engine(url: str) -> Engine:
+    """An engine for the ledger URL (psycopg 3 for PostgreSQL; SQLite locks at BEGIN)."""
+    u = make_url(url)
+    if u.drivername in ("postgresql", "postgres"):
+        u = u.set(drivername="postgresql+psycopg")
+    if u.get_backend_name() == "sqlite":
+        if u.database and u.database != ":memory:":
+            os.makedirs(os.path.dirname(os.path.abspath(u.database)), exist_ok=True)
+        engine = create_engine(u, connect_args={"timeout": 60})
+
+        # SQLite: take the write lock at BEGIN so read-check-write sequences cannot interleave.
+        @event.listens_for(engine, "connect")
+        def _no_implicit_begin(dbapi_conn, _record):  # pragma: no cover - driver hook
+            dbapi_conn.isolation_level = None
+
+        @event.listens_for(engine, "begin")
+        def _begin_immediate(conn):  # pragma: no cover - driver hook
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+        return engine
+    return create_engine(u, pool_pre_ping=True)
