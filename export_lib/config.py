@@ -152,9 +152,13 @@ def load_catalog(config_dir: str | Path, only: str | None = None) -> Catalog:
     defaults = _load_defaults(root / DEFAULTS_FILE, errors)
     schedules: list[Schedule] = []
     companies: dict[str, CompanyConfig] = {}
-    paths = sorted(p for p in root.iterdir() if not p.name.startswith("."))
-    if only is not None:
-        paths = [p for p in paths if p.stem == only and p.suffix in (".yaml", ".yml")]
+    if only is None:
+        paths = sorted(p for p in root.iterdir() if not p.name.startswith("."))
+    else:
+        # Look the file up instead of listing the directory: every loader of a DagBag does
+        # this, and listing N files N times made parsing quadratic in the company count.
+        paths = [p for p in (root / f"{only}.yaml", root / f"{only}.yml")
+                 if not p.name.startswith(".") and p.exists()]
         if not paths:
             errors[str(root / f"{only}.yaml")] = [
                 f"{root / f'{only}.yaml'}: (file): no config file for company {only!r}; create "
