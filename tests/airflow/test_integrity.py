@@ -257,3 +257,68 @@ def test_a_worker_parse_still_reports_a_broken_company_file(dags_copy, monkeypat
     error = bag.import_errors[str(dags_copy / "company_acme.py")]
     assert "widget_exports[0].export_hour" in error and "out of range" in error
     assert bag.dags == {}
+
+
+def test_a_paused_company_still_loads_its_dags_paused_on_creation(dags_copy):
+    yaml_file = dags_copy / "config" / "kiwi-outdoors.yaml"
+    yaml_file.write_text(yaml_file.read_text(encoding="utf-8").replace(
+        "status: active", "status: paused"), encoding="utf-8")
+
+    bag = _dag_bag(dags_copy)
+
+    assert bag.import_errors == {}
+    assert set(bag.dags) == _expected_ids(DAGS)
+    paused = {i for i, dag in bag.dags.items() if dag.is_paused_upon_creation}
+    assert paused == {i for i in _expected_ids(DAGS) if "__kiwi-outdoors__" in i}
+
+
+def test_operators_render_their_template_fields_from_a_plain_context():
+    """What the task runner does before execute(): ``task.render_template_fields(context)``.
+    Constructors keep templates verbatim (Airflow's rule: no work on template fields in
+    ``__init__``), rendering fills them, nested structures included."""
+    from airflow.sdk import DAG
+    from export_airflow.operators import DeliverOperator, PublishOperator, ResolveWindowOperator
+
+    with DAG("template_probe", schedule=None):
+        resolve = ResolveWindowOperator(task_id="resolve_window",
+                                        schedule_id="{{ params.company }}/{{ params.export }}",
+                                        config_dir="{{ params.root }}/config")
+        publish = PublishOperator(task_id="publish",
+                                  rendered={"run_key": "{{ params.company }}/{{ ds }}"})
+        deliver = DeliverOperator(task_id="deliver", published={"run_key": "k"},
+                                  destination_id="{{ params.destination }}")
+    assert resolve.schedule_id == "{{ params.company }}/{{ params.export }}"
+    context = {"params": {"company": "acme", "export": "daily-spend", "root": "/srv/dags",
+                          "destination": "acme-dir"}, "ds": "2026-03-29"}
+
+    for task in (resolve, publish, deliver):
+        task.render_template_fields(context)
+
+    assert (resolve.schedule_id, resolve.config_dir) == ("acme/daily-spend", "/srv/dags/config")
+    assert publish.rendered == {"run_key": "acme/2026-03-29"}
+    assert deliver.destination_id == "acme-dir"
+
+
+def test_factory_tasks_render_to_their_configured_values():
+    from export_airflow.dag_factory import company_dags
+
+    dag = next(d for d in company_dags(DAGS / "config", "acme")
+               if d.dag_id == "widget_export__acme__daily-spend")
+    resolve = dag.task_dict["resolve_window"]
+    resolve.render_template_fields({"params": {"regenerate": False}})
+    assert (resolve.schedule_id, resolve.config_dir) == ("acme/daily-spend",
+                                                         str(DAGS / "config"))
+
+
+@pytest.mark.xfail(strict=True, reason="RenderCsvOperator.template_fields lacks 'regenerate', "
+                   "so '{{ params.regenerate }}' is never rendered (operators.py, lead's file)")
+def test_the_regenerate_param_reaches_the_render_task():
+    """The factory passes ``regenerate="{{ params.regenerate }}"``: it must be a template
+    field, or the task sees the literal text and never regenerates."""
+    from export_airflow.dag_factory import company_dags
+
+    dag = next(d for d in company_dags(DAGS / "config", "acme")
+               if d.dag_id == "widget_export__acme__daily-spend")
+    render = dag.task_dict["render"]
+    assert render.regenerate == "{{ params.regenerate }}"
+    assert "regenerate" in render.template_fields
