@@ -69,10 +69,7 @@ _FastLoader = (type("_FastStrictLoader", (_NoDuplicateKeys, yaml.CSafeLoader), {
 
 def read_yaml(path: Path) -> tuple[dict[str, Any] | None, list[str]]:
     """Parse one YAML file into a mapping, or return ``file: position: message`` issues."""
-    try:
-        return parse_yaml(path, path.read_bytes())
-    except OSError as exc:
-        return None, [f"{path}: (file): cannot be read: {exc.strerror or exc}"]
+    return parse_yaml(path, path.read_bytes())
 
 
 def parse_yaml(path: Path, raw: bytes) -> tuple[dict[str, Any] | None, list[str]]:
@@ -195,12 +192,7 @@ def _load_defaults(path: Path, errors: dict[str, list[str]]) -> DefaultsFile | N
         errors[str(path)] = [f"{path}: (file): missing; every config directory needs "
                              f"{DEFAULTS_FILE} (see dags/config/{DEFAULTS_FILE})"]
         return None
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        errors[str(path)] = [f"{path}: (file): cannot be read: {exc.strerror or exc}"]
-        return None
-    defaults, issues = _parse_defaults(str(path), raw)
+    defaults, issues = _parse_defaults(str(path), path.read_bytes())
     if issues:
         errors[str(path)] = list(issues)
     return defaults

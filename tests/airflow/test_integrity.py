@@ -322,3 +322,19 @@ def test_the_regenerate_param_reaches_the_render_task():
     render = dag.task_dict["render"]
     assert render.regenerate == "{{ params.regenerate }}"
     assert "regenerate" in render.template_fields
+
+
+def test_an_edited_defaults_file_is_never_served_stale_by_the_parse_cache(dags_copy):
+    """defaults.yaml is parsed once per process per *content*: an edit of the same size and
+    with the old mtime restored (what an mtime/size cache would miss) is still picked up."""
+    defaults = dags_copy / "config" / "defaults.yaml"
+    dag_id = "data_export__acme__google-ads__primary"
+    assert _dag_bag(dags_copy).dags[dag_id].timetable.timing.cron == "0 14 * * *"
+    before = defaults.stat()
+    text = defaults.read_text(encoding="utf-8")
+    defaults.write_text(text.replace('cron: "0 14 * * *"', 'cron: "0 15 * * *"'),
+                        encoding="utf-8")
+    os.utime(defaults, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert defaults.stat().st_size == before.st_size
+
+    assert _dag_bag(dags_copy).dags[dag_id].timetable.timing.cron == "0 15 * * *"
