@@ -33,6 +33,7 @@ object with ``--json``, a short table otherwise.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import shutil
@@ -152,10 +153,21 @@ def probe_env(home: Path, dags: Path) -> dict[str, str]:
     return env
 
 
+def probe_python() -> str:
+    """This interpreter if it has Airflow, else the project's ``.venv`` (``make venv``)."""
+    if importlib.util.find_spec("airflow") is not None:
+        return sys.executable
+    venv = ROOT / ".venv" / "bin" / "python"
+    if venv.exists():
+        return str(venv)
+    raise SystemExit(f"{sys.executable} cannot import airflow and {venv} does not exist; run "
+                     "`make venv`, then `.venv/bin/python bench/parse.py`")
+
+
 def run_probe(mode: str, env: dict[str, str], dags: Path, loader: Path, dag_id: str,
               task_id: str) -> dict:
     result = subprocess.run(
-        [sys.executable, "-c", PROBE, mode, str(dags), str(loader), dag_id, task_id],
+        [probe_python(), "-c", PROBE, mode, str(dags), str(loader), dag_id, task_id],
         env=env, capture_output=True, text=True, timeout=900, check=False)
     lines = [ln for ln in result.stdout.splitlines() if ln.startswith("BENCH ")]
     if result.returncode != 0 or not lines:
