@@ -9,6 +9,7 @@ never hides the others, and ``exportctl validate`` prints everything at once). A
 from __future__ import annotations
 
 import difflib
+import functools
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -39,26 +40,46 @@ DEFAULTS_FILE = "defaults.yaml"
 _SHARED_OUTPUT_KEYS = ("format", "csv", "destinations")
 
 
-class _StrictLoader(yaml.SafeLoader):
-    """``yaml.safe_load`` that rejects duplicate keys (YAML silently keeps the last one)."""
+class _NoDuplicateKeys:
+    """Reject duplicate mapping keys (YAML silently keeps the last one)."""
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[Any] = set()
         for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)
+            key = self.construct_object(key_node, deep=deep)  # type: ignore[attr-defined]
             if key in seen:
                 mark = key_node.start_mark
                 raise yaml.constructor.ConstructorError(
                     None, None, f"duplicate key {key!r} (line {mark.line + 1}); keep only one",
                     mark)
             seen.add(key)
-        return super().construct_mapping(node, deep=deep)
+        return super().construct_mapping(node, deep=deep)  # type: ignore[misc]
+
+
+class _StrictLoader(_NoDuplicateKeys, yaml.SafeLoader):
+    """``yaml.safe_load`` that rejects duplicate keys (pure Python: the reference messages)."""
+
+
+# libyaml's C scanner/parser is ~10x faster than the pure-Python one and DAG parsing reads
+# every company file, so valid files go through it when PyYAML has it; a file it rejects is
+# re-read by the pure-Python loader, whose error messages are the ones users and tests know.
+_FastLoader = (type("_FastStrictLoader", (_NoDuplicateKeys, yaml.CSafeLoader), {})
+               if getattr(yaml, "__with_libyaml__", False) else _StrictLoader)
 
 
 def read_yaml(path: Path) -> tuple[dict[str, Any] | None, list[str]]:
     """Parse one YAML file into a mapping, or return ``file: position: message`` issues."""
+    return parse_yaml(path, path.read_bytes())
+
+
+def parse_yaml(path: Path, raw: bytes) -> tuple[dict[str, Any] | None, list[str]]:
+    """:func:`read_yaml` on bytes already read (``path`` only names the file in messages)."""
     try:
-        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_StrictLoader)  # noqa: S506
+        text = raw.decode("utf-8")
+        try:
+            data = yaml.load(text, Loader=_FastLoader)  # noqa: S506
+        except yaml.YAMLError:
+            data = yaml.load(text, Loader=_StrictLoader)  # noqa: S506
     except UnicodeDecodeError:
         return None, [f"{path}: (file): not a text file; config files are UTF-8 YAML"]
     except yaml.YAMLError as exc:
@@ -128,9 +149,13 @@ def load_catalog(config_dir: str | Path, only: str | None = None) -> Catalog:
     defaults = _load_defaults(root / DEFAULTS_FILE, errors)
     schedules: list[Schedule] = []
     companies: dict[str, CompanyConfig] = {}
-    paths = sorted(p for p in root.iterdir() if not p.name.startswith("."))
-    if only is not None:
-        paths = [p for p in paths if p.stem == only and p.suffix in (".yaml", ".yml")]
+    if only is None:
+        paths = sorted(p for p in root.iterdir() if not p.name.startswith("."))
+    else:
+        # Look the file up instead of listing the directory: every loader of a DagBag does
+        # this, and listing N files N times made parsing quadratic in the company count.
+        paths = [p for p in (root / f"{only}.yaml", root / f"{only}.yml")
+                 if not p.name.startswith(".") and p.exists()]
         if not paths:
             errors[str(root / f"{only}.yaml")] = [
                 f"{root / f'{only}.yaml'}: (file): no config file for company {only!r}; create "
@@ -167,15 +192,27 @@ def _load_defaults(path: Path, errors: dict[str, list[str]]) -> DefaultsFile | N
         errors[str(path)] = [f"{path}: (file): missing; every config directory needs "
                              f"{DEFAULTS_FILE} (see dags/config/{DEFAULTS_FILE})"]
         return None
-    data, issues = read_yaml(path)
+    defaults, issues = _parse_defaults(str(path), path.read_bytes())
+    if issues:
+        errors[str(path)] = list(issues)
+    return defaults
+
+
+@functools.lru_cache(maxsize=8)
+def _parse_defaults(path: str, raw: bytes) -> tuple[DefaultsFile | None, tuple[str, ...]]:
+    """Parse and validate ``defaults.yaml`` once per process *per content*.
+
+    Every company loader of a DagBag reads the same defaults; keyed by the file's bytes (read
+    fresh each time, not by mtime), an edited file is never served stale. The model is frozen,
+    so sharing one instance is safe.
+    """
+    data, issues = parse_yaml(Path(path), raw)
     if data is None:
-        errors[str(path)] = issues
-        return None
+        return None, tuple(issues)
     try:
-        return DefaultsFile.model_validate(data)
+        return DefaultsFile.model_validate(data), ()
     except ValidationError as exc:
-        errors[str(path)] = issues_from_validation(str(path), DefaultsFile, exc)
-        return None
+        return None, tuple(issues_from_validation(path, DefaultsFile, exc))
 
 
 def _load_company(path: Path, defaults: DefaultsFile

@@ -72,18 +72,22 @@ def check_timezone(name: Any) -> str:
 
 def check_cron(expr: Any) -> str:
     """Return ``expr`` if it is a 5-field cron expression (or an @alias) croniter accepts."""
-    from croniter import croniter
-
     text = str(expr).strip()
-    fields = text.split()
-    ok = (text in CRON_ALIASES) or (len(fields) == 5 and croniter.is_valid(text))
-    if not ok:
+    if not _cron_ok(text):
         raise invalid(
             "cron",
             f"invalid cron expression {expr!r}; use 5 fields 'minute hour day month weekday' "
             f"such as '0 14 * * *', or one of {', '.join(CRON_ALIASES)}",
         )
     return text
+
+
+@functools.lru_cache(maxsize=1024)
+def _cron_ok(text: str) -> bool:
+    """Cached: croniter's check is slow and DAG parsing validates every schedule's cron."""
+    from croniter import croniter
+
+    return (text in CRON_ALIASES) or (len(text.split()) == 5 and croniter.is_valid(text))
 
 
 def check_export_hour(value: int) -> int:

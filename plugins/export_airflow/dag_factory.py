@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from airflow.sdk import DAG, Param
+from airflow.sdk import DAG, Param, get_parsing_context
 
 from export_airflow.deadlines import deadline_alert
 from export_airflow.operators import (
@@ -130,18 +130,27 @@ def _restatement(schedule: Any, resolve: Any, delivered: Any, destinations: list
         destination_id=destinations)
 
 
-def company_dags(config_dir: Path, company_id: str) -> list[DAG]:
-    """The DAGs of one company; a config problem raises one ConfigError naming file and field."""
+def company_dags(config_dir: Path, company_id: str, only_dag: str | None = None) -> list[DAG]:
+    """The DAGs of one company; a config problem raises one ConfigError naming file and field.
+
+    ``only_dag`` builds just that DAG (none if it is not this company's); the whole company
+    file is still validated, so a broken file fails a worker exactly as it fails the parser.
+    """
     from export_lib.config import load_catalog
 
     catalog = load_catalog(config_dir, only=company_id)
     catalog.raise_for_errors()
-    return [build_dag(s, str(config_dir)) for s in catalog.for_company(company_id)]
+    return [build_dag(s, str(config_dir)) for s in catalog.for_company(company_id)
+            if only_dag is None or s.dag_id == only_dag]
 
 
 def register_company_dags(loader_file: str, namespace: dict[str, Any]) -> None:
-    """Called by ``dags/company_<id>.py``: put that company's DAGs into the module namespace."""
+    """Called by ``dags/company_<id>.py``: put that company's DAGs into the module namespace.
+
+    A worker running a task sets the parsing context to its DAG: build only that one.
+    """
     path = Path(loader_file)
     company_id = path.stem.removeprefix(LOADER_PREFIX)
-    for dag in company_dags(path.parent / "config", company_id):
+    wanted = get_parsing_context().dag_id
+    for dag in company_dags(path.parent / "config", company_id, only_dag=wanted):
         namespace[dag.dag_id] = dag

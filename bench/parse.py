@@ -1,0 +1,250 @@
+"""Benchmark DAG parsing: the dag-processor's full parse and a worker's single-DAG parse.
+
+Run from the repository root::
+
+    python bench/parse.py --companies 500 --json
+
+Generates ``--companies`` companies into a temporary ``dags/`` folder: ``config/defaults.yaml``
+and any shipped DAG file other than the company loaders (e.g. ``manual_export.py``) copied
+from ``dags/``; one ``config/<id>.yaml`` per company with 2 widget exports and 3 data
+channels (each a primary and a secondary export: 8 DAGs per company); and one loader
+``company_<id>.py`` per company, made from a shipped loader with the company id replaced (the
+same text as ``dags/company_*.py``). Each figure is measured in a fresh subprocess with its own
+``AIRFLOW_HOME`` (no database or network is touched), ``--repeat`` times (default 3,
+interleaved); the minimum of each figure is kept, the usual estimate of the undisturbed cost:
+
+* ``import_seconds``: from the subprocess's first statement to having imported Airflow
+  (``airflow``, ``airflow.sdk``, the DagBag module) and our plugin and DAG factory modules; the
+  fixed cost every parse pays before reading a single config file (interpreter start excluded).
+* ``parse_seconds``: the same imports **plus** ``DagBag(dag_folder=<tmp dags>)`` over every
+  loader, as the dag-processor does (asserting zero import errors and the expected DAG count).
+* ``dags``: how many DAGs that parse produced: ``8 × companies`` plus those of any other
+  shipped DAG file copied along (e.g. ``dags/manual_export.py``, which sees every company).
+* ``ms_per_dag``: ``(parse_seconds - import_seconds) / dags * 1000``, the per-DAG cost.
+* ``worker_parse_seconds``: how Airflow's task runner parses for one task instance
+  (``airflow.sdk.execution_time.task_runner.parse``): with ``_AIRFLOW_PARSING_CONTEXT_DAG_ID`` /
+  ``_AIRFLOW_PARSING_CONTEXT_TASK_ID`` set (what ``airflow.sdk.get_parsing_context()`` reads),
+  ``BundleDagBag(dag_folder=<one company's loader file>, safe_mode=False,
+  load_op_links=False)``; the imports above are done first and **excluded**; the figure is the
+  DagBag call alone (asserting the DAG and its task were found).
+
+Times are wall-clock seconds; ``--clock cpu`` measures the subprocess's CPU time instead
+(steadier on a busy shared machine, for comparing two versions of the code). Prints one JSON
+object with ``--json``, a short table otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SHIPPED_DAGS = ROOT / "dags"
+TEMPLATE_COMPANY = "acme"  # the shipped loader used as the template for generated ones
+CHANNELS = ("search", "social", "display")
+DAGS_PER_COMPANY = 2 + 2 * len(CHANNELS)
+TIMEZONES = ("Europe/Berlin", "America/New_York", "Asia/Tokyo", "Pacific/Auckland", "UTC")
+
+COMPANY_YAML = """\
+company:
+  id: {cid}
+  name: Company {n}
+  timezone: {tz}
+  owner: data@{cid}.example
+  authorized: [analytics@{cid}.example]
+
+widget_exports:
+  - id: daily-spend
+    export_hour: {hour}
+    window: {{kind: calendar_day}}
+    query: &widget_query
+      source: demo_source
+      table: widget_metrics
+      columns: [company_id, widget_id, event_time, value]
+      timestamp_column: event_time
+      tenant_column: company_id
+    destinations:
+      - {{id: {cid}-dir, type: local, path: outbox/{cid}/daily-spend}}
+  - id: hourly-clicks
+    interval_hours: 1
+    window: {{kind: interval}}
+    dst_fold: both
+    query: *widget_query
+    format: parquet
+    destinations:
+      - {{id: {cid}-dir, type: local, path: outbox/{cid}/hourly-clicks}}
+    deadline: 30m
+    recovery: latest
+
+data_exports:
+{channels}"""
+
+CHANNEL_YAML = """\
+  - channel: {channel}
+    size: medium
+    primary:
+      window: {{days: 90}}
+"""
+
+# Runs in the subprocess: argv = mode, dags folder, loader file, dag id, task id.
+PROBE = r"""
+import os, sys, time
+clock = time.process_time if os.environ.get("BENCH_CLOCK") == "cpu" else time.perf_counter
+t0 = clock()
+import airflow, airflow.sdk
+from airflow.dag_processing.dagbag import BundleDagBag, DagBag
+import export_plugin
+import export_airflow.dag_factory
+import json
+t_import = clock()
+mode, dags_folder, loader, dag_id, task_id = sys.argv[1:6]
+out = {"import_seconds": t_import - t0}
+if mode == "parse":
+    bag = DagBag(dag_folder=dags_folder)
+    out["parse_seconds"] = clock() - t0
+    out["dags"] = len(bag.dags)
+    out["company_dags"] = sum(d.startswith(("widget_export__", "data_export__")) for d in bag.dags)
+    out["import_errors"] = dict(bag.import_errors)
+elif mode == "worker":
+    from pathlib import Path
+    t1 = clock()
+    bag = BundleDagBag(dag_folder=loader, safe_mode=False, load_op_links=False,
+                       bundle_path=Path(dags_folder), bundle_name="dags-folder")
+    out["worker_parse_seconds"] = clock() - t1
+    out["dags"] = len(bag.dags)
+    out["import_errors"] = dict(bag.import_errors)
+    out["found"] = dag_id in bag.dags and task_id in bag.dags[dag_id].task_dict
+print("BENCH " + json.dumps(out))
+"""
+
+
+def write_config(dags: Path, companies: int) -> list[str]:
+    """The temporary dags folder: defaults, company YAMLs and loaders; returns company ids."""
+    config = dags / "config"
+    config.mkdir(parents=True)
+    shutil.copy(SHIPPED_DAGS / "config" / "defaults.yaml", config / "defaults.yaml")
+    template = (SHIPPED_DAGS / f"company_{TEMPLATE_COMPANY}.py").read_text(encoding="utf-8")
+    for extra in SHIPPED_DAGS.glob("*.py"):  # e.g. manual_export.py: part of a full parse
+        if not extra.name.startswith("company_"):
+            shutil.copy(extra, dags / extra.name)
+    ids = [f"co{n:05d}" for n in range(companies)]
+    for n, cid in enumerate(ids):
+        channels = "".join(CHANNEL_YAML.format(channel=c) for c in CHANNELS)
+        (config / f"{cid}.yaml").write_text(COMPANY_YAML.format(
+            cid=cid, n=n, tz=TIMEZONES[n % len(TIMEZONES)], hour=n % 24, channels=channels),
+            encoding="utf-8")
+        (dags / f"company_{cid}.py").write_text(template.replace(TEMPLATE_COMPANY, cid),
+                                                encoding="utf-8")
+    return ids
+
+
+def probe_env(home: Path, dags: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "_AIRFLOW"))}
+    env.update({
+        "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "plugins")]),
+        "AIRFLOW_HOME": str(home),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
+        "AIRFLOW__CORE__DAGS_FOLDER": str(dags),
+        "AIRFLOW__CORE__PLUGINS_FOLDER": str(ROOT / "plugins"),
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home}/airflow.db",
+        "AIRFLOW__LOGGING__LOGGING_LEVEL": "WARNING",
+    })
+    return env
+
+
+def probe_python() -> str:
+    """This interpreter if it has Airflow, else the project's ``.venv`` (``make venv``)."""
+    if importlib.util.find_spec("airflow") is not None:
+        return sys.executable
+    venv = ROOT / ".venv" / "bin" / "python"
+    if venv.exists():
+        return str(venv)
+    raise SystemExit(f"{sys.executable} cannot import airflow and {venv} does not exist; run "
+                     "`make venv`, then `.venv/bin/python bench/parse.py`")
+
+
+def run_probe(mode: str, env: dict[str, str], dags: Path, loader: Path, dag_id: str,
+              task_id: str) -> dict:
+    result = subprocess.run(
+        [probe_python(), "-c", PROBE, mode, str(dags), str(loader), dag_id, task_id],
+        env=env, capture_output=True, text=True, timeout=900, check=False)
+    lines = [ln for ln in result.stdout.splitlines() if ln.startswith("BENCH ")]
+    if result.returncode != 0 or not lines:
+        raise SystemExit(f"{mode} probe failed (exit {result.returncode}):\n"
+                         f"{result.stdout[-3000:]}\n{result.stderr[-5000:]}")
+    data = json.loads(lines[-1].removeprefix("BENCH "))
+    if data.get("import_errors"):
+        first = next(iter(data["import_errors"].items()))
+        raise SystemExit(f"{mode} parse had {len(data['import_errors'])} import error(s), "
+                         f"first {first[0]}:\n{first[1][-3000:]}")
+    return data
+
+
+def measure(companies: int, repeat: int, clock: str = "wall") -> dict[str, float | int]:
+    with tempfile.TemporaryDirectory(prefix="bench-parse-") as tmp:
+        root = Path(tmp)
+        dags, home = root / "dags", root / "home"
+        home.mkdir()
+        ids = write_config(dags, companies)
+        env = {**probe_env(home, dags), "BENCH_CLOCK": clock}
+        worker_company = ids[len(ids) // 2]
+        loader = dags / f"company_{worker_company}.py"
+        dag_id, task_id = f"data_export__{worker_company}__{CHANNELS[-1]}__secondary", "render"
+        worker_env = {**env, "_AIRFLOW_PARSING_CONTEXT_DAG_ID": dag_id,
+                      "_AIRFLOW_PARSING_CONTEXT_TASK_ID": task_id}
+        best: dict[str, float] = {}
+        dags_found = 0
+        for _ in range(repeat):  # interleaved, so a noisy moment hits one sample of each
+            imported = run_probe("import", env, dags, loader, dag_id, task_id)
+            parsed = run_probe("parse", env, dags, loader, dag_id, task_id)
+            worker = run_probe("worker", worker_env, dags, loader, dag_id, task_id)
+            if parsed["company_dags"] != DAGS_PER_COMPANY * companies:
+                raise SystemExit(f"expected {DAGS_PER_COMPANY * companies} company DAGs, "
+                                 f"parsed {parsed['company_dags']}")
+            if not worker["found"]:
+                raise SystemExit(f"worker parse did not find {dag_id}.{task_id}")
+            dags_found = parsed["dags"]
+            for key, value in (("import_seconds", imported["import_seconds"]),
+                               ("parse_seconds", parsed["parse_seconds"]),
+                               ("worker_parse_seconds", worker["worker_parse_seconds"])):
+                best[key] = min(best.get(key, value), value)
+    return {
+        "dags": dags_found,
+        "parse_seconds": round(best["parse_seconds"], 3),
+        "ms_per_dag": round((best["parse_seconds"] - best["import_seconds"]) / dags_found * 1000,
+                            3),
+        "import_seconds": round(best["import_seconds"], 3),
+        "worker_parse_seconds": round(best["worker_parse_seconds"], 3),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--companies", type=int, default=500)
+    parser.add_argument("--repeat", type=int, default=3,
+                        help="runs per figure, interleaved; the minimum is kept (default 3)")
+    parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                        help="wall-clock time (default) or the subprocess's CPU time")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    args = parser.parse_args(argv)
+    if args.companies < 1 or args.repeat < 1:
+        parser.error("--companies and --repeat must be at least 1")
+    result = measure(args.companies, args.repeat, args.clock)
+    if args.json:
+        print(json.dumps(result))
+    else:
+        for key, value in result.items():
+            print(f"{key:>22}: {value}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,31 @@
+"""Smoke test of ``bench/parse.py`` (a benchmark, so nothing here asserts on speed)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import REPO
+
+pytestmark = [pytest.mark.airflow, pytest.mark.slow]
+
+
+def test_parse_bench_prints_the_documented_figures_for_three_companies():
+    result = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "parse.py"), "--companies", "3", "--repeat", "1",
+         "--json"],
+        capture_output=True, text=True, timeout=300, check=False)
+    assert result.returncode == 0, result.stderr[-3000:]
+    figures = json.loads(result.stdout)
+
+    assert set(figures) == {"dags", "parse_seconds", "ms_per_dag", "import_seconds",
+                            "worker_parse_seconds"}
+    extra = 1 if (REPO / "dags" / "manual_export.py").exists() else 0
+    assert figures["dags"] == 3 * 8 + extra  # 2 widget exports + 3 channels x 2 kinds each
+    assert figures["parse_seconds"] > 0 and figures["import_seconds"] > 0
+    assert figures["worker_parse_seconds"] > 0
+    per_dag = (figures["parse_seconds"] - figures["import_seconds"]) / figures["dags"] * 1000
+    assert figures["ms_per_dag"] == pytest.approx(per_dag, abs=0.05)  # inputs rounded to ms
