@@ -91,9 +91,11 @@ class RenderCsvOperator(BaseOperator):
     """Render the run's captured query into a staging object (CSV or Parquet despite the name).
 
     :param run: the summary pushed by ResolveWindowOperator (templated / XComArg)
+    :param regenerate: publish a new version even if the run has one (templated, e.g.
+        ``{{ params.regenerate }}``)
     """
 
-    template_fields: Sequence[str] = ("run",)
+    template_fields: Sequence[str] = ("run", "regenerate")
     ui_color = "#fdf5e8"
 
     def __init__(self, *, run: Any, regenerate: bool | str = False, **kwargs: Any) -> None:

@@ -68,6 +68,9 @@ def test_running_the_same_slot_twice_makes_one_run_and_one_artifact(world: World
         ("acme-dir", "acknowledged", 1)]
 
 
+HOURLY = "acme_hourly-clicks_2026-03-28T1000--2026-03-28T1100_slot-20260328T1000Z_v1"
+
+
 def test_runs_filters_by_company_and_schedule(sqlite_world: World):
     world = sqlite_world
     world.run()
@@ -75,12 +78,11 @@ def test_runs_filters_by_company_and_schedule(sqlite_world: World):
     assert hourly["uri"].startswith((world.home / "artifacts").as_uri())  # "my%20world"
     assert "%20" in hourly["uri"]
     assert sha256_file(world.home / "artifacts" / "acme" / "hourly-clicks"
-                       / "acme_hourly-clicks_2026-03-28T1000--2026-03-28T1100_v1.parquet") \
+                       / f"{HOURLY}.parquet") \
         == hourly["sha256"]
     assert sorted(world.visible_files()) == sorted(
         [ARTIFACT, ARTIFACT + ".manifest.json", OUTBOX, OUTBOX + ".sha256"]
-        + [f"{d}/acme/hourly-clicks/acme_hourly-clicks_2026-03-28T1000--2026-03-28T1100_v1"
-           f".parquet{suffix}" for d, suffix in (("artifacts", ""),
+        + [f"{d}/acme/hourly-clicks/{HOURLY}.parquet{suffix}" for d, suffix in (("artifacts", ""),
                                                  ("artifacts", ".manifest.json"),
                                                  ("exports/outbox", ""),
                                                  ("exports/outbox", ".sha256"))])
@@ -226,7 +228,7 @@ def test_run_publishing_to_s3_and_delivering_from_it(tmp_path: Path, s3_server):
                        AIRFLOW_CONN_ARTIFACTS=s3_server.connection_uri())
     first, second = world.run(), world.run()
     assert second == first
-    key = "exports/acme/daily-spend/acme_daily-spend_2026-03-28_v1.csv"
+    key = "exports/acme/daily-spend/acme_daily-spend_2026-03-28_slot-20260329T0500Z_v1.csv"
     assert first["artifact"]["uri"] == f"s3://{bucket}/{key}"
     listed = sorted(o["Key"] for o in s3.list_objects_v2(Bucket=bucket)["Contents"])
     assert listed == [key, key + ".manifest.json"]
