@@ -110,7 +110,9 @@ def test_every_export_dag_runs_resolve_render_publish_then_mapped_deliver(shippe
         for upstream, downstream in zip(chain, chain[1:], strict=False):
             assert downstream in tasks[upstream].downstream_task_ids, (dag.dag_id, upstream)
         assert tasks["resolve_window"].upstream_task_ids == set()
-        assert tasks["render"].upstream_task_ids == {chain[chain.index("render") - 1]}
+        # render also depends on resolve_window through its XComArg input
+        assert tasks["render"].upstream_task_ids == {"resolve_window",
+                                                     chain[chain.index("render") - 1]}
         assert tasks["publish"].upstream_task_ids == {"render"}
         assert tasks["deliver"].upstream_task_ids == {"publish"}
         assert tasks[chain[-1]].downstream_task_ids == set()
