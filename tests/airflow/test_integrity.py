@@ -359,3 +359,12 @@ def test_an_edited_defaults_file_is_never_served_stale_by_the_parse_cache(dags_c
     assert defaults.stat().st_size == before.st_size
 
     assert _dag_bag(dags_copy).dags[dag_id].timetable.timing.cron == "0 15 * * *"
+
+
+@pytest.mark.xfail(strict=True, reason="doc_for() states the schedule in local time only; the "
+                   "issue asks for local time and UTC (dag_factory.py, lead's file)")
+def test_doc_md_states_a_local_schedule_in_utc_too(shipped_exports):
+    local = [(s, dag) for s, dag in shipped_exports if s.timing.timezone != "UTC"]
+    assert local  # the shipped config has Berlin and Auckland schedules
+    for _schedule, dag in local:
+        assert "UTC" in dag.doc_md, dag.dag_id
