@@ -34,6 +34,7 @@ stop:
 ## test: the whole suite; the session starts (and always stops) PostgreSQL and the other servers
 test: venv
 	@bash scripts/ensure-debian-packages.sh
+	$(VENV)/bin/ruff check export_lib plugins dags tests bench
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 lint: venv

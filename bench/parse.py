@@ -188,7 +188,8 @@ def run_probe(mode: str, env: dict[str, str], dags: Path, loader: Path, dag_id: 
     return data
 
 
-def measure(companies: int, repeat: int, clock: str = "wall") -> dict[str, float | int]:
+def measure(companies: int, repeat: int, clock: str = "wall",
+            worker_file: str | None = None) -> dict[str, float | int]:
     with tempfile.TemporaryDirectory(prefix="bench-parse-") as tmp:
         root = Path(tmp)
         dags, home = root / "dags", root / "home"
@@ -198,6 +199,11 @@ def measure(companies: int, repeat: int, clock: str = "wall") -> dict[str, float
         worker_company = ids[len(ids) // 2]
         loader = dags / f"company_{worker_company}.py"
         dag_id, task_id = f"data_export__{worker_company}__{CHANNELS[-1]}__secondary", "render"
+        if worker_file is not None:  # another shipped DAG file, e.g. manual_export.py
+            loader = dags / worker_file
+            if not loader.is_file():
+                raise SystemExit(f"--worker-file {worker_file}: no such file in {SHIPPED_DAGS}")
+            dag_id = loader.stem
         worker_env = {**env, "_AIRFLOW_PARSING_CONTEXT_DAG_ID": dag_id,
                       "_AIRFLOW_PARSING_CONTEXT_TASK_ID": task_id}
         best: dict[str, float] = {}
@@ -233,11 +239,14 @@ def main(argv: list[str] | None = None) -> int:
                         help="runs per figure, interleaved; the minimum is kept (default 3)")
     parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                         help="wall-clock time (default) or the subprocess's CPU time")
+    parser.add_argument("--worker-file", metavar="NAME.py",
+                        help="time the worker parse of this other shipped DAG file (its DAG id "
+                             "is the file stem, task 'render') instead of a company DAG")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args(argv)
     if args.companies < 1 or args.repeat < 1:
         parser.error("--companies and --repeat must be at least 1")
-    result = measure(args.companies, args.repeat, args.clock)
+    result = measure(args.companies, args.repeat, args.clock, args.worker_file)
     if args.json:
         print(json.dumps(result))
     else:

@@ -7,6 +7,7 @@ DAGs keep loading, and a worker parses only the company it runs.
 
 from __future__ import annotations
 
+import functools
 import os
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -50,6 +51,37 @@ def retry_args(schedule: Any) -> dict[str, Any]:
     }
 
 
+@functools.lru_cache(maxsize=256)
+def _utc_note(timezone: str, hour: int | None) -> str:
+    """`` = 06:00 UTC in standard time (+01:00), 05:00 UTC in daylight time (+02:00)``.
+
+    Read off fixed reference days (15 January / 15 July 2026), never today's date, so the DAG
+    (and its serialization) does not change from one parse to the next.
+    """
+    from zoneinfo import ZoneInfo
+
+    if hour is None or timezone == "UTC":
+        return ""
+    tz = ZoneInfo(timezone)
+    seen: dict[str, tuple[str, str]] = {}
+    for month in (1, 7):
+        local = datetime(2026, month, 15, hour, tzinfo=tz)
+        label = "daylight time" if local.dst() else "standard time"
+        offset = local.strftime("%z")
+        seen[label] = (f"{local.astimezone(UTC):%H:%M} UTC", f"{offset[:3]}:{offset[3:]}")
+    if len(seen) == 1:
+        ((_, (utc, offset)),) = seen.items()
+        return f" = {utc} ({offset}, no daylight saving)"
+    return " = " + ", ".join(f"{seen[lbl][0]} in {lbl} ({seen[lbl][1]})"
+                             for lbl in ("standard time", "daylight time"))
+
+
+def utc_note(timing: Any) -> str:
+    if timing.cron is not None:
+        return ""  # cron schedules state their own zone in the summary
+    return _utc_note(timing.timezone, timing.export_hour)
+
+
 def doc_for(schedule: Any) -> str:
     timing = schedule.timing
     dests = ", ".join(f"{d.id} ({d.type})" for d in schedule.destinations)
@@ -57,7 +89,7 @@ def doc_for(schedule: Any) -> str:
         f"### {schedule.schedule_id}\n\n"
         f"* **Company**: {schedule.company.name} (`{schedule.company.id}`, "
         f"{schedule.company.timezone}), owner {schedule.owner}\n"
-        f"* **Schedule**: {ExportTimetable(timing).summary}\n"
+        f"* **Schedule**: {ExportTimetable(timing).summary}{utc_note(timing)}\n"
         f"* **Window**: {schedule.window.kind}"
         + (f" ({schedule.window.days} days)" if getattr(schedule.window, "days", None) else "")
         + f" in {schedule.company.timezone}, half-open [start, end)\n"

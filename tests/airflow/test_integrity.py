@@ -8,6 +8,7 @@ hide a wrong DAG.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -48,11 +49,10 @@ def _expected_id(schedule) -> str:
 
 
 def _expected_ids(folder: Path = DAGS) -> set[str]:
+    """Every export of the catalog, plus one DAG per other DAG file (``manual_export.py`` →
+    ``manual_export``, ``demo_feed.py`` → ``demo_feed``) when those files exist."""
     ids = {_expected_id(s) for s in _catalog(folder / "config").schedules}
-    for extra in ("manual_export", "demo_feed"):
-        if (folder / f"{extra}.py").exists():
-            ids.add(extra)
-    return ids
+    return ids | {p.stem for p in folder.glob("*.py") if not p.name.startswith("company_")}
 
 
 @pytest.fixture(scope="module")
@@ -87,21 +87,35 @@ def shipped_exports(shipped_bag) -> Iterator[tuple]:
     return [(s, shipped_bag.dags[_expected_id(s)]) for s in _catalog().schedules]
 
 
+# The late-data policies add tasks around the core chain once the factory supports them
+# (export_airflow.sensors): a sensor between resolve and render, a restatement after deliver.
+LATE_DATA_TASKS = importlib.util.find_spec("export_airflow.sensors") is not None
+RESTATE = ("restate_due", "restate_render", "restate_publish", "restate_deliver")
+
+
+def _expected_chain(schedule) -> tuple[str, ...]:
+    policy = schedule.policies.late_data.policy if LATE_DATA_TASKS else "none"
+    if policy == "wait_for_watermark":
+        return ("resolve_window", "wait_for_watermark", *TASKS[1:])
+    return TASKS + RESTATE if policy == "restate" else TASKS
+
+
 def test_every_export_dag_runs_resolve_render_publish_then_mapped_deliver(shipped_exports):
     from airflow.sdk.definitions.mappedoperator import MappedOperator
 
     for schedule, dag in shipped_exports:
         tasks = dag.task_dict
-        chain = list(TASKS)
-        if schedule.policies.late_data.policy == "wait_for_watermark":
-            chain.insert(1, "wait_for_watermark")  # a rescheduling sensor before render
+        chain = _expected_chain(schedule)
         assert set(tasks) == set(chain), dag.dag_id
         for upstream, downstream in zip(chain, chain[1:], strict=False):
-            expected = {downstream}
-            if upstream == "resolve_window" and downstream == "wait_for_watermark":
-                expected.add("render")  # render reads resolve_window's XCom as well
-            assert tasks[upstream].downstream_task_ids == expected, dag.dag_id
-        assert tasks["deliver"].downstream_task_ids == set()
+            assert downstream in tasks[upstream].downstream_task_ids, (dag.dag_id, upstream)
+        assert tasks["resolve_window"].upstream_task_ids == set()
+        # render also depends on resolve_window through its XComArg input
+        assert tasks["render"].upstream_task_ids == {"resolve_window",
+                                                     chain[chain.index("render") - 1]}
+        assert tasks["publish"].upstream_task_ids == {"render"}
+        assert tasks["deliver"].upstream_task_ids == {"publish"}
+        assert tasks[chain[-1]].downstream_task_ids == set()
         deliver = tasks["deliver"]
         assert isinstance(deliver, MappedOperator), dag.dag_id
         assert deliver.expand_input.value == {
@@ -246,11 +260,10 @@ def test_a_worker_parse_builds_only_the_dag_it_runs(dags_copy, monkeypatch):
     monkeypatch.setenv(_AIRFLOW_PARSING_CONTEXT_DAG_ID, wanted)
     monkeypatch.setenv(_AIRFLOW_PARSING_CONTEXT_TASK_ID, "render")
 
-    bag = _dag_bag(dags_copy)
+    bag = _dag_bag(dags_copy / "company_dentsu-happiness.py")  # a worker parses one file
 
     assert bag.import_errors == {}
-    # Only the wanted export DAG is built (manual_export/demo_feed are files of their own).
-    assert {d for d in bag.dags if d.startswith(("widget_export__", "data_export__"))} == {wanted}
+    assert set(bag.dags) == {wanted}
     assert set(bag.dags[wanted].task_dict) == set(TASKS)
 
 
@@ -260,11 +273,11 @@ def test_a_worker_parse_still_reports_a_broken_company_file(dags_copy, monkeypat
     yaml_file.write_text(yaml_file.read_text(encoding="utf-8").replace(
         "export_hour: 7", "export_hour: 25"), encoding="utf-8")
 
-    bag = _dag_bag(dags_copy)
+    bag = _dag_bag(dags_copy / "company_acme.py")
 
     error = bag.import_errors[str(dags_copy / "company_acme.py")]
     assert "widget_exports[0].export_hour" in error and "out of range" in error
-    assert not any(d.startswith(("widget_export__", "data_export__")) for d in bag.dags)
+    assert bag.dags == {}
 
 
 def test_a_paused_company_still_loads_its_dags_paused_on_creation(dags_copy):
@@ -345,3 +358,12 @@ def test_an_edited_defaults_file_is_never_served_stale_by_the_parse_cache(dags_c
     assert defaults.stat().st_size == before.st_size
 
     assert _dag_bag(dags_copy).dags[dag_id].timetable.timing.cron == "0 15 * * *"
+
+
+def test_doc_md_states_a_local_schedule_in_utc_too(shipped_exports):
+    local = [(s, dag) for s, dag in shipped_exports if s.timing.timezone != "UTC"]
+    assert local  # the shipped config has Berlin and Auckland schedules
+    for _schedule, dag in local:
+        assert "UTC" in dag.doc_md, dag.dag_id
+    berlin = next(dag for s, dag in local if s.schedule_id == "acme/daily-spend")
+    assert "= 06:00 UTC in standard time (+01:00), 05:00 UTC in daylight time (+02:00)" in berlin.doc_md
