@@ -1,5 +1,7 @@
-"""The Airflow edge of the export library: timetable (and, later, operators and the DAG factory).
+"""The Airflow edge of the export library: operators, sensors, the export timetable, the DAG
+factory, deadline references, the retry and cluster policies, and the status page.
 
 ``plugins/`` is on ``sys.path`` inside Airflow, so classes here are imported as
-``export_airflow.<module>.<Class>`` everywhere (DAG files, the plugin, the scheduler).
+``export_airflow.<module>.<Class>`` everywhere (DAG files, the plugins, the scheduler), which
+keeps the qualnames of registered timetables and deadline references identical.
 """
