@@ -43,7 +43,8 @@ def _record_missed(ledger: Any, schedule: Any, slot: datetime, *, now: datetime,
         if summary["created"]:
             reason = (f"recovery={recovery}: missed while the scheduler was down; "
                       + (f"the newer slot {slot:%Y-%m-%dT%H:%MZ} was exported instead"
-                         if recovery == "latest" else f"not exported; owner {schedule.owner} notified"))
+                         if recovery == "latest" else
+                         f"not exported (recovery=none); for the attention of {schedule.owner}"))
             ledger.skip(summary["run_key"], reason, now)
             log.warning("company=%s schedule=%s period=%s: %s", schedule.company.id,
                         schedule.schedule_id, summary["run_key"], reason)
