@@ -18,6 +18,7 @@ HOUR = datetime(2026, 3, 28, 10, 0, tzinfo=UTC)  # acme/hourly-clicks: hourly, r
 
 def _resolve(config, schedule_id, slot, now, trigger="scheduled"):
     from export_airflow.runtime import resolve_for_context
+
     from export_lib.pipeline import RunContext
 
     context = {"logical_date": slot, "dag_run": SimpleNamespace(run_after=slot)}
