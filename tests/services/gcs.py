@@ -7,7 +7,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from tests.services.ports import free_port, wait_for_port
+from tests.services.ports import free_port, stop_process, wait_for_port
 
 PROJECT = "test-project"
 
@@ -52,9 +52,4 @@ def start_gcs() -> GcsServer:
 
 
 def stop_gcs(server: GcsServer) -> None:
-    server.process.terminate()
-    try:
-        server.process.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        server.process.kill()
-        server.process.wait()
+    stop_process(server.process)

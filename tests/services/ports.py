@@ -21,3 +21,15 @@ def wait_for_port(port: int, *, timeout: float = 30.0, what: str = "server") -> 
         except OSError:
             time.sleep(0.1)
     raise RuntimeError(f"{what} did not listen on 127.0.0.1:{port} within {timeout:.0f}s")
+
+
+def stop_process(process) -> None:
+    """Terminate a server subprocess; kill it if it does not exit within 10 s."""
+    import subprocess
+
+    process.terminate()
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()

@@ -15,7 +15,7 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
-from tests.services.ports import free_port, wait_for_port
+from tests.services.ports import free_port, stop_process, wait_for_port
 
 REGION = "us-east-1"
 
@@ -85,9 +85,4 @@ def start_s3() -> S3Server:
 
 
 def stop_s3(server: S3Server) -> None:
-    server.process.terminate()
-    try:
-        server.process.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        server.process.kill()
-        server.process.wait()
+    stop_process(server.process)

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote
 
-from tests.services.ports import free_port, wait_for_port
+from tests.services.ports import free_port, stop_process, wait_for_port
 
 USER = "exports"
 PASSWORD = "s3cret"
@@ -82,12 +82,7 @@ def start_sftp() -> SftpServer:
 def stop_sftp(server: SftpServer) -> None:
     import shutil
 
-    server.process.terminate()
-    try:
-        server.process.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        server.process.kill()
-        server.process.wait()
+    stop_process(server.process)
     shutil.rmtree(server.root.parent, ignore_errors=True)
 
 
