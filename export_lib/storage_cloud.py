@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import BinaryIO
 from urllib.parse import urlsplit
 
+from export_lib.cloud_clients import gcs_client, s3_client
 from export_lib.connections import Connection
 from export_lib.errors import StorageError
 
@@ -35,31 +36,6 @@ def _split(uri: str, scheme: str) -> tuple[str, str]:
     if parts.scheme != scheme or not parts.netloc:
         raise StorageError(f"{uri} is not a {scheme}://bucket/key URI")
     return parts.netloc, parts.path.lstrip("/")
-
-
-def s3_client(conn: Connection):
-    import boto3
-    from botocore.config import Config
-
-    return boto3.client(
-        "s3", aws_access_key_id=conn.login or None, aws_secret_access_key=conn.password or None,
-        endpoint_url=conn.extra.get("endpoint_url") or None,
-        region_name=conn.extra.get("region_name") or "us-east-1",
-        config=Config(retries={"max_attempts": 3, "mode": "standard"}),
-    )
-
-
-def gcs_client(conn: Connection):
-    from google.cloud import storage
-
-    endpoint = conn.extra.get("endpoint")
-    if endpoint:
-        from google.auth.credentials import AnonymousCredentials
-
-        return storage.Client(project=conn.extra.get("project", "test"),
-                              credentials=AnonymousCredentials(),
-                              client_options={"api_endpoint": endpoint})
-    return storage.Client(project=conn.extra.get("project") or None)
 
 
 class _BucketStore:

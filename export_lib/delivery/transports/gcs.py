@@ -18,10 +18,10 @@ same size and sha256 is acknowledged without uploading. Uploads use ``if_generat
 
 from __future__ import annotations
 
-import json
 from typing import Any
 from urllib.parse import quote
 
+from export_lib.cloud_clients import gcs_client
 from export_lib.connections import Connection
 from export_lib.delivery.artifact import DeliverableArtifact
 from export_lib.delivery.transports.base import (
@@ -39,31 +39,6 @@ from export_lib.errors import DeliveryError
 UPLOAD_CHUNK = 8 * 1024 * 1024  # a multiple of 256 KiB, as the resumable protocol requires
 
 
-def _extra(conn: Connection, name: str) -> Any:
-    return conn.extra.get(name) or conn.extra.get(f"extra__google_cloud_platform__{name}")
-
-
-def _client(conn: Connection) -> Any:
-    from google.cloud import storage
-
-    project = _extra(conn, "project") or None
-    endpoint = _extra(conn, "endpoint")
-    if endpoint:
-        from google.auth.credentials import AnonymousCredentials
-
-        return storage.Client(project=project or "emulator", credentials=AnonymousCredentials(),
-                              client_options={"api_endpoint": endpoint})
-    key_path, keyfile = _extra(conn, "key_path"), _extra(conn, "keyfile_dict")
-    if key_path or keyfile:
-        from google.oauth2 import service_account
-
-        info = json.loads(keyfile) if isinstance(keyfile, str) else keyfile
-        credentials = (service_account.Credentials.from_service_account_file(key_path)
-                       if key_path else service_account.Credentials.from_service_account_info(info))
-        return storage.Client(project=project or credentials.project_id, credentials=credentials)
-    return storage.Client(project=project)
-
-
 class GcsTransport(Transport):
     kind = "gcs"
 
@@ -77,7 +52,7 @@ class GcsTransport(Transport):
 
     def __enter__(self) -> GcsTransport:
         self._conn = resolve_connection(self.destination.conn_id, self.destination.id)
-        client = self._guard(lambda: _client(self._conn))
+        client = self._guard(lambda: gcs_client(self._conn))
         self._bucket = client.bucket(self.destination.bucket)
         return self
 

@@ -57,22 +57,11 @@ class S3Transport(Transport):
         return f"s3://{self.destination.bucket}/{join_key(self.destination.prefix, artifact.name)}"
 
     def __enter__(self) -> S3Transport:
-        import boto3
-        from botocore.config import Config
+        from export_lib.cloud_clients import s3_client
 
         conn = resolve_connection(self.destination.conn_id, self.destination.id)
         self._conn = conn
-        extra = conn.extra
-        self._client = boto3.session.Session().client(
-            "s3",
-            endpoint_url=extra.get("endpoint_url") or None,
-            region_name=extra.get("region_name") or None,
-            aws_access_key_id=conn.login or extra.get("aws_access_key_id") or None,
-            aws_secret_access_key=conn.password or extra.get("aws_secret_access_key") or None,
-            aws_session_token=extra.get("aws_session_token") or None,
-            config=Config(connect_timeout=10, read_timeout=120,
-                          retries={"max_attempts": 2, "mode": "standard"}),
-        )
+        self._client = s3_client(conn, max_attempts=2)
         return self
 
     def close(self) -> None:
