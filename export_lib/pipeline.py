@@ -235,7 +235,6 @@ def deliver_run(ledger: Ledger, run_key: str, destination_id: str, *, now: datet
 
     from export_lib.delivery import DeliverableArtifact, deliver
     from export_lib.destinations import select_destinations
-    from export_lib.errors import PublishError
     from export_lib.storage import open_store
 
     run = _get(ledger, run_key)

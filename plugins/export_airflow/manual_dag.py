@@ -36,12 +36,11 @@ def manual_params(catalog: Any | None) -> dict[str, Param]:
     """The trigger form. ``catalog=None`` (a worker running this DAG's task) builds the same
     fields without the enums: the form is rendered from the serialized DAG, and
     ``resolve_window`` re-checks company, export and destinations against the catalog."""
-    companies = sorted(catalog.companies) if catalog else []
-    exports = sorted(s.schedule_id for s in catalog.schedules) if catalog else []
-    destinations = sorted({d.id for s in catalog.schedules for d in s.destinations}) \
-        if catalog else []
     if catalog is None:
         return _open_params()
+    companies = sorted(catalog.companies)
+    exports = sorted(s.schedule_id for s in catalog.schedules)
+    destinations = sorted({d.id for s in catalog.schedules for d in s.destinations})
     return {
         "company": Param(companies[0] if companies else "", type="string", enum=companies or [""],
                          title="Company", description="Whose data to export."),
