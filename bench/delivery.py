@@ -22,13 +22,13 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-from export_lib.delivery import DeliverableArtifact, deliver, delivery_metadata
-from export_lib.destinations import (
+from export_lib.config.destinations import (
     GcsDestination,
     LocalDestination,
     S3Destination,
     SftpDestination,
 )
+from export_lib.delivery import DeliverableArtifact, deliver, delivery_metadata
 from tests.services.gcs import start_gcs, stop_gcs
 from tests.services.s3 import start_s3, stop_s3
 from tests.services.sftp import start_sftp, stop_sftp

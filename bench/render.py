@@ -11,7 +11,7 @@ peak RSS (``ru_maxrss``) belongs to that path alone:
 
 * ``copy_raw``: ``COPY (<the same SELECT>) TO STDOUT (FORMAT csv, HEADER)`` via psycopg's
   ``cursor.copy()`` into a file, no processing: the database's own speed;
-* ``csv`` / ``parquet``: :func:`export_lib.render.render` into a file;
+* ``csv`` / ``parquet``: :func:`export_lib.render.engine.render` into a file;
 * ``pandas_naive``: ``pandas.read_sql`` + ``to_csv`` (``--skip-pandas`` leaves it out).
 
 Every path runs ``--repeat`` times, interleaved; the median time and the largest peak RSS are
@@ -64,7 +64,7 @@ def seed(dsn: str, rows: int) -> None:
 
 
 def spec():
-    from export_lib.query import QuerySpec
+    from export_lib.config.query import QuerySpec
 
     return QuerySpec(source="bench", table="ad_metrics", columns=COLUMNS,
                      timestamp_column="event_time", tenant_column="company_id",
@@ -73,7 +73,7 @@ def spec():
 
 def raw_select(dsn: str):
     """The SELECT render issues, with plain columns (no float/bool formatting)."""
-    from export_lib.query import Bounds, build_postgres, total_order
+    from export_lib.source.sql import Bounds, build_postgres, total_order
 
     return build_postgres(spec(), Bounds("acme", *WINDOW, CUTOFF), order=total_order(spec()))
 
@@ -82,8 +82,8 @@ def raw_select(dsn: str):
 # the work, not interpreter warm-up (pyarrow alone takes ~0.3 s to import).
 WARM_UP = {
     "copy_raw": ["psycopg"],
-    "csv": ["export_lib.render", "export_lib.pg_copy", "export_lib.csv_format"],
-    "parquet": ["export_lib.render", "export_lib.pg_copy", "export_lib.parquet_format",
+    "csv": ["export_lib.render.engine", "export_lib.render.copy", "export_lib.render.csv_format"],
+    "parquet": ["export_lib.render.engine", "export_lib.render.copy", "export_lib.render.parquet_format",
                 "pyarrow.csv"],
     "pandas_naive": ["pandas", "sqlalchemy", "psycopg"],
 }
@@ -104,9 +104,9 @@ def copy_raw(dsn: str, out: Path) -> int:
 
 
 def render_to(fmt: str, dsn: str, out: Path) -> int:
-    from export_lib.connections import parse_connection
-    from export_lib.render import RenderOptions, render
-    from export_lib.source import open_source
+    from export_lib.render.engine import RenderOptions, render
+    from export_lib.source.connections import parse_connection
+    from export_lib.source.database import open_source
 
     with open_source(parse_connection("bench", dsn)) as source, out.open("wb") as sink:
         return render(source, spec(), company_id="acme", window_start=WINDOW[0],

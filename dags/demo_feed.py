@@ -12,8 +12,8 @@ with DAG(dag_id="demo_feed", schedule=DeltaDataIntervalTimetable(timedelta(minut
 
     @task
     def ingest() -> int:
-        from export_lib.connections import get_connection
-        from export_lib.demo import seed
+        from export_lib.source.connections import get_connection
+        from export_lib.source.demo import seed
 
         conn = get_connection("demo_source")
         if conn.conn_type != "sqlite" or not conn.schema:

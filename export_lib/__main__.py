@@ -2,6 +2,6 @@
 
 import sys
 
-from export_lib.cli import main
+from export_lib.cli.main import main
 
 sys.exit(main())

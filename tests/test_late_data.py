@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from export_lib.config import load_catalog
-from export_lib.demo import seed
+from export_lib.config.loader import load_catalog
 from export_lib.ledger import open_ledger
-from export_lib.pipeline import publish_run, render_run, resolve_run, watermark_ready
-from export_lib.storage import LocalStore
+from export_lib.pipeline import publish_run, register_run, render_run, watermark_ready
+from export_lib.source.demo import seed
+from export_lib.storage.stores import LocalStore
 from tests.conftest import REPO
 
 SLOT = datetime(2026, 3, 29, 5, 0, tzinfo=UTC)  # acme/daily-spend, window 2026-03-28 Berlin
@@ -44,7 +44,7 @@ def test_empty_window_under_skip_empty_is_recorded_skipped(world):
     _edit(config, skip_empty=True)
     schedule = load_catalog(config).schedule("acme/daily-spend")
     empty_slot = datetime(2026, 1, 5, 6, 0, tzinfo=UTC)  # before the demo data starts
-    key = resolve_run(ledger, schedule, empty_slot, now=empty_slot)["run_key"]
+    key = register_run(ledger, schedule, empty_slot, now=empty_slot).run_key
     result = render_run(ledger, store, key, now=empty_slot)
     assert result == {"run_key": key, "rendered": False, "rows": 0, "skipped":
                       "the window holds no rows and the export sets skip_empty; nothing is published"}
@@ -57,7 +57,7 @@ def test_empty_window_without_skip_empty_publishes_a_header_only_file(world):
     config, ledger, store, _ = world
     schedule = load_catalog(config).schedule("acme/daily-spend")
     empty_slot = datetime(2026, 1, 5, 6, 0, tzinfo=UTC)
-    key = resolve_run(ledger, schedule, empty_slot, now=empty_slot)["run_key"]
+    key = register_run(ledger, schedule, empty_slot, now=empty_slot).run_key
     rendered = render_run(ledger, store, key, now=empty_slot)
     published = publish_run(ledger, store, key, rendered["attempt_id"], now=empty_slot)
     path = Path(published["uri"].removeprefix("file://"))
@@ -69,7 +69,7 @@ def test_watermark_wait_until_ingestion_passes_window_end_plus_grace(world):
     _edit(config, late_data={"policy": "wait_for_watermark", "grace": "1h"}, deadline="6h")
     schedule = load_catalog(config).schedule("acme/daily-spend")
     slot = datetime(2026, 3, 30, 5, 0, tzinfo=UTC)   # window ends 2026-03-29T22:00Z
-    key = resolve_run(ledger, schedule, slot, now=slot)["run_key"]
+    key = register_run(ledger, schedule, slot, now=slot).run_key
     with sqlite3.connect(tmp_path / "demo.db") as conn:  # ingestion stopped at 22:30Z
         conn.execute("DELETE FROM widget_metrics WHERE ingested_at > '2026-03-29 22:30:00'")
     assert watermark_ready(ledger, key, now=slot) == (
@@ -85,7 +85,7 @@ def test_watermark_wait_ends_at_the_deadline(world):
     _edit(config, late_data={"policy": "wait_for_watermark", "grace": "1h"}, deadline="2h")
     schedule = load_catalog(config).schedule("acme/daily-spend")
     slot = datetime(2026, 3, 30, 5, 0, tzinfo=UTC)
-    key = resolve_run(ledger, schedule, slot, now=slot)["run_key"]
+    key = register_run(ledger, schedule, slot, now=slot).run_key
     with sqlite3.connect(tmp_path / "demo.db") as conn:
         conn.execute("DELETE FROM widget_metrics WHERE ingested_at > '2026-03-29 22:30:00'")
     assert watermark_ready(ledger, key, now=slot + timedelta(hours=2)) == (
@@ -96,7 +96,7 @@ def test_restatement_publishes_a_correction_with_the_late_rows(world):
     config, ledger, store, tmp_path = world
     _edit(config, late_data={"policy": "restate", "grace": "1h"})
     schedule = load_catalog(config).schedule("acme/daily-spend")
-    key = resolve_run(ledger, schedule, SLOT, now=SLOT)["run_key"]
+    key = register_run(ledger, schedule, SLOT, now=SLOT).run_key
     first = render_run(ledger, store, key, now=SLOT)
     v1 = publish_run(ledger, store, key, first["attempt_id"], now=SLOT)
     with sqlite3.connect(tmp_path / "demo.db") as conn:  # a row for the period arrives late

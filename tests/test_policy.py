@@ -1,4 +1,4 @@
-"""Start policies and recovery bookkeeping (pure functions of export_lib.policy)."""
+"""Start policies and recovery bookkeeping (pure functions of export_lib.periods.start)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from export_lib.policy import missed_slots, start_decision
-from export_lib.timing import Timing
+from export_lib.periods.start import missed_slots, start_decision
+from export_lib.periods.timing import Timing
 
 DEADLINE = datetime(2026, 3, 29, 7, 0, tzinfo=UTC)
 

@@ -12,7 +12,7 @@ Public API::
 
 from export_lib.delivery.artifact import DeliverableArtifact, file_sha256
 from export_lib.delivery.engine import DeliveryOutcome, deliver
-from export_lib.delivery.records import (
+from export_lib.ledger.deliveries import (
     UNRESOLVED,
     DeliveryRecord,
     deliveries,

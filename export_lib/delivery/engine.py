@@ -30,10 +30,9 @@ from typing import Any, NoReturn
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import OperationalError
 
-from export_lib.delivery import records as rec
+from export_lib.config.destinations import Destination
 from export_lib.delivery.artifact import DeliverableArtifact
 from export_lib.delivery.transports import DeliveryContext, Transport, transport_for
-from export_lib.destinations import Destination
 from export_lib.errors import (
     AuthorizationError,
     ConfigError,
@@ -41,6 +40,7 @@ from export_lib.errors import (
     ExportError,
     LedgerError,
 )
+from export_lib.ledger import deliveries as rec
 
 log = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ Separate from Airflow's metadata DB (tasks cannot touch that one in Airflow 3). 
 production and tests, SQLite for the embedded demo; the URL comes from ``EXPORT_LEDGER_URL``.
 """
 
+from export_lib.ledger.runs import Ledger, ledger_url, open_ledger
 from export_lib.ledger.states import RunState, check_transition
-from export_lib.ledger.store import Ledger, ledger_url, open_ledger
 
 __all__ = ["Ledger", "RunState", "check_transition", "ledger_url", "open_ledger"]

@@ -17,7 +17,7 @@ def ledger_url(explicit: str | None = None) -> str:
         return explicit
     if os.environ.get("EXPORT_LEDGER_URL"):
         return os.environ["EXPORT_LEDGER_URL"]
-    from export_lib.connections import project_root
+    from export_lib.source.connections import project_root
 
     home = os.environ.get("AIRFLOW_HOME", str(project_root() / ".airflow"))
     return f"sqlite:///{os.path.abspath(home)}/ledger.db"

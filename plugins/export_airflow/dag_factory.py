@@ -168,7 +168,7 @@ def company_dags(config_dir: Path, company_id: str, only_dag: str | None = None)
     ``only_dag`` builds just that DAG (none if it is not this company's); the whole company
     file is still validated, so a broken file fails a worker exactly as it fails the parser.
     """
-    from export_lib.config import load_catalog
+    from export_lib.config.loader import load_catalog
 
     catalog = load_catalog(config_dir, only=company_id)
     catalog.raise_for_errors()

@@ -20,7 +20,7 @@ from export_airflow.operators import (
     RenderCsvOperator,
     ResolveWindowOperator,
 )
-from export_airflow.retry import MANUAL_RETRY
+from export_airflow.retry_policy import MANUAL_RETRY
 
 DOC = """### Manual export
 
@@ -88,7 +88,7 @@ def _open_params() -> dict[str, Param]:
 def build_manual_dag(config_dir: Path) -> DAG:
     from airflow.sdk import get_parsing_context
 
-    from export_lib.config import load_catalog
+    from export_lib.config.loader import load_catalog
 
     # A worker running one of this DAG's tasks needs no form: skip reading every company file
     # (500 companies: 0.8 s → 0.2 s). The dag-processor builds the full form.

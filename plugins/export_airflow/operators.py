@@ -69,22 +69,30 @@ class ResolveWindowOperator(BaseOperator):
         self.config_dir = config_dir
 
     def execute(self, context: Any) -> dict[str, Any]:
-        from export_airflow.runtime import resolve_for_context, resolve_manual
+        from export_lib.config.loader import load_catalog
+        from export_lib.ledger import open_ledger
+        from export_lib.pipeline import slot_at_or_before, start_manual, start_run
 
+        now, dag_run = _now(), context["dag_run"]
         with export_errors():
+            ledger = open_ledger()
             if self.schedule_id is None:
-                summary = resolve_manual(self.config_dir, context, now=_now(),
-                                         ctx=_ctx(context, "manual"))
+                summary = start_manual(ledger, self.config_dir, dict(context["params"]),
+                                       run_id=dag_run.run_id, requested_at=dag_run.run_after,
+                                       now=now, ctx=_ctx(context, "manual"))
             else:
-                summary = resolve_for_context(self.config_dir, self.schedule_id, context,
-                                              now=_now(), ctx=_ctx(context))
-        self.log.info("company=%s schedule=%s run=%s window [%s, %s) %s: state %s",
-                      summary["company"], summary["schedule_id"], summary["run_key"],
-                      summary["window_start"], summary["window_end"], summary["timezone"],
-                      summary["state"])
-        if summary.get("skip_reason"):
-            raise AirflowSkipException(summary["skip_reason"])
-        return summary
+                company = self.schedule_id.split("/", 1)[0]
+                schedule = load_catalog(self.config_dir, only=company).schedule(self.schedule_id)
+                # A manual trigger may have no logical date: it stands for the latest slot.
+                moment = context.get("logical_date") or dag_run.run_after
+                summary = start_run(ledger, schedule, slot_at_or_before(schedule.timing, moment),
+                                    now=now, ctx=_ctx(context))
+        self.log.info("company=%s schedule=%s period=%s: run %s window [%s, %s) UTC, state %s",
+                      *summary.log_fields(), summary.run_key, summary.window.start.isoformat(),
+                      summary.window.end.isoformat(), summary.state)
+        if summary.skip_reason:
+            raise AirflowSkipException(summary.skip_reason)
+        return summary.as_xcom()
 
 
 class RenderCsvOperator(BaseOperator):
@@ -105,21 +113,21 @@ class RenderCsvOperator(BaseOperator):
 
     def execute(self, context: Any) -> dict[str, Any]:
         from export_lib.ledger import open_ledger
-        from export_lib.pipeline import render_run
-        from export_lib.storage import open_store
+        from export_lib.pipeline import RunSummary, render_run
+        from export_lib.storage.stores import open_store
 
         regenerate = str(self.regenerate).lower() in ("true", "1", "yes")
         now = _now()
         with export_errors():
+            run = RunSummary.from_xcom(self.run)
             ledger = open_ledger()
-            busy = ledger.inflight_renders(self.run["company"], now)
+            busy = ledger.inflight_renders(run.company, now)
             if busy >= MAX_RENDERS_PER_COMPANY:
                 # Seed 002: the database cannot take many full scans; per company at most 2.
-                self.log.info("company=%s run=%s: %d renders of this company in flight; "
-                              "rescheduling in %s", self.run["company"], self.run["run_key"],
-                              busy, COMPANY_WAIT)
+                self.log.info("company=%s schedule=%s period=%s: %d renders of this company in "
+                              "flight; rescheduling in %s", *run.log_fields(), busy, COMPANY_WAIT)
                 raise AirflowRescheduleException(now + COMPANY_WAIT)
-            result = render_run(ledger, open_store(), self.run["run_key"], now=now,
+            result = render_run(ledger, open_store(), run.run_key, now=now,
                                 ctx=_ctx(context), regenerate=regenerate)
         if result.get("skipped"):
             raise AirflowSkipException(result["skipped"])
@@ -144,7 +152,7 @@ class PublishOperator(BaseOperator):
     def execute(self, context: Any) -> dict[str, Any]:
         from export_lib.ledger import open_ledger
         from export_lib.pipeline import publish_run
-        from export_lib.storage import open_store
+        from export_lib.storage.stores import open_store
 
         r = self.rendered
         with export_errors():

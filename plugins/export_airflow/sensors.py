@@ -30,13 +30,13 @@ class WatermarkSensor(BaseSensorOperator):
 
     def poke(self, context: Any) -> bool:
         from export_lib.ledger import open_ledger
-        from export_lib.pipeline import watermark_ready
+        from export_lib.pipeline import RunSummary, watermark_ready
 
         with export_errors():
-            ready, reason = watermark_ready(open_ledger(), self.run["run_key"],
-                                            now=datetime.now(UTC))
-        self.log.info("company=%s run=%s window end %s: %s", self.run["company"],
-                      self.run["run_key"], self.run["window_end"], reason)
+            run = RunSummary.from_xcom(self.run)
+            ready, reason = watermark_ready(open_ledger(), run.run_key, now=datetime.now(UTC))
+        self.log.info("company=%s schedule=%s period=%s: window end %s: %s", *run.log_fields(),
+                      run.window.end.isoformat(), reason)
         return ready
 
 
@@ -53,8 +53,12 @@ class RestateDueSensor(BaseSensorOperator):
         self.grace_seconds = grace_seconds
 
     def poke(self, context: Any) -> bool:
-        due = datetime.fromisoformat(self.run["window_end"]) + timedelta(seconds=self.grace_seconds)
+        from export_lib.pipeline import RunSummary
+
+        with export_errors():
+            run = RunSummary.from_xcom(self.run)
+        due = run.window.end + timedelta(seconds=self.grace_seconds)
         now = datetime.now(UTC)
-        self.log.info("company=%s run=%s: restatement %s at %s", self.run["company"],
-                      self.run["run_key"], "due" if now >= due else "waits until", due.isoformat())
+        self.log.info("company=%s schedule=%s period=%s: restatement %s at %s", *run.log_fields(),
+                      "due" if now >= due else "waits until", due.isoformat())
         return now >= due

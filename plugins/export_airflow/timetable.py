@@ -1,10 +1,10 @@
-"""``ExportTimetable``: Airflow runs keyed by export slots, built on ``export_lib.slots``.
+"""``ExportTimetable``: Airflow runs keyed by export slots, built on ``export_lib.periods.slots``.
 
 Airflow takes a run's logical date from the start of its data interval and requires it to be
 unique per DAG, while reporting windows overlap (a trailing 30-day window every day) or repeat
 (the previous business day on Saturday, Sunday and Monday). So a run is keyed by its *slot*:
 ``DagRunInfo.exact(slot)`` (run_after = logical date = slot), and the reporting window is
-resolved from the slot by ``export_lib.window.resolve_window`` exactly as ``exportctl preview``
+resolved from the slot by ``export_lib.periods.windows.resolve_window`` exactly as ``exportctl preview``
 does. DST gaps and folds follow the schedule's ``dst_gap``/``dst_fold`` policy (ADR 0001).
 """
 
@@ -16,13 +16,13 @@ from typing import Any
 import pendulum
 from airflow.timetables.base import DagRunInfo, DataInterval, TimeRestriction, Timetable
 
-from export_lib.slots import (
+from export_lib.periods.slots import (
     is_slot,
     latest_slot_at_or_before,
     next_slots,
     slots_between,
 )
-from export_lib.timing import Timing
+from export_lib.periods.timing import Timing
 
 
 def _pendulum(instant: datetime) -> pendulum.DateTime:
@@ -30,7 +30,7 @@ def _pendulum(instant: datetime) -> pendulum.DateTime:
 
 
 class ExportTimetable(Timetable):
-    """One run per slot of a :class:`~export_lib.timing.Timing` (local hours or cron).
+    """One run per slot of a :class:`~export_lib.periods.timing.Timing` (local hours or cron).
 
     :param timing: the schedule's timing, or its JSON dict (as stored by :meth:`serialize`).
     :param lookback: how far back a DAG's *first* scheduling catches up (None: to start_date).

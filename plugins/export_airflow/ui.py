@@ -19,7 +19,7 @@ app = FastAPI(title="Export runs", dependencies=[Depends(requires_access_dag("GE
 
 
 def _report(company: str | None, schedule: str | None, limit: int) -> list[dict[str, Any]]:
-    from export_lib.commands import runs_report
+    from export_lib.cli.commands import runs_report
 
     return runs_report(company, schedule)[-limit:]
 

@@ -50,7 +50,7 @@ def test_deadline_alert_survives_dag_serialization(tmp_path):
     ("manual", timedelta(days=3), "export_render"),
 ])
 def test_catch_up_renders_move_to_their_own_pool(run_type, lag, pool):
-    from export_airflow.policy import task_instance_mutation_hook
+    from export_airflow.cluster_policy import task_instance_mutation_hook
 
     ti = SimpleNamespace(dag_id="widget_export__acme__daily-spend", task_id="render",
                          pool="export_render", pool_slots=1)
@@ -65,7 +65,7 @@ def test_catch_up_renders_move_to_their_own_pool(run_type, lag, pool):
 
 def test_manual_retry_policy_waits_30s_2min_10min_then_fails():
     from airflow.sdk.definitions.retry_policy import RetryAction
-    from export_airflow.retry import MANUAL_RETRY
+    from export_airflow.retry_policy import MANUAL_RETRY
 
     down = SourceError("source demo_source is down")
     decisions = [MANUAL_RETRY.evaluate(down, n, 4) for n in (1, 2, 3, 4)]
@@ -77,7 +77,7 @@ def test_manual_retry_policy_waits_30s_2min_10min_then_fails():
 
 
 def test_manual_request_errors_name_the_field():
-    from export_lib.manual import parse_request
+    from export_lib.config.manual import parse_request
 
     base = {"company": "acme", "base_export": "acme/daily-spend", "reason": "audit",
             "window_start": "2026-03-02T00:00:00+01:00", "window_end": "2026-03-01T00:00:00+01:00"}
@@ -89,8 +89,8 @@ def test_manual_request_errors_name_the_field():
 
 
 def test_manual_schedule_only_narrows_configured_destinations():
-    from export_lib.config import load_catalog
-    from export_lib.manual import manual_schedule, parse_request
+    from export_lib.config.loader import load_catalog
+    from export_lib.config.manual import manual_schedule, parse_request
     from tests.conftest import REPO
 
     catalog = load_catalog(REPO / "dags" / "config")

@@ -35,7 +35,7 @@ def _dag_bag(folder: Path):
 
 
 def _catalog(config_dir: Path = DAGS / "config"):
-    from export_lib.config import load_catalog
+    from export_lib.config.loader import load_catalog
 
     catalog = load_catalog(config_dir)
     catalog.raise_for_errors()

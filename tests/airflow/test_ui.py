@@ -14,7 +14,7 @@ def test_status_page_requires_login_and_lists_runs(airflow_db, export_world, tmp
     from airflow.api_fastapi.auth.managers.simple.user import SimpleAuthManagerUser
     from fastapi.testclient import TestClient
 
-    from export_lib.commands import run_one
+    from export_lib.cli.commands import run_one
 
     run_one(str(tmp_path / "dags" / "config"), "acme/daily-spend", "2026-03-29T05:00Z",
             now=datetime(2026, 3, 30, tzinfo=UTC))

@@ -19,8 +19,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from export_lib.demo import seed
 from export_lib.ledger import Ledger, open_ledger
+from export_lib.source.demo import seed
 
 REPO = Path(__file__).resolve().parents[2]
 SEEDED_AT = datetime(2026, 3, 30, 12, 0, tzinfo=UTC)

@@ -7,8 +7,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from export_lib.config.destinations import Destination
 from export_lib.delivery import DeliverableArtifact, DeliveryOutcome, deliver, list_deliveries
-from export_lib.destinations import Destination
 
 NOW = datetime(2026, 3, 29, 6, 0, tzinfo=UTC)
 RUN_KEY = "acme/daily-spend/2026-03-28"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import TypeAdapter, ValidationError
 
-from export_lib.destinations import (
+from export_lib.config.destinations import (
     Destination,
     LocalDestination,
     S3Destination,

@@ -7,8 +7,8 @@ from urllib.parse import quote
 import pytest
 import sqlalchemy as sa
 
+from export_lib.config.destinations import EmailDestination
 from export_lib.delivery import delivery_id
-from export_lib.destinations import EmailDestination
 from export_lib.errors import DeliveryError
 from tests.delivery.conftest import ArtifactFactory
 from tests.delivery.support import RUN_KEY, only_record, run

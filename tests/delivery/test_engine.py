@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
+from export_lib.config.destinations import LocalDestination, S3Destination
 from export_lib.delivery import delivery_id, list_deliveries, requeue
-from export_lib.delivery import records as rec
-from export_lib.destinations import LocalDestination, S3Destination
 from export_lib.errors import AuthorizationError, DeliveryError
+from export_lib.ledger import deliveries as rec
 from tests.delivery.conftest import ArtifactFactory
 from tests.delivery.support import NOW, OWNER, RUN_KEY, only_record, run
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from export_lib.destinations import GcsDestination, S3Destination
+from export_lib.config.destinations import GcsDestination, S3Destination
 from export_lib.errors import DeliveryError
 from tests.delivery.conftest import ArtifactFactory
 from tests.delivery.support import only_record, run

@@ -9,8 +9,8 @@ import pytest
 import sqlalchemy as sa
 
 from export_lib.delivery import delivery_id, list_deliveries, requeue
-from export_lib.delivery import records as rec
 from export_lib.errors import IllegalTransitionError
+from export_lib.ledger import deliveries as rec
 from tests.delivery.support import NOW, RUN_KEY
 
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
+from export_lib.config.destinations import SftpDestination
 from export_lib.delivery import DeliverableArtifact, delivery_id
-from export_lib.destinations import SftpDestination
 from export_lib.errors import DeliveryError
 from tests.delivery.conftest import ArtifactFactory
 from tests.delivery.support import RUN_KEY, only_record, run

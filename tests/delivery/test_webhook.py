@@ -8,8 +8,8 @@ from urllib.parse import quote
 import pytest
 import sqlalchemy as sa
 
+from export_lib.config.destinations import WebhookDestination
 from export_lib.delivery import delivery_id
-from export_lib.destinations import WebhookDestination
 from export_lib.errors import DeliveryError
 from tests.delivery.conftest import ArtifactFactory
 from tests.delivery.support import PERIOD, RUN_KEY, only_record, run

@@ -9,7 +9,7 @@ import pytest
 
 from export_lib.ledger import Ledger, open_ledger
 from export_lib.ledger.records import RunRegistration
-from export_lib.storage import LocalStore
+from export_lib.storage.stores import LocalStore
 
 SLOT = datetime(2026, 3, 29, 5, 0, tzinfo=UTC)
 NOW = SLOT + timedelta(minutes=3)
@@ -53,7 +53,7 @@ class DemoWorld:
     store: LocalStore
 
     def schedule(self, schedule_id: str = "acme/daily-spend"):
-        from export_lib.config import load_catalog
+        from export_lib.config.loader import load_catalog
 
         return load_catalog(self.config, only=schedule_id.split("/")[0]).schedule(schedule_id)
 
@@ -71,7 +71,7 @@ class DemoWorld:
 
 @pytest.fixture()
 def demo_world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> DemoWorld:
-    from export_lib.demo import seed
+    from export_lib.source.demo import seed
 
     shutil.copytree(REPO / "dags" / "config", tmp_path / "config")
     demo = tmp_path / "demo_source.db"

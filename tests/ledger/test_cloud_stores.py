@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from export_lib.errors import StorageError
-from export_lib.pipeline import deliver_run, publish_run, render_run, resolve_run
-from export_lib.storage import open_store, sha256_of
+from export_lib.pipeline import deliver_run, publish_run, register_run, render_run
+from export_lib.storage.stores import open_store, sha256_of
 from tests.ledger.conftest import DAILY_SLOT, DemoWorld
 
 pytestmark = pytest.mark.integration
@@ -76,7 +76,7 @@ def test_stage_validate_promote_noop_and_new_version(sqlite_ledger, demo_world: 
                                                      bucket: Bucket, tmp_path: Path):
     store = open_store()  # EXPORT_ARTIFACT_ROOT=<scheme>://<bucket>/exports
     assert type(store).__name__ == {"s3": "S3Store", "gs": "GcsStore"}[bucket.scheme]
-    key = resolve_run(sqlite_ledger, demo_world.schedule(), DAILY_SLOT, now=NOW)["run_key"]
+    key = register_run(sqlite_ledger, demo_world.schedule(), DAILY_SLOT, now=NOW).run_key
 
     first = render_run(sqlite_ledger, store, key, now=NOW)
     staging = f"exports/.staging/{first['attempt_id']}.csv"

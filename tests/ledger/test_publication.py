@@ -13,8 +13,8 @@ import pytest
 
 from export_lib.errors import ArtifactValidationError, FencingError
 from export_lib.ledger import open_ledger
-from export_lib.pipeline import collect_staging_garbage, publish_run, render_run, resolve_run
-from export_lib.storage import LocalStore
+from export_lib.pipeline import collect_staging_garbage, publish_run, register_run, render_run
+from export_lib.storage.stores import LocalStore
 from tests.ledger.conftest import DAILY_SLOT, DemoWorld
 
 pytestmark = pytest.mark.integration
@@ -34,7 +34,7 @@ def _publish_in_process(url: str, root: str, run_key: str, attempt_id: str, out)
 
 def test_stale_attempt_publish_run_moves_nothing_to_a_final_name(
         pg_ledger, pg_database, demo_world: DemoWorld):
-    key = resolve_run(pg_ledger, demo_world.schedule(), DAILY_SLOT, now=NOW)["run_key"]
+    key = register_run(pg_ledger, demo_world.schedule(), DAILY_SLOT, now=NOW).run_key
     old = render_run(pg_ledger, demo_world.store, key, now=NOW)
     new = render_run(pg_ledger, demo_world.store, key, now=NOW + timedelta(minutes=1))
     assert (old["generation"], new["generation"]) == (1, 2)
@@ -66,7 +66,7 @@ def test_stale_attempt_publish_run_moves_nothing_to_a_final_name(
 def test_config_changed_between_slot_and_retry_keeps_the_captured_version(
         pg_ledger, demo_world: DemoWorld):
     captured = demo_world.schedule()
-    first = resolve_run(pg_ledger, captured, DAILY_SLOT, now=NOW)
+    first = register_run(pg_ledger, captured, DAILY_SLOT, now=NOW)
     # Someone edits the config after the slot: drops a column and switches the delimiter.
     path = demo_world.config / "acme.yaml"
     text = path.read_text()
@@ -83,10 +83,10 @@ def test_config_changed_between_slot_and_retry_keeps_the_captured_version(
     changed = demo_world.schedule()
     assert changed.config_version != captured.config_version
 
-    retry = resolve_run(pg_ledger, changed, DAILY_SLOT, now=NOW + timedelta(hours=1))
-    assert (retry["run_key"], retry["created"]) == (first["run_key"], False)
-    assert retry["config_version"] == captured.config_version
-    key = retry["run_key"]
+    retry = register_run(pg_ledger, changed, DAILY_SLOT, now=NOW + timedelta(hours=1))
+    assert (retry.run_key, retry.created) == (first.run_key, False)
+    assert retry.config_version == captured.config_version
+    key = retry.run_key
     rendered = render_run(pg_ledger, demo_world.store, key, now=NOW + timedelta(hours=1))
     published = publish_run(pg_ledger, demo_world.store, key, rendered["attempt_id"],
                             now=NOW + timedelta(hours=1), columns=rendered["columns"])
@@ -105,7 +105,7 @@ def test_config_changed_between_slot_and_retry_keeps_the_captured_version(
 
 def test_corrupted_staging_object_fails_the_attempt_and_publishes_nothing(
         pg_ledger, demo_world: DemoWorld):
-    key = resolve_run(pg_ledger, demo_world.schedule(), DAILY_SLOT, now=NOW)["run_key"]
+    key = register_run(pg_ledger, demo_world.schedule(), DAILY_SLOT, now=NOW).run_key
     bad = render_run(pg_ledger, demo_world.store, key, now=NOW)
     staged = demo_world.store.root / ".staging" / f"{bad['attempt_id']}.csv"
     data = bytearray(staged.read_bytes())
@@ -141,7 +141,7 @@ def test_publication_that_lost_its_ledger_commit_is_completed_by_the_retry(
         pg_ledger, demo_world: DemoWorld):
     """The object reached its final name but the ledger transaction died (a crash between
     promote and commit): nothing was recorded, and the retry records v1 over the same bytes."""
-    key = resolve_run(pg_ledger, demo_world.schedule(), DAILY_SLOT, now=NOW)["run_key"]
+    key = register_run(pg_ledger, demo_world.schedule(), DAILY_SLOT, now=NOW).run_key
     first = render_run(pg_ledger, demo_world.store, key, now=NOW)
     attempt = pg_ledger.get_attempt(first["attempt_id"])
     pg_ledger.advance(key, attempt.attempt_id, "validating", NOW)

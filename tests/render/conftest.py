@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from export_lib.connections import Connection, parse_connection
-from export_lib.query import QuerySpec
-from export_lib.source import Source, open_source
+from export_lib.config.query import QuerySpec
+from export_lib.source.connections import Connection, parse_connection
+from export_lib.source.database import Source, open_source
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
 T1 = datetime(2026, 3, 2, tzinfo=UTC)

@@ -12,8 +12,8 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from export_lib.csv_format import csv_field, format_decimal, format_float, format_timestamp
-from export_lib.query import _pg_expr
+from export_lib.render.csv_format import csv_field, format_decimal, format_float, format_timestamp
+from export_lib.source.sql import _pg_expr
 
 
 def _random_doubles(n: int) -> list[float]:

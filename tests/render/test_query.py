@@ -8,15 +8,9 @@ from datetime import UTC, datetime
 import pytest
 from psycopg import sql
 
+from export_lib.config.query import load_spec, validate_spec
 from export_lib.errors import ConfigError, SchemaDriftError
-from export_lib.query import (
-    Bounds,
-    build_postgres,
-    build_sqlite,
-    load_spec,
-    total_order,
-    validate_spec,
-)
+from export_lib.source.sql import Bounds, build_postgres, build_sqlite, total_order
 from tests.render.conftest import COLUMNS, spec
 
 BASE = {"table": "ad_metrics", "columns": ["company_id", "clicks"],

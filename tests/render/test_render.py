@@ -12,10 +12,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from export_lib.connections import parse_connection
 from export_lib.errors import SchemaDriftError, SourceError, WindowError
-from export_lib.render import RenderOptions, render
-from export_lib.source import open_source, source_columns, watermark, watermark_passed
+from export_lib.render.engine import RenderOptions, render
+from export_lib.source.connections import parse_connection
+from export_lib.source.database import open_source, source_columns, watermark, watermark_passed
 from tests.render.conftest import CUTOFF, T0, T1, spec
 
 pytestmark = pytest.mark.integration
@@ -316,7 +316,7 @@ def test_sqlite_timestamps_in_any_iso_spelling_compare_as_instants(tmp_path):
 
 
 def test_log_lines_name_company_schedule_and_period(pg, caplog):
-    with caplog.at_level("INFO", logger="export_lib.render"):
+    with caplog.at_level("INFO", logger="export_lib.render.engine"):
         _, result = run(pg)
     assert (f"company=acme schedule=acme/daily period=[2026-03-01T00:00:00+00:00, "
             f"2026-03-02T00:00:00+00:00): rendered 4 rows, {result.bytes} bytes of csv "

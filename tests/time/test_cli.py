@@ -105,7 +105,7 @@ def test_bad_cli_input_exits_2_without_traceback():
 
 
 def test_cli_does_not_import_airflow():
-    code = ("import sys; from export_lib.cli import main; "
+    code = ("import sys; from export_lib.cli.main import main; "
             "main(['validate', 'dags/config']); assert 'airflow' not in sys.modules")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, check=False)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from export_lib.config import load_catalog
+from export_lib.config.loader import load_catalog
 from export_lib.errors import ConfigError
 
 SHIPPED = Path(__file__).resolve().parents[2] / "dags" / "config"

@@ -1,6 +1,6 @@
 """An independent oracle: slots and windows by scanning UTC on a 15-minute grid.
 
-Shares no code with ``export_lib.slots``: it only converts UTC instants *to* local time (every
+Shares no code with ``export_lib.periods.slots``: it only converts UTC instants *to* local time (every
 offset and transition of these zones is a multiple of 15 minutes in 2021–2031) and reads the
 issue's rules literally. Seeded random schedules, all window kinds, all DST policies.
 """
@@ -14,8 +14,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from export_lib.preview import preview_rows
-from export_lib.timing import Timing, WindowSpec
+from export_lib.periods.preview import preview_rows
+from export_lib.periods.timing import Timing, WindowSpec
 
 ZONES = ["Europe/Berlin", "America/New_York", "Australia/Lord_Howe", "America/Havana",
          "Pacific/Chatham", "America/Santiago", "Asia/Tehran", "Africa/Casablanca",

@@ -6,9 +6,9 @@ from datetime import timedelta, timezone
 
 import pytest
 
-from export_lib.config import load_catalog
+from export_lib.config.loader import load_catalog
 from export_lib.errors import WindowError
-from export_lib.runkey import deadline_for, parse_run_key, run_key, slot_label
+from export_lib.periods.names import deadline_for, parse_run_key, run_key, slot_label
 from tests.time.helpers import SHIPPED, utc
 
 

@@ -7,7 +7,7 @@ from datetime import date
 import pytest
 
 from export_lib.errors import WindowError
-from export_lib.slots import (
+from export_lib.periods.slots import (
     is_slot,
     latest_slot_at_or_before,
     nearest_slots,
@@ -17,7 +17,7 @@ from export_lib.slots import (
     slots_between,
     start_of_day,
 )
-from export_lib.timing import Timing
+from export_lib.periods.timing import Timing
 from tests.time.helpers import timing, utc, z
 
 CASES = [

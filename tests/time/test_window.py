@@ -8,11 +8,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from export_lib.config import load_catalog
+from export_lib.config.loader import load_catalog
 from export_lib.errors import WindowError
-from export_lib.slots import next_slots, previous_slot
-from export_lib.timing import ALLOWED_INTERVAL_HOURS, Timing, WindowSpec
-from export_lib.window import ExportWindow, resolve_window
+from export_lib.periods.slots import next_slots, previous_slot
+from export_lib.periods.timing import ALLOWED_INTERVAL_HOURS, Timing, WindowSpec
+from export_lib.periods.windows import ExportWindow, resolve_window
 from tests.time.helpers import SHIPPED, timing, utc
 
 ZONES = ["Europe/Berlin", "America/New_York", "Australia/Lord_Howe", "America/Havana",

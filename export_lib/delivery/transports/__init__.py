@@ -4,14 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from export_lib.delivery.transports.base import DeliveryContext, Transport
-from export_lib.delivery.transports.email import EmailTransport
-from export_lib.delivery.transports.gcs import GcsTransport
-from export_lib.delivery.transports.local import LocalTransport
-from export_lib.delivery.transports.s3 import S3Transport
-from export_lib.delivery.transports.sftp import SftpTransport
-from export_lib.delivery.transports.webhook import WebhookTransport
-from export_lib.destinations import (
+from export_lib.config.destinations import (
     Destination,
     EmailDestination,
     GcsDestination,
@@ -20,6 +13,13 @@ from export_lib.destinations import (
     SftpDestination,
     WebhookDestination,
 )
+from export_lib.delivery.transports.base import DeliveryContext, Transport
+from export_lib.delivery.transports.email import EmailTransport
+from export_lib.delivery.transports.gcs import GcsTransport
+from export_lib.delivery.transports.local import LocalTransport
+from export_lib.delivery.transports.s3 import S3Transport
+from export_lib.delivery.transports.sftp import SftpTransport
+from export_lib.delivery.transports.webhook import WebhookTransport
 
 __all__ = ["DeliveryContext", "Transport", "transport_for"]
 

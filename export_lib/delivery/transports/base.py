@@ -19,9 +19,9 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from types import TracebackType
 
-from export_lib.connections import Connection, get_connection
 from export_lib.delivery.artifact import DeliverableArtifact
 from export_lib.errors import ConfigError, DeliveryError
+from export_lib.source.connections import Connection, get_connection
 
 
 @dataclass(frozen=True)

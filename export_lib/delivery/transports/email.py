@@ -31,7 +31,7 @@ from email import policy
 from email.message import EmailMessage
 from email.utils import formatdate, parseaddr
 
-from export_lib.connections import Connection
+from export_lib.config.destinations import EmailDestination
 from export_lib.delivery.artifact import DeliverableArtifact
 from export_lib.delivery.transports.base import (
     DeliveryContext,
@@ -42,8 +42,8 @@ from export_lib.delivery.transports.base import (
     resolve_connection,
     untrusted_certificate,
 )
-from export_lib.destinations import EmailDestination
 from export_lib.errors import DeliveryError
+from export_lib.source.connections import Connection
 
 _QUEUE_ID = re.compile(r"queued as\s+(\S+)", re.IGNORECASE)
 

@@ -21,8 +21,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import quote
 
-from export_lib.cloud_clients import gcs_client
-from export_lib.connections import Connection
+from export_lib.config.destinations import GcsDestination
 from export_lib.delivery.artifact import DeliverableArtifact
 from export_lib.delivery.transports.base import (
     DeliveryContext,
@@ -33,8 +32,9 @@ from export_lib.delivery.transports.base import (
     network_failure,
     resolve_connection,
 )
-from export_lib.destinations import GcsDestination
 from export_lib.errors import DeliveryError
+from export_lib.source.connections import Connection
+from export_lib.storage.clients import gcs_client
 
 UPLOAD_CHUNK = 8 * 1024 * 1024  # a multiple of 256 KiB, as the resumable protocol requires
 

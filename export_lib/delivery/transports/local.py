@@ -13,11 +13,11 @@ import os
 import shutil
 from pathlib import Path
 
-from export_lib.connections import project_root
+from export_lib.config.destinations import LocalDestination
 from export_lib.delivery.artifact import DeliverableArtifact, file_sha256
 from export_lib.delivery.transports.base import DeliveryContext, Transport, conflict
-from export_lib.destinations import LocalDestination
 from export_lib.errors import DeliveryError
+from export_lib.source.connections import project_root
 
 
 def default_exports_root() -> Path:

@@ -23,6 +23,7 @@ import base64
 from typing import Any
 from urllib.parse import quote
 
+from export_lib.config.destinations import S3Destination
 from export_lib.delivery.artifact import DeliverableArtifact
 from export_lib.delivery.transports.base import (
     DeliveryContext,
@@ -33,7 +34,6 @@ from export_lib.delivery.transports.base import (
     network_failure,
     resolve_connection,
 )
-from export_lib.destinations import S3Destination
 from export_lib.errors import DeliveryError
 
 SINGLE_PUT_LIMIT = 5 * 1024**3  # S3's maximum PutObject size
@@ -57,7 +57,7 @@ class S3Transport(Transport):
         return f"s3://{self.destination.bucket}/{join_key(self.destination.prefix, artifact.name)}"
 
     def __enter__(self) -> S3Transport:
-        from export_lib.cloud_clients import s3_client
+        from export_lib.storage.clients import s3_client
 
         conn = resolve_connection(self.destination.conn_id, self.destination.id)
         self._conn = conn

@@ -29,7 +29,7 @@ import io
 import posixpath
 from typing import Any
 
-from export_lib.connections import Connection
+from export_lib.config.destinations import SftpDestination
 from export_lib.delivery.artifact import CHUNK, DeliverableArtifact
 from export_lib.delivery.transports.base import (
     DeliveryContext,
@@ -40,8 +40,8 @@ from export_lib.delivery.transports.base import (
     network_failure,
     resolve_connection,
 )
-from export_lib.destinations import SftpDestination
 from export_lib.errors import DeliveryError
+from export_lib.source.connections import Connection
 
 
 def _pinned_key(value: str) -> tuple[str, Any]:

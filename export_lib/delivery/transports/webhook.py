@@ -39,7 +39,7 @@ import urllib.request
 from base64 import b64encode
 from urllib.parse import quote
 
-from export_lib.connections import Connection
+from export_lib.config.destinations import WebhookDestination
 from export_lib.delivery.artifact import DeliverableArtifact
 from export_lib.delivery.transports.base import (
     DeliveryContext,
@@ -49,8 +49,8 @@ from export_lib.delivery.transports.base import (
     resolve_connection,
     untrusted_certificate,
 )
-from export_lib.destinations import WebhookDestination
 from export_lib.errors import DeliveryError
+from export_lib.source.connections import Connection
 
 _RETRY_STATUSES = {408, 425, 429}
 _REQUEST_ID_HEADERS = ("X-Request-Id", "Request-Id", "X-Amzn-RequestId", "X-Delivery-Receipt")

@@ -1,0 +1,1 @@
+"""``exportctl``: the command line over the same pipeline the Airflow operators call."""

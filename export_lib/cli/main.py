@@ -1,0 +1,239 @@
+"""``exportctl``: validate configs and preview schedules (no Airflow import; fast start).
+
+One function per subcommand (``cmd_<name>(args) -> exit code``), registered in
+:func:`build_parser`; add a subcommand by writing ``add_<name>_parser(subparsers)`` and listing
+it in ``SUBCOMMANDS``. Exit codes: 0 ok, 1 the config (or the thing checked) is wrong, 2 bad
+command-line input (argparse's convention). Heavy modules are imported inside the commands.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, NoReturn
+
+EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
+
+
+def usage_error(message: str) -> NoReturn:
+    """Bad command-line input: print ``exportctl: error: …`` and exit 2 (no traceback)."""
+    print(f"exportctl: error: {message}", file=sys.stderr)
+    raise SystemExit(EXIT_USAGE)
+
+
+def parse_instant(text: str) -> datetime:
+    """``--from`` values: ISO 8601 date or datetime; no offset means UTC; ``Z`` allowed."""
+    try:
+        value = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not an ISO 8601 date/time; use e.g. 2026-03-29T00:00:00Z or "
+            "2026-03-29") from None
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if not 1 <= value <= 100_000:
+        raise argparse.ArgumentTypeError(f"must be between 1 and 100000, got {value}")
+    return value
+
+
+# --- validate -------------------------------------------------------------------------------
+
+def add_validate_parser(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("validate", help="check every config file of a directory",
+                                   description="Exit 0 if CONFIG_DIR is valid, else print every "
+                                   "error as 'file: field.path: message' and exit 1.")
+    parser.add_argument("config_dir", metavar="CONFIG_DIR")
+    parser.set_defaults(func=cmd_validate)
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from export_lib.config.loader import load_catalog
+    from export_lib.errors import ConfigError
+
+    try:
+        catalog = load_catalog(args.config_dir)
+    except ConfigError as exc:
+        usage_error(str(exc))
+    if catalog.errors:
+        for line in catalog.error_lines:
+            print(line)
+        print(f"{len(catalog.error_lines)} error(s) in {len(catalog.errors)} file(s)",
+              file=sys.stderr)
+        return EXIT_INVALID
+    print(f"OK: {len(catalog.companies)} companies, {len(catalog.schedules)} schedules in "
+          f"{args.config_dir}")
+    return EXIT_OK
+
+
+# --- preview --------------------------------------------------------------------------------
+
+def add_preview_parser(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "preview", help="the next slots, windows and deadlines",
+        description="Configured form: exportctl preview CONFIG_DIR [--company ID] [--schedule "
+        "ID]. Ad-hoc form (no CONFIG_DIR): --timezone TZ with --export-hour/--interval-hours "
+        "or --cron, --window KIND. --from defaults to now; a --from without offset is UTC.")
+    parser.add_argument("config_dir", metavar="CONFIG_DIR", nargs="?")
+    parser.add_argument("--company", help="only this company's schedules")
+    parser.add_argument("--schedule", help="only this schedule id, e.g. acme/daily-spend")
+    parser.add_argument("--from", dest="start", type=parse_instant,
+                        help="first slot at or after this ISO 8601 instant (default: now)")
+    parser.add_argument("--count", type=_count, default=10, help="slots per schedule (10)")
+    parser.add_argument("--json", action="store_true", help="print a JSON array")
+    adhoc = parser.add_argument_group("ad-hoc schedule (instead of CONFIG_DIR)")
+    adhoc.add_argument("--timezone", help="IANA timezone, e.g. Europe/Berlin")
+    adhoc.add_argument("--export-hour", type=int, help="local hour 0-23 (default 0)")
+    adhoc.add_argument("--interval-hours", type=int, help="1,2,3,4,6,8,12,24 (default 24)")
+    adhoc.add_argument("--cron", help="a cron expression instead of --export-hour/--interval")
+    adhoc.add_argument("--window", default="calendar_day", help="window kind (calendar_day)")
+    adhoc.add_argument("--window-days", type=int, help="N for trailing_days")
+    adhoc.add_argument("--window-hours", type=int, help="N for trailing_hours")
+    adhoc.add_argument("--dst-gap", default="shift", choices=("shift", "skip"))
+    adhoc.add_argument("--dst-fold", default="first", choices=("first", "second", "both"))
+    adhoc.add_argument("--schedule-id", default="adhoc", help="prefix of the run keys (adhoc)")
+    parser.set_defaults(func=cmd_preview)
+
+
+_ADHOC_OPTIONS = {"timezone": "--timezone", "export_hour": "--export-hour",
+                  "interval_hours": "--interval-hours", "cron": "--cron", "kind": "--window",
+                  "days": "--window-days", "hours": "--window-hours"}
+
+
+def _option_problems(exc: Exception, fallback: str) -> list[str]:
+    """``--option: message`` for each error of a pydantic ``ValidationError``."""
+    problems = []
+    for error in exc.errors():  # type: ignore[attr-defined]
+        name = str(error["loc"][0]) if error["loc"] else fallback
+        message = error["msg"] if error["type"].startswith("export_") else (
+            f"{error['msg']} (got {error.get('input')!r})")
+        problems.append(f"{_ADHOC_OPTIONS.get(name, name)}: {message}")
+    return problems
+
+
+def _adhoc_models(args: argparse.Namespace) -> tuple[Any, Any]:
+    """The ad-hoc ``Timing`` and ``WindowSpec``; every bad option is reported at once (exit 2)."""
+    from pydantic import ValidationError
+
+    from export_lib.periods.timing import Timing, WindowSpec
+
+    needs = {"trailing_days": "window_days", "trailing_hours": "window_hours"}.get(args.window)
+    for name in ("window_days", "window_hours"):
+        if name != needs and getattr(args, name) is not None:
+            # Lenient on purpose: a script may pass N for every kind; only the kind uses it.
+            print(f"exportctl: note: --{name.replace('_', '-')} is not used by --window "
+                  f"{args.window}; ignored", file=sys.stderr)
+            setattr(args, name, None)
+    problems: list[str] = []
+    timing = spec = None
+    try:
+        timing = Timing(timezone=args.timezone, export_hour=args.export_hour,
+                        interval_hours=args.interval_hours, cron=args.cron,
+                        dst_gap=args.dst_gap, dst_fold=args.dst_fold)
+    except ValidationError as exc:
+        problems += _option_problems(exc, "--cron")
+    try:
+        spec = WindowSpec(kind=args.window, days=args.window_days, hours=args.window_hours)
+    except ValidationError as exc:
+        problems += _option_problems(exc, "--window")
+    if problems:
+        usage_error("; ".join(problems))
+    return timing, spec
+
+
+def cmd_preview(args: argparse.Namespace) -> int:
+    from export_lib.periods.preview import preview_rows, render_table
+
+    start = args.start or datetime.now(UTC)  # the CLI is the edge: the only clock read
+    if args.config_dir is None:
+        if args.timezone is None:
+            usage_error("give CONFIG_DIR, or --timezone for an ad-hoc schedule")
+        if args.company or args.schedule:
+            usage_error("--company/--schedule need CONFIG_DIR")
+        timing, spec = _adhoc_models(args)
+        rows = preview_rows(spec, timing, start, args.count, schedule_id=args.schedule_id)
+        status = EXIT_OK
+    else:
+        if args.timezone or args.cron or args.export_hour is not None:
+            usage_error("use either CONFIG_DIR or the ad-hoc options (--timezone, ...)")
+        rows, status = _configured_rows(args, start)
+    print(json.dumps(rows, indent=2) if args.json else render_table(rows))
+    return status
+
+
+def _configured_rows(args: argparse.Namespace, start: datetime) -> tuple[list[dict], int]:
+    """Rows of the selected schedules; config errors of the selection go to stderr (exit 1)."""
+    from export_lib.config.loader import load_catalog
+    from export_lib.errors import ConfigError
+    from export_lib.periods.preview import schedule_rows
+
+    try:
+        catalog = load_catalog(args.config_dir)
+    except ConfigError as exc:
+        usage_error(str(exc))
+    wanted = args.company or (args.schedule.split("/", 1)[0] if args.schedule else None)
+    broken = {Path(path).stem: lines for path, lines in catalog.errors.items()}
+    if wanted is not None and wanted not in catalog.companies and wanted not in broken:
+        known = ", ".join(catalog.companies) or "none"
+        usage_error(f"unknown company {wanted!r}; known companies: {known}")
+    if wanted is not None:
+        broken = {stem: lines for stem, lines in broken.items() if stem == wanted}
+    for lines in broken.values():
+        for line in lines:
+            print(f"config error: {line}", file=sys.stderr)
+    schedules = [s for s in catalog.schedules if wanted is None or s.company.id == wanted]
+    if args.schedule and wanted in catalog.companies:
+        try:
+            schedules = [catalog.schedule(args.schedule)]
+        except ConfigError as exc:
+            usage_error(str(exc))
+    elif args.schedule:
+        schedules = []  # its company file is broken: the errors above say why
+    rows = [row for s in schedules for row in schedule_rows(s, start, args.count)]
+    rows.sort(key=lambda r: (r["slot_utc"], r["schedule"]))
+    return rows, EXIT_INVALID if broken else EXIT_OK
+
+
+# --- dispatcher -----------------------------------------------------------------------------
+
+def add_ledger_parsers(subparsers: argparse._SubParsersAction) -> None:
+    """``run``, ``runs``, ``ledger`` and ``demo`` (export_lib.cli.commands; imports stay lazy)."""
+    from export_lib.cli import commands
+
+    commands.register(subparsers)
+
+
+SUBCOMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
+    add_validate_parser,
+    add_preview_parser,
+    add_ledger_parsers,
+]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="exportctl",
+                                     description="Scheduled data exports: config and time tools.")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for add in SUBCOMMANDS:
+        add(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    logging.getLogger("export_lib").addHandler(logging.NullHandler())
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except BrokenPipeError:  # `exportctl preview ... | head`
+        return EXIT_OK

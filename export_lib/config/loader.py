@@ -1,0 +1,351 @@
+"""The config catalog: ``dags/config/*.yaml`` → validated, flattened :class:`Schedule` objects.
+
+:func:`load_catalog` never raises for a bad company file: every problem of the directory is
+collected as ``file: field.path: message`` lines in ``catalog.errors`` (so one broken company
+never hides the others, and ``exportctl validate`` prints everything at once). A broken
+``defaults.yaml`` is an error for every company, because every company inherits from it.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from export_lib.config.messages import issues_from_validation
+from export_lib.config.models import (
+    POLICY_KEYS,
+    CompanyConfig,
+    CompanyFile,
+    DataExportConfig,
+    DefaultsFile,
+    PolicyFields,
+    Schedule,
+    WidgetExportConfig,
+)
+from export_lib.errors import ConfigError
+from export_lib.periods.timing import Timing
+
+log = logging.getLogger(__name__)
+
+DEFAULTS_FILE = "defaults.yaml"
+_SHARED_OUTPUT_KEYS = ("format", "csv", "destinations")
+
+
+class _NoDuplicateKeys:
+    """Reject duplicate mapping keys (YAML silently keeps the last one)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)  # type: ignore[attr-defined]
+            if key in seen:
+                mark = key_node.start_mark
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r} (line {mark.line + 1}); keep only one",
+                    mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)  # type: ignore[misc]
+
+
+class _StrictLoader(_NoDuplicateKeys, yaml.SafeLoader):
+    """``yaml.safe_load`` that rejects duplicate keys (pure Python: the reference messages)."""
+
+
+# libyaml's C scanner/parser is ~10x faster than the pure-Python one and DAG parsing reads
+# every company file, so valid files go through it when PyYAML has it; a file it rejects is
+# re-read by the pure-Python loader, whose error messages are the ones users and tests know.
+_FastLoader = (type("_FastStrictLoader", (_NoDuplicateKeys, yaml.CSafeLoader), {})
+               if getattr(yaml, "__with_libyaml__", False) else _StrictLoader)
+
+
+def read_yaml(path: Path) -> tuple[dict[str, Any] | None, list[str]]:
+    """Parse one YAML file into a mapping, or return ``file: position: message`` issues."""
+    return parse_yaml(path, path.read_bytes())
+
+
+def parse_yaml(path: Path, raw: bytes) -> tuple[dict[str, Any] | None, list[str]]:
+    """:func:`read_yaml` on bytes already read (``path`` only names the file in messages)."""
+    try:
+        text = raw.decode("utf-8")
+        try:
+            data = yaml.load(text, Loader=_FastLoader)  # noqa: S506
+        except yaml.YAMLError:
+            data = yaml.load(text, Loader=_StrictLoader)  # noqa: S506
+    except UnicodeDecodeError:
+        return None, [f"{path}: (file): not a text file; config files are UTF-8 YAML"]
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1} column {mark.column + 1}" if mark else "(file)"
+        problem = getattr(exc, "problem", None) or str(exc)
+        return None, [f"{path}: {where}: not valid YAML: {problem}"]
+    if not isinstance(data, dict):
+        kind = "empty" if data is None else f"a {type(data).__name__}"
+        return None, [f"{path}: (file): the file is {kind}; expected a mapping with a "
+                      "'company' section"]
+    return data, []
+
+
+@dataclass(frozen=True)
+class Catalog:
+    """Every schedule of a config directory plus every problem found in it."""
+
+    config_dir: Path
+    schedules: tuple[Schedule, ...]
+    companies: Mapping[str, CompanyConfig]
+    errors: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+    @property
+    def error_lines(self) -> list[str]:
+        return [line for path in sorted(self.errors) for line in self.errors[path]]
+
+    def raise_for_errors(self) -> None:
+        """Raise one :class:`ConfigError` carrying every issue (for an Airflow import error)."""
+        if self.errors:
+            lines = self.error_lines
+            raise ConfigError(f"{len(lines)} config error(s) in {self.config_dir}:\n"
+                              + "\n".join(lines), issues=lines)
+
+    def schedule(self, schedule_id: str) -> Schedule:
+        """The schedule with this id; ``ConfigError`` naming close ids if it is unknown."""
+        for candidate in self.schedules:
+            if candidate.schedule_id == schedule_id:
+                return candidate
+        known = [s.schedule_id for s in self.schedules]
+        close = difflib.get_close_matches(schedule_id, known, n=3, cutoff=0.4)
+        hint = f"did you mean {', '.join(map(repr, close))}?" if close else (
+            f"known schedules: {', '.join(known) or 'none'}")
+        raise ConfigError(f"unknown schedule {schedule_id!r} in {self.config_dir}; {hint}")
+
+    def for_company(self, company_id: str) -> tuple[Schedule, ...]:
+        return tuple(s for s in self.schedules if s.company.id == company_id)
+
+
+def load_catalog(config_dir: str | Path, only: str | None = None) -> Catalog:
+    """Load ``defaults.yaml`` and every ``<company>.yaml`` of ``config_dir``.
+
+    ``only`` restricts loading to one company's file (a DAG loader or worker parses just the
+    company it needs; a missing file is then an error naming it).
+
+    :raises ConfigError: only if ``config_dir`` is not a directory.
+    """
+    root = Path(config_dir)
+    if not root.is_dir():
+        raise ConfigError(f"{root}: config directory not found; pass the directory holding "
+                          f"{DEFAULTS_FILE} and one <company>.yaml per company")
+    errors: dict[str, list[str]] = {}
+    defaults = _load_defaults(root / DEFAULTS_FILE, errors)
+    schedules: list[Schedule] = []
+    companies: dict[str, CompanyConfig] = {}
+    if only is None:
+        paths = sorted(p for p in root.iterdir() if not p.name.startswith("."))
+    else:
+        # Look the file up instead of listing the directory: every loader of a DagBag does
+        # this, and listing N files N times made parsing quadratic in the company count.
+        paths = [p for p in (root / f"{only}.yaml", root / f"{only}.yml")
+                 if not p.name.startswith(".") and p.exists()]
+        if not paths:
+            errors[str(root / f"{only}.yaml")] = [
+                f"{root / f'{only}.yaml'}: (file): no config file for company {only!r}; create "
+                f"it or delete the DAG loader that asks for it"]
+    for path in paths:
+        if path.name == DEFAULTS_FILE or path.is_dir():
+            continue
+        if path.suffix not in (".yaml", ".yml"):
+            errors[str(path)] = [f"{path}: (file): not a YAML config file; config files are "
+                                 "named <company id>.yaml (move other files elsewhere)"]
+            continue
+        if defaults is None:
+            errors[str(path)] = [f"{path}: (file): not loaded because {root / DEFAULTS_FILE} "
+                                 "is invalid; fix it first"]
+            continue
+        company, found, issues = _load_company(path, defaults)
+        if issues:
+            errors[str(path)] = issues
+            log.warning("config file %s has %d error(s); its schedules are not loaded",
+                        path, len(issues))
+        elif company is not None:
+            companies[company.id] = company
+            schedules.extend(found)
+    return Catalog(
+        config_dir=root,
+        schedules=tuple(sorted(schedules, key=lambda s: s.schedule_id)),
+        companies=MappingProxyType(dict(sorted(companies.items()))),
+        errors=MappingProxyType({k: tuple(v) for k, v in sorted(errors.items())}),
+    )
+
+
+def _load_defaults(path: Path, errors: dict[str, list[str]]) -> DefaultsFile | None:
+    if not path.is_file():
+        errors[str(path)] = [f"{path}: (file): missing; every config directory needs "
+                             f"{DEFAULTS_FILE} (see dags/config/{DEFAULTS_FILE})"]
+        return None
+    defaults, issues = _parse_defaults(str(path), path.read_bytes())
+    if issues:
+        errors[str(path)] = list(issues)
+    return defaults
+
+
+@functools.lru_cache(maxsize=8)
+def _parse_defaults(path: str, raw: bytes) -> tuple[DefaultsFile | None, tuple[str, ...]]:
+    """Parse and validate ``defaults.yaml`` once per process *per content*.
+
+    Every company loader of a DagBag reads the same defaults; keyed by the file's bytes (read
+    fresh each time, not by mtime), an edited file is never served stale. The model is frozen,
+    so sharing one instance is safe.
+    """
+    data, issues = parse_yaml(Path(path), raw)
+    if data is None:
+        return None, tuple(issues)
+    try:
+        return DefaultsFile.model_validate(data), ()
+    except ValidationError as exc:
+        return None, tuple(issues_from_validation(path, DefaultsFile, exc))
+
+
+def _load_company(path: Path, defaults: DefaultsFile
+                  ) -> tuple[CompanyConfig | None, list[Schedule], list[str]]:
+    data, issues = read_yaml(path)
+    if data is None:
+        return None, [], issues
+    issues = _identity_issues(path, data)
+    try:
+        parsed = CompanyFile.model_validate(_with_defaults(data, defaults))
+    except ValidationError as exc:
+        return None, [], issues_from_validation(str(path), CompanyFile, exc) + issues
+    if issues:
+        return None, [], issues
+    return parsed.company, build_schedules(parsed), []
+
+
+def _with_defaults(data: dict[str, Any], defaults: DefaultsFile) -> dict[str, Any]:
+    """The company data with defaults filled in (user keys win; paths stay the user's)."""
+    policies = defaults.policies.model_dump()
+    merged = dict(data)
+    widgets = data.get("widget_exports")
+    if isinstance(widgets, list):
+        merged["widget_exports"] = [_layer(policies, w) if isinstance(w, dict) else w
+                                    for w in widgets]
+    channels = data.get("data_exports")
+    if isinstance(channels, list):
+        merged["data_exports"] = [_data_export_with_defaults(c, defaults, policies)
+                                  if isinstance(c, dict) else c for c in channels]
+    return merged
+
+
+def _layer(base: dict[str, Any], own: dict[str, Any]) -> dict[str, Any]:
+    """``own`` over ``base``; ``late_data`` is merged key by key (grace alone keeps the policy)."""
+    layered = {**base, **own}
+    if isinstance(base.get("late_data"), dict) and isinstance(own.get("late_data"), dict):
+        layered["late_data"] = {**base["late_data"], **own["late_data"]}
+    return layered
+
+
+def _data_export_with_defaults(entry: dict[str, Any], defaults: DefaultsFile,
+                               policies: dict[str, Any]) -> dict[str, Any]:
+    """Layers, lowest first: policies, data_exports, data_exports.<kind>, channel, <kind>.
+
+    A ``window`` with a ``kind`` replaces the default window; one with only ``days`` refines it.
+    """
+    base = defaults.data_exports
+    shared = base.model_dump(include=set(_SHARED_OUTPUT_KEYS), exclude_unset=True)
+    shared.update({k: entry[k] for k in _SHARED_OUTPUT_KEYS if k in entry})
+    result = {k: v for k, v in entry.items() if k not in _SHARED_OUTPUT_KEYS}
+    if "query" not in entry and base.query is not None:
+        query = base.query.model_dump()
+        if base.channel_column and "channel" in entry:
+            query["filters"] = [*query["filters"], {"column": base.channel_column, "op": "=",
+                                                    "value": entry["channel"]}]
+        result["query"] = query
+    for kind in ("primary", "secondary"):
+        kind_defaults = getattr(base, kind).model_dump(exclude_unset=True)
+        own = entry.get(kind, {})
+        if not isinstance(own, dict):
+            result[kind] = own
+            continue
+        layered = _layer({**policies, **shared, **kind_defaults}, own)
+        window = own.get("window")
+        if isinstance(window, dict) and "kind" not in window:
+            layered["window"] = {**kind_defaults["window"], **window}
+        result[kind] = layered
+    return result
+
+
+def _identity_issues(path: Path, data: dict[str, Any]) -> list[str]:
+    """File stem = company id; export ids and channels unique within the company.
+
+    Checked on the raw data so these errors show up even next to validation errors.
+    """
+    issues: list[str] = []
+    company = data.get("company")
+    company_id = company.get("id") if isinstance(company, dict) else None
+    if isinstance(company_id, str) and path.stem != company_id:
+        issues.append(f"{path}: company.id: {company_id!r} does not match the file name "
+                      f"{path.name!r}; rename the file to {company_id}{path.suffix} or set "
+                      f"company.id: {path.stem}")
+    for section, key in (("widget_exports", "id"), ("data_exports", "channel")):
+        entries = data.get(section)
+        first_seen: dict[str, int] = {}
+        for index, entry in enumerate(entries if isinstance(entries, list) else []):
+            ident = entry.get(key) if isinstance(entry, dict) else None
+            if not isinstance(ident, str):
+                continue
+            if ident in first_seen:
+                issues.append(f"{path}: {section}[{index}].{key}: duplicate schedule id "
+                              f"'{company_id or path.stem}/{ident}' (also "
+                              f"{section}[{first_seen[ident]}]); give each export a unique "
+                              f"{key}")
+            first_seen.setdefault(ident, index)
+    return issues
+
+
+def build_schedules(parsed: CompanyFile) -> list[Schedule]:
+    """Flatten a validated company file into schedules (one per widget export / data kind)."""
+    company = parsed.company
+    out = [_widget_schedule(company, w) for w in parsed.widget_exports]
+    for channel in parsed.data_exports:
+        out.extend(_data_schedule(company, channel, kind) for kind in ("primary", "secondary"))
+    return out
+
+
+def _policies(export: Any) -> PolicyFields:
+    return PolicyFields(**{key: getattr(export, key) for key in POLICY_KEYS})
+
+
+def _widget_schedule(company: CompanyConfig, widget: WidgetExportConfig) -> Schedule:
+    timing = Timing(timezone=company.timezone, export_hour=widget.export_hour,
+                    interval_hours=widget.interval_hours, dst_gap=widget.dst_gap,
+                    dst_fold=widget.dst_fold)
+    return Schedule(
+        schedule_id=f"{company.id}/{widget.id}", dag_id=f"widget_export__{company.id}__{widget.id}",
+        kind="widget", company=company, export_id=widget.id, timing=timing, window=widget.window,
+        query=widget.query, format=widget.format, csv=widget.csv,
+        destinations=widget.destinations, policies=_policies(widget),
+        owner=widget.owner or company.owner, effective_from=widget.effective_from,
+    ).with_version()
+
+
+def _data_schedule(company: CompanyConfig, channel: DataExportConfig, kind: str) -> Schedule:
+    spec = getattr(channel, kind)
+    timing = Timing(timezone=spec.timezone, cron=spec.cron, dst_gap=spec.dst_gap,
+                    dst_fold=spec.dst_fold)
+    return Schedule(
+        schedule_id=f"{company.id}/{channel.channel}/{kind}",
+        dag_id=f"data_export__{company.id}__{channel.channel}__{kind}",
+        kind=kind, company=company, channel=channel.channel, size=channel.size, timing=timing,
+        window=spec.window, query=channel.query, format=spec.format, csv=spec.csv,
+        destinations=spec.destinations, policies=_policies(spec),
+        owner=spec.owner or company.owner, effective_from=spec.effective_from,
+    ).with_version()

@@ -1,0 +1,251 @@
+"""Config models: companies, widget and data exports, policies, and the flattened ``Schedule``.
+
+Frozen pydantic v2 models with ``extra="forbid"``; loading, defaults and error reporting live
+in :mod:`export_lib.config.loader`. Field names are the YAML keys (see ``dags/config/*.yaml``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from datetime import datetime, timedelta
+from typing import Annotated, Any, Literal
+
+from pydantic import BeforeValidator, Field, field_validator
+
+from export_lib.config.destinations import Destination
+from export_lib.config.query import QuerySpec
+from export_lib.periods.timing import (
+    DstFold,
+    DstGap,
+    ExportHour,
+    FrozenModel,
+    IntervalHours,
+    Timing,
+    WindowSpec,
+    check_cron,
+    check_timezone,
+    invalid,
+)
+
+SLUG = r"^[a-z0-9]+(?:[-_][a-z0-9]+)*$"
+_EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+_SHORT_DURATION = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
+
+
+def parse_duration(value: Any) -> Any:
+    """``"2h"``, ``"90m"``, ``"1h30m"``, ``"2d"``, ``"45s"`` or ISO 8601 ``"PT2H"`` → timedelta."""
+    if isinstance(value, timedelta):
+        return value
+    if value == 0 and isinstance(value, int) and not isinstance(value, bool):
+        return timedelta(0)
+    if isinstance(value, bool) or not isinstance(value, str) or not value.strip():
+        raise invalid("duration", f"expected a duration such as '2h', '90m', '1h30m' or 'PT2H' "
+                      f"(got {value!r})")
+    text = value.strip()
+    match = _SHORT_DURATION.match(text)
+    if match and any(match.groups()):
+        days, hours, minutes, seconds = (int(g or 0) for g in match.groups())
+        return timedelta(days=days, hours=hours, minutes=minutes, seconds=seconds)
+    if text.upper().startswith("P"):
+        return text  # pydantic parses ISO 8601 durations
+    raise invalid("duration", f"expected a duration such as '2h', '90m', '1h30m' or 'PT2H' "
+                  f"(got {value!r})")
+
+
+def check_email(value: Any) -> Any:
+    if not isinstance(value, str) or not _EMAIL.match(value):
+        raise invalid("email", f"expected an email address such as 'ops@example.com' "
+                      f"(got {value!r})")
+    return value.lower()
+
+
+Duration = Annotated[timedelta, BeforeValidator(parse_duration)]
+Email = Annotated[str, BeforeValidator(check_email)]
+Slug = Annotated[str, Field(pattern=SLUG, max_length=64)]
+TimezoneName = Annotated[str, BeforeValidator(check_timezone)]
+CronExpression = Annotated[str, BeforeValidator(check_cron)]
+
+
+class CompanyConfig(FrozenModel):
+    """A company (tenant). ``authorized`` lists who may receive its data besides the owner."""
+
+    id: Slug
+    name: str = Field(min_length=1)
+    timezone: TimezoneName
+    owner: Email
+    authorized: tuple[Email, ...] = ()
+    status: Literal["active", "paused"] = "active"
+
+    def may_receive(self, identity: str) -> bool:
+        """Whether ``identity`` (an email) may receive this company's data."""
+        return identity.lower() in {self.owner, *self.authorized}
+
+
+class LateData(FrozenModel):
+    """What to do with rows that arrive after a window was exported (used by later issues)."""
+
+    policy: Literal["none", "wait_for_watermark", "restate"] = "none"
+    grace: Duration = timedelta(0)
+
+
+class PolicyFields(FrozenModel):
+    """Run policies, validated now and enforced by the run/ledger issues."""
+
+    deadline: Duration = timedelta(hours=2)
+    late_start: Literal["finish", "skip", "hold"] = "finish"
+    recovery: Literal["each", "latest", "none"] = "each"
+    late_data: LateData = LateData()
+    retention_days: int = Field(default=90, ge=1)
+    legal_hold: bool = False
+    skip_empty: bool = False
+
+    @field_validator("deadline")
+    @classmethod
+    def _positive(cls, value: timedelta) -> timedelta:
+        if value <= timedelta(0):
+            raise invalid("duration", f"deadline must be positive (got {value})")
+        return value
+
+
+POLICY_KEYS = tuple(PolicyFields.model_fields)
+
+
+class CsvOptions(FrozenModel):
+    delimiter: str = Field(default=",", min_length=1, max_length=1)
+    timestamps: Literal["utc", "local"] = "utc"
+
+
+class _ExportFields(PolicyFields):
+    """What every export shares: output shape, destinations, DST policy, owner."""
+
+    format: Literal["csv", "parquet"] = "csv"
+    csv: CsvOptions = CsvOptions()
+    destinations: tuple[Destination, ...] = Field(min_length=1)
+    dst_gap: DstGap = "shift"
+    dst_fold: DstFold = "first"
+    effective_from: datetime | None = None
+    owner: Email | None = None
+
+    @field_validator("effective_from")
+    @classmethod
+    def _aware(cls, value: datetime | None) -> datetime | None:
+        if value is not None and value.utcoffset() is None:
+            raise invalid("effective_from", f"effective_from needs a UTC offset, e.g. "
+                          f"'{value.isoformat()}Z' or '{value.isoformat()}+02:00'")
+        return value
+
+
+class WidgetExportConfig(_ExportFields):
+    """A widget export: fires at ``export_hour`` local time every ``interval_hours``."""
+
+    id: Slug
+    export_hour: ExportHour = 0
+    interval_hours: IntervalHours = 24
+    window: WindowSpec = WindowSpec()
+    query: QuerySpec
+
+
+class DataExportKindConfig(_ExportFields):
+    """One of a channel's two data exports (``primary`` or ``secondary``), defaults merged."""
+
+    cron: CronExpression
+    timezone: TimezoneName = "UTC"
+    window: WindowSpec
+
+
+class DataExportConfig(FrozenModel):
+    """A data export channel: a primary (long trailing window) and a secondary (3 days)."""
+
+    channel: Slug
+    size: Literal["small", "medium", "large"] = "small"
+    query: QuerySpec
+    primary: DataExportKindConfig
+    secondary: DataExportKindConfig
+
+
+class CompanyFile(FrozenModel):
+    """One ``dags/config/<company>.yaml``."""
+
+    company: CompanyConfig
+    widget_exports: tuple[WidgetExportConfig, ...] = ()
+    data_exports: tuple[DataExportConfig, ...] = ()
+
+
+class DataExportKindDefaults(_ExportFields):
+    cron: CronExpression
+    timezone: TimezoneName = "UTC"
+    window: WindowSpec
+    destinations: tuple[Destination, ...] = ()
+
+
+class DataExportDefaults(FrozenModel):
+    channel_column: str | None = None
+    query: QuerySpec | None = None
+    format: Literal["csv", "parquet"] = "csv"
+    csv: CsvOptions = CsvOptions()
+    destinations: tuple[Destination, ...] = ()
+    primary: DataExportKindDefaults
+    secondary: DataExportKindDefaults
+
+
+class DefaultsFile(FrozenModel):
+    """``dags/config/defaults.yaml``: policies for every export, data-export defaults."""
+
+    policies: PolicyFields = PolicyFields()
+    data_exports: DataExportDefaults
+
+
+class Schedule(FrozenModel):
+    """One schedulable export, flattened: a widget export or one data export kind of a channel.
+
+    ``schedule_id`` is ``<company>/<export>`` (widget) or ``<company>/<channel>/<kind>`` (data);
+    ``config_version`` is a stable sha256 of the normalised config (company fields included), so
+    a run records exactly which configuration produced it (see :meth:`snapshot`).
+    """
+
+    schedule_id: str
+    dag_id: str
+    kind: Literal["widget", "primary", "secondary", "manual"]
+    company: CompanyConfig
+    export_id: str | None = None
+    channel: str | None = None
+    size: Literal["small", "medium", "large"] | None = None
+    timing: Timing
+    window: WindowSpec
+    query: QuerySpec
+    format: Literal["csv", "parquet"]
+    csv: CsvOptions
+    destinations: tuple[Destination, ...]
+    policies: PolicyFields
+    owner: str
+    effective_from: datetime | None = None
+    config_version: str = ""
+
+    @property
+    def deadline(self) -> timedelta:
+        return self.policies.deadline
+
+    @property
+    def window_timezone(self) -> str:
+        """Windows are computed in the company timezone (cron timings may use another)."""
+        return self.company.timezone
+
+    def content(self) -> dict[str, Any]:
+        """The normalised config that defines this schedule's output (hashed by the version).
+
+        ``company.status`` is left out: pausing a company is not a new configuration.
+        """
+        data = self.model_dump(mode="json", exclude={"config_version"})
+        data["company"].pop("status", None)
+        return data
+
+    def snapshot(self) -> dict[str, Any]:
+        """JSON-able normalised config plus ``config_version``, captured on every run."""
+        return {**self.model_dump(mode="json"), "config_version": self.config_version}
+
+    def with_version(self) -> Schedule:
+        canonical = json.dumps(self.content(), sort_keys=True, separators=(",", ":"))
+        digest = hashlib.sha256(canonical.encode()).hexdigest()
+        return self.model_copy(update={"config_version": digest})

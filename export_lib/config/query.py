@@ -1,0 +1,211 @@
+"""Query specs: what rows an export reads, declared as data (no raw SQL in configs).
+
+Owned by the render engine (issue 5). Three layers keep a config from reading what it must not:
+
+1. the spec itself (pydantic): identifiers must be plain names (``^[A-Za-z_][A-Za-z0-9_]*$``),
+   filter values must be scalars (lists for ``in``/``not_in``), and the tenant column may not
+   be filtered on (the tenant predicate is the engine's, never the config's);
+2. :func:`validate_spec` against the source's *actual* columns (unknown → ``ConfigError`` when
+   checking a config, ``SchemaDriftError`` at render time: the column was there when the config
+   was accepted, so the source changed);
+3. SQL building: identifiers are quoted, values are bound parameters (PostgreSQL COPY cannot
+   take parameters, so there values are rendered client-side by psycopg's ``sql.Literal``, never
+   by string concatenation), and ``tenant_column = company_id`` is ANDed to every query.
+   Every condition is ANDed (there is no OR), so a filter can only narrow the company's rows,
+   never widen them to another tenant's.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from datetime import date, datetime
+from decimal import Decimal
+from typing import Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from export_lib.errors import ConfigError, SchemaDriftError
+
+FilterOp = Literal["=", "!=", "<", "<=", ">", ">=", "in", "not_in", "is_null", "is_not_null"]
+Dialect = Literal["postgresql", "sqlite"]
+
+IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
+SCALARS = (str, int, float, Decimal, bool, date, datetime)
+LIST_OPS = ("in", "not_in")
+NULL_OPS = ("is_null", "is_not_null")
+
+
+def _check_identifier(value: str) -> str:
+    if not IDENTIFIER.match(value):
+        raise ValueError(
+            f"{value!r} is not a plain column/table name: use letters, digits and _ only "
+            "(max 63 chars, not starting with a digit); expose other names through a view"
+        )
+    return value
+
+
+class Filter(BaseModel):
+    """One ``column op value`` condition; the value is always a bound parameter."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    column: str
+    op: FilterOp
+    value: Any = None
+
+    @field_validator("column")
+    @classmethod
+    def _plain_name(cls, value: str) -> str:
+        return _check_identifier(value)
+
+    @field_validator("value", mode="before")
+    @classmethod
+    def _immutable(cls, value: Any) -> Any:
+        return tuple(value) if isinstance(value, list) else value
+
+    @model_validator(mode="after")
+    def _value_fits_op(self) -> Filter:
+        if self.op in NULL_OPS:
+            if self.value is not None:
+                raise ValueError(f"op {self.op!r} takes no value (got {self.value!r}); remove it")
+        elif self.op in LIST_OPS:
+            if not isinstance(self.value, tuple) or not self.value:
+                raise ValueError(
+                    f"op {self.op!r} needs a non-empty list value (got {self.value!r})")
+            for item in self.value:
+                _check_scalar(item, self.op)
+        else:
+            _check_scalar(self.value, self.op)
+        return self
+
+
+def _check_scalar(value: Any, op: str) -> None:
+    if value is None:
+        raise ValueError(f"op {op!r} cannot compare with null; use op 'is_null' instead")
+    if not isinstance(value, SCALARS):
+        raise ValueError(
+            f"value {value!r} is a {type(value).__name__}; use a string, number, boolean, "
+            "date or timestamp"
+        )
+
+
+class QuerySpec(BaseModel):
+    """The rows of one export: a table of a source connection, scoped to one company.
+
+    ``timestamp_column`` decides window inclusion (``start <= ts < end``);
+    ``tenant_column`` is compared to the company id on every query;
+    ``ingested_column`` (if the source has one) gives reproducible content via the run's
+    source cutoff (``ingested_at < cutoff``); without it the artifact is marked not
+    reproducible. ``table_schema`` qualifies the table (PostgreSQL schema); None means the
+    connection's ``search_path``.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    source: str = "demo_source"
+    table: str
+    table_schema: str | None = None
+    columns: tuple[str, ...] = Field(min_length=1)
+    timestamp_column: str
+    tenant_column: str
+    ingested_column: str | None = None
+    filters: tuple[Filter, ...] = ()
+    order_by: tuple[str, ...] = ()
+
+    @field_validator("table", "table_schema", "timestamp_column", "tenant_column",
+                     "ingested_column")
+    @classmethod
+    def _plain_name(cls, value: str | None) -> str | None:
+        return None if value is None else _check_identifier(value)
+
+    @field_validator("columns", "order_by")
+    @classmethod
+    def _plain_names(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for name in value:
+            _check_identifier(name)
+        if len(set(value)) != len(value):
+            dupes = sorted({n for n in value if value.count(n) > 1})
+            raise ValueError(f"names must be unique; {', '.join(dupes)} repeated")
+        return value
+
+    @model_validator(mode="after")
+    def _tenant_is_engine_owned(self) -> QuerySpec:
+        for i, flt in enumerate(self.filters):
+            if flt.column == self.tenant_column:
+                raise ValueError(
+                    f"filters[{i}] filters on the tenant column {self.tenant_column!r}; the "
+                    "engine scopes every query to the run's company, remove this filter"
+                )
+        return self
+
+    def referenced(self) -> list[tuple[str, str]]:
+        """Every (field path, column name) the spec reads, in config order."""
+        refs = [(f"columns[{i}]", c) for i, c in enumerate(self.columns)]
+        refs += [("timestamp_column", self.timestamp_column), ("tenant_column", self.tenant_column)]
+        if self.ingested_column:
+            refs.append(("ingested_column", self.ingested_column))
+        refs += [(f"filters[{i}].column", f.column) for i, f in enumerate(self.filters)]
+        refs += [(f"order_by[{i}]", c) for i, c in enumerate(self.order_by)]
+        return refs
+
+
+def load_spec(data: dict[str, Any], *, where: str = "query") -> QuerySpec:
+    """Build a QuerySpec from config data; every problem becomes one ConfigError line.
+
+    ``where`` prefixes the field paths (``config/companies/acme.yaml: channels[0].query``).
+    """
+    try:
+        return QuerySpec.model_validate(data)
+    except ValidationError as exc:
+        issues = []
+        for err in exc.errors():
+            path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err["loc"])
+            issues.append(f"{where}{path}: {err['msg']} (got {err.get('input')!r})")
+        raise ConfigError("\n".join(issues), issues) from None
+
+
+def validate_spec(
+    spec: QuerySpec,
+    columns: dict[str, str],
+    *,
+    schedule_id: str,
+    missing: Literal["drift", "config"] = "drift",
+) -> None:
+    """Check every column the spec names exists in the source (``columns``: name → type).
+
+    ``missing="drift"`` (render time, the default) raises SchemaDriftError naming schedule and
+    column; ``missing="config"`` (checking a new config) raises ConfigError naming the field.
+    All problems are reported at once.
+    """
+    where = f"{spec.table_schema}.{spec.table}" if spec.table_schema else spec.table
+    if not columns:
+        msg = (f"schedule {schedule_id!r}: query.table {where!r} does not exist in source "
+               f"{spec.source!r} (or has no columns); fix the table name or create it")
+        raise (SchemaDriftError if missing == "drift" else ConfigError)(msg)
+    issues = []
+    for path, name in spec.referenced():
+        if name in columns:
+            continue
+        close = difflib.get_close_matches(name, list(columns), n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        issues.append(
+            f"schedule {schedule_id!r}: query.{path}: column {name!r} is not in {where} of "
+            f"source {spec.source!r} (it has: {', '.join(columns)}){hint}"
+        )
+    if not issues:
+        return
+    if missing == "config":
+        raise ConfigError(issues[0] if len(issues) == 1 else "\n".join(issues), issues)
+    raise SchemaDriftError(
+        "\n".join(issues)
+        + "\nthe source changed since the config was accepted: restore the column in the source "
+        "or remove it from the schedule's query"
+    )

@@ -1,0 +1,411 @@
+"""The Ledger: registration (insert-or-get), attempts with fencing, fenced publication, events.
+
+Every state change goes through :func:`check_transition` and appends an event in the same
+transaction. Fencing: each attempt claims ``generation = current_generation + 1``; only the
+attempt holding the current generation may move the run or publish, and publication checks it
+in the transaction that records the artifact (row-locked on PostgreSQL, ``BEGIN IMMEDIATE`` on
+SQLite), so a stalled worker that wakes up after a newer attempt started is rejected.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import Connection, func, insert, select, update
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import ArgumentError, IntegrityError, OperationalError
+
+from export_lib.errors import FencingError, LedgerError, PublishError
+from export_lib.ledger.database import ledger_url, make_engine, masked
+from export_lib.ledger.records import ArtifactRecord, AttemptRecord, RunRecord, RunRegistration
+from export_lib.ledger.schema import artifacts, attempts, events, runs
+from export_lib.ledger.states import RunState, check_transition
+
+log = logging.getLogger(__name__)
+
+DEFAULT_LEASE = timedelta(hours=1)
+
+
+def open_ledger(url: str | None = None) -> Ledger:
+    """Connect to the ledger; an unreachable one is a LedgerError naming the (masked) URL."""
+    resolved = ledger_url(url)
+    try:
+        engine = make_engine(resolved)
+    except ArgumentError as exc:
+        raise LedgerError(
+            f"EXPORT_LEDGER_URL {masked(resolved)!r} is not a usable database URL ({exc}); use "
+            "e.g. postgresql://user:pw@host:5432/exports or sqlite:////abs/path/ledger.db"
+        ) from exc
+    try:
+        with engine.connect():
+            pass
+    except OperationalError as exc:
+        reason = str(exc.orig).strip().splitlines()[0] if exc.orig else str(exc)
+        raise LedgerError(
+            f"cannot reach the export ledger at {masked(resolved)}: {reason}. "
+            "Check EXPORT_LEDGER_URL and that the database is up."
+        ) from exc
+    return Ledger(engine, resolved)
+
+
+def _run(row: Any) -> RunRecord:
+    return RunRecord(**dict(row._mapping))
+
+
+def _attempt(row: Any) -> AttemptRecord:
+    return AttemptRecord(**dict(row._mapping))
+
+
+def _artifact(row: Any) -> ArtifactRecord:
+    return ArtifactRecord(**dict(row._mapping))
+
+
+class Ledger:
+    """Access to the ledger tables. Thread/process safe: every method is one transaction."""
+
+    def __init__(self, engine: Engine, url: str = "") -> None:
+        self.engine = engine
+        self.url = url or str(engine.url)
+
+    # -- schema ---------------------------------------------------------------------------
+    def upgrade(self) -> None:
+        """Bring the schema to the newest Alembic revision (idempotent)."""
+        from export_lib.ledger.migrations import upgrade
+
+        upgrade(self.engine)
+
+    def ensure_schema(self) -> None:
+        """Make sure the tables exist at the newest revision before a command uses them.
+
+        The embedded SQLite ledger is upgraded on the spot (so ``exportctl run`` works on a
+        fresh checkout); a server database is never migrated implicitly — two workers racing
+        on DDL, or a migration nobody reviewed, is worse than a clear error.
+        """
+        from export_lib.ledger.migrations import current, head
+
+        try:
+            have, want = current(self.engine), head()
+        except OperationalError as exc:
+            raise LedgerError(f"ledger {masked(self.url)} failed: {exc.orig}") from exc
+        if have == want:
+            return
+        if self.engine.dialect.name == "sqlite":
+            log.info("upgrading the embedded ledger %s from %s to %s", masked(self.url), have, want)
+            self.upgrade()
+            return
+        raise LedgerError(
+            f"the export ledger at {masked(self.url)} is at schema revision {have or 'none'}, "
+            f"this code needs {want}: run 'exportctl ledger upgrade' with the same "
+            "EXPORT_LEDGER_URL first"
+        )
+
+    @contextmanager
+    def _tx(self) -> Iterator[Connection]:
+        try:
+            with self.engine.begin() as conn:
+                yield conn
+        except OperationalError as exc:
+            raise LedgerError(f"ledger {masked(self.url)} failed: {exc.orig}") from exc
+
+    @contextmanager
+    def _read(self) -> Iterator[Connection]:
+        try:
+            with self.engine.connect() as conn:
+                yield conn
+        except OperationalError as exc:
+            raise LedgerError(f"ledger {masked(self.url)} failed: {exc.orig}") from exc
+
+    def _lock_run(self, conn: Connection, run_key: str) -> RunRecord:
+        row = conn.execute(
+            select(runs).where(runs.c.run_key == run_key).with_for_update()
+        ).first()
+        if row is None:
+            raise LedgerError(f"run {run_key} is not registered in the ledger")
+        return _run(row)
+
+    def _move(
+        self, conn: Connection, run: RunRecord, target: RunState, now: datetime,
+        *, attempt_id: str | None = None, reason: str | None = None,
+    ) -> None:
+        target = RunState(target)
+        check_transition(run.run_key, run.state, target)
+        conn.execute(
+            update(runs).where(runs.c.id == run.id)
+            .values(state=target.value, reason=reason, updated_at=now)
+        )
+        conn.execute(insert(events).values(
+            run_id=run.id, at=now, from_state=run.state, to_state=target.value,
+            attempt_id=attempt_id, detail=reason,
+        ))
+
+    # -- registration ---------------------------------------------------------------------
+    def register(self, reg: RunRegistration, now: datetime) -> tuple[RunRecord, bool]:
+        """Insert-or-get on the run key. Returns (run, created). An existing run is returned
+        untouched: its captured window, config version and snapshot are never rewritten."""
+        existing = self.get_run(reg.run_key)
+        if existing is not None:
+            return existing, False
+        values = {**reg.__dict__, "state": RunState.REGISTERED.value, "current_generation": 0,
+                  "created_at": now, "updated_at": now}
+        try:
+            with self._tx() as conn:
+                run_id = conn.execute(insert(runs).values(**values)).inserted_primary_key[0]
+                conn.execute(insert(events).values(
+                    run_id=run_id, at=now, from_state=None, to_state=RunState.REGISTERED.value,
+                    detail=f"registered by {reg.trigger}",
+                ))
+        except IntegrityError:
+            # Another scheduler/process registered the same slot first: use theirs.
+            run = self.get_run(reg.run_key)
+            assert run is not None
+            return run, False
+        run = self.get_run(reg.run_key)
+        assert run is not None
+        return run, True
+
+    def get_run(self, run_key: str) -> RunRecord | None:
+        with self._read() as conn:
+            row = conn.execute(select(runs).where(runs.c.run_key == run_key)).first()
+        return _run(row) if row else None
+
+    # -- attempts -------------------------------------------------------------------------
+    def claim_attempt(
+        self, run_key: str, *, origin: str, staging_uri: Callable[[str], str], now: datetime,
+        lease: timedelta = DEFAULT_LEASE, regenerate: bool = False,
+    ) -> AttemptRecord:
+        """Start a new attempt with the next generation; older running attempts are abandoned
+        (their staging objects stay recorded for clean-up). A READY run is only re-opened with
+        ``regenerate=True``."""
+        attempt_id = uuid.uuid4().hex
+        with self._tx() as conn:
+            run = self._lock_run(conn, run_key)
+            if run.state == RunState.READY and not regenerate:
+                raise PublishError(
+                    f"run {run_key} is already ready; pass regenerate to publish a new version"
+                )
+            generation = run.current_generation + 1
+            stale = conn.execute(
+                update(attempts)
+                .where(attempts.c.run_id == run.id, attempts.c.state.in_(("running", "staged")))
+                .values(state="abandoned", finished_at=now,
+                        error=f"superseded by generation {generation}")
+            ).rowcount
+            if stale:
+                log.warning("run %s: %d earlier attempt(s) abandoned; generation %d takes over",
+                            run_key, stale, generation)
+            values: dict[str, Any] = {"current_generation": generation}
+            if regenerate and run.state == RunState.READY:
+                # A regeneration reads what the source holds now (late rows included).
+                values["source_cutoff"] = now
+            conn.execute(update(runs).where(runs.c.id == run.id).values(**values))
+            self._move(conn, run, RunState.READING, now, attempt_id=attempt_id,
+                       reason=f"attempt generation {generation} from {origin}")
+            conn.execute(insert(attempts).values(
+                attempt_id=attempt_id, run_id=run.id, generation=generation, origin=origin,
+                state="running", lease_expires_at=now + lease,
+                staging_uri=staging_uri(attempt_id), staging_cleaned=0, started_at=now,
+            ))
+            row = conn.execute(select(attempts).where(attempts.c.attempt_id == attempt_id)).one()
+        return _attempt(row)
+
+    def get_attempt(self, attempt_id: str) -> AttemptRecord:
+        with self._read() as conn:
+            row = conn.execute(select(attempts).where(attempts.c.attempt_id == attempt_id)).first()
+        if row is None:
+            raise LedgerError(f"attempt {attempt_id} is not in the ledger")
+        return _attempt(row)
+
+    def _fence(self, conn: Connection, run: RunRecord, attempt_id: str) -> AttemptRecord:
+        row = conn.execute(select(attempts).where(attempts.c.attempt_id == attempt_id)).first()
+        if row is None:
+            raise LedgerError(f"attempt {attempt_id} is not in the ledger")
+        att = _attempt(row)
+        if att.run_id != run.id or att.generation != run.current_generation:
+            raise FencingError(
+                f"run {run.run_key}: attempt {attempt_id[:12]} (generation {att.generation}) is "
+                f"stale; generation {run.current_generation} owns the run now, so this attempt "
+                "may not publish. Nothing was made visible."
+            )
+        return att
+
+    def advance(self, run_key: str, attempt_id: str, target: RunState, now: datetime) -> None:
+        """Move an in-flight run (reading → rendering → validating) for the current attempt."""
+        with self._tx() as conn:
+            run = self._lock_run(conn, run_key)
+            self._fence(conn, run, attempt_id)
+            self._move(conn, run, target, now, attempt_id=attempt_id)
+
+    def record_staged(self, run_key: str, attempt_id: str, *, rows: int, nbytes: int,
+                      sha256: str, now: datetime) -> None:
+        """Record what the attempt staged. Fenced: an attempt that was superseded while it
+        rendered stays abandoned (its object remains staging garbage) and gets FencingError."""
+        with self._tx() as conn:
+            run = self._lock_run(conn, run_key)
+            self._fence(conn, run, attempt_id)
+            conn.execute(update(attempts).where(attempts.c.attempt_id == attempt_id)
+                         .values(state="staged", rows=rows, bytes=nbytes, sha256=sha256))
+
+    def fail(self, run_key: str, attempt_id: str | None, error: str, now: datetime) -> None:
+        """Record a failed attempt; the run goes to FAILED if that attempt still owns it."""
+        with self._tx() as conn:
+            run = self._lock_run(conn, run_key)
+            owns = True
+            if attempt_id:
+                row = conn.execute(select(attempts).where(attempts.c.attempt_id == attempt_id)).first()
+                owns = row is not None and row.generation == run.current_generation
+                conn.execute(update(attempts).where(attempts.c.attempt_id == attempt_id)
+                             .values(state="failed", error=error[:4000], finished_at=now))
+            if owns and run.state not in (RunState.READY, RunState.FAILED):
+                self._move(conn, run, RunState.FAILED, now, attempt_id=attempt_id,
+                           reason=error[:4000])
+
+    def skip(self, run_key: str, reason: str, now: datetime) -> None:
+        with self._tx() as conn:
+            run = self._lock_run(conn, run_key)
+            if run.state != RunState.SKIPPED:
+                self._move(conn, run, RunState.SKIPPED, now, reason=reason)
+
+    # -- publication ----------------------------------------------------------------------
+    def publish(
+        self, run_key: str, attempt_id: str, *, now: datetime, fmt: str,
+        promote: Callable[[int], tuple[str, str]], correction: bool = False,
+    ) -> tuple[ArtifactRecord, bool]:
+        """Fenced publication. Returns (artifact, created).
+
+        In one transaction: lock the run, check the attempt holds the current generation,
+        compare with the newest artifact (identical sha256 → no-op, that artifact is returned),
+        else call ``promote(version)`` to make the object visible under its immutable name
+        and record version N+1 superseding N. The run becomes READY.
+        """
+        with self._tx() as conn:
+            run = self._lock_run(conn, run_key)
+            att = self._fence(conn, run, attempt_id)
+            if att.sha256 is None:
+                raise PublishError(f"run {run_key}: attempt {attempt_id[:12]} has no staged artifact")
+            latest_row = conn.execute(
+                select(artifacts).where(artifacts.c.run_id == run.id)
+                .order_by(artifacts.c.version.desc()).limit(1)
+            ).first()
+            latest = _artifact(latest_row) if latest_row else None
+            if latest is not None and latest.sha256 == att.sha256:
+                created, record = False, latest
+            else:
+                version = (latest.version if latest else 0) + 1
+                uri, manifest_uri = promote(version)
+                values = dict(
+                    run_id=run.id, version=version, uri=uri, manifest_uri=manifest_uri,
+                    sha256=att.sha256, rows=att.rows, bytes=att.bytes, format=fmt,
+                    window_start=run.window_start, window_end=run.window_end,
+                    config_version=run.config_version, attempt_id=attempt_id, generated_at=now,
+                    supersedes=latest.version if latest else None, correction=int(correction),
+                )
+                conn.execute(insert(artifacts).values(**values))
+                row = conn.execute(select(artifacts).where(
+                    artifacts.c.run_id == run.id, artifacts.c.version == version)).one()
+                created, record = True, _artifact(row)
+            conn.execute(update(attempts).where(attempts.c.attempt_id == attempt_id)
+                         .values(state="published", finished_at=now))
+            if run.state != RunState.READY:
+                self._move(conn, run, RunState.READY, now, attempt_id=attempt_id,
+                           reason=f"artifact v{record.version}" + ("" if created else " (unchanged)"))
+        return record, created
+
+    # -- queries --------------------------------------------------------------------------
+    def artifacts(self, run_key: str) -> list[ArtifactRecord]:
+        with self._read() as conn:
+            rows = conn.execute(
+                select(artifacts).join(runs, runs.c.id == artifacts.c.run_id)
+                .where(runs.c.run_key == run_key).order_by(artifacts.c.version)
+            ).all()
+        return [_artifact(r) for r in rows]
+
+    def latest_artifact(self, run_key: str) -> ArtifactRecord | None:
+        found = self.artifacts(run_key)
+        return found[-1] if found else None
+
+    def attempts(self, run_key: str) -> list[AttemptRecord]:
+        with self._read() as conn:
+            rows = conn.execute(
+                select(attempts).join(runs, runs.c.id == attempts.c.run_id)
+                .where(runs.c.run_key == run_key).order_by(attempts.c.generation)
+            ).all()
+        return [_attempt(r) for r in rows]
+
+    def events(self, run_key: str) -> list[dict[str, Any]]:
+        with self._read() as conn:
+            rows = conn.execute(
+                select(events).join(runs, runs.c.id == events.c.run_id)
+                .where(runs.c.run_key == run_key).order_by(events.c.id)
+            ).all()
+        return [dict(r._mapping) for r in rows]
+
+    def list_runs(self, company: str | None = None, schedule_id: str | None = None) -> list[RunRecord]:
+        query = select(runs).order_by(runs.c.company, runs.c.schedule_id, runs.c.slot)
+        if company:
+            query = query.where(runs.c.company == company)
+        if schedule_id:
+            query = query.where(runs.c.schedule_id == schedule_id)
+        with self._read() as conn:
+            return [_run(r) for r in conn.execute(query).all()]
+
+    def staging_garbage(self) -> list[AttemptRecord]:
+        """Abandoned or failed attempts whose staging object has not been cleaned up yet."""
+        with self._read() as conn:
+            rows = conn.execute(select(attempts).where(
+                attempts.c.state.in_(("abandoned", "failed")), attempts.c.staging_cleaned == 0
+            )).all()
+        return [_attempt(r) for r in rows]
+
+    def run_key_of(self, run_id: int) -> str:
+        with self._read() as conn:
+            return conn.execute(select(runs.c.run_key).where(runs.c.id == run_id)).scalar_one()
+
+    def mark_cleaned(self, attempt_id: str) -> None:
+        with self._tx() as conn:
+            conn.execute(update(attempts).where(attempts.c.attempt_id == attempt_id)
+                         .values(staging_cleaned=1))
+
+    def count(self, table: str) -> int:
+        target = {"runs": runs, "attempts": attempts, "artifacts": artifacts, "events": events}[table]
+        with self._read() as conn:
+            return conn.execute(select(func.count()).select_from(target)).scalar_one()
+
+    # -- operator decisions and recovery bookkeeping --------------------------------------------
+    def note(self, run_key: str, detail: str, now: datetime, *, reason: str | None = None) -> None:
+        """Append an event without a state change (a hold, a release, a notification)."""
+        with self._tx() as conn:
+            run = self._lock_run(conn, run_key)
+            conn.execute(insert(events).values(run_id=run.id, at=now, from_state=run.state,
+                                               to_state=run.state, detail=detail))
+            if reason is not None:
+                conn.execute(update(runs).where(runs.c.id == run.id)
+                             .values(reason=reason, updated_at=now))
+
+    def is_released(self, run_key: str) -> bool:
+        return any(e["detail"] == "released by operator" for e in self.events(run_key))
+
+    def release(self, run_key: str, now: datetime, who: str = "operator") -> None:
+        """Record an operator's decision to export a held (late) run anyway."""
+        self.note(run_key, "released by operator", now, reason=f"released by {who}")
+
+    def previous_slot(self, schedule_id: str, before: datetime) -> datetime | None:
+        """The newest registered slot of ``schedule_id`` strictly before ``before``."""
+        with self.engine.connect() as conn:
+            return conn.execute(
+                select(func.max(runs.c.slot)).where(runs.c.schedule_id == schedule_id,
+                                                    runs.c.slot < before)
+            ).scalar_one_or_none()
+
+    def inflight_renders(self, company: str, now: datetime) -> int:
+        """Attempts of ``company`` rendering right now (running, lease not expired)."""
+        with self.engine.connect() as conn:
+            return conn.execute(
+                select(func.count()).select_from(attempts.join(runs, runs.c.id == attempts.c.run_id))
+                .where(runs.c.company == company, attempts.c.state == "running",
+                       attempts.c.lease_expires_at > now)
+            ).scalar_one()

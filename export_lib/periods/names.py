@@ -1,0 +1,88 @@
+"""Names that must be the same in every process: run keys and artifact names (never the clock).
+
+**Run keys** are the identity of a scheduled run, e.g. ``acme/daily-spend/2026-03-29T05:00Z``:
+deterministic from the schedule id (company + export, or company + channel + kind) and the slot
+in UTC, so every process and every retry derives the same key. Minute precision, seconds only
+when non-zero (cron slots are whole minutes; a gap shift can land on a sub-minute transition in
+historical tzdata).
+
+**Artifact names** carry the period: the reporting window in the company's timezone, half-open
+like the window itself: ``2026-03-28`` for one local calendar day, ``2026-02-27--2026-03-29``
+for a range of whole days (end exclusive), ``2026-03-28T0700--2026-03-28T1300`` otherwise.
+Generation time lives only in the manifest. Several runs can report the same period (a
+calendar-day window on a 6-hourly schedule, the previous business day on Saturday, Sunday and
+Monday), so the name also carries the run's slot:
+``acme_daily-spend_2026-03-28_slot-20260329T0500Z_v1.csv``. Every run thus owns its names and a
+published version is never overwritten by another run.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, time, timedelta
+from typing import TYPE_CHECKING
+from zoneinfo import ZoneInfo
+
+from export_lib.errors import WindowError
+
+if TYPE_CHECKING:
+    from export_lib.config.models import Schedule
+
+
+def slot_label(slot: datetime) -> str:
+    """``2026-03-29T05:00Z`` (``…T05:00:30Z`` if seconds are non-zero)."""
+    if slot.tzinfo is None or slot.utcoffset() is None:
+        raise WindowError(f"a run key needs a timezone-aware slot (got naive {slot.isoformat()})")
+    utc = slot.astimezone(UTC)
+    spec = "minutes" if utc.second == 0 and utc.microsecond == 0 else "auto"
+    return utc.replace(tzinfo=None).isoformat(timespec=spec) + "Z"
+
+
+def run_key(schedule_id: str, slot: datetime) -> str:
+    """The run key of ``slot`` of ``schedule_id``: ``<schedule_id>/<slot_label>``."""
+    return f"{schedule_id}/{slot_label(slot)}"
+
+
+def parse_run_key(key: str) -> tuple[str, datetime]:
+    """Split a run key back into ``(schedule_id, slot)``; raises ``WindowError`` if malformed."""
+    schedule_id, _, label = key.rpartition("/")
+    try:
+        if not schedule_id or not label.endswith("Z"):
+            raise ValueError(key)
+        slot = datetime.fromisoformat(label[:-1]).replace(tzinfo=UTC)
+    except ValueError:
+        raise WindowError(
+            f"malformed run key {key!r}; expected '<schedule id>/<YYYY-MM-DDTHH:MMZ>', "
+            "e.g. 'acme/daily-spend/2026-03-29T05:00Z'") from None
+    return schedule_id, slot
+
+
+def deadline_for(schedule: Schedule, slot: datetime) -> datetime:
+    """When the export of ``slot`` must be delivered: the slot plus the schedule's deadline."""
+    return slot.astimezone(UTC) + schedule.policies.deadline
+
+
+
+def period_label(start: datetime, end: datetime, timezone: str) -> str:
+    tz = ZoneInfo(timezone)
+    ls, le = start.astimezone(tz), end.astimezone(tz)
+    if ls.time() == time(0) and le.time() == time(0):
+        if le.date() - ls.date() == timedelta(days=1):
+            return ls.date().isoformat()
+        return f"{ls.date().isoformat()}--{le.date().isoformat()}"
+    return f"{ls:%Y-%m-%dT%H%M}--{le:%Y-%m-%dT%H%M}"
+
+
+def schedule_slug(schedule_id: str) -> str:
+    """``acme/facebook/primary`` → ``facebook-primary`` (the company is the folder already)."""
+    parts = schedule_id.split("/")
+    return "-".join(parts[1:]) if len(parts) > 1 else parts[0]
+
+
+def slot_tag(slot: datetime) -> str:
+    return f"slot-{slot.astimezone(UTC):%Y%m%dT%H%MZ}"
+
+
+def artifact_key(company: str, schedule_id: str, period: str, slot: datetime, version: int,
+                 ext: str) -> str:
+    slug = schedule_slug(schedule_id)
+    return f"{company}/{slug}/{company}_{slug}_{period}_{slot_tag(slot)}_v{version}.{ext}"

@@ -1,0 +1,188 @@
+"""Slots: the instants a schedule fires, as pure functions of a :class:`Timing` (ADR 0001).
+
+On each local date D in the timing's zone the candidate wall times are ``h:00`` with
+``h ≡ export_hour (mod interval_hours)`` (or the cron's wall-time matches). Each wall time is
+turned into instants by the DST policy:
+
+* it does not exist (a gap): ``shift`` → the first instant after the gap, ``skip`` → none;
+* it occurs twice (a fold): ``first`` → the earlier, ``second`` → the later, ``both`` → both.
+
+The slots are the set of those instants (duplicates merged), ascending. Worked example,
+Europe/Berlin, 02:00 daily: on 2026-03-29 02:00 does not exist; ``shift`` fires at 03:00 CEST
+(01:00 UTC), ``skip`` not at all. On 2026-10-25 02:00 happens at 00:00 and 01:00 UTC;
+``first``/``second``/``both`` fire at 00:00 / 01:00 / both.
+
+All functions take and return timezone-aware datetimes (results are in UTC) and never read
+the clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, date, datetime, time, timedelta
+from zoneinfo import ZoneInfo
+
+from export_lib.errors import WindowError
+from export_lib.periods.timing import Timing, zone
+
+_MARGIN = timedelta(days=2)  # a DST shift moves a wall time by far less than a day
+_MAX_SEARCH = timedelta(days=366 * 30)  # sparse crons (29 Feb) still fire within 30 years
+
+
+def _aware(value: datetime, name: str) -> datetime:
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise WindowError(f"{name} must be timezone-aware (got naive {value.isoformat()}); "
+                          "add an offset such as +00:00")
+    utc = value.astimezone(UTC)
+    # A plain datetime, so pendulum (Airflow) instants behave like stdlib ones in arithmetic.
+    return datetime(utc.year, utc.month, utc.day, utc.hour, utc.minute, utc.second,
+                    utc.microsecond, tzinfo=UTC)
+
+
+def _local_naive(instant: datetime, tz: ZoneInfo) -> datetime:
+    return instant.astimezone(tz).replace(tzinfo=None)
+
+
+def _end_of_gap(wall: datetime, tz: ZoneInfo, before: datetime, after: datetime) -> datetime:
+    """The first instant whose local time is past the missing ``wall`` (the transition).
+
+    ``before`` is an instant whose local time is earlier than ``wall`` and ``after`` one whose
+    local time is later; bisect on whole seconds (tz offsets are whole seconds).
+    """
+    lo, hi = int(before.timestamp()), int(after.timestamp())
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if _local_naive(datetime.fromtimestamp(mid, UTC), tz) > wall:
+            hi = mid
+        else:
+            lo = mid
+    return datetime.fromtimestamp(hi, UTC)
+
+
+def resolve_wall_time(wall: datetime, tz: ZoneInfo, dst_gap: str = "shift",
+                      dst_fold: str = "first") -> tuple[datetime, ...]:
+    """The UTC instants of a naive local ``wall`` time under the DST policy (0, 1 or 2)."""
+    earlier = wall.replace(tzinfo=tz, fold=0).astimezone(UTC)
+    later = wall.replace(tzinfo=tz, fold=1).astimezone(UTC)
+    if earlier == later:
+        return (earlier,)
+    if earlier < later:  # a fold: the wall time happens twice
+        return {"first": (earlier,), "second": (later,), "both": (earlier, later)}[dst_fold]
+    # A gap: PEP 495 maps fold=0 with the offset before the transition, which lands after it.
+    if dst_gap == "skip":
+        return ()
+    return (_end_of_gap(wall, tz, later, earlier),)
+
+
+def start_of_day(tz: ZoneInfo | str, day: date) -> datetime:
+    """The earliest instant whose local date is ``day`` (midnight, or the end of a gap).
+
+    Example: America/Havana skips 00:00–01:00 on 2026-03-08, so the day starts at 01:00 CDT
+    (05:00 UTC).
+    """
+    zone_info = zone(tz) if isinstance(tz, str) else tz
+    return resolve_wall_time(datetime.combine(day, time()), zone_info, "shift", "first")[0]
+
+
+def _wall_times(timing: Timing, first: date, last: date) -> Iterator[datetime]:
+    """Candidate naive wall times on local dates ``first``..``last`` inclusive."""
+    if timing.cron is None:
+        hours = timing.local_hours
+        day = first
+        while day <= last:
+            for hour in hours:
+                yield datetime.combine(day, time(hour))
+            day += timedelta(days=1)
+        return
+    from croniter import croniter
+
+    end = datetime.combine(last + timedelta(days=1), time())
+    matches = croniter(timing.cron, datetime.combine(first, time()) - timedelta(microseconds=1),
+                       ret_type=datetime)
+    while (wall := matches.get_next()) < end:
+        yield wall
+
+
+def slots_between(timing: Timing, start: datetime, end: datetime) -> tuple[datetime, ...]:
+    """Every slot ``s`` with ``start <= s < end``, ascending, in UTC."""
+    start, end = _aware(start, "start"), _aware(end, "end")
+    if end <= start:
+        return ()
+    tz = timing.zone
+    first = (start - _MARGIN).astimezone(tz).date()
+    last = (end + _MARGIN).astimezone(tz).date()
+    found: set[datetime] = set()
+    for wall in _wall_times(timing, first, last):
+        for instant in resolve_wall_time(wall, tz, timing.dst_gap, timing.dst_fold):
+            if start <= instant < end:
+                found.add(instant)
+    return tuple(sorted(found))
+
+
+def _typical_gap(timing: Timing) -> timedelta:
+    return timedelta(hours=timing.interval_hours or 24)
+
+
+def next_slots(timing: Timing, after_or_at: datetime, count: int) -> tuple[datetime, ...]:
+    """The first ``count`` slots at or after ``after_or_at`` (fewer only for a dead cron)."""
+    start = _aware(after_or_at, "after_or_at")
+    if count <= 0:
+        return ()
+    span = _typical_gap(timing) * (count + 1) + timedelta(days=3)
+    while True:
+        found = slots_between(timing, start, start + span)
+        if len(found) >= count or span > _MAX_SEARCH:
+            return found[:count]
+        span *= 2
+
+
+def latest_slot_at_or_before(timing: Timing, t: datetime) -> datetime | None:
+    """The last slot ``s <= t`` (None only for a cron that has not fired for 30 years)."""
+    end = _aware(t, "t") + timedelta(microseconds=1)
+    span = _typical_gap(timing) + timedelta(days=3)
+    while True:
+        found = slots_between(timing, end - span, end)
+        if found:
+            return found[-1]
+        if span > _MAX_SEARCH:
+            return None
+        span *= 2
+
+
+def previous_slot(timing: Timing, t: datetime) -> datetime | None:
+    """The last slot strictly before ``t``."""
+    return latest_slot_at_or_before(timing, _aware(t, "t") - timedelta(microseconds=1))
+
+
+def is_slot(timing: Timing, t: datetime) -> bool:
+    """Whether ``t`` is exactly one of the schedule's slots."""
+    instant = _aware(t, "t")
+    return instant in slots_between(timing, instant, instant + timedelta(microseconds=1))
+
+
+def nearest_slots(timing: Timing, t: datetime, n: int = 2) -> tuple[datetime, ...]:
+    """Up to ``n`` slots on each side of ``t`` (for "not on the schedule" errors), ascending."""
+    instant = _aware(t, "t")
+    before: list[datetime] = []
+    cursor: datetime | None = instant
+    while cursor is not None and len(before) < n:
+        cursor = previous_slot(timing, cursor)
+        if cursor is not None:
+            before.insert(0, cursor)
+    after = next_slots(timing, instant + timedelta(microseconds=1), n)
+    return (*before, *after)
+
+
+def require_slot(timing: Timing, t: datetime, what: str = "schedule") -> datetime:
+    """Return ``t`` in UTC if it is a slot, else raise ``WindowError`` naming nearby slots."""
+    instant = _aware(t, "slot")
+    if not is_slot(timing, instant):
+        near = ", ".join(format_instant(s) for s in nearest_slots(timing, instant))
+        raise WindowError(f"{format_instant(instant)} is not a slot of {what} "
+                          f"({timing.summary}); the nearest valid slots are {near}")
+    return instant
+
+
+def format_instant(instant: datetime) -> str:
+    """ISO 8601 in UTC with a ``Z`` suffix, e.g. ``2026-03-29T01:00:00Z``."""
+    return instant.astimezone(UTC).replace(tzinfo=None).isoformat() + "Z"

@@ -1,0 +1,56 @@
+"""Run policies decided at the start of a run: late start, paused companies, missed slots.
+
+Pure functions (``now`` passed in). The Airflow edge applies the decisions: it records them in
+the ledger and skips or fails the task with the reason, so an analyst reading the run sees why.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal
+
+from export_lib.periods.slots import slots_between
+
+Action = Literal["run", "skip", "hold"]
+
+
+@dataclass(frozen=True)
+class StartDecision:
+    action: Action
+    reason: str = ""
+
+
+def start_decision(*, company_status: str, late_start: str, deadline: datetime | None,
+                   now: datetime, released: bool = False) -> StartDecision:
+    """What to do with a run that starts at ``now``.
+
+    * a paused company: skip (its DAGs are paused too; this covers runs already queued);
+    * started after the deadline: ``finish`` runs anyway (the ledger shows it late),
+      ``skip`` records it skipped, ``hold`` waits for an operator decision
+      (``exportctl release RUN_KEY``, then clear the task).
+    """
+    if company_status == "paused":
+        return StartDecision("skip", "company is paused; resume it in its config file to export")
+    if deadline is None or now <= deadline:
+        return StartDecision("run")
+    late = f"started {_minutes(now - deadline)} after its deadline {deadline:%Y-%m-%dT%H:%MZ}"
+    if late_start == "skip":
+        return StartDecision("skip", f"late_start=skip: {late}; the period is not exported")
+    if late_start == "hold" and not released:
+        return StartDecision("hold", f"late_start=hold: {late}; an operator must decide: "
+                                     "run 'exportctl release <run key>' and clear this task")
+    return StartDecision("run", f"late_start={late_start}: {late}; exporting anyway")
+
+
+def _minutes(delta) -> str:
+    minutes = int(delta.total_seconds() // 60)
+    return f"{minutes // 60} h {minutes % 60:02d} min" if minutes >= 60 else f"{minutes} min"
+
+
+def missed_slots(timing, *, previous: datetime | None, current: datetime) -> tuple[datetime, ...]:
+    """Slots strictly between the previous registered slot and ``current`` (recovery bookkeeping
+    for ``latest``/``none``: these periods are recorded as skipped, never left as holes)."""
+    if previous is None or previous >= current:
+        return ()
+    return tuple(s for s in slots_between(timing, previous, current) if s > previous)

@@ -1,0 +1,197 @@
+"""When a schedule fires and what period it reports: the ``Timing`` and ``WindowSpec`` models.
+
+Both are plain data (frozen pydantic models) so a timetable can serialise a ``Timing`` into
+the Airflow metadata DB and rebuild it, and ``config_version`` can hash them. The arithmetic
+lives in :mod:`export_lib.periods.slots` and :mod:`export_lib.periods.windows`; see
+``docs/adr/0001-windows-and-dst.md`` for the semantics.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+from typing import Annotated, Any, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, field_validator, model_validator
+from pydantic_core import PydanticCustomError
+
+ALLOWED_INTERVAL_HOURS = (1, 2, 3, 4, 6, 8, 12, 24)
+CRON_ALIASES = ("@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly")
+
+DstGap = Literal["shift", "skip"]
+DstFold = Literal["first", "second", "both"]
+WindowKind = Literal["calendar_day", "trailing_days", "previous_business_day", "trailing_hours",
+                     "interval"]
+
+
+def invalid(kind: str, message: str) -> PydanticCustomError:
+    """A pydantic error carrying a finished human message (no template substitution)."""
+    return PydanticCustomError(f"export_{kind}", message)
+
+
+class FrozenModel(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+@functools.lru_cache(maxsize=512)
+def zone(name: str) -> ZoneInfo:
+    """The ``ZoneInfo`` for an IANA name (cached: zones are immutable)."""
+    return ZoneInfo(name)
+
+
+@functools.lru_cache(maxsize=1)
+def _all_zone_names() -> tuple[str, ...]:
+    import zoneinfo
+
+    return tuple(sorted(zoneinfo.available_timezones()))
+
+
+def timezone_suggestions(name: str, n: int = 3) -> list[str]:
+    """The closest valid IANA names to a misspelt one (case-insensitive)."""
+    names = _all_zone_names()
+    by_lower = {z.lower(): z for z in names}
+    close = difflib.get_close_matches(str(name).lower(), list(by_lower), n=n, cutoff=0.5)
+    return [by_lower[c] for c in close]
+
+
+def check_timezone(name: Any) -> str:
+    """Return ``name`` if it is a known IANA timezone, else raise a custom pydantic error."""
+    if not isinstance(name, str) or not name:
+        raise invalid("timezone", f"timezone must be an IANA name such as 'Europe/Berlin' "
+                      f"(got {name!r})")
+    try:
+        zone(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        hint = timezone_suggestions(name)
+        fix = f"did you mean {', '.join(repr(h) for h in hint)}?" if hint else (
+            "use an IANA name such as 'Europe/Berlin' or 'UTC'")
+        raise invalid("timezone", f"unknown timezone {name!r}; {fix}") from None
+    return name
+
+
+def check_cron(expr: Any) -> str:
+    """Return ``expr`` if it is a 5-field cron expression (or an @alias) croniter accepts."""
+    text = str(expr).strip()
+    if not _cron_ok(text):
+        raise invalid(
+            "cron",
+            f"invalid cron expression {expr!r}; use 5 fields 'minute hour day month weekday' "
+            f"such as '0 14 * * *', or one of {', '.join(CRON_ALIASES)}",
+        )
+    return text
+
+
+@functools.lru_cache(maxsize=1024)
+def _cron_ok(text: str) -> bool:
+    """Cached: croniter's check is slow and DAG parsing validates every schedule's cron."""
+    from croniter import croniter
+
+    return (text in CRON_ALIASES) or (len(text.split()) == 5 and croniter.is_valid(text))
+
+
+def check_export_hour(value: int) -> int:
+    if not 0 <= value <= 23:
+        raise invalid("hour", f"export_hour {value} is out of range; use an hour from 0 to 23 "
+                      f"(local time in the schedule timezone)")
+    return value
+
+
+def check_interval_hours(value: int) -> int:
+    if value not in ALLOWED_INTERVAL_HOURS:
+        allowed = ", ".join(map(str, ALLOWED_INTERVAL_HOURS))
+        raise invalid("interval", f"interval_hours {value} is not allowed; use one of {allowed} "
+                      f"(a divisor of 24, so every day has the same wall times)")
+    return value
+
+
+ExportHour = Annotated[int, AfterValidator(check_export_hour)]
+IntervalHours = Annotated[int, AfterValidator(check_interval_hours)]
+
+
+class Timing(FrozenModel):
+    """When a schedule fires: local hours every ``interval_hours``, or a cron, in ``timezone``.
+
+    Exactly one form is used: ``cron`` (data exports), or ``export_hour`` + ``interval_hours``
+    (widget exports; defaults 0 and 24 when ``cron`` is absent). ``dst_gap`` / ``dst_fold``
+    decide what happens to wall times that do not exist or occur twice (ADR 0001).
+    """
+
+    timezone: str
+    export_hour: ExportHour | None = None
+    interval_hours: IntervalHours | None = None
+    cron: str | None = None
+    dst_gap: DstGap = "shift"
+    dst_fold: DstFold = "first"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_form(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        if data.get("cron") is not None:
+            both = [k for k in ("export_hour", "interval_hours") if data.get(k) is not None]
+            if both:
+                raise invalid(
+                    "timing",
+                    f"use either 'cron' or 'export_hour'/'interval_hours', not both "
+                    f"(got cron {data['cron']!r} and {', '.join(both)})",
+                )
+            return data
+        return {"export_hour": 0, "interval_hours": 24, **{k: v for k, v in data.items()
+                                                           if v is not None}}
+
+    @field_validator("timezone", mode="before")
+    @classmethod
+    def _check_timezone(cls, value: Any) -> str:
+        return check_timezone(value)
+
+    @field_validator("cron", mode="before")
+    @classmethod
+    def _check_cron(cls, value: Any) -> Any:
+        return None if value is None else check_cron(value)
+
+    @property
+    def zone(self) -> ZoneInfo:
+        return zone(self.timezone)
+
+    @property
+    def local_hours(self) -> tuple[int, ...]:
+        """The wall-clock hours ``h`` with ``h ≡ export_hour (mod interval_hours)``."""
+        assert self.export_hour is not None and self.interval_hours is not None
+        step = self.interval_hours
+        return tuple(h for h in range(24) if h % step == self.export_hour % step)
+
+    @property
+    def summary(self) -> str:
+        """Human text such as ``07:00 Europe/Berlin, every 24 h`` or ``cron 0 14 * * * UTC``."""
+        if self.cron is not None:
+            text = f"cron {self.cron} {self.timezone}"
+        else:
+            text = f"{self.export_hour:02d}:00 {self.timezone}, every {self.interval_hours} h"
+        if (self.dst_gap, self.dst_fold) != ("shift", "first"):
+            text += f" (dst_gap={self.dst_gap}, dst_fold={self.dst_fold})"
+        return text
+
+
+class WindowSpec(FrozenModel):
+    """Which period a slot reports (ADR 0001). ``days``/``hours`` only where the kind uses N."""
+
+    kind: WindowKind = "calendar_day"
+    days: int | None = None
+    hours: int | None = None
+
+    @model_validator(mode="after")
+    def _n_matches_kind(self) -> WindowSpec:
+        needs = {"trailing_days": "days", "trailing_hours": "hours"}.get(self.kind)
+        for name in ("days", "hours"):
+            value = getattr(self, name)
+            if name == needs and value is None:
+                raise invalid("window", f"window kind {self.kind!r} needs '{name}' (a positive "
+                              f"integer), e.g. {{kind: {self.kind}, {name}: 3}}")
+            if name == needs and value < 1:
+                raise invalid("window", f"window {name} must be at least 1 (got {value})")
+            if name != needs and value is not None:
+                raise invalid("window", f"window kind {self.kind!r} does not use '{name}' (got "
+                              f"{value}); remove it or use kind 'trailing_{name}'")
+        return self

@@ -1,0 +1,24 @@
+"""One export, stage by stage: start → render → publish → deliver.
+
+The Airflow operators call one stage each and ``exportctl run`` calls them in a row, so both
+worlds run the same code with the same policies (see ``start.start_run``).
+"""
+
+from export_lib.pipeline.stages import (
+    RunContext,
+    collect_staging_garbage,
+    deliver_run,
+    list_deliveries,
+    publish_run,
+    render_run,
+    schedule_of,
+    watermark_ready,
+)
+from export_lib.pipeline.start import register_run, slot_at_or_before, start_manual, start_run
+from export_lib.pipeline.summary import RunSummary, Window
+
+__all__ = [
+    "RunContext", "RunSummary", "Window", "collect_staging_garbage", "deliver_run",
+    "list_deliveries", "publish_run", "register_run", "render_run", "schedule_of",
+    "slot_at_or_before", "start_manual", "start_run", "watermark_ready",
+]

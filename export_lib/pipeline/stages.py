@@ -1,0 +1,314 @@
+"""The stages after the start: render → publish → deliver, plus staging clean-up and the
+late-data watermark check.
+
+Each stage is one function over the ledger; the Airflow operators call one each and the CLI
+(``exportctl run``) calls them in a row, so both worlds run the same code. Every stage is
+idempotent on the run key: a repeated trigger, a retry or a cleared task finds what the ledger
+already holds instead of producing a second artifact or delivery.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import logging
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from export_lib.errors import ArtifactValidationError, ExportError, PublishError
+from export_lib.ledger import Ledger, RunState
+from export_lib.ledger.records import RunRecord
+from export_lib.periods.names import artifact_key, period_label
+from export_lib.storage.stores import ArtifactStore, sha256_of
+
+log = logging.getLogger(__name__)
+
+EXT = {"csv": "csv", "parquet": "parquet"}
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """Where a stage runs (for the attempt record and log lines)."""
+
+    origin: str = "cli"
+    trigger: str = "scheduled"
+
+
+def _label(run: RunRecord) -> str:
+    return f"{run.run_key} [{period_label(run.window_start, run.window_end, run.timezone)} " \
+           f"{run.timezone}]"
+
+
+def schedule_of(run: RunRecord):
+    """The schedule exactly as captured at registration (never today's config)."""
+    from export_lib.config.loader import Schedule
+
+    return Schedule.model_validate(run.config_snapshot)
+
+
+def render_run(ledger: Ledger, store: ArtifactStore, run_key: str, *, now: datetime,
+               ctx: RunContext = RunContext(), regenerate: bool = False) -> dict[str, Any]:
+    """Claim a new attempt and render the captured query into its staging object."""
+    from export_lib.render.engine import RenderOptions, render
+    from export_lib.source.connections import get_connection
+    from export_lib.source.database import open_source
+
+    run = _get(ledger, run_key)
+    latest = ledger.latest_artifact(run_key)
+    if run.state == RunState.READY and not regenerate:
+        log.info("%s: already ready as v%s; not rendering again", _label(run), latest.version)
+        return {"run_key": run_key, "rendered": False, "artifact_version": latest.version,
+                "sha256": latest.sha256, "rows": latest.rows}
+    schedule = schedule_of(run)
+    fmt = schedule.format
+    try:
+        attempt = ledger.claim_attempt(
+            run_key, origin=ctx.origin, now=now, regenerate=regenerate,
+            staging_uri=lambda attempt_id: store.staging_uri(attempt_id, EXT[fmt]),
+        )
+    except PublishError:
+        # A concurrent trigger of the same slot published while we looked: that is our result.
+        latest = ledger.latest_artifact(run_key)
+        if regenerate or latest is None:
+            raise
+        log.info("%s: published as v%s meanwhile; not rendering again", _label(run),
+                 latest.version)
+        return {"run_key": run_key, "rendered": False, "artifact_version": latest.version,
+                "sha256": latest.sha256, "rows": latest.rows}
+    run = _get(ledger, run_key)  # a regeneration moved the source cutoff to now
+    try:
+        ledger.advance(run_key, attempt.attempt_id, RunState.RENDERING, now)
+        options = RenderOptions(format=fmt, timezone=run.timezone,
+                                delimiter=schedule.csv.delimiter,
+                                timestamps=schedule.csv.timestamps)
+        with open_source(get_connection(schedule.query.source)) as source, \
+                store.open_staging(attempt.staging_uri) as sink:
+            result = render(
+                source, schedule.query, company_id=run.company, window_start=run.window_start,
+                window_end=run.window_end, cutoff=run.source_cutoff, options=options, sink=sink,
+                schedule_id=run.schedule_id,
+            )
+        ledger.record_staged(run_key, attempt.attempt_id, rows=result.rows, nbytes=result.bytes,
+                             sha256=result.sha256, now=now)
+    except ExportError as exc:
+        ledger.fail(run_key, attempt.attempt_id, str(exc), now)
+        raise
+    log.info("%s: rendered %d rows, %d bytes, sha256 %s (attempt %s, generation %d)",
+             _label(run), result.rows, result.bytes, result.sha256[:16], attempt.attempt_id[:12],
+             attempt.generation)
+    if result.rows == 0 and schedule.policies.skip_empty and latest is None:
+        reason = "the window holds no rows and the export sets skip_empty; nothing is published"
+        store.delete(attempt.staging_uri)
+        ledger.skip(run_key, reason, now)
+        log.info("%s: %s", _label(run), reason)
+        return {"run_key": run_key, "rendered": False, "skipped": reason, "rows": 0}
+    return {"run_key": run_key, "rendered": True, "attempt_id": attempt.attempt_id,
+            "generation": attempt.generation, "rows": result.rows, "bytes": result.bytes,
+            "sha256": result.sha256, "columns": list(result.columns)}
+
+
+def _validate_staged(store: ArtifactStore, uri: str, *, sha256: str, nbytes: int, fmt: str,
+                     columns: list[str] | None, delimiter: str = ",") -> None:
+    with store.read(uri) as fh:
+        actual_sha, actual_bytes = sha256_of(fh)
+    if (actual_sha, actual_bytes) != (sha256, nbytes):
+        raise ArtifactValidationError(
+            f"staged object {uri} does not match what was rendered: sha256 {actual_sha[:16]}… "
+            f"({actual_bytes} bytes) instead of {sha256[:16]}… ({nbytes} bytes); it was changed "
+            "or truncated after rendering, so it is not published. A retry renders it again."
+        )
+    if fmt == "csv" and columns:
+        with store.read(uri) as fh:
+            text = io.TextIOWrapper(fh, encoding="utf-8", newline="")
+            header = next(csv.reader(text, delimiter=delimiter), [])
+        if header != columns:
+            raise ArtifactValidationError(
+                f"staged CSV {uri} has header {header}, expected the configured columns {columns}"
+            )
+
+
+def publish_run(ledger: Ledger, store: ArtifactStore, run_key: str, attempt_id: str | None, *,
+                now: datetime, columns: list[str] | None = None,
+                correction: bool = False) -> dict[str, Any]:
+    """Validate the staged object and publish it (fenced) as an immutable, versioned artifact."""
+    run = _get(ledger, run_key)
+    if attempt_id is None:  # render found the run already ready: nothing new to publish
+        latest = ledger.latest_artifact(run_key)
+        return _artifact_summary(run_key, latest, created=False)
+    attempt = ledger.get_attempt(attempt_id)
+    schedule = schedule_of(run)
+    fmt = schedule.format
+    try:
+        ledger.advance(run_key, attempt_id, RunState.VALIDATING, now)
+        _validate_staged(store, attempt.staging_uri, sha256=attempt.sha256 or "",
+                         nbytes=attempt.bytes or 0, fmt=fmt,
+                         columns=columns or list(schedule.query.columns),
+                         delimiter=schedule.csv.delimiter)
+    except ArtifactValidationError as exc:
+        ledger.fail(run_key, attempt_id, str(exc), now)
+        raise
+    period = period_label(run.window_start, run.window_end, run.timezone)
+
+    def promote(version: int) -> tuple[str, str]:
+        manifest = {
+            "run_key": run.run_key, "company": run.company, "schedule": run.schedule_id,
+            "window_start_utc": run.window_start.isoformat(), "timezone": run.timezone,
+            "window_end_utc": run.window_end.isoformat(), "period": period,
+            "rows": attempt.rows, "bytes": attempt.bytes, "sha256": attempt.sha256,
+            "format": fmt, "config_version": run.config_version,
+            "late_data_policy": schedule.policies.late_data.policy,
+            "reproducible": schedule.query.ingested_column is not None,
+            "source_cutoff_utc": run.source_cutoff.isoformat() if run.source_cutoff else None,
+            "generated_at": now.isoformat(), "version": version,
+            "supersedes": version - 1 if version > 1 else None,
+            "correction": bool(correction and version > 1),
+        }
+        key = artifact_key(run.company, run.schedule_id, period, run.slot, version, EXT[fmt])
+        return store.promote(attempt.staging_uri, key, manifest)
+
+    artifact, created = ledger.publish(run_key, attempt_id, now=now, fmt=fmt, promote=promote,
+                                       correction=correction)
+    if not created:
+        store.delete(attempt.staging_uri)
+    log.info("%s: %s v%d %s (%d rows, sha256 %s)", _label(run),
+             "published" if created else "content unchanged, kept", artifact.version,
+             artifact.uri, artifact.rows, artifact.sha256[:16])
+    return _artifact_summary(run_key, artifact, created=created)
+
+
+def _artifact_summary(run_key: str, artifact, *, created: bool) -> dict[str, Any]:
+    return {"run_key": run_key, "created": created, "version": artifact.version,
+            "uri": artifact.uri, "sha256": artifact.sha256, "rows": artifact.rows,
+            "bytes": artifact.bytes}
+
+
+def _get(ledger: Ledger, run_key: str) -> RunRecord:
+    run = ledger.get_run(run_key)
+    if run is None:
+        raise ExportError(f"run {run_key} is not registered; resolve it first")
+    return run
+
+
+def deliver_run(ledger: Ledger, run_key: str, destination_id: str, *, now: datetime,
+                config_dir: str | None = None, max_attempts: int = 5) -> dict[str, Any]:
+    """Deliver the newest artifact of the run to one of its captured destinations, once.
+
+    The destination comes from the run's captured config (a destination change applies from
+    the next slot); the owner's authorisation is re-checked against the *current* company
+    config, so revoking access stops deliveries of runs registered before the change.
+    """
+    import tempfile
+    from pathlib import Path
+    from urllib.parse import unquote, urlsplit
+
+    from export_lib.config.destinations import select_destinations
+    from export_lib.delivery import DeliverableArtifact, deliver
+    from export_lib.storage.stores import open_store
+
+    run = _get(ledger, run_key)
+    schedule = schedule_of(run)
+    (destination,) = select_destinations(schedule.destinations, [destination_id])
+    artifact = ledger.latest_artifact(run_key)
+    if artifact is None:
+        raise PublishError(f"run {run_key} has no published artifact to deliver yet")
+    authorized = _current_authorized(run, config_dir)
+    # A file:// artifact is read in place whatever EXPORT_ARTIFACT_ROOT says now; an
+    # object-store artifact is streamed to a temp copy (deleted after the delivery).
+    local = None
+    if artifact.uri.startswith("file:"):
+        local = Path(unquote(urlsplit(artifact.uri).path))
+    with tempfile.TemporaryDirectory(prefix="export-deliver-") as tmp:
+        if local is None:
+            local = open_store().download(artifact.uri,
+                                          Path(tmp) / artifact.uri.rsplit("/", 1)[-1])
+        deliverable = DeliverableArtifact(
+            local_path=local, name=local.name, version=artifact.version, sha256=artifact.sha256,
+            bytes=artifact.bytes, rows=artifact.rows, format=artifact.format, uri=artifact.uri,
+            window_start=artifact.window_start, window_end=artifact.window_end,
+            manifest={"company": run.company, "schedule": run.schedule_id,
+                      "run_key": run_key, "config_version": run.config_version},
+        )
+        outcome = deliver(
+            ledger.engine, destination, deliverable, run_key=run_key,
+            period_label=period_label(run.window_start, run.window_end, run.timezone),
+            owner=run.owner, authorized=authorized, max_attempts=max_attempts, now=now,
+        )
+    return {"run_key": run_key, "destination": destination_id, **outcome.as_xcom()}
+
+
+def _current_authorized(run: RunRecord, config_dir: str | None) -> set[str]:
+    """Identities allowed to receive the company's data now: owner + ``authorized``.
+
+    Read from the current config (``config_dir`` or ``EXPORT_CONFIG_DIR``); a company that is
+    gone from the config has nobody authorised.
+    """
+    import os
+
+    from export_lib.config.loader import load_catalog
+
+    directory = config_dir or os.environ.get("EXPORT_CONFIG_DIR")
+    if not directory:
+        company = schedule_of(run).company
+    else:
+        catalog = load_catalog(directory, only=run.company)
+        company = catalog.companies.get(run.company)
+        if company is None:
+            return set()
+    return {company.owner, *company.authorized}
+
+
+def list_deliveries(ledger: Ledger, run_key: str) -> list[dict[str, Any]]:
+    from export_lib.delivery import list_deliveries as _list
+
+    return [{"destination": d["destination_id"], "state": d["state"],
+             "version": d["artifact_version"], "attempts": d["attempts"],
+             "receipt": d.get("receipt"), "last_error": d.get("last_error")}
+            for d in _list(ledger.engine, run_key)]
+
+
+def collect_staging_garbage(ledger: Ledger, store: ArtifactStore) -> dict[str, list[dict]]:
+    """Delete the staging objects of abandoned and failed attempts and mark them cleaned.
+
+    Only attempts that can never publish are collected: an abandoned attempt lost its
+    generation, a failed one its run's state, so fencing rejects either if it ever wakes up.
+    An object that cannot be deleted (another store, a permission) stays recorded as garbage.
+    """
+    from export_lib.errors import StorageError
+
+    report: dict[str, list[dict]] = {"cleaned": [], "kept": []}
+    for attempt in ledger.staging_garbage():
+        run_key = ledger.run_key_of(attempt.run_id)
+        item = {"attempt_id": attempt.attempt_id, "run_key": run_key, "uri": attempt.staging_uri}
+        try:
+            store.delete(attempt.staging_uri)
+        except StorageError as exc:
+            log.warning("run %s: staging object %s of attempt %s not deleted: %s", run_key,
+                        attempt.staging_uri, attempt.attempt_id[:12], exc)
+            report["kept"].append({**item, "error": str(exc)})
+            continue
+        ledger.mark_cleaned(attempt.attempt_id)
+        log.info("run %s: deleted staging object %s of %s attempt %s", run_key,
+                 attempt.staging_uri, attempt.state, attempt.attempt_id[:12])
+        report["cleaned"].append(item)
+    return report
+
+
+def watermark_ready(ledger: Ledger, run_key: str, *, now: datetime) -> tuple[bool, str]:
+    """``late_data: wait_for_watermark``: has the source's ingestion watermark passed the
+    window end + grace? At the run's deadline the answer is yes regardless (export what is there
+    rather than miss the deadline); the reason says which."""
+    from export_lib.source.connections import get_connection
+    from export_lib.source.database import open_source, watermark_passed
+
+    run = _get(ledger, run_key)
+    schedule = schedule_of(run)
+    grace = schedule.policies.late_data.grace
+    if run.deadline is not None and now >= run.deadline:
+        return True, f"deadline {run.deadline:%Y-%m-%dT%H:%MZ} reached; exporting what has arrived"
+    with open_source(get_connection(schedule.query.source)) as source:
+        passed = watermark_passed(source, schedule.query, window_end=run.window_end, grace=grace,
+                                  now=now)
+    due = run.window_end + grace
+    return passed, (f"watermark passed {due:%Y-%m-%dT%H:%MZ}" if passed
+                    else f"waiting for the watermark to pass {due:%Y-%m-%dT%H:%MZ}")

@@ -1,0 +1,174 @@
+"""The start of every run, whoever starts it: register the slot, then apply the start policies.
+
+``start_run`` is the one place that decides whether a slot exports: a paused company, an owner
+who lost access, a start after the deadline (``late_start``), slots missed while nothing ran
+(``recovery``). The Airflow ``ResolveWindowOperator`` and ``exportctl run`` both call it, so the
+same slot gets the same outcome, with the same recorded reason, in either world.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
+from typing import Any
+
+from export_lib.errors import AuthorizationError, RunHeldError, WindowError
+from export_lib.ledger import Ledger, RunState
+from export_lib.ledger.records import RunRecord, RunRegistration
+from export_lib.periods.names import deadline_for, run_key
+from export_lib.periods.slots import format_instant, is_slot, latest_slot_at_or_before
+from export_lib.periods.start import missed_slots, start_decision
+from export_lib.periods.windows import resolve_window
+from export_lib.pipeline.summary import RunSummary, Window
+
+log = logging.getLogger(__name__)
+
+_FINAL = (RunState.SKIPPED, RunState.CANCELLED)
+
+
+def slot_at_or_before(timing: Any, moment: datetime) -> datetime:
+    """The slot a trigger at ``moment`` stands for: ``moment`` itself when it is a slot (the
+    logical date of a scheduled run), else the latest slot before it (a manual trigger)."""
+    # Rebuilt from the timestamp: Airflow hands in pendulum instants, whose astimezone() is not
+    # a plain aware datetime.
+    moment = datetime.fromtimestamp(moment.timestamp(), UTC)
+    if is_slot(timing, moment):
+        return moment
+    slot = latest_slot_at_or_before(timing, moment)
+    if slot is None:
+        raise WindowError(f"no slot of {timing.summary} at or before {format_instant(moment)}")
+    return slot
+
+
+def _summary(ledger: Ledger, run: RunRecord, *, created: bool, **extra: Any) -> RunSummary:
+    latest = ledger.latest_artifact(run.run_key)
+    snapshot = run.config_snapshot or {}
+    return RunSummary(
+        run_key=run.run_key, created=created, state=run.state, company=run.company,
+        schedule_id=run.schedule_id, slot=run.slot,
+        window=Window(start=run.window_start, end=run.window_end, timezone=run.timezone,
+                      kind=run.window_kind),
+        config_version=run.config_version, deadline=run.deadline,
+        artifact_version=latest.version if latest else None,
+        destinations=tuple(d["id"] for d in snapshot.get("destinations", ())), **extra,
+    )
+
+
+def register_run(ledger: Ledger, schedule: Any, slot: datetime, *, now: datetime,
+                 ctx: Any = None) -> RunSummary:
+    """Register the run of ``slot`` (or find it): window, config version and snapshot are
+    captured once and never rewritten. No policy is applied here (see :func:`start_run`)."""
+    window = resolve_window(schedule, slot)
+    reg = RunRegistration(
+        run_key=run_key(schedule.schedule_id, slot), company=schedule.company.id,
+        schedule_id=schedule.schedule_id, slot=slot, window_start=window.start,
+        window_end=window.end, timezone=window.timezone, window_kind=window.kind,
+        config_version=schedule.config_version, config_snapshot=schedule.snapshot(),
+        owner=schedule.owner, trigger=ctx.trigger if ctx else "scheduled", source_cutoff=now,
+        deadline=deadline_for(schedule, slot),
+    )
+    run, created = ledger.register(reg, now)
+    summary = _summary(ledger, run, created=created)
+    log.info("company=%s schedule=%s period=%s: %s run %s (state %s, config %s)%s",
+             *summary.log_fields(), "registered new" if created else "found existing",
+             run.run_key, run.state, run.config_version[:12],
+             f"; artifact v{summary.artifact_version} already published"
+             if summary.artifact_version else "")
+    return summary
+
+
+def _record_missed(ledger: Ledger, schedule: Any, slot: datetime, *, now: datetime,
+                   ctx: Any) -> int:
+    """Recovery ``latest``/``none``: slots between the previous run and this one are recorded
+    as skipped with the reason, so an outage leaves explicit outcomes, not holes."""
+    recovery = schedule.policies.recovery
+    if recovery == "each":
+        return 0
+    missed = missed_slots(schedule.timing, current=slot,
+                          previous=ledger.previous_slot(schedule.schedule_id, slot))
+    for old in missed:
+        summary = register_run(ledger, schedule, old, now=now, ctx=ctx)
+        if not summary.created:
+            continue
+        if recovery == "latest":
+            reason = (f"recovery=latest: missed while the scheduler was down; the newer slot "
+                      f"{slot:%Y-%m-%dT%H:%MZ} was exported instead")
+        else:
+            reason = (f"recovery=none: missed while the scheduler was down; not exported "
+                      f"(recovery=none); for the attention of {schedule.owner}")
+        ledger.skip(summary.run_key, reason, now)
+        log.warning("company=%s schedule=%s period=%s: %s", *summary.log_fields(), reason)
+    return len(missed)
+
+
+def start_run(ledger: Ledger, schedule: Any, slot: datetime, *, now: datetime,
+              ctx: Any) -> RunSummary:
+    """Register the run of ``slot`` and apply every start policy.
+
+    Returns the summary, with ``skip_reason`` set when the slot must not export (recorded in the
+    ledger). Raises ``AuthorizationError`` (recorded as failed) when the owner lost access, and
+    ``RunHeldError`` under ``late_start: hold`` until an operator releases the run.
+    """
+    summary = register_run(ledger, schedule, slot, now=now, ctx=ctx)
+    key = summary.run_key
+    if summary.state == RunState.READY:
+        return summary  # the period has its artifact; downstream reports it (or regenerates)
+    if summary.state in _FINAL:
+        run = ledger.get_run(key)
+        return summary.model_copy(update={"skip_reason": f"run {key} is already {run.state}: "
+                                                         f"{run.reason}"})
+    missed = 0
+    if summary.created and ctx.trigger == "scheduled":
+        missed = _record_missed(ledger, schedule, slot, now=now, ctx=ctx)
+    run = ledger.get_run(key)
+    if not schedule.company.may_receive(run.owner):
+        reason = (f"owner {run.owner} is no longer authorised for company {schedule.company.id}; "
+                  "add them to 'authorized' or change the export's owner")
+        ledger.fail(key, None, reason, now)
+        raise AuthorizationError(f"run {key}: {reason}")
+    decision = start_decision(company_status=schedule.company.status,
+                              late_start=schedule.policies.late_start, deadline=run.deadline,
+                              now=now, released=ledger.is_released(key))
+    if decision.action == "skip":
+        ledger.skip(key, decision.reason, now)
+        log.warning("company=%s schedule=%s period=%s: skipped: %s", *summary.log_fields(),
+                    decision.reason)
+        return summary.model_copy(update={"state": RunState.SKIPPED.value, "missed_recorded": missed,
+                                          "skip_reason": decision.reason})
+    if decision.action == "hold":
+        ledger.note(key, "held: " + decision.reason, now, reason=decision.reason)
+        raise RunHeldError(f"run {key}: {decision.reason}")
+    if decision.reason:
+        log.warning("company=%s schedule=%s period=%s: %s", *summary.log_fields(), decision.reason)
+    return summary.model_copy(update={"missed_recorded": missed,
+                                      "late_reason": decision.reason or None})
+
+
+def start_manual(ledger: Ledger, config_dir: str, params: dict[str, Any], *, run_id: str,
+                 requested_at: datetime, now: datetime, ctx: Any) -> RunSummary:
+    """Register the manual export a trigger form (or API call) asked for. The request is
+    validated before any file is read; nothing is registered when it is invalid. The owner's
+    authorisation and the company's status apply as for scheduled runs."""
+    from export_lib.config.loader import load_catalog
+    from export_lib.config.manual import manual_registration, manual_schedule, parse_request
+
+    request = parse_request(params)
+    catalog = load_catalog(config_dir, only=request.company)
+    schedule = manual_schedule(catalog, request, run_id=run_id)
+    if not schedule.company.may_receive(schedule.owner):
+        raise AuthorizationError(f"manual export for {schedule.company.id}: owner {schedule.owner} "
+                                 "is not authorised for the company")
+    reg = manual_registration(schedule, request, run_id=run_id, now=now,
+                              slot=datetime.fromtimestamp(requested_at.timestamp(), UTC))
+    run, created = ledger.register(reg, now)
+    if created:
+        ledger.note(run.run_key, f"manual export requested ({request.reason}); based on "
+                                 f"{request.base_export}; airflow run {run_id}", now)
+    summary = _summary(ledger, run, created=created)
+    log.info("company=%s schedule=%s period=%s: manual run %s %s: %s", *summary.log_fields(),
+             run.run_key, "registered" if created else "found", request.reason)
+    if schedule.company.status == "paused" and run.state not in (RunState.READY, *_FINAL):
+        reason = "company is paused; resume it in its config file to export"
+        ledger.skip(run.run_key, reason, now)
+        return summary.model_copy(update={"state": RunState.SKIPPED.value, "skip_reason": reason})
+    return summary

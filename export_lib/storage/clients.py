@@ -1,0 +1,59 @@
+"""S3 and GCS clients built from connections — one builder each, shared by the artifact stores
+(``storage_cloud``) and the delivery transports, so both honour the same connection fields.
+
+* S3: ``aws://KEY:SECRET@/?endpoint_url=…&region_name=…`` (extras ``aws_access_key_id``,
+  ``aws_secret_access_key``, ``aws_session_token`` also accepted).
+* GCS: ``google-cloud-platform://?project=p`` with ``key_path`` or ``keyfile_dict`` for a
+  service account, or ``endpoint`` for an emulator (anonymous credentials). Airflow's
+  ``extra__google_cloud_platform__<name>`` spellings are accepted too.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from export_lib.source.connections import Connection
+
+
+def s3_client(conn: Connection, *, connect_timeout: float = 10, read_timeout: float = 120,
+              max_attempts: int = 3) -> Any:
+    import boto3
+    from botocore.config import Config
+
+    extra = conn.extra
+    return boto3.session.Session().client(
+        "s3",
+        endpoint_url=extra.get("endpoint_url") or None,
+        region_name=extra.get("region_name") or None,
+        aws_access_key_id=conn.login or extra.get("aws_access_key_id") or None,
+        aws_secret_access_key=conn.password or extra.get("aws_secret_access_key") or None,
+        aws_session_token=extra.get("aws_session_token") or None,
+        config=Config(connect_timeout=connect_timeout, read_timeout=read_timeout,
+                      retries={"max_attempts": max_attempts, "mode": "standard"}),
+    )
+
+
+def gcs_extra(conn: Connection, name: str) -> Any:
+    return conn.extra.get(name) or conn.extra.get(f"extra__google_cloud_platform__{name}")
+
+
+def gcs_client(conn: Connection) -> Any:
+    from google.cloud import storage
+
+    project = gcs_extra(conn, "project") or None
+    endpoint = gcs_extra(conn, "endpoint")
+    if endpoint:
+        from google.auth.credentials import AnonymousCredentials
+
+        return storage.Client(project=project or "emulator", credentials=AnonymousCredentials(),
+                              client_options={"api_endpoint": endpoint})
+    key_path, keyfile = gcs_extra(conn, "key_path"), gcs_extra(conn, "keyfile_dict")
+    if key_path or keyfile:
+        from google.oauth2 import service_account
+
+        info = json.loads(keyfile) if isinstance(keyfile, str) else keyfile
+        credentials = (service_account.Credentials.from_service_account_file(key_path)
+                       if key_path else service_account.Credentials.from_service_account_info(info))
+        return storage.Client(project=project or credentials.project_id, credentials=credentials)
+    return storage.Client(project=project)

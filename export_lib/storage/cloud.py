@@ -1,0 +1,194 @@
+"""S3 and GCS artifact stores (same contract as ``LocalStore``).
+
+Staging objects are uploaded from a disk-spooled temp file (memory stays bounded) under
+``<prefix>/.staging/<attempt>.<ext>``; promotion is a server-side copy to the immutable final
+key — an object store makes a copied object visible whole or not at all — followed by deleting
+the staging object. The sha256 travels as object metadata so a re-publication of identical
+content is recognised without downloading it.
+
+Connections (``EXPORT_ARTIFACT_CONN``, default ``aws_default`` / ``google_cloud_default``):
+``aws://KEY:SECRET@/?endpoint_url=http%3A%2F%2Fhost%3A9000&region_name=us-east-1`` and
+``google-cloud-platform://?endpoint=http%3A%2F%2Fhost%3A9023&project=p`` (an endpoint means an
+emulator: anonymous credentials).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import BinaryIO
+from urllib.parse import urlsplit
+
+from export_lib.errors import StorageError
+from export_lib.source.connections import Connection
+from export_lib.storage.clients import gcs_client, s3_client
+
+log = logging.getLogger(__name__)
+SPOOL_BYTES = 8 * 1024 * 1024
+
+
+def _split(uri: str, scheme: str) -> tuple[str, str]:
+    parts = urlsplit(uri)
+    if parts.scheme != scheme or not parts.netloc:
+        raise StorageError(f"{uri} is not a {scheme}://bucket/key URI")
+    return parts.netloc, parts.path.lstrip("/")
+
+
+class _BucketStore:
+    scheme = ""
+
+    def __init__(self, bucket: str, prefix: str = "") -> None:
+        self.bucket = bucket
+        self.prefix = prefix.strip("/")
+
+    def _own(self, uri: str) -> str:
+        """The key of ``uri``, refusing objects of another bucket (never touch what a
+        differently configured store wrote)."""
+        bucket, key = _split(uri, self.scheme)
+        if bucket != self.bucket:
+            raise StorageError(f"{uri} belongs to bucket {bucket}, not to this store's bucket "
+                               f"{self.bucket}; check EXPORT_ARTIFACT_ROOT")
+        return key
+
+    def _key(self, key: str) -> str:
+        return f"{self.prefix}/{key}" if self.prefix else key
+
+    def _uri(self, key: str) -> str:
+        return f"{self.scheme}://{self.bucket}/{key}"
+
+    def staging_uri(self, attempt_id: str, ext: str) -> str:
+        return self._uri(self._key(f".staging/{attempt_id}.{ext}"))
+
+    @contextmanager
+    def open_staging(self, uri: str) -> Iterator[BinaryIO]:
+        key = self._own(uri)
+        with tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES) as spool:
+            yield spool
+            spool.seek(0)
+            self._upload(key, spool, {})
+
+    def local_path(self, uri: str) -> Path | None:
+        return None
+
+    def download(self, uri: str, target: Path) -> Path:
+        with self.read(uri) as src, open(target, "wb") as dst:
+            while chunk := src.read(1024 * 1024):
+                dst.write(chunk)
+        return target
+
+    def promote(self, staging_uri: str, key: str, manifest: dict) -> tuple[str, str]:
+        src = self._own(staging_uri)
+        final = self._key(key)
+        existing = self._sha256_meta(final)
+        if existing == manifest["sha256"]:
+            log.info("artifact %s already holds this content", self._uri(final))
+        else:
+            if existing is not None:
+                log.warning("replacing unrecorded object %s left by an interrupted publication",
+                            self._uri(final))
+            self._copy(src, final, {"sha256": manifest["sha256"]})
+        self._delete(src)
+        manifest_key = final + ".manifest.json"
+        body = (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode()
+        self._put_bytes(manifest_key, body, "application/json")
+        return self._uri(final), self._uri(manifest_key)
+
+    def delete(self, uri: str) -> None:
+        self._delete(self._own(uri))
+
+    def exists(self, uri: str) -> bool:
+        return self._exists(self._own(uri))
+
+
+class S3Store(_BucketStore):
+    scheme = "s3"
+
+    def __init__(self, bucket: str, prefix: str, conn: Connection) -> None:
+        super().__init__(bucket, prefix)
+        self.client = s3_client(conn)
+        self.conn = conn
+
+    def _upload(self, key: str, fh: BinaryIO, meta: dict) -> None:
+        self.client.upload_fileobj(fh, self.bucket, key, ExtraArgs={"Metadata": meta})
+
+    def read(self, uri: str):
+        key = self._own(uri)
+        try:
+            return self.client.get_object(Bucket=self.bucket, Key=key)["Body"]
+        except self.client.exceptions.NoSuchKey as exc:
+            raise StorageError(f"object {uri} does not exist") from exc
+
+    def _sha256_meta(self, key: str) -> str | None:
+        from botocore.exceptions import ClientError
+
+        try:
+            head = self.client.head_object(Bucket=self.bucket, Key=key)
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+                return None
+            raise StorageError(f"cannot read {self._uri(key)} via {self.conn.masked_uri()}: {exc}") from exc
+        return head.get("Metadata", {}).get("sha256", "")
+
+    def _exists(self, key: str) -> bool:
+        return self._sha256_meta(key) is not None
+
+    def _copy(self, src: str, dst: str, meta: dict) -> None:
+        self.client.copy({"Bucket": self.bucket, "Key": src}, self.bucket, dst,
+                         ExtraArgs={"Metadata": meta, "MetadataDirective": "REPLACE"})
+
+    def _delete(self, key: str) -> None:
+        self.client.delete_object(Bucket=self.bucket, Key=key)
+
+    def _put_bytes(self, key: str, body: bytes, content_type: str) -> None:
+        self.client.put_object(Bucket=self.bucket, Key=key, Body=body, ContentType=content_type)
+
+
+class GcsStore(_BucketStore):
+    scheme = "gs"
+
+    def __init__(self, bucket: str, prefix: str, conn: Connection) -> None:
+        super().__init__(bucket, prefix)
+        self.client = gcs_client(conn)
+        self._bucket = self.client.bucket(bucket)
+
+    def _upload(self, key: str, fh: BinaryIO, meta: dict) -> None:
+        blob = self._bucket.blob(key)
+        blob.metadata = meta or None
+        blob.upload_from_file(fh, rewind=True)
+
+    def read(self, uri: str):
+        # blob.open() is lazy: a missing object would only fail at the first read, as a
+        # NotFound from deep inside the client. Look it up first to fail here, clearly.
+        blob = self._bucket.get_blob(self._own(uri))
+        if blob is None:
+            raise StorageError(f"object {uri} does not exist")
+        return blob.open("rb")
+
+    def _sha256_meta(self, key: str) -> str | None:
+        blob = self._bucket.get_blob(key)
+        if blob is None:
+            return None
+        return (blob.metadata or {}).get("sha256", "")
+
+    def _exists(self, key: str) -> bool:
+        return self._bucket.get_blob(key) is not None
+
+    def _copy(self, src: str, dst: str, meta: dict) -> None:
+        new = self._bucket.copy_blob(self._bucket.blob(src), self._bucket, dst)
+        new.metadata = meta
+        new.patch()
+
+    def _delete(self, key: str) -> None:
+        from google.api_core.exceptions import NotFound
+
+        try:
+            self._bucket.blob(key).delete()
+        except NotFound:
+            pass
+
+    def _put_bytes(self, key: str, body: bytes, content_type: str) -> None:
+        self._bucket.blob(key).upload_from_string(body, content_type=content_type)

@@ -1,0 +1,142 @@
+"""Artifact stores: where staging objects are written and immutable artifacts published.
+
+The local filesystem is the embedded default (``EXPORT_ARTIFACT_ROOT``, ``./exports/artifacts``).
+Staging objects live under ``.staging/`` named by the attempt id, so a crashed attempt never
+leaves anything under a final name. Promotion is an atomic rename on the same filesystem and
+never overwrites a published artifact with different content.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import BinaryIO, Protocol
+from urllib.parse import unquote, urlsplit
+
+from export_lib.errors import PublishError, StorageError
+
+log = logging.getLogger(__name__)
+
+CHUNK = 1024 * 1024
+
+
+def sha256_of(stream: BinaryIO) -> tuple[str, int]:
+    digest, size = hashlib.sha256(), 0
+    while chunk := stream.read(CHUNK):
+        digest.update(chunk)
+        size += len(chunk)
+    return digest.hexdigest(), size
+
+
+class ArtifactStore(Protocol):
+    """What publication needs from an object store."""
+
+    def staging_uri(self, attempt_id: str, ext: str) -> str: ...
+    def open_staging(self, uri: str) -> BinaryIO: ...
+    def read(self, uri: str) -> BinaryIO: ...
+    def promote(self, staging_uri: str, key: str, manifest: dict) -> tuple[str, str]: ...
+    def delete(self, uri: str) -> None: ...
+    def local_path(self, uri: str) -> Path | None: ...
+    def exists(self, uri: str) -> bool: ...
+
+
+def artifact_root() -> Path:
+    from export_lib.source.connections import project_root
+
+    return Path(os.environ.get("EXPORT_ARTIFACT_ROOT", project_root() / "exports" / "artifacts"))
+
+
+class LocalStore:
+    """A directory tree: ``<root>/<company>/<schedule>/<name>`` plus ``<root>/.staging/``."""
+
+    def __init__(self, root: Path | str | None = None) -> None:
+        self.root = Path(root) if root else artifact_root()
+
+    def _path(self, uri: str) -> Path:
+        parts = urlsplit(uri)
+        if parts.scheme != "file":
+            raise StorageError(f"{uri} is not a file:// URI of the local artifact store")
+        return Path(unquote(parts.path))  # as_uri() percent-encodes spaces and the like
+
+    def staging_uri(self, attempt_id: str, ext: str) -> str:
+        return (self.root / ".staging" / f"{attempt_id}.{ext}").resolve().as_uri()
+
+    @contextmanager
+    def _writer(self, path: Path) -> Iterator[BinaryIO]:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "wb") as fh:
+            yield fh
+            fh.flush()
+            os.fsync(fh.fileno())
+
+    def open_staging(self, uri: str):
+        return self._writer(self._path(uri))
+
+    def read(self, uri: str) -> BinaryIO:
+        try:
+            return open(self._path(uri), "rb")
+        except FileNotFoundError as exc:
+            raise StorageError(f"object {uri} does not exist") from exc
+
+    def exists(self, uri: str) -> bool:
+        return self._path(uri).exists()
+
+    def delete(self, uri: str) -> None:
+        self._path(uri).unlink(missing_ok=True)
+
+    def local_path(self, uri: str) -> Path | None:
+        return self._path(uri)
+
+    def promote(self, staging_uri: str, key: str, manifest: dict) -> tuple[str, str]:
+        """Atomically move the staged object to ``key`` and write its manifest beside it."""
+        src = self._path(staging_uri)
+        final = (self.root / key).resolve()
+        if self.root.resolve() not in final.parents:
+            raise PublishError(f"artifact key {key!r} escapes the artifact root {self.root}")
+        manifest_path = final.with_name(final.name + ".manifest.json")
+        final.parent.mkdir(parents=True, exist_ok=True)
+        if final.exists():
+            with open(final, "rb") as fh:
+                existing_sha, _ = sha256_of(fh)
+            if existing_sha == manifest["sha256"]:
+                log.info("artifact %s already holds this content; nothing to move", final)
+                src.unlink(missing_ok=True)
+            else:
+                # Only an interrupted earlier publication (object moved, ledger commit lost) can
+                # leave this: the ledger never recorded it, so no consumer was told about it.
+                log.warning("replacing unrecorded object %s left by an interrupted publication",
+                            final)
+                os.replace(src, final)
+        else:
+            os.replace(src, final)
+        tmp = manifest_path.with_name(f".{manifest_path.name}.tmp")
+        tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+        os.replace(tmp, manifest_path)
+        return final.as_uri(), manifest_path.as_uri()
+
+
+def open_store(uri: str | None = None) -> ArtifactStore:
+    """The store for ``EXPORT_ARTIFACT_ROOT``: a path, ``file://``, ``s3://`` or ``gs://`` URI."""
+    target = uri or os.environ.get("EXPORT_ARTIFACT_ROOT")
+    if not target:
+        return LocalStore()
+    parts = urlsplit(target)
+    if parts.scheme in ("", "file"):
+        return LocalStore(parts.path if parts.scheme else target)
+    if parts.scheme in ("s3", "gs"):
+        from export_lib.source.connections import get_connection
+        from export_lib.storage.cloud import GcsStore, S3Store
+
+        default = "aws_default" if parts.scheme == "s3" else "google_cloud_default"
+        conn = get_connection(os.environ.get("EXPORT_ARTIFACT_CONN", default))
+        cls = S3Store if parts.scheme == "s3" else GcsStore
+        return cls(parts.netloc, parts.path.strip("/"), conn)
+    raise StorageError(
+        f"EXPORT_ARTIFACT_ROOT={target!r}: unsupported scheme {parts.scheme!r}; use a local path, "
+        "file://, s3://bucket/prefix or gs://bucket/prefix"
+    )
