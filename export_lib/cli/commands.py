@@ -114,38 +114,33 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
-def runs_report(company: str | None, schedule_id: str | None) -> list[dict[str, Any]]:
+def cmd_runs(args: argparse.Namespace) -> int:
     from export_lib.ledger import open_ledger
-    from export_lib.pipeline import list_deliveries
+    from export_lib.reports import run_filter, runs_page
 
+    wanted = run_filter(company=args.company, schedule_id=args.schedule, state=args.state,
+                        since=args.since and _parse_instant(args.since, "--since"),
+                        until=args.until and _parse_instant(args.until, "--until"),
+                        unresolved_deliveries=args.unresolved, limit=args.limit,
+                        offset=args.offset)
     ledger = open_ledger()
     ledger.ensure_schema()
-    out = []
-    for run in ledger.list_runs(company, schedule_id):
-        out.append({
-            "run_key": run.run_key, "state": run.state, "reason": run.reason,
-            "company": run.company, "schedule": run.schedule_id,
-            "window_start_utc": run.window_start.isoformat().replace("+00:00", "Z"),
-            "window_end_utc": run.window_end.isoformat().replace("+00:00", "Z"),
-            "timezone": run.timezone, "config_version": run.config_version,
-            "artifacts": [{"version": a.version, "sha256": a.sha256, "uri": a.uri, "rows": a.rows,
-                           "supersedes": a.supersedes} for a in ledger.artifacts(run.run_key)],
-            "deliveries": list_deliveries(ledger, run.run_key),
-        })
-    return out
-
-
-def cmd_runs(args: argparse.Namespace) -> int:
-    report = runs_report(args.company, args.schedule)
+    page = runs_page(ledger.engine, wanted, now=_now())
+    shown_to = page.offset + len(page.runs)
+    if page.total > shown_to:
+        print(f"showing runs {page.offset + 1}-{shown_to} of {page.total}, newest first; "
+              f"the next page: --offset {shown_to}", file=sys.stderr)
     if args.json:
-        print(json.dumps(report, indent=2))
+        print(json.dumps(list(page.runs), indent=2))
         return 0
-    if not report:
-        print("no runs recorded yet")
-    for r in report:
+    if not page.runs:
+        print("no runs recorded yet" if page.total == 0 else "no runs on this page")
+    for r in page.runs:
         versions = ", ".join(f"v{a['version']} {a['sha256'][:12]}" for a in r["artifacts"]) or "-"
         dels = ", ".join(f"{d['destination']}={d['state']}" for d in r["deliveries"]) or "-"
-        print(f"{r['run_key']:<55} {r['state']:<10} {r['window_start_utc']} → "
+        late = f" late {r['late_by_minutes']} min" if r["deadline_status"] in ("late", "overdue") \
+            else ""
+        print(f"{r['run_key']:<55} {r['state']:<10}{late} {r['window_start_utc']} → "
               f"{r['window_end_utc']}  artifacts: {versions}  deliveries: {dels}")
     return 0
 
@@ -213,9 +208,17 @@ def register(sub: Any) -> None:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=functools.partial(guarded, cmd_run))
 
-    p = sub.add_parser("runs", help="list runs with artifacts and deliveries")
+    p = sub.add_parser("runs", help="list runs (newest slot first) with artifacts, deliveries "
+                                     "and deadline verdicts")
     p.add_argument("--company")
     p.add_argument("--schedule")
+    p.add_argument("--state", help="only runs in this state (e.g. failed, skipped, ready)")
+    p.add_argument("--since", help="only slots at or after this instant (ISO 8601)")
+    p.add_argument("--until", help="only slots before this instant (ISO 8601)")
+    p.add_argument("--unresolved", action="store_true",
+                   help="only runs with a delivery that is not acknowledged")
+    p.add_argument("--limit", type=int, default=500, help="runs per page (1-500, default 500)")
+    p.add_argument("--offset", type=int, default=0, help="skip this many runs (next page)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=functools.partial(guarded, cmd_runs))
 

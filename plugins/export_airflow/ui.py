@@ -1,57 +1,110 @@
 """Export status page served by the API server (Browse → Export runs).
 
-Support staff and analysts see, per run: the period in UTC and local time, state and reason,
-deadline, artifact versions with checksums, and every delivery's state. Plugin FastAPI apps are
-not authenticated by Airflow, so every route requires a logged-in user allowed to read DAGs
-(Airflow's own dependency; the UI's JWT cookie authenticates the iframe).
+Support staff and analysts see, per run, newest slot first: the period in the company's
+timezone and the window in UTC, state and reason, the deadline with a verdict (on time, late by
+how much, overdue), artifact versions with checksums, and every delivery's state. Filters:
+company, schedule, state, unresolved deliveries; pages of ``limit`` runs read in SQL
+(``export_lib.reports``). Plugin FastAPI apps are not authenticated by Airflow, so every route
+requires a logged-in user allowed to read DAGs (Airflow's own dependency; the UI's JWT cookie
+authenticates the iframe).
 """
 
 from __future__ import annotations
 
 import html
+from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import urlencode
 
 from airflow.api_fastapi.core_api.security import requires_access_dag
-from fastapi import Depends, FastAPI, Query
+from fastapi import Depends, FastAPI, HTTPException, Query
 from fastapi.responses import HTMLResponse
 
 app = FastAPI(title="Export runs", dependencies=[Depends(requires_access_dag("GET"))])
 
 
-def _report(company: str | None, schedule: str | None, limit: int) -> list[dict[str, Any]]:
-    from export_lib.cli.commands import runs_report
+def _page(**filters: Any) -> Any:
+    from export_lib.errors import ConfigError
+    from export_lib.ledger import open_ledger
+    from export_lib.reports import run_filter, runs_page
 
-    return runs_report(company, schedule)[-limit:]
+    try:
+        wanted = run_filter(**filters)
+    except ConfigError as exc:
+        raise HTTPException(status_code=422, detail=str(exc)) from exc
+    ledger = open_ledger()
+    ledger.ensure_schema()
+    return runs_page(ledger.engine, wanted, now=datetime.now(UTC))
 
 
 @app.get("/runs.json")
-def runs_json(company: str | None = None, schedule: str | None = None,
-              limit: int = Query(200, ge=1, le=5000)) -> list[dict[str, Any]]:
-    return _report(company, schedule, limit)
+def runs_json(company: str | None = None, schedule: str | None = None, state: str | None = None,
+              unresolved: bool = False, limit: int = Query(50, ge=1, le=500),
+              offset: int = Query(0, ge=0)) -> dict[str, Any]:
+    return _page(company=company, schedule_id=schedule, state=state,
+                 unresolved_deliveries=unresolved, limit=limit, offset=offset).as_json()
 
 
 def _cell(value: Any) -> str:
     return f"<td>{html.escape(str(value if value is not None else '–'))}</td>"
 
 
+def _deadline(r: dict[str, Any]) -> str:
+    status = r["deadline_status"]
+    if status == "late":
+        return f"late by {r['late_by_minutes']} min (due {r['deadline_utc']})"
+    if status == "overdue":
+        return f"OVERDUE by {r['late_by_minutes']} min (due {r['deadline_utc']})"
+    if status in ("on_time", "pending"):
+        return f"{status.replace('_', ' ')} (due {r['deadline_utc']})"
+    return "–"
+
+
+STYLE = ("body{font-family:sans-serif;margin:1rem}table{border-collapse:collapse;font-size:13px}"
+         "td,th{border:1px solid #ccc;padding:4px 6px;text-align:left;vertical-align:top}"
+         "form{margin:.5rem 0}")
+
+
 @app.get("/", response_class=HTMLResponse)
-def page(company: str | None = None, schedule: str | None = None,
-         limit: int = Query(200, ge=1, le=5000)) -> str:
+def page(company: str | None = None, schedule: str | None = None, state: str | None = None,
+         unresolved: bool = False, limit: int = Query(50, ge=1, le=500),
+         offset: int = Query(0, ge=0)) -> str:
+    result = _page(company=company, schedule_id=schedule, state=state,
+                   unresolved_deliveries=unresolved, limit=limit, offset=offset)
     rows = []
-    for r in reversed(_report(company, schedule, limit)):
+    for r in result.runs:
         arts = ", ".join(f"v{a['version']} ({a['rows']} rows, {a['sha256'][:12]})"
                          for a in r["artifacts"])
         dels = ", ".join(f"{d['destination']}: {d['state']}" for d in r["deliveries"])
         rows.append("<tr>" + "".join(_cell(v) for v in (
-            r["run_key"], r["state"], r["reason"], f"{r['window_start_utc']} → {r['window_end_utc']}",
-            r["timezone"], arts, dels)) + "</tr>")
+            r["run_key"], r["state"], r["reason"], f"{r['period']} ({r['timezone']})",
+            f"{r['window_start_utc']} → {r['window_end_utc']}", _deadline(r), arts, dels,
+        )) + "</tr>")
+    query = {k: v for k, v in {"company": company, "schedule": schedule, "state": state,
+                               "unresolved": "true" if unresolved else None,
+                               "limit": limit}.items() if v}
+    nav = []
+    if offset > 0:
+        nav.append(f"<a href='?{html.escape(urlencode({**query, 'offset': max(0, offset - limit)}))}'>"
+                   "newer</a>")
+    if offset + len(result.runs) < result.total:
+        nav.append(f"<a href='?{html.escape(urlencode({**query, 'offset': offset + limit}))}'>"
+                   "older</a>")
+    shown = (f"runs {offset + 1}–{offset + len(result.runs)} of {result.total}" if result.runs
+             else f"no runs match ({result.total} in all)")
+    value = lambda v: html.escape(v or "", quote=True)  # noqa: E731
     return (
-        "<!doctype html><html><head><meta charset='utf-8'><title>Export runs</title><style>"
-        "body{font-family:sans-serif;margin:1rem}table{border-collapse:collapse;font-size:13px}"
-        "td,th{border:1px solid #ccc;padding:4px 6px;text-align:left;vertical-align:top}"
-        "</style></head><body><h2>Export runs</h2>"
-        "<p>Newest first. Filter with <code>?company=&lt;id&gt;</code> or "
-        "<code>?schedule=&lt;id&gt;</code>; JSON at <code>runs.json</code>.</p><table><tr>"
-        "<th>run</th><th>state</th><th>reason</th><th>window (UTC)</th><th>timezone</th>"
-        "<th>artifacts</th><th>deliveries</th></tr>" + "".join(rows) + "</table></body></html>"
+        f"<!doctype html><html><head><meta charset='utf-8'><title>Export runs</title>"
+        f"<style>{STYLE}</style></head><body><h2>Export runs</h2>"
+        "<form method='get'>"
+        f"company <input name='company' value='{value(company)}'> "
+        f"schedule <input name='schedule' value='{value(schedule)}'> "
+        f"state <input name='state' value='{value(state)}' size='10'> "
+        f"<label><input type='checkbox' name='unresolved' value='true'"
+        f"{' checked' if unresolved else ''}> unresolved deliveries</label> "
+        "<button type='submit'>filter</button></form>"
+        f"<p>Newest slot first: {shown}. {' · '.join(nav)} JSON at <code>runs.json</code>.</p>"
+        "<table><tr><th>run</th><th>state</th><th>reason</th><th>period (local)</th>"
+        "<th>window (UTC)</th><th>deadline</th><th>artifacts</th><th>deliveries</th></tr>"
+        + "".join(rows) + "</table></body></html>"
     )

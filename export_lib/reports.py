@@ -1,0 +1,187 @@
+"""Read models over the ledger for people: the runs page of the UI and ``exportctl runs``.
+
+A page is read with a fixed number of statements whatever its size (count, one page of runs,
+their artifacts, their deliveries): filtering, ordering (newest slot first) and pagination
+happen in SQL, never by loading the ledger and slicing it in Python. Lateness is computed here,
+from the run's deadline and the time its first version was published (or ``now`` while it has
+none), so every reader shows the same verdict.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import sqlalchemy as sa
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from sqlalchemy.engine import Engine
+
+from export_lib.errors import ConfigError
+from export_lib.ledger.deliveries import UNRESOLVED, deliveries
+from export_lib.ledger.schema import artifacts, runs
+from export_lib.ledger.states import RunState
+from export_lib.periods.names import period_label
+from export_lib.periods.slots import format_instant
+
+MAX_LIMIT = 500
+
+
+class RunFilter(BaseModel):
+    """What a reader asks for. Unknown states are refused with the valid ones named."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    company: str | None = None
+    schedule_id: str | None = None
+    state: str | None = None
+    since: datetime | None = None  # slots at or after
+    until: datetime | None = None  # slots before
+    unresolved_deliveries: bool = False
+    limit: int = Field(default=50, ge=1, le=MAX_LIMIT)
+    offset: int = Field(default=0, ge=0)
+
+    @field_validator("state")
+    @classmethod
+    def _known_state(cls, value: str | None) -> str | None:
+        if value is not None and value not in {s.value for s in RunState}:
+            raise ValueError(f"unknown run state {value!r}; valid: "
+                             + ", ".join(s.value for s in RunState))
+        return value
+
+
+def run_filter(**values: Any) -> RunFilter:
+    """A :class:`RunFilter` from loose values (CLI flags, query strings); every problem in one
+    ``ConfigError`` that names the field."""
+    from pydantic import ValidationError
+
+    try:
+        return RunFilter(**{k: v for k, v in values.items() if v not in (None, "")})
+    except ValidationError as exc:
+        problems = [f"{'.'.join(map(str, e['loc']))}: {e['msg']} (got {e.get('input')!r})"
+                    for e in exc.errors()]
+        raise ConfigError("; ".join(problems), issues=problems) from exc
+
+
+class RunsPage(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    total: int
+    limit: int
+    offset: int
+    runs: tuple[dict[str, Any], ...]
+
+    def as_json(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+
+def _where(f: RunFilter) -> list[Any]:
+    clauses: list[Any] = []
+    if f.company:
+        clauses.append(runs.c.company == f.company)
+    if f.schedule_id:
+        clauses.append(runs.c.schedule_id == f.schedule_id)
+    if f.state:
+        clauses.append(runs.c.state == f.state)
+    if f.since:
+        clauses.append(runs.c.slot >= f.since)
+    if f.until:
+        clauses.append(runs.c.slot < f.until)
+    if f.unresolved_deliveries:
+        clauses.append(runs.c.run_key.in_(
+            sa.select(deliveries.c.run_key).where(deliveries.c.state.in_(UNRESOLVED))))
+    return clauses
+
+
+def _minutes(delta: timedelta) -> int:
+    return int(delta.total_seconds() // 60)
+
+
+def _lateness(deadline: datetime | None, ready_at: datetime | None, state: str,
+              now: datetime) -> dict[str, Any]:
+    """``on_time`` / ``late`` (published after the deadline) / ``overdue`` (no artifact and the
+    deadline passed) / ``pending`` (deadline ahead) / ``none`` (no deadline, or skipped)."""
+    if deadline is None or state in (RunState.SKIPPED, RunState.CANCELLED):
+        return {"deadline_status": "none", "late_by_minutes": None}
+    if ready_at is not None:
+        late = ready_at > deadline
+        return {"deadline_status": "late" if late else "on_time",
+                "late_by_minutes": _minutes(ready_at - deadline) if late else 0}
+    if now > deadline:
+        return {"deadline_status": "overdue", "late_by_minutes": _minutes(now - deadline)}
+    return {"deadline_status": "pending", "late_by_minutes": None}
+
+
+def _iso(value: datetime | None) -> str | None:
+    return format_instant(value) if value is not None else None
+
+
+def runs_page(engine: Engine, f: RunFilter, *, now: datetime) -> RunsPage:
+    """One page of runs, newest slot first, with artifacts, deliveries and deadline verdicts."""
+    where = _where(f)
+    with engine.connect() as conn:
+        total = conn.execute(sa.select(sa.func.count()).select_from(runs).where(*where)).scalar_one()
+        page = conn.execute(
+            sa.select(runs.c.id, runs.c.run_key, runs.c.company, runs.c.schedule_id, runs.c.slot,
+                      runs.c.window_start, runs.c.window_end, runs.c.timezone, runs.c.window_kind,
+                      runs.c.config_version, runs.c.deadline, runs.c.state, runs.c.reason,
+                      runs.c.owner, runs.c.trigger, runs.c.created_at, runs.c.updated_at)
+            .where(*where).order_by(runs.c.slot.desc(), runs.c.id.desc())
+            .limit(f.limit).offset(f.offset)
+        ).all()
+        ids = [r.id for r in page]
+        keys = [r.run_key for r in page]
+        arts = conn.execute(
+            sa.select(artifacts.c.run_id, artifacts.c.version, artifacts.c.sha256, artifacts.c.uri,
+                      artifacts.c.rows, artifacts.c.bytes, artifacts.c.generated_at,
+                      artifacts.c.supersedes, artifacts.c.correction)
+            .where(artifacts.c.run_id.in_(ids)).order_by(artifacts.c.run_id, artifacts.c.version)
+        ).all() if ids else []
+        dels = conn.execute(
+            sa.select(deliveries.c.run_key, deliveries.c.destination_id, deliveries.c.state,
+                      deliveries.c.artifact_version, deliveries.c.attempts, deliveries.c.receipt,
+                      deliveries.c.last_error, deliveries.c.acknowledged_at)
+            .where(deliveries.c.run_key.in_(keys))
+            .order_by(deliveries.c.run_key, deliveries.c.artifact_version,
+                      deliveries.c.destination_id)
+        ).all() if keys else []
+    by_run: dict[int, list[Any]] = {}
+    for a in arts:
+        by_run.setdefault(a.run_id, []).append(a)
+    by_key: dict[str, list[Any]] = {}
+    for d in dels:
+        by_key.setdefault(d.run_key, []).append(d)
+    rows = []
+    for r in page:
+        versions = by_run.get(r.id, [])
+        ready_at = _utc(versions[0].generated_at) if versions else None
+        rows.append({
+            "run_key": r.run_key, "state": r.state, "reason": r.reason, "company": r.company,
+            "schedule": r.schedule_id, "trigger": r.trigger, "owner": r.owner,
+            "slot_utc": _iso(_utc(r.slot)),
+            "window_start_utc": _iso(_utc(r.window_start)),
+            "window_end_utc": _iso(_utc(r.window_end)), "timezone": r.timezone,
+            "period": period_label(_utc(r.window_start), _utc(r.window_end), r.timezone),
+            "config_version": r.config_version, "deadline_utc": _iso(_utc(r.deadline)),
+            "ready_at_utc": _iso(ready_at),
+            **_lateness(_utc(r.deadline), ready_at, r.state, now),
+            "artifacts": [{"version": a.version, "sha256": a.sha256, "uri": a.uri, "rows": a.rows,
+                           "bytes": a.bytes, "supersedes": a.supersedes,
+                           "correction": bool(a.correction),
+                           "generated_at_utc": _iso(_utc(a.generated_at))} for a in versions],
+            "deliveries": [{"destination": d.destination_id, "state": d.state,
+                            "version": d.artifact_version, "attempts": d.attempts,
+                            "receipt": d.receipt, "last_error": d.last_error,
+                            "acknowledged_at_utc": _iso(_utc(d.acknowledged_at))}
+                           for d in by_key.get(r.run_key, [])],
+        })
+    return RunsPage(total=total, limit=f.limit, offset=f.offset, runs=tuple(rows))
+
+
+def _utc(value: datetime | None) -> datetime | None:
+    """SQLite hands back naive UTC for the delivery tables' plain DateTime columns."""
+    if value is None:
+        return None
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+__all__ = ["MAX_LIMIT", "RunFilter", "RunsPage", "run_filter", "runs_page"]

@@ -1,0 +1,104 @@
+"""The runs read model: newest first, filtered and paginated in SQL, a fixed statement count per
+page whatever its size, and one deadline verdict for every reader."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+import sqlalchemy as sa
+
+from export_lib.errors import ConfigError
+
+HOUR = datetime(2026, 3, 28, 0, 0, tzinfo=UTC)  # acme/hourly-clicks: hourly
+
+
+@pytest.fixture()
+def ledger_with_runs(export_world, tmp_path):
+    from export_lib.config.loader import load_catalog
+    from export_lib.ledger import open_ledger
+    from export_lib.pipeline import RunContext, register_run
+
+    catalog = load_catalog(tmp_path / "dags" / "config")
+    ledger = open_ledger()
+    ctx = RunContext(origin="test", trigger="scheduled")
+    for h in range(30):
+        register_run(ledger, catalog.schedule("acme/hourly-clicks"), HOUR + timedelta(hours=h),
+                     now=HOUR, ctx=ctx)
+    for d in range(3):
+        summary = register_run(ledger, catalog.schedule("kiwi-outdoors/six-hourly-orders"),
+                               datetime(2026, 3, 20 + d, 19, 0, tzinfo=UTC), now=HOUR, ctx=ctx)
+        ledger.skip(summary.run_key, "company is paused; resume it in its config file to export",
+                    HOUR)
+    return ledger
+
+
+def _count_statements(engine, call):
+    seen: list[str] = []
+
+    def record(conn, cursor, statement, *rest):
+        if statement.lstrip().upper().startswith("SELECT"):  # not the BEGIN of SQLite's lock
+            seen.append(statement)
+
+    sa.event.listen(engine, "before_cursor_execute", record)
+    try:
+        result = call()
+    finally:
+        sa.event.remove(engine, "before_cursor_execute", record)
+    return len(seen), result
+
+
+def test_a_page_costs_the_same_statements_whatever_its_size(ledger_with_runs):
+    from export_lib.reports import run_filter, runs_page
+
+    engine = ledger_with_runs.engine
+    counts = {}
+    for limit in (1, 5, 33):
+        counts[limit], page = _count_statements(
+            engine, lambda limit=limit: runs_page(engine, run_filter(limit=limit), now=HOUR))
+        assert len(page.runs) == limit and page.total == 33
+    assert set(counts.values()) == {4}, counts  # count, runs, artifacts, deliveries
+
+
+def test_newest_first_pages_and_filters(ledger_with_runs):
+    from export_lib.reports import run_filter, runs_page
+
+    engine = ledger_with_runs.engine
+    first = runs_page(engine, run_filter(company="acme", limit=10), now=HOUR)
+    second = runs_page(engine, run_filter(company="acme", limit=10, offset=10), now=HOUR)
+    slots = [r["slot_utc"] for r in first.runs + second.runs]
+    assert slots[0] == "2026-03-29T05:00:00Z" and slots == sorted(slots, reverse=True)
+    assert len(set(slots)) == 20 and first.total == 30
+
+    skipped = runs_page(engine, run_filter(state="skipped"), now=HOUR)
+    assert [r["run_key"] for r in skipped.runs] == [
+        f"kiwi-outdoors/six-hourly-orders/2026-03-{d}T19:00Z" for d in (22, 21, 20)]
+    assert {r["deadline_status"] for r in skipped.runs} == {"none"}
+
+    window = runs_page(engine, run_filter(company="acme", since=HOUR + timedelta(hours=5),
+                                          until=HOUR + timedelta(hours=8)), now=HOUR)
+    assert [r["slot_utc"][11:16] for r in window.runs] == ["07:00", "06:00", "05:00"]
+
+
+def test_deadline_verdicts(ledger_with_runs):
+    from export_lib.reports import run_filter, runs_page
+
+    later = HOUR + timedelta(hours=40)
+    page = runs_page(ledger_with_runs.engine, run_filter(company="acme", limit=2), now=later)
+    newest = page.runs[0]
+    # hourly-clicks: slot 2026-03-29T05:00Z, deadline slot + 30 min; nothing published at +40 h.
+    assert (newest["deadline_utc"], newest["deadline_status"], newest["late_by_minutes"]) == (
+        "2026-03-29T05:30:00Z", "overdue", (later - datetime(2026, 3, 29, 5, 30, tzinfo=UTC))
+        .total_seconds() // 60)
+    early = runs_page(ledger_with_runs.engine, run_filter(company="acme", limit=1), now=HOUR)
+    assert early.runs[0]["deadline_status"] == "pending"
+
+
+def test_bad_filters_name_the_field_and_the_valid_values():
+    from export_lib.reports import run_filter
+
+    with pytest.raises(ConfigError, match=r"state: Value error, unknown run state 'done'; valid: "
+                                          r"registered, reading, rendering"):
+        run_filter(state="done")
+    with pytest.raises(ConfigError, match=r"limit: Input should be less than or equal to 500"):
+        run_filter(limit=100000)
