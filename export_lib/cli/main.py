@@ -65,15 +65,64 @@ def cmd_validate(args: argparse.Namespace) -> int:
         catalog = load_catalog(args.config_dir)
     except ConfigError as exc:
         usage_error(str(exc))
-    if catalog.errors:
-        for line in catalog.error_lines:
+    lines = list(catalog.error_lines)
+    files = len(catalog.errors)
+    loaders = _loader_check(Path(args.config_dir))
+    if loaders is not None and not loaders.ok:
+        lines += loaders.problems()
+        files += len(loaders.missing) + len(loaders.orphans)
+    if lines:
+        for line in lines:
             print(line)
-        print(f"{len(catalog.error_lines)} error(s) in {len(catalog.errors)} file(s)",
-              file=sys.stderr)
+        print(f"{len(lines)} error(s) in {files} file(s)", file=sys.stderr)
         return EXIT_INVALID
     print(f"OK: {len(catalog.companies)} companies, {len(catalog.schedules)} schedules in "
           f"{args.config_dir}")
     return EXIT_OK
+
+
+def _loader_check(config_dir: Path):
+    """A config directory inside a DAG folder (``dags/config``) needs one loader per company."""
+    from export_lib.config.loaders import check_loaders
+
+    dags = config_dir.resolve().parent
+    if config_dir.resolve().name != "config" or not any(dags.glob("*.py")):
+        return None
+    return check_loaders(dags)
+
+
+def add_loaders_parser(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "loaders", help="write the DAG loader of every company file (dags/company_<id>.py)",
+        description="Write dags/company_<id>.py for every dags/config/<id>.yaml that has none and "
+                    "remove generated loaders whose company file is gone. --check only reports "
+                    "(exit 1 when something is missing).")
+    parser.add_argument("dags_dir", metavar="DAGS_DIR")
+    parser.add_argument("--check", action="store_true")
+    parser.set_defaults(func=cmd_loaders)
+
+
+def cmd_loaders(args: argparse.Namespace) -> int:
+    from export_lib.config.loaders import check_loaders, sync_loaders
+
+    if not (Path(args.dags_dir) / "config").is_dir():
+        usage_error(f"{args.dags_dir} has no config/ directory; pass the DAG folder, e.g. dags")
+    if args.check:
+        check = check_loaders(args.dags_dir)
+        for line in check.problems():
+            print(line)
+        return EXIT_OK if check.ok else EXIT_INVALID
+    written, removed, kept = sync_loaders(args.dags_dir)
+    for path in written:
+        print(f"wrote {path}")
+    for path in removed:
+        print(f"removed {path} (its company file is gone)")
+    for path in kept:
+        print(f"kept {path}: its company file is gone but the loader was edited; remove it by hand",
+              file=sys.stderr)
+    if not (written or removed or kept):
+        print(f"every company file in {Path(args.dags_dir) / 'config'} has its loader")
+    return EXIT_INVALID if kept else EXIT_OK
 
 
 # --- preview --------------------------------------------------------------------------------
@@ -215,6 +264,7 @@ def add_ledger_parsers(subparsers: argparse._SubParsersAction) -> None:
 
 SUBCOMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     add_validate_parser,
+    add_loaders_parser,
     add_preview_parser,
     add_ledger_parsers,
 ]

@@ -1,0 +1,100 @@
+"""One DAG loader file per company file: ``dags/config/<id>.yaml`` ↔ ``dags/company_<id>.py``.
+
+Airflow reports import errors per DAG file, so one loader per company keeps "one broken company
+file = one import error, the others load". The price is a second file per company; this module
+makes a missing or orphaned loader impossible to miss: ``exportctl validate`` and the
+``dags/config_check.py`` DAG file (a Broken DAG in the UI) name it and the command that fixes it,
+and ``exportctl loaders`` (run by ``make setup``) writes the missing ones.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from export_lib.config.loader import DEFAULTS_FILE
+
+LOADER_PREFIX = "company_"
+CONFIG_SUFFIXES = (".yaml", ".yml")
+FIX = "exportctl loaders {dags}"
+
+LOADER_TEMPLATE = '''"""Export DAGs of company `{company}` (config: dags/config/{config}).
+
+Thin loader: the company id is this file's name; see plugins/export_airflow/dag_factory.py.
+"""
+
+from airflow.sdk import DAG  # noqa: F401  (Airflow's safe-mode discovery looks for "DAG")
+from export_airflow.dag_factory import register_company_dags
+
+register_company_dags(__file__, globals())
+'''
+
+
+@dataclass(frozen=True)
+class LoaderCheck:
+    """Company files without a loader and loaders without a company file, by path."""
+
+    dags_dir: Path
+    missing: tuple[Path, ...]  # company config files whose loader does not exist
+    orphans: tuple[Path, ...]  # loaders whose company config file does not exist
+
+    @property
+    def ok(self) -> bool:
+        return not self.missing and not self.orphans
+
+    def problems(self) -> list[str]:
+        fix = FIX.format(dags=self.dags_dir)
+        lines = [f"{config}: no DAG loader {loader_path(self.dags_dir, config.stem)}, so this "
+                 f"company's DAGs never appear in Airflow; create it with: {fix}"
+                 for config in self.missing]
+        lines += [f"{loader}: DAG loader without a company file "
+                  f"{self.dags_dir / 'config' / (company_of(loader) + '.yaml')}; remove it with: "
+                  f"{fix}" for loader in self.orphans]
+        return lines
+
+
+def loader_path(dags_dir: Path, company: str) -> Path:
+    return dags_dir / f"{LOADER_PREFIX}{company}.py"
+
+
+def company_of(loader: Path) -> str:
+    return loader.stem.removeprefix(LOADER_PREFIX)
+
+
+def company_files(config_dir: Path) -> list[Path]:
+    return sorted(p for p in config_dir.iterdir()
+                  if p.suffix in CONFIG_SUFFIXES and p.name != DEFAULTS_FILE and p.is_file())
+
+
+def check_loaders(dags_dir: Path | str) -> LoaderCheck:
+    """Compare the company files of ``dags_dir/config`` with the loaders of ``dags_dir``.
+    Reads names only (cheap enough for every DAG-folder parse)."""
+    dags = Path(dags_dir)
+    configs = company_files(dags / "config") if (dags / "config").is_dir() else []
+    companies = {p.stem for p in configs}
+    loaders = sorted(dags.glob(f"{LOADER_PREFIX}*.py"))
+    return LoaderCheck(
+        dags_dir=dags,
+        missing=tuple(p for p in configs if not loader_path(dags, p.stem).exists()),
+        orphans=tuple(p for p in loaders if company_of(p) not in companies),
+    )
+
+
+def sync_loaders(dags_dir: Path | str) -> tuple[list[Path], list[Path], list[Path]]:
+    """Write the missing loaders; remove orphans that are exactly a generated loader (a loader
+    someone edited is kept and reported). Returns (written, removed, kept)."""
+    check = check_loaders(dags_dir)
+    written, removed, kept = [], [], []
+    for config in check.missing:
+        path = loader_path(check.dags_dir, config.stem)
+        path.write_text(LOADER_TEMPLATE.format(company=config.stem, config=config.name))
+        written.append(path)
+    for loader in check.orphans:
+        generated = {LOADER_TEMPLATE.format(company=company_of(loader), config=company_of(loader)
+                                            + suffix) for suffix in CONFIG_SUFFIXES}
+        if loader.read_text() in generated:
+            loader.unlink()
+            removed.append(loader)
+        else:
+            kept.append(loader)
+    return written, removed, kept
