@@ -8,7 +8,7 @@ mismatch and the fix (``exportctl loaders dags``); it defines no DAG otherwise. 
 
 from pathlib import Path
 
-from export_lib.config.loaders import check_loaders
+from export_lib.config.dag_loaders import check_loaders
 
 _check = check_loaders(Path(__file__).parent)
 if not _check.ok:

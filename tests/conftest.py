@@ -33,13 +33,29 @@ AIRFLOW_ENV = {
     "AIRFLOW__API_AUTH__JWT_SECRET": "test-only-" + "k" * 80,
 }
 os.environ.update(AIRFLOW_ENV)
-for _path in (str(REPO / "plugins"), str(REPO)):
-    if _path not in sys.path:
-        sys.path.insert(0, _path)
 
 from tests.services.gcs import GcsServer, start_gcs, stop_gcs  # noqa: E402
 from tests.services.postgres import PostgresServer, start_postgres, stop_postgres  # noqa: E402
 from tests.services.s3 import S3Server, start_s3, stop_s3  # noqa: E402
+
+# Fixtures that start a real server: a test using one (directly or through another fixture) is
+# an integration test whatever its module says.
+SERVER_FIXTURES = frozenset({
+    "postgres_server", "s3_server", "gcs_server", "sftp_server", "webhook_server",
+    "smtp_server", "smtp_tls_server", "https_webhook_server",
+})
+KINDS = ("integration", "airflow", "scheduler", "soak")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Every test gets a kind: ``integration`` (real servers), ``airflow`` (imports Airflow or
+    runs dag.test()), ``scheduler``/``soak`` (a running Airflow), or else ``unit`` (plain Python,
+    no server, fast): ``pytest -m unit`` is the quick loop; ``make test`` runs them all."""
+    for item in items:
+        if SERVER_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.integration)
+        if not any(item.get_closest_marker(kind) for kind in KINDS):
+            item.add_marker(pytest.mark.unit)
 
 
 @pytest.fixture(scope="session")

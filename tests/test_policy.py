@@ -1,4 +1,4 @@
-"""Start policies and recovery bookkeeping (pure functions of export_lib.periods.start)."""
+"""Start policies and recovery bookkeeping (pure functions of export_lib.periods.decisions)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from export_lib.periods.start import missed_slots, start_decision
+from export_lib.periods.decisions import missed_slots, start_decision
 from export_lib.periods.timing import Timing
 
 DEADLINE = datetime(2026, 3, 29, 7, 0, tzinfo=UTC)

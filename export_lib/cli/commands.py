@@ -18,13 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from export_lib.errors import ConfigError, ExportError, WindowError
-from export_lib.periods.slots import format_instant
+from export_lib.periods.instants import format_instant, parse_instant
 
 EXIT_USAGE = 2
-
-
-def _z(iso: str) -> str:
-    return iso.replace("+00:00", "Z")
 
 
 def _now() -> datetime:
@@ -32,12 +28,7 @@ def _now() -> datetime:
 
 
 def _parse_instant(text: str, flag: str) -> datetime:
-    try:
-        value = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError as exc:
-        raise WindowError(f"{flag} {text!r} is not an ISO 8601 date-time "
-                          "(e.g. 2026-03-29T05:00Z or 2026-03-29T07:00+02:00)") from exc
-    return value if value.tzinfo else value.replace(tzinfo=UTC)
+    return parse_instant(text, flag)
 
 
 def run_one(config_dir: str, schedule_id: str, slot_text: str, *, now: datetime) -> dict[str, Any]:

@@ -28,13 +28,13 @@ def usage_error(message: str) -> NoReturn:
 
 def parse_instant(text: str) -> datetime:
     """``--from`` values: ISO 8601 date or datetime; no offset means UTC; ``Z`` allowed."""
+    from export_lib.errors import WindowError
+    from export_lib.periods.instants import parse_instant as parse
+
     try:
-        value = datetime.fromisoformat(text.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not an ISO 8601 date/time; use e.g. 2026-03-29T00:00:00Z or "
-            "2026-03-29") from None
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+        return parse(text, "")
+    except WindowError as exc:
+        raise argparse.ArgumentTypeError(str(exc).strip()) from None
 
 
 def _count(text: str) -> int:
@@ -83,7 +83,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def _loader_check(config_dir: Path):
     """A config directory inside a DAG folder (``dags/config``) needs one loader per company."""
-    from export_lib.config.loaders import check_loaders
+    from export_lib.config.dag_loaders import check_loaders
 
     dags = config_dir.resolve().parent
     if config_dir.resolve().name != "config" or not any(dags.glob("*.py")):
@@ -103,7 +103,7 @@ def add_loaders_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def cmd_loaders(args: argparse.Namespace) -> int:
-    from export_lib.config.loaders import check_loaders, sync_loaders
+    from export_lib.config.dag_loaders import check_loaders, sync_loaders
 
     if not (Path(args.dags_dir) / "config").is_dir():
         usage_error(f"{args.dags_dir} has no config/ directory; pass the DAG folder, e.g. dags")

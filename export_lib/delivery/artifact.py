@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from export_lib.checksums import sha256_file
 from export_lib.errors import DeliveryError
 
 CHUNK = 1024 * 1024
@@ -59,8 +59,4 @@ class DeliverableArtifact:
 
 def file_sha256(path: Path) -> str:
     """sha256 of a file, read in 1 MiB chunks (memory stays bounded)."""
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while chunk := handle.read(CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
+    return sha256_file(path)

@@ -6,9 +6,11 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
+from export_lib.periods.instants import format_instant
+
 
 def _iso(value: Any) -> Any:
-    return value.isoformat().replace("+00:00", "Z") if isinstance(value, datetime) else value
+    return format_instant(value) if isinstance(value, datetime) else value
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from datetime import UTC, date, datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
 from export_lib.errors import WindowError
+from export_lib.periods.instants import format_instant
 from export_lib.periods.timing import Timing, zone
 
 _MARGIN = timedelta(days=2)  # a DST shift moves a wall time by far less than a day
@@ -183,6 +184,3 @@ def require_slot(timing: Timing, t: datetime, what: str = "schedule") -> datetim
     return instant
 
 
-def format_instant(instant: datetime) -> str:
-    """ISO 8601 in UTC with a ``Z`` suffix, e.g. ``2026-03-29T01:00:00Z``."""
-    return instant.astimezone(UTC).replace(tzinfo=None).isoformat() + "Z"

@@ -16,11 +16,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from export_lib.checksums import sha256_stream
 from export_lib.errors import ArtifactValidationError, ExportError, PublishError
 from export_lib.ledger import Ledger, RunState
 from export_lib.ledger.records import RunRecord
 from export_lib.periods.names import artifact_key, period_label
-from export_lib.storage.stores import ArtifactStore, sha256_of
+from export_lib.storage.stores import ArtifactStore
 
 log = logging.getLogger(__name__)
 
@@ -111,7 +112,7 @@ def render_run(ledger: Ledger, store: ArtifactStore, run_key: str, *, now: datet
 def _validate_staged(store: ArtifactStore, uri: str, *, sha256: str, nbytes: int, fmt: str,
                      columns: list[str] | None, delimiter: str = ",") -> None:
     with store.read(uri) as fh:
-        actual_sha, actual_bytes = sha256_of(fh)
+        actual_sha, actual_bytes = sha256_stream(fh)
     if (actual_sha, actual_bytes) != (sha256, nbytes):
         raise ArtifactValidationError(
             f"staged object {uri} does not match what was rendered: sha256 {actual_sha[:16]}… "

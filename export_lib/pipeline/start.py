@@ -15,9 +15,9 @@ from typing import Any
 from export_lib.errors import AuthorizationError, RunHeldError, WindowError
 from export_lib.ledger import Ledger, RunState
 from export_lib.ledger.records import RunRecord, RunRegistration
+from export_lib.periods.decisions import missed_slots, start_decision
 from export_lib.periods.names import deadline_for, run_key
 from export_lib.periods.slots import format_instant, is_slot, latest_slot_at_or_before
-from export_lib.periods.start import missed_slots, start_decision
 from export_lib.periods.windows import resolve_window
 from export_lib.pipeline.summary import RunSummary, Window
 

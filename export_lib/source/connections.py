@@ -2,9 +2,9 @@
 
 A connection id ``demo_source`` is read from ``AIRFLOW_CONN_DEMO_SOURCE`` as a URI
 (``postgresql://user:pw@host:5432/db``, ``sqlite:////abs/path.db``, ``s3://?endpoint_url=...``)
-or as Airflow's JSON form (``{"conn_type": ..., "host": ..., "extra": {...}}``). One config thus
-works in both worlds: the CLI reads the environment, the Airflow edge reads the same ids through
-Airflow's secrets backends (which also honour ``AIRFLOW_CONN_*``).
+or as Airflow's JSON form (``{"conn_type": ..., "host": ..., "extra": {...}}``). Only the
+environment is read, in the CLI and in Airflow tasks alike: connections created in the Airflow
+UI or kept in a secrets backend are not consulted here (set them as ``AIRFLOW_CONN_*`` for now).
 
 With nothing set, the embedded defaults of ``make run`` apply (see :func:`embedded_defaults`).
 """

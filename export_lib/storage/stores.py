@@ -8,7 +8,6 @@ never overwrites a published artifact with different content.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -18,6 +17,7 @@ from pathlib import Path
 from typing import BinaryIO, Protocol
 from urllib.parse import unquote, urlsplit
 
+from export_lib.checksums import sha256_stream
 from export_lib.errors import PublishError, StorageError
 
 log = logging.getLogger(__name__)
@@ -25,12 +25,6 @@ log = logging.getLogger(__name__)
 CHUNK = 1024 * 1024
 
 
-def sha256_of(stream: BinaryIO) -> tuple[str, int]:
-    digest, size = hashlib.sha256(), 0
-    while chunk := stream.read(CHUNK):
-        digest.update(chunk)
-        size += len(chunk)
-    return digest.hexdigest(), size
 
 
 class ArtifactStore(Protocol):
@@ -102,7 +96,7 @@ class LocalStore:
         final.parent.mkdir(parents=True, exist_ok=True)
         if final.exists():
             with open(final, "rb") as fh:
-                existing_sha, _ = sha256_of(fh)
+                existing_sha, _ = sha256_stream(fh)
             if existing_sha == manifest["sha256"]:
                 log.info("artifact %s already holds this content; nothing to move", final)
                 src.unlink(missing_ok=True)

@@ -24,7 +24,7 @@ from export_airflow.operators import (
 )
 from export_airflow.sensors import RestateDueSensor, WatermarkSensor
 from export_airflow.timetable import ExportTimetable
-from export_lib.config.loaders import LOADER_PREFIX
+from export_lib.config.dag_loaders import LOADER_PREFIX
 
 # Channel size → share of the global render budget (pool export_render, 4 slots; seed 000 gives
 # large channels more memory, here they also take more of the source's capacity).

@@ -16,9 +16,10 @@ from typing import Any
 
 import pytest
 
+from export_lib.checksums import sha256_stream
 from export_lib.errors import StorageError
 from export_lib.pipeline import deliver_run, publish_run, register_run, render_run
-from export_lib.storage.stores import open_store, sha256_of
+from export_lib.storage.stores import open_store
 from tests.ledger.conftest import DAILY_SLOT, DemoWorld
 
 pytestmark = pytest.mark.integration
@@ -129,7 +130,7 @@ def test_store_reads_and_deletes_objects_of_its_own_bucket(bucket: Bucket):
     with store.open_staging(uri) as fh:
         fh.write(b"x,y\n1,2\n")
     with store.read(uri) as fh:
-        assert sha256_of(fh) == (hashlib.sha256(b"x,y\n1,2\n").hexdigest(), 8)
+        assert sha256_stream(fh) == (hashlib.sha256(b"x,y\n1,2\n").hexdigest(), 8)
     assert store.exists(uri)
     store.delete(uri)
     store.delete(uri)  # deleting twice is fine (garbage collection may repeat)

@@ -24,13 +24,13 @@ Upload protocol, per attempt:
 from __future__ import annotations
 
 import base64
-import hashlib
 import io
 import posixpath
 from typing import Any
 
+from export_lib.checksums import sha256_stream
 from export_lib.config.destinations import SftpDestination
-from export_lib.delivery.artifact import CHUNK, DeliverableArtifact
+from export_lib.delivery.artifact import DeliverableArtifact
 from export_lib.delivery.transports.base import (
     DeliveryContext,
     Transport,
@@ -171,12 +171,9 @@ class SftpTransport(Transport):
         self._guard(lambda: self._rename(temp, self._path(f"{artifact.name}.sha256")))
 
     def _remote_sha256(self, path: str) -> str:
-        digest = hashlib.sha256()
         with self._sftp.open(path, "rb") as handle:
             handle.prefetch()
-            while chunk := handle.read(CHUNK):
-                digest.update(chunk)
-        return digest.hexdigest()
+            return sha256_stream(handle)[0]
 
     def _rename(self, source: str, target: str) -> None:
         """Atomic rename; servers without OpenSSH's posix-rename get remove-then-rename.

@@ -1,7 +1,8 @@
-"""Run policies decided at the start of a run: late start, paused companies, missed slots.
+"""Start decisions: late start, paused companies, missed slots (applied by pipeline.start_run).
 
-Pure functions (``now`` passed in). The Airflow edge applies the decisions: it records them in
-the ledger and skips or fails the task with the reason, so an analyst reading the run sees why.
+Pure functions (``now`` passed in). ``pipeline.start_run`` applies the decisions: it records them in
+the ledger with the reason (the Airflow task is skipped or failed with it), so an analyst reading
+the run sees why, whether it ran in Airflow or from `exportctl run`.
 """
 
 from __future__ import annotations
