@@ -138,6 +138,14 @@ def publish_run(ledger: Ledger, store: ArtifactStore, run_key: str, attempt_id: 
         latest = ledger.latest_artifact(run_key)
         return _artifact_summary(run_key, latest, created=False)
     attempt = ledger.get_attempt(attempt_id)
+    if attempt.state == "published":
+        # A cleared publish task, or an Airflow retry after the commit: this attempt's work is
+        # done; report what it published instead of walking a ready run back to validating.
+        done = [a for a in ledger.artifacts(run_key) if a.attempt_id == attempt_id]
+        artifact = done[-1] if done else ledger.latest_artifact(run_key)
+        log.info("%s: attempt %s already published v%d; nothing to do", _label(run),
+                 attempt_id[:12], artifact.version)
+        return _artifact_summary(run_key, artifact, created=False)
     schedule = schedule_of(run)
     fmt = schedule.format
     try:
