@@ -7,13 +7,11 @@ developer's) is set here, before any test module can import airflow.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
 import uuid
 from collections.abc import Iterator
-from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -126,26 +124,9 @@ def airflow_db() -> Path:
 
 
 @pytest.fixture()
-def export_world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """A copy of dags/ plus its own ledger, demo source and exports root under tmp_path."""
-    from export_lib.ledger import open_ledger
-    from export_lib.source.demo import seed
+def export_world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A world (:mod:`tests.world`) under ``tmp_path`` whose environment this process uses:
+    ``tmp_path/dags`` (loaders and config), ``tmp_path/home`` (ledger, demo source, exports)."""
+    from tests.world import build_world
 
-    home = tmp_path / "home"
-    dags = tmp_path / "dags"
-    shutil.copytree(REPO / "dags", dags, ignore=shutil.ignore_patterns("__pycache__"))
-    env = {
-        "EXPORT_HOME": str(home),
-        "EXPORT_LEDGER_URL": f"sqlite:///{home}/ledger.db",
-        "EXPORT_ARTIFACT_ROOT": str(home / "exports" / "artifacts"),
-        "EXPORT_CONFIG_DIR": str(dags / "config"),
-        "AIRFLOW_CONN_DEMO_SOURCE": f"sqlite:///{home}/demo_source.db",
-        "AIRFLOW__CORE__DAGS_FOLDER": str(dags),
-    }
-    for key, value in env.items():
-        monkeypatch.setenv(key, value)
-    open_ledger().upgrade()
-    seed(home / "demo_source.db", ["acme", "dentsu-happiness", "kiwi-outdoors"],
-         now=datetime.fromisoformat("2026-03-30T12:00:00+00:00"), days=10)
-    yield home
-    os.environ.pop("EXPORT_LEDGER_URL", None)
+    return build_world(tmp_path, days=10).use(monkeypatch)

@@ -33,19 +33,19 @@ def test_retrigger_and_rerun_keep_one_artifact_and_one_delivery(airflow_db, expo
     dag = _company_dag(tmp_path / "dags", "acme", "widget_export__acme__daily-spend")
     first = dag.test(logical_date=SLOT)
     assert first.state == DagRunState.SUCCESS
-    counts, files = _counts(), _files(export_world / "exports")
+    counts, files = _counts(), _files(export_world.home / "exports")
     assert counts == (1, 1, 1)
 
     # dag.test() for the same logical date replaces the Airflow run and executes every task
     # again — what clearing the whole run with downstream does.
     again = dag.test(logical_date=SLOT)
     assert again.state == DagRunState.SUCCESS
-    assert (_counts(), _files(export_world / "exports")) == (counts, files)
+    assert (_counts(), _files(export_world.home / "exports")) == (counts, files)
 
     # A manual trigger at 09:12 Berlin maps to that day's 07:00 slot: the same run, reported.
     manual = dag.test(logical_date=datetime(2026, 3, 29, 7, 12, tzinfo=UTC))
     assert manual.state == DagRunState.SUCCESS
-    assert (_counts(), _files(export_world / "exports")) == (counts, files)
+    assert (_counts(), _files(export_world.home / "exports")) == (counts, files)
 
 
 def test_manual_export_from_the_trigger_form(airflow_db, export_world, tmp_path):
@@ -66,7 +66,7 @@ def test_manual_export_from_the_trigger_form(airflow_db, export_world, tmp_path)
         datetime(2026, 3, 26, 23, tzinfo=UTC), datetime(2026, 3, 27, 23, tzinfo=UTC))
     (artifact,) = ledger.artifacts(manual.run_key)
     assert artifact.rows == 72
-    delivered = list((export_world / "exports/outbox/acme/daily-spend").glob("*manual*.csv"))
+    delivered = list((export_world.outbox / "acme/daily-spend").glob("*manual*.csv"))
     assert len(delivered) == 1
     assert delivered[0].read_text().splitlines()[0] == "company_id,widget_id,value"
     assert any("quarterly audit" in (e["detail"] or "") for e in ledger.events(manual.run_key))

@@ -34,7 +34,7 @@ def test_a_paused_company_slot_is_skipped_with_the_same_reason_by_the_cli_and_th
     cli_run = open_ledger().get_run(key)
 
     # The same slot through Airflow, against a fresh ledger.
-    monkeypatch.setenv("EXPORT_LEDGER_URL", f"sqlite:///{export_world}/ledger-dag.db")
+    monkeypatch.setenv("EXPORT_LEDGER_URL", f"sqlite:///{export_world.home}/ledger-dag.db")
     open_ledger().upgrade()
     dag_run = _company_dag(tmp_path / "dags", "acme", "widget_export__acme__daily-spend") \
         .test(logical_date=SLOT)

@@ -36,12 +36,12 @@ def test_daily_widget_export_delivers_exactly_the_window_rows(airflow_db, export
     assert dag_run.state == "success", [(t.task_id, t.state) for t in dag_run.get_task_instances()]
 
     # Calendar day 2026-03-28 in Berlin: [2026-03-27T23:00Z, 2026-03-28T23:00Z).
-    with sqlite3.connect(export_world / "demo_source.db") as conn:
+    with sqlite3.connect(export_world.demo_source) as conn:
         expected = conn.execute(
             "SELECT widget_id, event_time, value FROM widget_metrics WHERE company_id = 'acme' "
             "AND event_time >= '2026-03-27 23:00:00' AND event_time < '2026-03-28 23:00:00' "
             "ORDER BY event_time, widget_id").fetchall()
-    delivered = (export_world / "exports/outbox/acme/daily-spend"
+    delivered = (export_world.outbox / "acme/daily-spend"
                  / "acme_daily-spend_2026-03-28_slot-20260329T0500Z_v1.csv")
     with open(delivered, newline="") as fh:
         rows = list(csv.DictReader(fh))

@@ -11,19 +11,21 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from tests.cli.world import (
+from export_lib.checksums import sha256_file
+from export_lib.ledger import open_ledger
+from tests.world import (
     DAILY,
     DAILY_SLOT,
     REPO,
     World,
+    build_world,
     clean_env,
-    make_world,
-    sha256_file,
+    exportctl,
 )
 
 pytestmark = pytest.mark.integration
 
-ARTIFACT = "artifacts/acme/daily-spend/acme_daily-spend_2026-03-28_slot-20260329T0500Z_v1.csv"
+ARTIFACT = "exports/artifacts/acme/daily-spend/acme_daily-spend_2026-03-28_slot-20260329T0500Z_v1.csv"
 OUTBOX = "exports/outbox/acme/daily-spend/acme_daily-spend_2026-03-28_slot-20260329T0500Z_v1.csv"
 
 
@@ -75,15 +77,15 @@ def test_runs_filters_by_company_and_schedule(sqlite_world: World):
     world = sqlite_world
     world.run()
     hourly = world.run("acme/hourly-clicks", "2026-03-28T10:00Z")["artifact"]
-    assert hourly["uri"].startswith((world.home / "artifacts").as_uri())  # "my%20world"
+    assert hourly["uri"].startswith(world.artifacts.as_uri())  # "my%20world"
     assert "%20" in hourly["uri"]
-    assert sha256_file(world.home / "artifacts" / "acme" / "hourly-clicks"
+    assert sha256_file(world.artifacts / "acme" / "hourly-clicks"
                        / f"{HOURLY}.parquet") \
         == hourly["sha256"]
     assert sorted(world.visible_files()) == sorted(
         [ARTIFACT, ARTIFACT + ".manifest.json", OUTBOX, OUTBOX + ".sha256"]
-        + [f"{d}/acme/hourly-clicks/{HOURLY}.parquet{suffix}" for d, suffix in (("artifacts", ""),
-                                                 ("artifacts", ".manifest.json"),
+        + [f"{d}/acme/hourly-clicks/{HOURLY}.parquet{suffix}" for d, suffix in (("exports/artifacts", ""),
+                                                 ("exports/artifacts", ".manifest.json"),
                                                  ("exports/outbox", ""),
                                                  ("exports/outbox", ".sha256"))])
     assert [r["run_key"] for r in world.runs()] == [
@@ -100,15 +102,15 @@ def test_with_nothing_set_the_embedded_defaults_work(tmp_path: Path):
     ./.airflow, artifacts under ./exports — the same defaults as ``make run``."""
     home = tmp_path / "checkout"
     shutil.copytree(REPO / "dags" / "config", home / "dags" / "config")
-    world = World(home, clean_env(), f"sqlite:///{home}/.airflow/ledger.db")  # cwd only
+    env = clean_env()  # the working directory only
     for args in (("ledger", "upgrade"), ("demo", "seed", "--config", "dags/config")):
-        result = world.exportctl(*args)
+        result = exportctl(*args, cwd=home, env=env)
         assert result.returncode == 0, result.stderr
     yesterday = datetime.now(UTC).date() - timedelta(days=1)
     slot = datetime.combine(yesterday, datetime.min.time().replace(hour=7),
                             ZoneInfo("Europe/Berlin")).astimezone(UTC)
-    result = world.exportctl("run", "dags/config", "--schedule", DAILY, "--slot",
-                             slot.isoformat(), "--json")
+    result = exportctl("run", "dags/config", "--schedule", DAILY, "--slot", slot.isoformat(),
+                       "--json", cwd=home, env=env)
     assert result.returncode == 0, result.stderr
     out = json.loads(result.stdout)
     artifact = Path(out["artifact"]["uri"].removeprefix("file://"))
@@ -117,7 +119,7 @@ def test_with_nothing_set_the_embedded_defaults_work(tmp_path: Path):
     assert out["artifact"]["rows"] == 72
     assert (home / ".airflow" / "ledger.db").exists()
     assert (home / ".airflow" / "demo_source.db").exists()
-    assert world.counts()["artifacts"] == 1
+    assert open_ledger(f"sqlite:///{home}/.airflow/ledger.db").count("artifacts") == 1
 
 
 def test_unknown_schedule_id_exits_2_naming_the_nearest_ids(sqlite_world: World):
@@ -159,10 +161,10 @@ def test_off_schedule_slot_exits_2_listing_the_nearest_slots(sqlite_world: World
 def test_unreachable_ledger_is_one_clear_line_with_the_password_masked(tmp_path: Path, url):
     home = tmp_path / "w"
     shutil.copytree(REPO / "dags" / "config", home / "config")  # valid: the ledger is what fails
-    world = World(home, clean_env(EXPORT_HOME=str(home), EXPORT_LEDGER_URL=url), url)
+    env = clean_env(EXPORT_HOME=str(home), EXPORT_LEDGER_URL=url)
     shown = url.split("?")[0].replace("s3cr3t-pw", "***")
     for args in (("run", "config", "--schedule", DAILY, "--slot", DAILY_SLOT), ("runs",)):
-        result = world.exportctl(*args)
+        result = exportctl(*args, cwd=home, env=env)
         assert result.returncode == 1
         assert "Traceback" not in result.stderr
         assert "s3cr3t-pw" not in result.stderr + result.stdout
@@ -174,9 +176,8 @@ def test_unreachable_ledger_is_one_clear_line_with_the_password_masked(tmp_path:
 def test_ledger_without_tables_on_a_server_asks_for_an_upgrade(pg_database: str, tmp_path: Path):
     home = tmp_path / "w"
     home.mkdir()
-    world = World(home, clean_env(EXPORT_HOME=str(home), EXPORT_LEDGER_URL=pg_database),
-                  pg_database)
-    result = world.exportctl("runs")
+    result = exportctl("runs", cwd=home,
+                       env=clean_env(EXPORT_HOME=str(home), EXPORT_LEDGER_URL=pg_database))
     assert result.returncode == 1
     assert "is at schema revision none" in result.stderr
     assert "run 'exportctl ledger upgrade'" in result.stderr
@@ -222,10 +223,10 @@ def test_run_publishing_to_s3_and_delivering_from_it(tmp_path: Path, s3_server):
     bucket = f"exports-{uuid.uuid4().hex[:10]}"
     s3 = s3_server.client()
     s3.create_bucket(Bucket=bucket)
-    world = make_world(tmp_path / "world", f"sqlite:///{tmp_path / 'ledger.db'}",
-                       EXPORT_ARTIFACT_ROOT=f"s3://{bucket}/exports",
-                       EXPORT_ARTIFACT_CONN="artifacts",
-                       AIRFLOW_CONN_ARTIFACTS=s3_server.connection_uri())
+    world = build_world(tmp_path / "world", f"sqlite:///{tmp_path / 'ledger.db'}",
+                        EXPORT_ARTIFACT_ROOT=f"s3://{bucket}/exports",
+                        EXPORT_ARTIFACT_CONN="artifacts",
+                        AIRFLOW_CONN_ARTIFACTS=s3_server.connection_uri())
     first, second = world.run(), world.run()
     assert second == first
     key = "exports/acme/daily-spend/acme_daily-spend_2026-03-28_slot-20260329T0500Z_v1.csv"

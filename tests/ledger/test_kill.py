@@ -20,7 +20,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from tests.cli.world import World, make_world
+from tests.world import World, build_world
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 log = logging.getLogger(__name__)
@@ -71,7 +71,7 @@ def big_source(postgres_server) -> Iterator[tuple[str, str]]:
 
 def _big_world(home: Path, ledger_url: str, source: tuple[str, str]) -> World:
     dsn, schema = source
-    world = make_world(home, ledger_url, AIRFLOW_CONN_BIG_SOURCE=dsn)
+    world = build_world(home, ledger_url, AIRFLOW_CONN_BIG_SOURCE=dsn)
     (world.config / "bigco.yaml").write_text(BIGCO % {"schema": schema})
     return world
 
@@ -133,10 +133,11 @@ def test_sigkill_mid_render_then_retry_publishes_one_identical_artifact(
     assert [a.attempt_id for a in ledger.staging_garbage()] == [killed.attempt_id]
     visible = world.visible_files()
     outbox = "exports/outbox/bigco/daily/bigco_daily_2026-03-28_slot-20260329T0000Z_v1.csv"
-    assert sorted(visible) == sorted([f"artifacts/{FINAL}", f"artifacts/{FINAL}.manifest.json",
-                                      outbox, outbox + ".sha256"])
-    assert visible[f"artifacts/{FINAL}"] == visible[outbox] == reference["sha256"]
-    assert world.staging_files() == [staged]  # only the killed attempt's object is left
+    artifact = f"exports/artifacts/{FINAL}"
+    assert sorted(visible) == sorted([artifact, artifact + ".manifest.json", outbox,
+                                      outbox + ".sha256"])
+    assert visible[artifact] == visible[outbox] == reference["sha256"]
+    assert world.staging_files() == [staged.name]  # only the killed attempt's object is left
 
     gc = world.exportctl("ledger", "gc", "--json")
     assert gc.returncode == 0, gc.stderr
