@@ -7,7 +7,8 @@ Public API::
     delivery_id(run_key, version, destination_id) -> str
     list_deliveries(engine, run_key=None, *, states=None) -> list[dict]   (UNRESOLVED states)
     requeue(engine, delivery_id, *, now) -> DeliveryRecord
-    delivery_metadata  (SQLAlchemy MetaData with ``deliveries`` and ``delivery_attempts``)
+    delivery_metadata  (the one ledger MetaData, ``export_lib.ledger.schema.metadata``: all
+                        ledger tables, ``deliveries`` and ``delivery_attempts`` among them)
 """
 
 from export_lib.delivery.artifact import DeliverableArtifact, file_sha256

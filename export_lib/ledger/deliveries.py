@@ -1,23 +1,14 @@
-"""The delivery ledger: one record per (run, artifact version, destination) and its attempts.
+"""The delivery repository: one record per (run, artifact version, destination) and its attempts.
 
-States and the only allowed moves (enforced by :func:`check_transition`, used by every write)::
-
-    pending ──▶ attempting ──▶ acknowledged            (terminal)
-       │  ▲         │  │
-       │  └─────────┘  └────▶ exhausted ──▶ pending    (operator requeue)
-       ▼  retryable failure
-    refused ──▶ pending                                (owner authorised again / requeue)
-
-``attempting → attempting`` is a takeover of an attempt whose worker died (older than
-``stale_after``); the dead attempt is marked ``abandoned`` in the history.
+The tables (``deliveries``, ``delivery_attempts``) are in :mod:`export_lib.ledger.schema`, the
+state machine in :mod:`export_lib.ledger.states` (``DELIVERY_STATES``), the records in
+:mod:`export_lib.ledger.records`; this module only reads and writes.
 
 Concurrency: the record is created with insert-or-ignore on its primary key (the delivery id is
 derived from the unique triple), and every state change is a compare-and-swap
 ``UPDATE … WHERE delivery_id = ? AND state = ? AND attempts = ?``. Exactly one of two racing
 workers wins an attempt, on PostgreSQL and SQLite alike, without holding a lock across the
 network call. Timestamps are stored in UTC.
-
-The tables live in their own ``delivery_metadata`` so the Alembic migration can include them.
 """
 
 from __future__ import annotations
@@ -25,88 +16,50 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from export_lib.errors import ConfigError, IllegalTransitionError
-
-delivery_metadata = sa.MetaData()
-
-PENDING = "pending"
-ATTEMPTING = "attempting"
-ACKNOWLEDGED = "acknowledged"
-EXHAUSTED = "exhausted"
-REFUSED = "refused"
-STATES = (PENDING, ATTEMPTING, ACKNOWLEDGED, EXHAUSTED, REFUSED)
-UNRESOLVED = (PENDING, ATTEMPTING, EXHAUSTED, REFUSED)
-
-TRANSITIONS: Mapping[str, frozenset[str]] = {
-    PENDING: frozenset({ATTEMPTING, REFUSED}),
-    ATTEMPTING: frozenset({ACKNOWLEDGED, PENDING, EXHAUSTED, ATTEMPTING}),
-    EXHAUSTED: frozenset({PENDING}),
-    REFUSED: frozenset({PENDING}),
-    ACKNOWLEDGED: frozenset(),
-}
-
-# Outcomes of one attempt in the history table.
-IN_PROGRESS = "in_progress"
-DELIVERED = "delivered"
-ALREADY_PRESENT = "already_present"
-RETRYABLE_FAILURE = "retryable_failure"
-PERMANENT_FAILURE = "permanent_failure"
-ABANDONED = "abandoned"
-
-deliveries = sa.Table(
-    "deliveries",
-    delivery_metadata,
-    sa.Column("delivery_id", sa.String(80), primary_key=True),
-    sa.Column("run_key", sa.String(400), nullable=False),
-    sa.Column("artifact_version", sa.Integer, nullable=False),
-    sa.Column("destination_id", sa.String(64), nullable=False),
-    sa.Column("destination_type", sa.String(16), nullable=False),
-    sa.Column("destination_config", sa.Text, nullable=False),
-    sa.Column("target", sa.Text, nullable=False),
-    sa.Column("artifact_name", sa.String(400), nullable=False),
-    sa.Column("artifact_sha256", sa.String(64), nullable=False),
-    sa.Column("artifact_bytes", sa.BigInteger, nullable=False),
-    sa.Column("state", sa.String(16), nullable=False),
-    sa.Column("attempts", sa.Integer, nullable=False, server_default="0"),
-    # attempts made before the last operator requeue: the retry budget counts from here.
-    sa.Column("budget_base", sa.Integer, nullable=False, server_default="0"),
-    sa.Column("last_error", sa.Text),
-    sa.Column("receipt", sa.Text),
-    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
-    sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
-    sa.Column("attempt_started_at", sa.DateTime(timezone=True)),
-    sa.Column("acknowledged_at", sa.DateTime(timezone=True)),
-    sa.UniqueConstraint("run_key", "artifact_version", "destination_id", name="uq_delivery_triple"),
-    sa.CheckConstraint(f"state IN {STATES!r}", name="ck_delivery_state"),
-    sa.Index("ix_deliveries_run_key", "run_key"),
-    sa.Index("ix_deliveries_state", "state"),
+from export_lib.ledger.records import DeliveryRecord, NewDelivery, utc
+from export_lib.ledger.schema import deliveries, delivery_attempts, metadata
+from export_lib.ledger.states import (
+    DELIVERY_STATES,
+    UNRESOLVED_DELIVERIES,
+    AttemptOutcome,
+    DeliveryState,
+    check_transition,
 )
 
-delivery_attempts = sa.Table(
-    "delivery_attempts",
-    delivery_metadata,
-    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
-    sa.Column(
-        "delivery_id",
-        sa.String(80),
-        sa.ForeignKey("deliveries.delivery_id", ondelete="CASCADE"),
-        nullable=False,
-    ),
-    sa.Column("attempt", sa.Integer, nullable=False),
-    sa.Column("started_at", sa.DateTime(timezone=True), nullable=False),
-    sa.Column("duration_ms", sa.Integer),
-    sa.Column("outcome", sa.String(24), nullable=False),
-    sa.Column("error", sa.Text),
-    sa.Column("receipt", sa.Text),
-    sa.UniqueConstraint("delivery_id", "attempt", name="uq_delivery_attempt"),
-)
+# Kept for callers that create the delivery tables themselves (tests, bench): the one ledger
+# MetaData, so ``create_all`` creates the whole ledger schema, deliveries included.
+delivery_metadata = metadata
+
+# Plain-string names of the states and outcomes, as the engine and the CLI compare them.
+PENDING = DeliveryState.PENDING.value
+ATTEMPTING = DeliveryState.ATTEMPTING.value
+ACKNOWLEDGED = DeliveryState.ACKNOWLEDGED.value
+EXHAUSTED = DeliveryState.EXHAUSTED.value
+REFUSED = DeliveryState.REFUSED.value
+STATES = tuple(s.value for s in DeliveryState)
+UNRESOLVED = tuple(s.value for s in UNRESOLVED_DELIVERIES)
+
+IN_PROGRESS = AttemptOutcome.IN_PROGRESS.value
+DELIVERED = AttemptOutcome.DELIVERED.value
+ALREADY_PRESENT = AttemptOutcome.ALREADY_PRESENT.value
+RETRYABLE_FAILURE = AttemptOutcome.RETRYABLE_FAILURE.value
+PERMANENT_FAILURE = AttemptOutcome.PERMANENT_FAILURE.value
+ABANDONED = AttemptOutcome.ABANDONED.value
+
+__all__ = [
+    "ABANDONED", "ACKNOWLEDGED", "ALREADY_PRESENT", "ATTEMPTING", "DELIVERED", "EXHAUSTED",
+    "IN_PROGRESS", "PENDING", "PERMANENT_FAILURE", "REFUSED", "RETRYABLE_FAILURE", "STATES",
+    "UNRESOLVED", "DeliveryRecord", "NewDelivery", "deliveries", "delivery_attempts",
+    "delivery_id", "delivery_metadata", "ensure_record", "finish_attempt", "get_record",
+    "list_deliveries", "requeue", "start_attempt", "transition", "utc",
+]
 
 
 def delivery_id(run_key: str, version: int, destination_id: str) -> str:
@@ -117,68 +70,6 @@ def delivery_id(run_key: str, version: int, destination_id: str) -> str:
     """
     digest = hashlib.sha256(f"{run_key}\x1f{version}\x1f{destination_id}".encode()).hexdigest()
     return f"dlv-{destination_id[:40]}-{digest[:20]}"
-
-
-def check_transition(current: str, target: str) -> None:
-    """Raise IllegalTransitionError unless the state machine allows ``current → target``."""
-    if target not in TRANSITIONS.get(current, frozenset()):
-        allowed = sorted(TRANSITIONS.get(current, frozenset())) or ["none (terminal)"]
-        raise IllegalTransitionError(
-            f"delivery cannot move from {current!r} to {target!r}; "
-            f"allowed from {current!r}: {', '.join(allowed)}"
-        )
-
-
-def utc(moment: datetime) -> datetime:
-    """``moment`` in UTC; naive values (SQLite reads) are taken as UTC."""
-    if moment.tzinfo is None:
-        return moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC)
-
-
-@dataclass(frozen=True)
-class DeliveryRecord:
-    """One row of ``deliveries`` as read back (timestamps in UTC)."""
-
-    delivery_id: str
-    run_key: str
-    artifact_version: int
-    destination_id: str
-    destination_type: str
-    destination_config: str
-    target: str
-    artifact_sha256: str
-    state: str
-    attempts: int
-    budget_base: int
-    last_error: str | None
-    receipt: str | None
-    attempt_started_at: datetime | None
-
-    @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> DeliveryRecord:
-        started = row["attempt_started_at"]
-        return cls(
-            **{name: row[name] for name in cls.__dataclass_fields__
-               if name != "attempt_started_at"},
-            attempt_started_at=utc(started) if started else None,
-        )
-
-
-@dataclass(frozen=True)
-class NewDelivery:
-    """What the engine knows when it first records a delivery."""
-
-    delivery_id: str
-    run_key: str
-    artifact_version: int
-    destination_id: str
-    destination_type: str
-    destination_config: str
-    target: str
-    artifact_name: str
-    artifact_sha256: str
-    artifact_bytes: int
 
 
 def _insert_ignore(conn: Connection, table: sa.Table, values: dict[str, Any]) -> None:
@@ -223,7 +114,7 @@ def transition(
     The WHERE clause pins both state and attempt count, so a stale reader can never overwrite a
     newer attempt's outcome.
     """
-    check_transition(record.state, target)
+    check_transition(DELIVERY_STATES, record.delivery_id, record.state, target)
     result = conn.execute(
         deliveries.update()
         .where(
@@ -290,7 +181,7 @@ def requeue(engine: Engine, the_id: str, *, now: datetime) -> DeliveryRecord:
     if record is None:
         raise IllegalTransitionError(f"no delivery {the_id!r}; list them with list_deliveries()")
     with engine.begin() as conn:
-        check_transition(record.state, PENDING)
+        check_transition(DELIVERY_STATES, the_id, record.state, PENDING)
         conn.execute(
             deliveries.update()
             .where(deliveries.c.delivery_id == the_id, deliveries.c.state == record.state)

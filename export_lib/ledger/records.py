@@ -1,9 +1,14 @@
-"""Plain records the ledger hands out (frozen; JSON-able through ``as_dict``)."""
+"""Plain records the ledger hands out and takes in (frozen dataclasses).
+
+Run-side records are JSON-able through ``as_dict``; delivery records are built from rows with
+``DeliveryRecord.from_row`` (timestamps in UTC on every backend).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from export_lib.periods.instants import format_instant
@@ -106,3 +111,55 @@ class ArtifactRecord:
 
     def as_dict(self) -> dict[str, Any]:
         return {k: _iso(v) for k, v in asdict(self).items()}
+
+
+def utc(moment: datetime) -> datetime:
+    """``moment`` in UTC; naive values (SQLite reads) are taken as UTC."""
+    if moment.tzinfo is None:
+        return moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC)
+
+
+@dataclass(frozen=True)
+class DeliveryRecord:
+    """One row of ``deliveries`` as read back (timestamps in UTC)."""
+
+    delivery_id: str
+    run_key: str
+    artifact_version: int
+    destination_id: str
+    destination_type: str
+    destination_config: str
+    target: str
+    artifact_sha256: str
+    state: str
+    attempts: int
+    budget_base: int
+    last_error: str | None
+    receipt: str | None
+    attempt_started_at: datetime | None
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> DeliveryRecord:
+        started = row["attempt_started_at"]
+        return cls(
+            **{name: row[name] for name in cls.__dataclass_fields__
+               if name != "attempt_started_at"},
+            attempt_started_at=utc(started) if started else None,
+        )
+
+
+@dataclass(frozen=True)
+class NewDelivery:
+    """What the delivery engine knows when it first records a delivery."""
+
+    delivery_id: str
+    run_key: str
+    artifact_version: int
+    destination_id: str
+    destination_type: str
+    destination_config: str
+    target: str
+    artifact_name: str
+    artifact_sha256: str
+    artifact_bytes: int

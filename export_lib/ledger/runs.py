@@ -11,20 +11,19 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Connection, func, insert, select, update
-from sqlalchemy.engine import Engine
 from sqlalchemy.exc import ArgumentError, IntegrityError, OperationalError
 
 from export_lib.errors import FencingError, LedgerError, PublishError
+from export_lib.ledger.access import LedgerAccess
 from export_lib.ledger.database import ledger_url, make_engine, masked
 from export_lib.ledger.records import ArtifactRecord, AttemptRecord, RunRecord, RunRegistration
 from export_lib.ledger.schema import artifacts, attempts, events, runs
-from export_lib.ledger.states import RunState, check_transition
+from export_lib.ledger.states import RUN_STATES, AttemptState, RunState, check_transition
 
 log = logging.getLogger(__name__)
 
@@ -65,60 +64,8 @@ def _artifact(row: Any) -> ArtifactRecord:
     return ArtifactRecord(**dict(row._mapping))
 
 
-class Ledger:
-    """Access to the ledger tables. Thread/process safe: every method is one transaction."""
-
-    def __init__(self, engine: Engine, url: str = "") -> None:
-        self.engine = engine
-        self.url = url or str(engine.url)
-
-    # -- schema ---------------------------------------------------------------------------
-    def upgrade(self) -> None:
-        """Bring the schema to the newest Alembic revision (idempotent)."""
-        from export_lib.ledger.migrations import upgrade
-
-        upgrade(self.engine)
-
-    def ensure_schema(self) -> None:
-        """Make sure the tables exist at the newest revision before a command uses them.
-
-        The embedded SQLite ledger is upgraded on the spot (so ``exportctl run`` works on a
-        fresh checkout); a server database is never migrated implicitly — two workers racing
-        on DDL, or a migration nobody reviewed, is worse than a clear error.
-        """
-        from export_lib.ledger.migrations import current, head
-
-        try:
-            have, want = current(self.engine), head()
-        except OperationalError as exc:
-            raise LedgerError(f"ledger {masked(self.url)} failed: {exc.orig}") from exc
-        if have == want:
-            return
-        if self.engine.dialect.name == "sqlite":
-            log.info("upgrading the embedded ledger %s from %s to %s", masked(self.url), have, want)
-            self.upgrade()
-            return
-        raise LedgerError(
-            f"the export ledger at {masked(self.url)} is at schema revision {have or 'none'}, "
-            f"this code needs {want}: run 'exportctl ledger upgrade' with the same "
-            "EXPORT_LEDGER_URL first"
-        )
-
-    @contextmanager
-    def _tx(self) -> Iterator[Connection]:
-        try:
-            with self.engine.begin() as conn:
-                yield conn
-        except OperationalError as exc:
-            raise LedgerError(f"ledger {masked(self.url)} failed: {exc.orig}") from exc
-
-    @contextmanager
-    def _read(self) -> Iterator[Connection]:
-        try:
-            with self.engine.connect() as conn:
-                yield conn
-        except OperationalError as exc:
-            raise LedgerError(f"ledger {masked(self.url)} failed: {exc.orig}") from exc
+class Ledger(LedgerAccess):
+    """The run repository. Thread/process safe: every method is one transaction."""
 
     def _lock_run(self, conn: Connection, run_key: str) -> RunRecord:
         row = conn.execute(
@@ -133,7 +80,7 @@ class Ledger:
         *, attempt_id: str | None = None, reason: str | None = None,
     ) -> None:
         target = RunState(target)
-        check_transition(run.run_key, run.state, target)
+        check_transition(RUN_STATES, run.run_key, run.state, target)
         conn.execute(
             update(runs).where(runs.c.id == run.id)
             .values(state=target.value, reason=reason, updated_at=now)
@@ -191,8 +138,9 @@ class Ledger:
             generation = run.current_generation + 1
             stale = conn.execute(
                 update(attempts)
-                .where(attempts.c.run_id == run.id, attempts.c.state.in_(("running", "staged")))
-                .values(state="abandoned", finished_at=now,
+                .where(attempts.c.run_id == run.id, attempts.c.state.in_((AttemptState.RUNNING.value,
+                                                                  AttemptState.STAGED.value)))
+                .values(state=AttemptState.ABANDONED.value, finished_at=now,
                         error=f"superseded by generation {generation}")
             ).rowcount
             if stale:
@@ -207,7 +155,7 @@ class Ledger:
                        reason=f"attempt generation {generation} from {origin}")
             conn.execute(insert(attempts).values(
                 attempt_id=attempt_id, run_id=run.id, generation=generation, origin=origin,
-                state="running", lease_expires_at=now + lease,
+                state=AttemptState.RUNNING.value, lease_expires_at=now + lease,
                 staging_uri=staging_uri(attempt_id), staging_cleaned=0, started_at=now,
             ))
             row = conn.execute(select(attempts).where(attempts.c.attempt_id == attempt_id)).one()
@@ -248,7 +196,7 @@ class Ledger:
             run = self._lock_run(conn, run_key)
             self._fence(conn, run, attempt_id)
             conn.execute(update(attempts).where(attempts.c.attempt_id == attempt_id)
-                         .values(state="staged", rows=rows, bytes=nbytes, sha256=sha256))
+                         .values(state=AttemptState.STAGED.value, rows=rows, bytes=nbytes, sha256=sha256))
 
     def fail(self, run_key: str, attempt_id: str | None, error: str, now: datetime) -> None:
         """Record a failed attempt; the run goes to FAILED if that attempt still owns it."""
@@ -259,7 +207,7 @@ class Ledger:
                 row = conn.execute(select(attempts).where(attempts.c.attempt_id == attempt_id)).first()
                 owns = row is not None and row.generation == run.current_generation
                 conn.execute(update(attempts).where(attempts.c.attempt_id == attempt_id)
-                             .values(state="failed", error=error[:4000], finished_at=now))
+                             .values(state=AttemptState.FAILED.value, error=error[:4000], finished_at=now))
             if owns and run.state not in (RunState.READY, RunState.FAILED):
                 self._move(conn, run, RunState.FAILED, now, attempt_id=attempt_id,
                            reason=error[:4000])
@@ -309,7 +257,7 @@ class Ledger:
                     artifacts.c.run_id == run.id, artifacts.c.version == version)).one()
                 created, record = True, _artifact(row)
             conn.execute(update(attempts).where(attempts.c.attempt_id == attempt_id)
-                         .values(state="published", finished_at=now))
+                         .values(state=AttemptState.PUBLISHED.value, finished_at=now))
             if run.state != RunState.READY:
                 self._move(conn, run, RunState.READY, now, attempt_id=attempt_id,
                            reason=f"artifact v{record.version}" + ("" if created else " (unchanged)"))
@@ -357,7 +305,8 @@ class Ledger:
         """Abandoned or failed attempts whose staging object has not been cleaned up yet."""
         with self._read() as conn:
             rows = conn.execute(select(attempts).where(
-                attempts.c.state.in_(("abandoned", "failed")), attempts.c.staging_cleaned == 0
+                attempts.c.state.in_((AttemptState.ABANDONED.value,
+                                  AttemptState.FAILED.value)), attempts.c.staging_cleaned == 0
             )).all()
         return [_attempt(r) for r in rows]
 
@@ -406,6 +355,6 @@ class Ledger:
         with self.engine.connect() as conn:
             return conn.execute(
                 select(func.count()).select_from(attempts.join(runs, runs.c.id == attempts.c.run_id))
-                .where(runs.c.company == company, attempts.c.state == "running",
+                .where(runs.c.company == company, attempts.c.state == AttemptState.RUNNING.value,
                        attempts.c.lease_expires_at > now)
             ).scalar_one()

@@ -1,4 +1,10 @@
-"""Ledger tables (SQLAlchemy Core). Alembic migrations in ``export_lib/migrations`` create them."""
+"""All ledger tables (SQLAlchemy Core) on one ``metadata``: runs, attempts, artifacts, events,
+deliveries and delivery_attempts.
+
+This is the *live* description the code reads and writes. The Alembic revisions in
+``migrations/versions`` spell the same DDL out literally (frozen), and a test compares a freshly
+migrated database with this module, so a change here needs a new revision.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +13,7 @@ from datetime import UTC, datetime
 from sqlalchemy import (
     JSON,
     BigInteger,
+    CheckConstraint,
     Column,
     DateTime,
     ForeignKey,
@@ -19,6 +26,8 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 from sqlalchemy.types import TypeDecorator
+
+from export_lib.ledger.states import DeliveryState
 
 metadata = MetaData()
 
@@ -77,7 +86,7 @@ attempts = Table(
     Column("run_id", Integer, ForeignKey("export_runs.id"), nullable=False),
     Column("generation", Integer, nullable=False),
     Column("origin", String(300), nullable=False),
-    # running, staged, published, failed or abandoned
+    # an AttemptState (states.py): running, staged, published, failed or abandoned
     Column("state", String(20), nullable=False),
     Column("lease_expires_at", UtcDateTime, nullable=False),
     Column("staging_uri", Text, nullable=False),
@@ -123,4 +132,56 @@ events = Table(
     Column("to_state", String(20), nullable=False),
     Column("attempt_id", String(64), nullable=True),
     Column("detail", Text, nullable=True),
+)
+
+# One record per (run, artifact version, destination); the primary key is derived from that
+# triple (see deliveries.delivery_id), which makes insert-or-ignore race-free.
+deliveries = Table(
+    "deliveries",
+    metadata,
+    Column("delivery_id", String(80), primary_key=True),
+    Column("run_key", String(400), nullable=False),
+    Column("artifact_version", Integer, nullable=False),
+    Column("destination_id", String(64), nullable=False),
+    Column("destination_type", String(16), nullable=False),
+    Column("destination_config", Text, nullable=False),
+    Column("target", Text, nullable=False),
+    Column("artifact_name", String(400), nullable=False),
+    Column("artifact_sha256", String(64), nullable=False),
+    Column("artifact_bytes", BigInteger, nullable=False),
+    Column("state", String(16), nullable=False),
+    Column("attempts", Integer, nullable=False, server_default="0"),
+    # attempts made before the last operator requeue: the retry budget counts from here.
+    Column("budget_base", Integer, nullable=False, server_default="0"),
+    Column("last_error", Text),
+    Column("receipt", Text),
+    Column("created_at", UtcDateTime, nullable=False),
+    Column("updated_at", UtcDateTime, nullable=False),
+    Column("attempt_started_at", UtcDateTime),
+    Column("acknowledged_at", UtcDateTime),
+    UniqueConstraint("run_key", "artifact_version", "destination_id", name="uq_delivery_triple"),
+    CheckConstraint(
+        f"state IN {tuple(s.value for s in DeliveryState)!r}", name="ck_delivery_state"
+    ),
+    Index("ix_deliveries_run_key", "run_key"),
+    Index("ix_deliveries_state", "state"),
+)
+
+delivery_attempts = Table(
+    "delivery_attempts",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column(
+        "delivery_id",
+        String(80),
+        ForeignKey("deliveries.delivery_id", ondelete="CASCADE"),
+        nullable=False,
+    ),
+    Column("attempt", Integer, nullable=False),
+    Column("started_at", UtcDateTime, nullable=False),
+    Column("duration_ms", Integer),
+    Column("outcome", String(24), nullable=False),
+    Column("error", Text),
+    Column("receipt", Text),
+    UniqueConstraint("delivery_id", "attempt", name="uq_delivery_attempt"),
 )

@@ -1,11 +1,32 @@
-"""Run states and the one place their transitions are enforced.
+"""Every state machine of the ledger, and the one place their transitions are enforced.
 
-registered → reading → rendering → validating → ready, or failed / skipped / cancelled.
-A new attempt (a retry after a crash, or a regeneration of a ready run) restarts at reading.
+Runs::
+
+    registered → reading → rendering → validating → ready, or failed / skipped / cancelled.
+    A new attempt (a retry after a crash, or a regeneration of a ready run) restarts at reading.
+
+Deliveries (one per run, artifact version and destination)::
+
+    pending ──▶ attempting ──▶ acknowledged            (terminal)
+       │  ▲         │  │
+       │  └─────────┘  └────▶ exhausted ──▶ pending    (operator requeue)
+       ▼  retryable failure
+    refused ──▶ pending                                (owner authorised again / requeue)
+
+    ``attempting → attempting`` is a takeover of an attempt whose worker died.
+
+Run attempts and delivery attempts carry a state too (``AttemptState``, ``AttemptOutcome``);
+they are written by the repositories directly, without a transition table: an attempt's state
+only records what happened to it, nothing is decided from moving it.
+
+Both repositories call :func:`check_transition` with their :class:`StateMachine`, so the rules
+and the wording of an illegal move are the same everywhere.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from enum import StrEnum
 
 from export_lib.errors import IllegalTransitionError
@@ -22,10 +43,51 @@ class RunState(StrEnum):
     CANCELLED = "cancelled"
 
 
+class AttemptState(StrEnum):
+    """State of one render attempt of a run (``export_attempts.state``)."""
+
+    RUNNING = "running"
+    STAGED = "staged"
+    PUBLISHED = "published"
+    FAILED = "failed"
+    ABANDONED = "abandoned"
+
+
+class DeliveryState(StrEnum):
+    PENDING = "pending"
+    ATTEMPTING = "attempting"
+    ACKNOWLEDGED = "acknowledged"
+    EXHAUSTED = "exhausted"
+    REFUSED = "refused"
+
+
+class AttemptOutcome(StrEnum):
+    """Outcome of one delivery attempt in the history (``delivery_attempts.outcome``)."""
+
+    IN_PROGRESS = "in_progress"
+    DELIVERED = "delivered"
+    ALREADY_PRESENT = "already_present"
+    RETRYABLE_FAILURE = "retryable_failure"
+    PERMANENT_FAILURE = "permanent_failure"
+    ABANDONED = "abandoned"
+
+
 IN_FLIGHT = frozenset({RunState.READING, RunState.RENDERING, RunState.VALIDATING})
 TERMINAL = frozenset({RunState.READY, RunState.FAILED, RunState.SKIPPED, RunState.CANCELLED})
+UNRESOLVED_DELIVERIES = (DeliveryState.PENDING, DeliveryState.ATTEMPTING,
+                         DeliveryState.EXHAUSTED, DeliveryState.REFUSED)
 
-_ALLOWED: dict[RunState, frozenset[RunState]] = {
+
+@dataclass(frozen=True)
+class StateMachine:
+    """A named transition table: ``noun`` names the subject in error messages."""
+
+    noun: str
+    states: type[StrEnum]
+    allowed: Mapping[StrEnum, frozenset[StrEnum]]
+
+
+RUN_STATES = StateMachine("run", RunState, {
     RunState.REGISTERED: frozenset(
         {RunState.READING, RunState.FAILED, RunState.SKIPPED, RunState.CANCELLED}
     ),
@@ -47,15 +109,37 @@ _ALLOWED: dict[RunState, frozenset[RunState]] = {
     RunState.FAILED: frozenset({RunState.READING, RunState.CANCELLED, RunState.SKIPPED}),
     RunState.SKIPPED: frozenset({RunState.READING}),
     RunState.CANCELLED: frozenset(),
-}
+})
+
+DELIVERY_STATES = StateMachine("delivery", DeliveryState, {
+    DeliveryState.PENDING: frozenset({DeliveryState.ATTEMPTING, DeliveryState.REFUSED}),
+    # ATTEMPTING → ATTEMPTING: takeover of an attempt whose worker died (see stale_after).
+    DeliveryState.ATTEMPTING: frozenset({DeliveryState.ACKNOWLEDGED, DeliveryState.PENDING,
+                                         DeliveryState.EXHAUSTED, DeliveryState.ATTEMPTING}),
+    DeliveryState.EXHAUSTED: frozenset({DeliveryState.PENDING}),
+    DeliveryState.REFUSED: frozenset({DeliveryState.PENDING}),
+    DeliveryState.ACKNOWLEDGED: frozenset(),
+})
 
 
-def check_transition(run_key: str, current: RunState | str, target: RunState | str) -> None:
-    """Raise IllegalTransitionError unless ``current → target`` is allowed."""
-    cur, tgt = RunState(current), RunState(target)
-    if tgt not in _ALLOWED[cur]:
-        allowed = ", ".join(sorted(s.value for s in _ALLOWED[cur])) or "none (final state)"
+def check_transition(machine: StateMachine, subject: str, current: str, target: str) -> None:
+    """Raise IllegalTransitionError unless ``machine`` allows ``current → target``.
+
+    The message names the subject (run key or delivery id), both states and the allowed
+    moves, e.g. ``run acme/x: cannot go from ready to failed; allowed from ready: reading``.
+    """
+    try:
+        cur, tgt = machine.states(current), machine.states(target)
+    except ValueError as exc:
+        valid = ", ".join(s.value for s in machine.states)
         raise IllegalTransitionError(
-            f"run {run_key}: cannot go from {cur.value} to {tgt.value}; allowed from "
-            f"{cur.value}: {allowed}"
+            f"{machine.noun} {subject}: unknown state in {current!r} → {target!r}; "
+            f"valid states: {valid}"
+        ) from exc
+    allowed = machine.allowed[cur]
+    if tgt not in allowed:
+        moves = ", ".join(sorted(s.value for s in allowed)) or "none (final state)"
+        raise IllegalTransitionError(
+            f"{machine.noun} {subject}: cannot go from {cur.value} to {tgt.value}; "
+            f"allowed from {cur.value}: {moves}"
         )

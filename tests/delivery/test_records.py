@@ -10,6 +10,7 @@ import sqlalchemy as sa
 
 from export_lib.delivery import delivery_id, list_deliveries, requeue
 from export_lib.errors import IllegalTransitionError
+from export_lib.ledger import DELIVERY_STATES, check_transition
 from export_lib.ledger import deliveries as rec
 from tests.delivery.support import NOW, RUN_KEY
 
@@ -39,8 +40,9 @@ def test_delivery_id_is_stable_readable_and_distinct_per_triple() -> None:
 )
 def test_illegal_transitions_raise(current: str, target: str) -> None:
     with pytest.raises(IllegalTransitionError,
-                       match=f"delivery cannot move from '{current}' to '{target}'"):
-        rec.check_transition(current, target)
+                       match=f"^delivery dlv-x: cannot go from {current} to {target}; "
+                             f"allowed from {current}: "):
+        check_transition(DELIVERY_STATES, "dlv-x", current, target)
 
 
 def test_ensure_record_is_insert_or_get(ledger: sa.Engine) -> None:
@@ -91,7 +93,9 @@ def test_stale_reader_cannot_overwrite_a_newer_attempt(ledger: sa.Engine) -> Non
 
 def test_requeue_gives_an_exhausted_delivery_a_fresh_budget(ledger: sa.Engine) -> None:
     record = rec.ensure_record(ledger, _new(), now=NOW)
-    with pytest.raises(IllegalTransitionError, match="from 'pending' to 'pending'"):
+    with pytest.raises(IllegalTransitionError,
+                       match=f"^delivery {record.delivery_id}: cannot go from pending to pending; "
+                             "allowed from pending: attempting, refused$"):
         requeue(ledger, record.delivery_id, now=NOW)
     with ledger.begin() as conn:
         rec.start_attempt(conn, record, now=NOW)

@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 
 from export_lib.errors import FencingError, IllegalTransitionError, LedgerError, PublishError
-from export_lib.ledger import RunState, check_transition, open_ledger
+from export_lib.ledger import RUN_STATES, RunState, check_transition, open_ledger
 from tests.ledger.conftest import NOW, registration
 
 
@@ -114,8 +114,10 @@ def test_every_transition_is_logged_as_an_event(sqlite_ledger):
     ("registered", "ready"), ("ready", "failed"), ("cancelled", "reading"), ("validating", "skipped"),
 ])
 def test_illegal_transitions_raise(current, target):
-    with pytest.raises(IllegalTransitionError, match=f"cannot go from {current} to {target}"):
-        check_transition("acme/x/2026-01-01T00:00Z", current, target)
+    with pytest.raises(IllegalTransitionError,
+                       match=f"^run acme/x/2026-01-01T00:00Z: cannot go from {current} to {target}; "
+                             f"allowed from {current}: "):
+        check_transition(RUN_STATES, "acme/x/2026-01-01T00:00Z", current, target)
 
 
 def test_failed_attempt_marks_the_run_failed(sqlite_ledger):

@@ -2,15 +2,9 @@
 
 from alembic import context
 
-from export_lib.ledger.migrations import VERSION_TABLE
-from export_lib.ledger.schema import metadata
+from export_lib.ledger.migrations import context_options
 
 connection = context.config.attributes["connection"]
-context.configure(
-    connection=connection,
-    target_metadata=metadata,
-    render_as_batch=connection.dialect.name == "sqlite",
-    version_table=VERSION_TABLE,
-)
+context.configure(connection=connection, **context_options(connection))
 with context.begin_transaction():
     context.run_migrations()

@@ -1,0 +1,77 @@
+"""What every ledger repository object shares: the engine, transactions that turn driver
+errors into LedgerError (with the URL masked), and the schema check/upgrade.
+
+Split out of runs.py so the run repository stays about runs (and under ~400 lines).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from sqlalchemy import Connection
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import OperationalError
+
+from export_lib.errors import LedgerError
+from export_lib.ledger.database import masked
+
+log = logging.getLogger(__name__)
+
+
+class LedgerAccess:
+    """The ledger's engine and URL, its transactions, and its schema revision."""
+
+    def __init__(self, engine: Engine, url: str = "") -> None:
+        self.engine = engine
+        self.url = url or str(engine.url)
+
+    # -- schema ---------------------------------------------------------------------------
+    def upgrade(self) -> None:
+        """Bring the schema to the newest Alembic revision (idempotent)."""
+        from export_lib.ledger.migrations import upgrade
+
+        upgrade(self.engine)
+
+    def ensure_schema(self) -> None:
+        """Make sure the tables exist at the newest revision before a command uses them.
+
+        The embedded SQLite ledger is upgraded on the spot (so ``exportctl run`` works on a
+        fresh checkout); a server database is never migrated implicitly — two workers racing
+        on DDL, or a migration nobody reviewed, is worse than a clear error.
+        """
+        from export_lib.ledger.migrations import current, head
+
+        try:
+            have, want = current(self.engine), head()
+        except OperationalError as exc:
+            raise LedgerError(f"ledger {masked(self.url)} failed: {exc.orig}") from exc
+        if have == want:
+            return
+        if self.engine.dialect.name == "sqlite":
+            log.info("upgrading the embedded ledger %s from %s to %s", masked(self.url), have, want)
+            self.upgrade()
+            return
+        raise LedgerError(
+            f"the export ledger at {masked(self.url)} is at schema revision {have or 'none'}, "
+            f"this code needs {want}: run 'exportctl ledger upgrade' with the same "
+            "EXPORT_LEDGER_URL first"
+        )
+
+    @contextmanager
+    def _tx(self) -> Iterator[Connection]:
+        try:
+            with self.engine.begin() as conn:
+                yield conn
+        except OperationalError as exc:
+            raise LedgerError(f"ledger {masked(self.url)} failed: {exc.orig}") from exc
+
+    @contextmanager
+    def _read(self) -> Iterator[Connection]:
+        try:
+            with self.engine.connect() as conn:
+                yield conn
+        except OperationalError as exc:
+            raise LedgerError(f"ledger {masked(self.url)} failed: {exc.orig}") from exc
+
