@@ -17,9 +17,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from sqlalchemy.engine import Engine
 
 from export_lib.errors import ConfigError
-from export_lib.ledger.deliveries import UNRESOLVED, deliveries
-from export_lib.ledger.schema import artifacts, runs
-from export_lib.ledger.states import RunState
+from export_lib.ledger.schema import artifacts, deliveries, runs
+from export_lib.ledger.states import UNRESOLVED_DELIVERIES, RunState
 from export_lib.periods.names import period_label
 from export_lib.periods.slots import format_instant
 
@@ -87,8 +86,9 @@ def _where(f: RunFilter) -> list[Any]:
     if f.until:
         clauses.append(runs.c.slot < f.until)
     if f.unresolved_deliveries:
+        unresolved = [s.value for s in UNRESOLVED_DELIVERIES]
         clauses.append(runs.c.run_key.in_(
-            sa.select(deliveries.c.run_key).where(deliveries.c.state.in_(UNRESOLVED))))
+            sa.select(deliveries.c.run_key).where(deliveries.c.state.in_(unresolved))))
     return clauses
 
 
@@ -178,10 +178,8 @@ def runs_page(engine: Engine, f: RunFilter, *, now: datetime) -> RunsPage:
 
 
 def _utc(value: datetime | None) -> datetime | None:
-    """SQLite hands back naive UTC for the delivery tables' plain DateTime columns."""
-    if value is None:
-        return None
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+    """Every ledger column reads back aware UTC (UtcDateTime); this only normalises the zone."""
+    return value.astimezone(UTC) if value is not None else None
 
 
 __all__ = ["MAX_LIMIT", "RunFilter", "RunsPage", "run_filter", "runs_page"]

@@ -102,3 +102,22 @@ def test_bad_filters_name_the_field_and_the_valid_values():
         run_filter(state="done")
     with pytest.raises(ConfigError, match=r"limit: Input should be less than or equal to 500"):
         run_filter(limit=100000)
+
+
+def test_unresolved_deliveries_filter(ledger_with_runs):
+    from export_lib.ledger.deliveries import delivery_id, ensure_record
+    from export_lib.ledger.records import NewDelivery
+    from export_lib.reports import run_filter, runs_page
+
+    engine = ledger_with_runs.engine
+    key = "acme/hourly-clicks/2026-03-28T03:00Z"
+    ensure_record(engine, NewDelivery(
+        delivery_id=delivery_id(key, 1, "acme-dir"), run_key=key, artifact_version=1,
+        destination_id="acme-dir", destination_type="local", destination_config="{}",
+        target="outbox/acme/hourly-clicks", artifact_name="a.csv", artifact_sha256="0" * 64,
+        artifact_bytes=1), now=HOUR)
+
+    page = runs_page(engine, run_filter(unresolved_deliveries=True), now=HOUR)
+    assert [r["run_key"] for r in page.runs] == [key] and page.total == 1
+    assert [(d["destination"], d["state"], d["attempts"]) for d in page.runs[0]["deliveries"]] == [
+        ("acme-dir", "pending", 0)]

@@ -1,9 +1,9 @@
 """Delivery test fixtures: real servers for every destination type, and ledgers on both DBs.
 
 The S3 and GCS servers are session fixtures of ``tests/conftest.py`` (the ledger tests use them
-too). Servers start once per session and stop even when tests fail. Each test gets a fresh ledger:
-an SQLite file, or a fresh schema on the session PostgreSQL (``ledger`` is parametrised over
-both where a test says so).
+too). Servers start once per session and stop even when tests fail. Each test gets fresh ledger
+tables (an SQLAlchemy Engine): an SQLite file, or a fresh schema on the session PostgreSQL
+(``ledger_engine`` is parametrised over both where a test says so).
 """
 
 from __future__ import annotations
@@ -88,15 +88,15 @@ def https_webhook_server(certificates: ServerCertificates) -> Iterator[WebhookRe
 
 
 @pytest.fixture()
-def sqlite_ledger(tmp_path: Path) -> Iterator[sa.Engine]:
-    engine = sa.create_engine(f"sqlite:///{tmp_path / 'ledger.db'}")
+def sqlite_engine(tmp_path: Path) -> Iterator[sa.Engine]:
+    engine = sa.create_engine(f"sqlite:///{tmp_path / 'ledger_engine.db'}")
     delivery_metadata.create_all(engine)
     yield engine
     engine.dispose()
 
 
 @pytest.fixture()
-def pg_ledger(postgres_server: PostgresServer, pg_schema: str) -> Iterator[sa.Engine]:
+def pg_engine(postgres_server: PostgresServer, pg_schema: str) -> Iterator[sa.Engine]:
     engine = sa.create_engine(postgres_server.sqlalchemy_url,
                               connect_args={"options": f"-csearch_path={pg_schema}"})
     delivery_metadata.create_all(engine)
@@ -105,9 +105,10 @@ def pg_ledger(postgres_server: PostgresServer, pg_schema: str) -> Iterator[sa.En
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
-def ledger(request: pytest.FixtureRequest) -> sa.Engine:
-    """The ledger on SQLite (embedded demo) and on PostgreSQL (production)."""
-    name = "sqlite_ledger" if request.param == "sqlite" else "pg_ledger"
+def ledger_engine(request: pytest.FixtureRequest) -> sa.Engine:
+    """The delivery tables' engine on SQLite (embedded demo) and on PostgreSQL (production).
+    (Named *_engine: the ledger fixtures of tests/ledger return a ``Ledger``, these an Engine.)"""
+    name = "sqlite_engine" if request.param == "sqlite" else "pg_engine"
     return request.getfixturevalue(name)
 
 

@@ -27,11 +27,11 @@ def relay(smtp: SmtpRelay, monkeypatch: pytest.MonkeyPatch) -> SmtpRelay:
 
 
 def test_email_is_sent_once_with_the_attachment_and_a_stable_message_id(
-    ledger: sa.Engine, relay: SmtpRelay, make_artifact: ArtifactFactory
+    ledger_engine: sa.Engine, relay: SmtpRelay, make_artifact: ArtifactFactory
 ) -> None:
     artifact = make_artifact()
-    first = run(ledger, MAIL, artifact)
-    second = run(ledger, MAIL, artifact)
+    first = run(ledger_engine, MAIL, artifact)
+    second = run(ledger_engine, MAIL, artifact)
     assert second.already_delivered is True
     (message,) = relay.messages
     assert relay.handler.envelopes == [("exports@example.com",
@@ -49,11 +49,11 @@ def test_email_is_sent_once_with_the_attachment_and_a_stable_message_id(
 
 
 def test_too_large_artifact_is_linked_and_the_body_says_why(
-    sqlite_ledger: sa.Engine, relay: SmtpRelay, make_artifact: ArtifactFactory
+    sqlite_engine: sa.Engine, relay: SmtpRelay, make_artifact: ArtifactFactory
 ) -> None:
     artifact = make_artifact(5000)
     small = MAIL.model_copy(update={"max_attachment_bytes": 1000})
-    run(sqlite_ledger, small, artifact)
+    run(sqlite_engine, small, artifact)
     (message,) = relay.messages
     assert not [p for p in message.walk() if p.get_filename()]
     text = message.get_payload(decode=True).decode()
@@ -63,62 +63,62 @@ def test_too_large_artifact_is_linked_and_the_body_says_why(
 
 
 def test_relay_login_with_the_connection_credentials(
-    sqlite_ledger: sa.Engine, smtp: SmtpRelay, make_artifact: ArtifactFactory,
+    sqlite_engine: sa.Engine, smtp: SmtpRelay, make_artifact: ArtifactFactory,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("AIRFLOW_CONN_ACME_SMTP", smtp.connection_uri(password=PASSWORD))
-    assert run(sqlite_ledger, MAIL, make_artifact()).state == "acknowledged"
+    assert run(sqlite_engine, MAIL, make_artifact()).state == "acknowledged"
     assert len(smtp.messages) == 1
 
 
 def test_wrong_relay_password_is_permanent_and_masked(
-    sqlite_ledger: sa.Engine, smtp: SmtpRelay, make_artifact: ArtifactFactory,
+    sqlite_engine: sa.Engine, smtp: SmtpRelay, make_artifact: ArtifactFactory,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("AIRFLOW_CONN_ACME_SMTP", smtp.connection_uri(password="nope-nope"))
     with pytest.raises(DeliveryError, match=r"connection 'acme_smtp' \(smtp://relay:\*\*\*@"
                        r"127\.0\.0\.1:\d+\) was refused: SMTP login failed \(535\)") as info:
-        run(sqlite_ledger, MAIL, make_artifact())
+        run(sqlite_engine, MAIL, make_artifact())
     assert info.value.retryable is False and "nope-nope" not in str(info.value)
-    assert only_record(sqlite_ledger)["attempts"] == 1
+    assert only_record(sqlite_engine)["attempts"] == 1
     assert smtp.messages == []
 
 
 def test_connection_without_sender_is_a_permanent_config_error(
-    sqlite_ledger: sa.Engine, smtp: SmtpRelay, make_artifact: ArtifactFactory,
+    sqlite_engine: sa.Engine, smtp: SmtpRelay, make_artifact: ArtifactFactory,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("AIRFLOW_CONN_ACME_SMTP", f"smtp://127.0.0.1:{smtp.port}")
     with pytest.raises(DeliveryError, match=r"has no sender: add \?from="):
-        run(sqlite_ledger, MAIL, make_artifact())
+        run(sqlite_engine, MAIL, make_artifact())
 
 
 def test_unreachable_relay_is_retryable(
-    sqlite_ledger: sa.Engine, make_artifact: ArtifactFactory, monkeypatch: pytest.MonkeyPatch
+    sqlite_engine: sa.Engine, make_artifact: ArtifactFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from tests.services.ports import free_port
 
     monkeypatch.setenv("AIRFLOW_CONN_ACME_SMTP",
                        f"smtp://127.0.0.1:{free_port()}/?from=exports%40example.com")
     with pytest.raises(DeliveryError, match="will retry.*ConnectionRefusedError") as info:
-        run(sqlite_ledger, MAIL, make_artifact())
+        run(sqlite_engine, MAIL, make_artifact())
     assert info.value.retryable is True
 
 
 def test_starttls_relay_with_a_private_ca(
-    sqlite_ledger: sa.Engine, smtp_tls_server: SmtpRelay, certificates: ServerCertificates,
+    sqlite_engine: sa.Engine, smtp_tls_server: SmtpRelay, certificates: ServerCertificates,
     make_artifact: ArtifactFactory, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     smtp_tls_server.reset()
     ca = quote(str(certificates.ca_file), safe="")
     monkeypatch.setenv("AIRFLOW_CONN_ACME_SMTP", smtp_tls_server.connection_uri(
         password=PASSWORD, extra=f"&starttls=true&ca_file={ca}"))
-    assert run(sqlite_ledger, MAIL, make_artifact()).state == "acknowledged"
+    assert run(sqlite_engine, MAIL, make_artifact()).state == "acknowledged"
     assert len(smtp_tls_server.messages) == 1
 
 
 def test_untrusted_relay_certificate_is_permanent(
-    sqlite_ledger: sa.Engine, smtp_tls_server: SmtpRelay, make_artifact: ArtifactFactory,
+    sqlite_engine: sa.Engine, smtp_tls_server: SmtpRelay, make_artifact: ArtifactFactory,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     smtp_tls_server.reset()
@@ -126,16 +126,16 @@ def test_untrusted_relay_certificate_is_permanent(
                        smtp_tls_server.connection_uri(extra="&starttls=true"))
     with pytest.raises(DeliveryError, match="TLS certificate is not trusted .*set extra.ca_file"
                        ) as info:
-        run(sqlite_ledger, MAIL, make_artifact())
+        run(sqlite_engine, MAIL, make_artifact())
     assert info.value.retryable is False
     assert smtp_tls_server.messages == []
 
 
 def test_relay_requiring_starttls_refuses_plain_mail_permanently(
-    sqlite_ledger: sa.Engine, smtp_tls_server: SmtpRelay, make_artifact: ArtifactFactory,
+    sqlite_engine: sa.Engine, smtp_tls_server: SmtpRelay, make_artifact: ArtifactFactory,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("AIRFLOW_CONN_ACME_SMTP", smtp_tls_server.connection_uri())
     with pytest.raises(DeliveryError, match="answered 530") as info:
-        run(sqlite_ledger, MAIL, make_artifact())
+        run(sqlite_engine, MAIL, make_artifact())
     assert info.value.retryable is False

@@ -40,14 +40,14 @@ def _sidecar_size(artifact: DeliverableArtifact) -> int:
 
 
 def test_sftp_delivers_once_under_the_final_name_with_a_sidecar(
-    ledger: sa.Engine, sftp_server: SftpServer, upload_dir: str, make_artifact: ArtifactFactory
+    ledger_engine: sa.Engine, sftp_server: SftpServer, upload_dir: str, make_artifact: ArtifactFactory
 ) -> None:
     artifact = make_artifact(256 * 1024)
     destination = SftpDestination(id="customer-sftp", conn_id="acme_sftp", path=upload_dir)
-    first = run(ledger, destination, artifact)
+    first = run(ledger_engine, destination, artifact)
     final = sftp_server.root / upload_dir.lstrip("/") / artifact.name
     stamp = final.stat().st_ino, final.stat().st_mtime_ns
-    second = run(ledger, destination, artifact)
+    second = run(ledger_engine, destination, artifact)
     assert (first.state, first.receipt, second.already_delivered) == (
         "acknowledged", f"size={artifact.bytes}", True)
     assert (final.stat().st_ino, final.stat().st_mtime_ns) == stamp
@@ -57,7 +57,7 @@ def test_sftp_delivers_once_under_the_final_name_with_a_sidecar(
 
 
 def test_connection_dropped_mid_upload_never_shows_a_partial_final_file(
-    ledger: sa.Engine, sftp_server: SftpServer, proxy: CuttingProxy, upload_dir: str,
+    ledger_engine: sa.Engine, sftp_server: SftpServer, proxy: CuttingProxy, upload_dir: str,
     make_artifact: ArtifactFactory, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     artifact = make_artifact(1024 * 1024)
@@ -65,7 +65,7 @@ def test_connection_dropped_mid_upload_never_shows_a_partial_final_file(
     destination = SftpDestination(id="customer-sftp", conn_id="acme_sftp", path=upload_dir)
     proxy.cut_after = 300 * 1024  # handshake + ~a quarter of the file
     with pytest.raises(DeliveryError, match="attempt 1 of 5 failed, will retry") as info:
-        run(ledger, destination, artifact)
+        run(ledger_engine, destination, artifact)
     assert info.value.retryable is True and proxy.cuts == 1
     temp = f".{artifact.name}.part-{delivery_id(RUN_KEY, 1, 'customer-sftp')}"
     after_drop = _listing(sftp_server, upload_dir)
@@ -73,18 +73,18 @@ def test_connection_dropped_mid_upload_never_shows_a_partial_final_file(
     assert set(after_drop) == {temp} and 0 < after_drop[temp] < artifact.bytes
 
     proxy.cut_after = None
-    outcome = run(ledger, destination, artifact)
+    outcome = run(ledger_engine, destination, artifact)
     assert (outcome.state, outcome.attempts) == ("acknowledged", 2)
     assert _listing(sftp_server, upload_dir) == {artifact.name: artifact.bytes,
                                                  f"{artifact.name}.sha256": _sidecar_size(artifact)}
     final = sftp_server.root / upload_dir.lstrip("/") / artifact.name
     assert final.read_bytes() == artifact.local_path.read_bytes()
-    assert [h["outcome"] for h in only_record(ledger)["history"]] == ["retryable_failure",
+    assert [h["outcome"] for h in only_record(ledger_engine)["history"]] == ["retryable_failure",
                                                                        "delivered"]
 
 
 def test_file_stored_but_unacknowledged_is_verified_not_rewritten(
-    sqlite_ledger: sa.Engine, sftp_server: SftpServer, upload_dir: str,
+    sqlite_engine: sa.Engine, sftp_server: SftpServer, upload_dir: str,
     make_artifact: ArtifactFactory,
 ) -> None:
     artifact = make_artifact()
@@ -92,7 +92,7 @@ def test_file_stored_but_unacknowledged_is_verified_not_rewritten(
     directory.mkdir(parents=True)
     (directory / artifact.name).write_bytes(artifact.local_path.read_bytes())  # no sidecar yet
     inode = (directory / artifact.name).stat().st_ino
-    outcome = run(sqlite_ledger, SftpDestination(id="customer-sftp", conn_id="acme_sftp",
+    outcome = run(sqlite_engine, SftpDestination(id="customer-sftp", conn_id="acme_sftp",
                                                  path=upload_dir), artifact)
     assert (outcome.already_present, outcome.receipt) == (True, f"present size={artifact.bytes}")
     assert (directory / artifact.name).stat().st_ino == inode
@@ -100,31 +100,31 @@ def test_file_stored_but_unacknowledged_is_verified_not_rewritten(
 
 
 def test_key_authentication(
-    sqlite_ledger: sa.Engine, sftp_server: SftpServer, upload_dir: str,
+    sqlite_engine: sa.Engine, sftp_server: SftpServer, upload_dir: str,
     make_artifact: ArtifactFactory, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("AIRFLOW_CONN_ACME_SFTP", sftp_server.connection_uri(key=True))
-    outcome = run(sqlite_ledger, SftpDestination(id="customer-sftp", conn_id="acme_sftp",
+    outcome = run(sqlite_engine, SftpDestination(id="customer-sftp", conn_id="acme_sftp",
                                                  path=upload_dir), make_artifact())
     assert outcome.state == "acknowledged"
 
 
 def test_wrong_password_is_permanent_and_masked(
-    sqlite_ledger: sa.Engine, sftp_server: SftpServer, upload_dir: str,
+    sqlite_engine: sa.Engine, sftp_server: SftpServer, upload_dir: str,
     make_artifact: ArtifactFactory, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("AIRFLOW_CONN_ACME_SFTP", sftp_server.connection_uri(password="guess"))
     with pytest.raises(DeliveryError, match=r"connection 'acme_sftp' \(sftp://exports:\*\*\*@"
                        r"127\.0\.0\.1:\d+\) was refused: SSH authentication failed") as info:
-        run(sqlite_ledger, SftpDestination(id="customer-sftp", conn_id="acme_sftp",
+        run(sqlite_engine, SftpDestination(id="customer-sftp", conn_id="acme_sftp",
                                            path=upload_dir), make_artifact())
     assert info.value.retryable is False and "guess" not in str(info.value)
-    assert (only_record(sqlite_ledger)["state"], only_record(sqlite_ledger)["attempts"]) == (
+    assert (only_record(sqlite_engine)["state"], only_record(sqlite_engine)["attempts"]) == (
         "exhausted", 1)
 
 
 def test_unexpected_host_key_is_permanent(
-    sqlite_ledger: sa.Engine, sftp_server: SftpServer, upload_dir: str,
+    sqlite_engine: sa.Engine, sftp_server: SftpServer, upload_dir: str,
     make_artifact: ArtifactFactory, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
 ) -> None:
     import asyncssh
@@ -136,7 +136,7 @@ def test_unexpected_host_key_is_permanent(
     monkeypatch.setenv("AIRFLOW_CONN_ACME_SFTP", f"{uri}?host_key={quote(other, safe='')}")
     with pytest.raises(DeliveryError, match="host key of 127.0.0.1 does not match the pinned "
                        "extra.host_key") as info:
-        run(sqlite_ledger, SftpDestination(id="customer-sftp", conn_id="acme_sftp",
+        run(sqlite_engine, SftpDestination(id="customer-sftp", conn_id="acme_sftp",
                                            path=upload_dir), make_artifact())
     assert info.value.retryable is False
     assert _listing(sftp_server, upload_dir) == {}

@@ -28,11 +28,11 @@ def hook(webhook: WebhookReceiver, monkeypatch: pytest.MonkeyPatch) -> WebhookRe
 
 
 def test_webhook_posts_the_delivery_once_with_its_idempotency_key(
-    sqlite_ledger: sa.Engine, hook: WebhookReceiver, make_artifact: ArtifactFactory
+    sqlite_engine: sa.Engine, hook: WebhookReceiver, make_artifact: ArtifactFactory
 ) -> None:
     artifact = make_artifact()
-    first = run(sqlite_ledger, HOOK, artifact)
-    second = run(sqlite_ledger, HOOK, artifact)
+    first = run(sqlite_engine, HOOK, artifact)
+    second = run(sqlite_engine, HOOK, artifact)
     assert (first.state, second.already_delivered) == ("acknowledged", True)
     assert [(r["path"], r["key"]) for r in hook.state.requests] == [("/hooks/exports", KEY)]
     body = hook.state.bodies[KEY]
@@ -48,18 +48,18 @@ def test_webhook_posts_the_delivery_once_with_its_idempotency_key(
 
 
 def test_stored_then_stalled_past_the_timeout_is_processed_once(
-    ledger: sa.Engine, hook: WebhookReceiver, make_artifact: ArtifactFactory
+    ledger_engine: sa.Engine, hook: WebhookReceiver, make_artifact: ArtifactFactory
 ) -> None:
     artifact = make_artifact()
     hook.stall_next(1.2)  # stores the delivery, then answers after the client gave up
     with pytest.raises(DeliveryError, match="attempt 1 of 5 failed, will retry.*timed out") as info:
-        run(ledger, HOOK, artifact)
+        run(ledger_engine, HOOK, artifact)
     assert info.value.retryable is True
-    outcome = run(ledger, HOOK, artifact)
+    outcome = run(ledger_engine, HOOK, artifact)
     assert outcome.state == "acknowledged" and outcome.attempts == 2
     assert hook.state.processed == {KEY: 1}
     assert [r["key"] for r in hook.state.requests] == [KEY, KEY]
-    record = only_record(ledger)
+    record = only_record(ledger_engine)
     assert '"status": "duplicate"' in record["receipt"]
     receipts = [h["receipt"] for h in record["history"] if h["receipt"]]
     assert receipts == [record["receipt"]]
@@ -68,62 +68,62 @@ def test_stored_then_stalled_past_the_timeout_is_processed_once(
 
 @pytest.mark.parametrize("status", [503, 429, 408])
 def test_retryable_statuses_are_retried_until_accepted(
-    sqlite_ledger: sa.Engine, hook: WebhookReceiver, make_artifact: ArtifactFactory, status: int
+    sqlite_engine: sa.Engine, hook: WebhookReceiver, make_artifact: ArtifactFactory, status: int
 ) -> None:
     artifact = make_artifact()
     hook.fail_next(2, status)
     for attempt in (1, 2):
         with pytest.raises(DeliveryError, match=f"attempt {attempt} of 5 failed.*HTTP {status}"):
-            run(sqlite_ledger, HOOK, artifact)
-    assert run(sqlite_ledger, HOOK, artifact).attempts == 3
+            run(sqlite_engine, HOOK, artifact)
+    assert run(sqlite_engine, HOOK, artifact).attempts == 3
     assert hook.state.processed == {KEY: 1}
 
 
 def test_429_error_mentions_retry_after(
-    sqlite_ledger: sa.Engine, hook: WebhookReceiver, make_artifact: ArtifactFactory
+    sqlite_engine: sa.Engine, hook: WebhookReceiver, make_artifact: ArtifactFactory
 ) -> None:
     hook.fail_next(1, 429)
     with pytest.raises(DeliveryError, match=r"HTTP 429 \(Retry-After: 1\)"):
-        run(sqlite_ledger, HOOK, make_artifact())
+        run(sqlite_engine, HOOK, make_artifact())
 
 
 def test_exhausting_the_budget_leaves_exhausted_with_the_last_error(
-    ledger: sa.Engine, hook: WebhookReceiver, make_artifact: ArtifactFactory,
+    ledger_engine: sa.Engine, hook: WebhookReceiver, make_artifact: ArtifactFactory,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     artifact = make_artifact()
     hook.fail_next(10, 503)
     for _ in range(2):
         with pytest.raises(DeliveryError) as info:
-            run(ledger, HOOK, artifact, max_attempts=3)
+            run(ledger_engine, HOOK, artifact, max_attempts=3)
         assert info.value.retryable is True
     with caplog.at_level(logging.ERROR, logger="export_lib.delivery.engine"), \
             pytest.raises(DeliveryError, match="exhausted its 3 attempts.*HTTP 503") as info:
-        run(ledger, HOOK, artifact, max_attempts=3)
+        run(ledger_engine, HOOK, artifact, max_attempts=3)
     assert info.value.retryable is False
-    record = only_record(ledger)
+    record = only_record(ledger_engine)
     assert (record["state"], record["attempts"]) == ("exhausted", 3)
     assert "answered HTTP 503" in record["last_error"]
     assert [h["outcome"] for h in record["history"]] == ["retryable_failure"] * 3
     assert any("exhausted its 3 attempts" in r.getMessage() and "company=acme" in r.getMessage()
                for r in caplog.records)
     with pytest.raises(DeliveryError, match="is exhausted after 3 attempt"):
-        run(ledger, HOOK, artifact, max_attempts=3)
+        run(ledger_engine, HOOK, artifact, max_attempts=3)
     assert len(hook.state.requests) == 3  # no retry storm after exhaustion
 
 
 def test_client_error_is_permanent(
-    sqlite_ledger: sa.Engine, hook: WebhookReceiver, make_artifact: ArtifactFactory
+    sqlite_engine: sa.Engine, hook: WebhookReceiver, make_artifact: ArtifactFactory
 ) -> None:
     hook.fail_next(1, 422)
     with pytest.raises(DeliveryError, match="failed permanently on attempt 1.*HTTP 422") as info:
-        run(sqlite_ledger, HOOK, make_artifact())
+        run(sqlite_engine, HOOK, make_artifact())
     assert info.value.retryable is False
     assert len(hook.state.requests) == 1
 
 
 def test_wrong_credentials_are_permanent_and_name_the_connection_masked(
-    sqlite_ledger: sa.Engine, webhook: WebhookReceiver, make_artifact: ArtifactFactory,
+    sqlite_engine: sa.Engine, webhook: WebhookReceiver, make_artifact: ArtifactFactory,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     webhook.state.token = "right-token"
@@ -131,36 +131,36 @@ def test_wrong_credentials_are_permanent_and_name_the_connection_masked(
                        f"http://svc:hunter2@127.0.0.1:{webhook.port}/hooks")
     with pytest.raises(DeliveryError, match=r"connection 'acme_hook' \(http://svc:\*\*\*@127"
                        r".*was refused: webhook answered HTTP 401") as info:
-        run(sqlite_ledger, HOOK, make_artifact())
+        run(sqlite_engine, HOOK, make_artifact())
     assert info.value.retryable is False and "hunter2" not in str(info.value)
-    assert only_record(sqlite_ledger)["state"] == "exhausted"
+    assert only_record(sqlite_engine)["state"] == "exhausted"
     assert len(webhook.state.requests) == 1
 
 
 def test_bearer_token_from_the_connection_is_sent(
-    sqlite_ledger: sa.Engine, webhook: WebhookReceiver, make_artifact: ArtifactFactory,
+    sqlite_engine: sa.Engine, webhook: WebhookReceiver, make_artifact: ArtifactFactory,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     webhook.state.token = "right-token"
     monkeypatch.setenv("AIRFLOW_CONN_ACME_HOOK",
                        f"http://127.0.0.1:{webhook.port}/hooks?token=right-token")
-    assert run(sqlite_ledger, HOOK, make_artifact()).state == "acknowledged"
+    assert run(sqlite_engine, HOOK, make_artifact()).state == "acknowledged"
 
 
 def test_unreachable_receiver_is_retryable(
-    sqlite_ledger: sa.Engine, make_artifact: ArtifactFactory, monkeypatch: pytest.MonkeyPatch
+    sqlite_engine: sa.Engine, make_artifact: ArtifactFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from tests.services.ports import free_port
 
     monkeypatch.setenv("AIRFLOW_CONN_ACME_HOOK", f"http://127.0.0.1:{free_port()}/hooks")
     with pytest.raises(DeliveryError, match="ConnectionRefusedError") as info:
-        run(sqlite_ledger, HOOK, make_artifact())
+        run(sqlite_engine, HOOK, make_artifact())
     assert info.value.retryable is True
-    assert only_record(sqlite_ledger)["state"] == "pending"
+    assert only_record(sqlite_engine)["state"] == "pending"
 
 
 def test_concurrent_workers_send_once(
-    ledger: sa.Engine, hook: WebhookReceiver, make_artifact: ArtifactFactory
+    ledger_engine: sa.Engine, hook: WebhookReceiver, make_artifact: ArtifactFactory
 ) -> None:
     import threading
 
@@ -173,7 +173,7 @@ def test_concurrent_workers_send_once(
     def worker() -> None:
         barrier.wait()
         try:
-            results.append(run(ledger, slow, artifact).state)
+            results.append(run(ledger_engine, slow, artifact).state)
         except DeliveryError as exc:
             results.append(exc)
 
@@ -186,11 +186,11 @@ def test_concurrent_workers_send_once(
     assert "acknowledged" in results and len(errors) == 1
     assert errors[0].retryable is True
     assert len(hook.state.requests) == 1 and hook.state.processed == {KEY: 1}
-    assert run(ledger, slow, artifact).already_delivered is True
+    assert run(ledger_engine, slow, artifact).already_delivered is True
 
 
 def test_requeued_exhausted_delivery_is_delivered_by_the_next_call(
-    sqlite_ledger: sa.Engine, hook: WebhookReceiver, make_artifact: ArtifactFactory
+    sqlite_engine: sa.Engine, hook: WebhookReceiver, make_artifact: ArtifactFactory
 ) -> None:
     from export_lib.delivery import requeue
     from tests.delivery.support import NOW
@@ -198,31 +198,31 @@ def test_requeued_exhausted_delivery_is_delivered_by_the_next_call(
     artifact = make_artifact()
     hook.fail_next(1, 500)
     with pytest.raises(DeliveryError, match="exhausted its 1 attempts"):
-        run(sqlite_ledger, HOOK, artifact, max_attempts=1)
-    requeue(sqlite_ledger, KEY, now=NOW)
-    outcome = run(sqlite_ledger, HOOK, artifact, max_attempts=1)
+        run(sqlite_engine, HOOK, artifact, max_attempts=1)
+    requeue(sqlite_engine, KEY, now=NOW)
+    outcome = run(sqlite_engine, HOOK, artifact, max_attempts=1)
     assert (outcome.state, outcome.attempts) == ("acknowledged", 2)
-    history = only_record(sqlite_ledger)["history"]
+    history = only_record(sqlite_engine)["history"]
     assert [(h["attempt"], h["outcome"]) for h in history] == [(1, "retryable_failure"),
                                                                 (2, "delivered")]
 
 
 def test_signed_body_is_verified_by_the_receiver(
-    sqlite_ledger: sa.Engine, webhook: WebhookReceiver, make_artifact: ArtifactFactory,
+    sqlite_engine: sa.Engine, webhook: WebhookReceiver, make_artifact: ArtifactFactory,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     webhook.state.signing_secret = "whsec_test"
     monkeypatch.setenv("AIRFLOW_CONN_ACME_HOOK", webhook.connection_uri("hooks"))
     with pytest.raises(DeliveryError, match="HTTP 401"):  # unsigned: refused, permanent
-        run(sqlite_ledger, HOOK, make_artifact())
+        run(sqlite_engine, HOOK, make_artifact())
     signed = HOOK.model_copy(update={"id": "notify-signed"})
     monkeypatch.setenv("AIRFLOW_CONN_ACME_HOOK",
                        webhook.connection_uri("hooks") + "?signing_secret=whsec_test")
-    assert run(sqlite_ledger, signed, make_artifact()).state == "acknowledged"
+    assert run(sqlite_engine, signed, make_artifact()).state == "acknowledged"
 
 
 def test_https_receiver_with_a_private_ca_and_untrusted_certificate(
-    sqlite_ledger: sa.Engine, https_webhook_server: WebhookReceiver,
+    sqlite_engine: sa.Engine, https_webhook_server: WebhookReceiver,
     certificates: ServerCertificates, make_artifact: ArtifactFactory,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -230,12 +230,12 @@ def test_https_receiver_with_a_private_ca_and_untrusted_certificate(
     uri = https_webhook_server.connection_uri("hooks")
     monkeypatch.setenv("AIRFLOW_CONN_ACME_HOOK", uri)
     with pytest.raises(DeliveryError, match="TLS certificate is not trusted") as info:
-        run(sqlite_ledger, HOOK, make_artifact())
+        run(sqlite_engine, HOOK, make_artifact())
     assert info.value.retryable is False and https_webhook_server.state.requests == []
     trusted = HOOK.model_copy(update={"id": "notify-tls"})
     monkeypatch.setenv("AIRFLOW_CONN_ACME_HOOK",
                        f"{uri}?ca_file={quote(str(certificates.ca_file), safe='')}")
-    assert run(sqlite_ledger, trusted, make_artifact()).state == "acknowledged"
+    assert run(sqlite_engine, trusted, make_artifact()).state == "acknowledged"
     assert len(https_webhook_server.state.requests) == 1
 
 
@@ -244,7 +244,7 @@ class _TaskTimeout(BaseException):
 
 
 def test_task_timeout_mid_attempt_frees_the_record_for_the_next_try(
-    sqlite_ledger: sa.Engine, hook: WebhookReceiver, make_artifact: ArtifactFactory
+    sqlite_engine: sa.Engine, hook: WebhookReceiver, make_artifact: ArtifactFactory
 ) -> None:
     import signal
 
@@ -258,13 +258,13 @@ def test_task_timeout_mid_attempt_frees_the_record_for_the_next_try(
     signal.setitimer(signal.ITIMER_REAL, 0.3)
     try:
         with pytest.raises(_TaskTimeout):
-            run(sqlite_ledger, slow, artifact)
+            run(sqlite_engine, slow, artifact)
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
-    record = only_record(sqlite_ledger)
+    record = only_record(sqlite_engine)
     assert (record["state"], record["attempts"]) == ("pending", 1)
     assert record["history"][0]["error"] == "interrupted: _TaskTimeout: Timeout, PID: 1"
-    outcome = run(sqlite_ledger, slow, artifact)  # no stale_after wait: the record is free
+    outcome = run(sqlite_engine, slow, artifact)  # no stale_after wait: the record is free
     assert (outcome.state, outcome.attempts) == ("acknowledged", 2)
     assert hook.state.processed == {KEY: 1}

@@ -1,7 +1,5 @@
 from __future__ import annotations
 
-import shutil
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -9,7 +7,7 @@ import pytest
 
 from export_lib.ledger import Ledger, open_ledger
 from export_lib.ledger.records import RunRegistration
-from export_lib.storage.stores import LocalStore
+from tests.world import World, build_world
 
 SLOT = datetime(2026, 3, 29, 5, 0, tzinfo=UTC)
 NOW = SLOT + timedelta(minutes=3)
@@ -40,42 +38,11 @@ def sqlite_ledger(tmp_path) -> Ledger:
     return ledger
 
 
-REPO = Path(__file__).resolve().parents[2]
-DEMO_SEEDED_AT = datetime(2026, 3, 30, 12, 0, tzinfo=UTC)
 DAILY_SLOT = datetime(2026, 3, 29, 5, 0, tzinfo=UTC)  # 07:00 Berlin: acme/daily-spend
 
 
-@dataclass
-class DemoWorld:
-    """A copy of ``dags/config``, the demo source it reads, and a local artifact store."""
-
-    config: Path
-    store: LocalStore
-
-    def schedule(self, schedule_id: str = "acme/daily-spend"):
-        from export_lib.config.loader import load_catalog
-
-        return load_catalog(self.config, only=schedule_id.split("/")[0]).schedule(schedule_id)
-
-    def visible_files(self) -> list[str]:
-        """Files under final names (staging and hidden temp names excluded)."""
-        root = self.store.root
-        return sorted(str(p.relative_to(root)) for p in root.rglob("*")
-                      if p.is_file() and not any(part.startswith(".")
-                                                 for part in p.relative_to(root).parts))
-
-    def staging_files(self) -> list[str]:
-        staging = self.store.root / ".staging"
-        return sorted(p.name for p in staging.iterdir()) if staging.exists() else []
-
-
 @pytest.fixture()
-def demo_world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> DemoWorld:
-    from export_lib.source.demo import seed
-
-    shutil.copytree(REPO / "dags" / "config", tmp_path / "config")
-    demo = tmp_path / "demo_source.db"
-    seed(demo, ["acme", "dentsu-happiness", "kiwi-outdoors"], now=DEMO_SEEDED_AT, days=5)
-    monkeypatch.setenv("AIRFLOW_CONN_DEMO_SOURCE", f"sqlite:///{demo}")
-    monkeypatch.setenv("EXPORT_HOME", str(tmp_path))
-    return DemoWorld(tmp_path / "config", LocalStore(tmp_path / "artifacts"))
+def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> World:
+    """The shipped config, the demo source it reads and a local artifact store (tests.world);
+    the ledger is the test's own (``pg_ledger`` or ``sqlite_ledger``)."""
+    return build_world(tmp_path).use(monkeypatch)

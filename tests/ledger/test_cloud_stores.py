@@ -20,7 +20,8 @@ from export_lib.checksums import sha256_stream
 from export_lib.errors import StorageError
 from export_lib.pipeline import deliver_run, publish_run, register_run, render_run
 from export_lib.storage.stores import open_store
-from tests.ledger.conftest import DAILY_SLOT, DemoWorld
+from tests.ledger.conftest import DAILY_SLOT
+from tests.world import World
 
 pytestmark = pytest.mark.integration
 
@@ -66,18 +67,18 @@ def bucket(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> B
     return found
 
 
-def _bump_one_value(demo_world: DemoWorld) -> None:
+def _bump_one_value(world: World) -> None:
     """A correction in the source for the same period: the next render differs."""
-    with sqlite3.connect(demo_world.config.parent / "demo_source.db") as conn:
+    with sqlite3.connect(world.demo_source) as conn:
         conn.execute("UPDATE widget_metrics SET value = value + 1 WHERE company_id = 'acme' "
                      "AND event_time = '2026-03-28 10:00:00'")
 
 
-def test_stage_validate_promote_noop_and_new_version(sqlite_ledger, demo_world: DemoWorld,
+def test_stage_validate_promote_noop_and_new_version(sqlite_ledger, world: World,
                                                      bucket: Bucket, tmp_path: Path):
     store = open_store()  # EXPORT_ARTIFACT_ROOT=<scheme>://<bucket>/exports
     assert type(store).__name__ == {"s3": "S3Store", "gs": "GcsStore"}[bucket.scheme]
-    key = register_run(sqlite_ledger, demo_world.schedule(), DAILY_SLOT, now=NOW).run_key
+    key = register_run(sqlite_ledger, world.schedule(), DAILY_SLOT, now=NOW).run_key
 
     first = render_run(sqlite_ledger, store, key, now=NOW)
     staging = f"exports/.staging/{first['attempt_id']}.csv"
@@ -101,7 +102,7 @@ def test_stage_validate_promote_noop_and_new_version(sqlite_ledger, demo_world: 
     assert bucket.keys() == [final_v1, final_v1 + ".manifest.json"]
 
     # Different content for the same period: version 2, superseding 1; v1 stays as it was.
-    _bump_one_value(demo_world)
+    _bump_one_value(world)
     changed = render_run(sqlite_ledger, store, key, now=NOW + timedelta(hours=2), regenerate=True)
     v2 = publish_run(sqlite_ledger, store, key, changed["attempt_id"],
                      now=NOW + timedelta(hours=2))
@@ -118,7 +119,7 @@ def test_stage_validate_promote_noop_and_new_version(sqlite_ledger, demo_world: 
     # Delivery of an object-store artifact goes through a local temp copy.
     delivered = deliver_run(sqlite_ledger, key, "acme-dir", now=NOW + timedelta(hours=2))
     assert delivered["state"] == "acknowledged"
-    outbox = demo_world.config.parent / "exports" / "outbox" / "acme" / "daily-spend"
+    outbox = world.outbox / "acme" / "daily-spend"
     copy = outbox / f"{NAME}_v2.csv"
     assert hashlib.sha256(copy.read_bytes()).hexdigest() == changed["sha256"]
 
