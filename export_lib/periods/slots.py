@@ -1,8 +1,8 @@
 """Slots: the instants a schedule fires, as pure functions of a :class:`Timing` (ADR 0001).
 
-On each local date D in the timing's zone the candidate wall times are ``h:00`` with
-``h ≡ export_hour (mod interval_hours)`` (or the cron's wall-time matches). Each wall time is
-turned into instants by the DST policy:
+On each local date D in the timing's zone the candidate wall times are ``h:00`` for every
+``h`` in ``Timing.local_hours`` (or the cron's matching wall times). Each wall time is turned
+into instants by the DST policy:
 
 * it does not exist (a gap): ``shift`` → the first instant after the gap, ``skip`` → none;
 * it occurs twice (a fold): ``first`` → the earlier, ``second`` → the later, ``both`` → both.

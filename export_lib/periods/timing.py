@@ -16,7 +16,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from pydantic import AfterValidator, BaseModel, ConfigDict, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-ALLOWED_INTERVAL_HOURS = (1, 2, 3, 4, 6, 8, 12, 24)
+ALLOWED_INTERVAL_HOURS = tuple(range(1, 25))  # seed 000: any whole number of hours, 1 to 24
 CRON_ALIASES = ("@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly")
 
 DstGap = Literal["shift", "skip"]
@@ -99,9 +99,8 @@ def check_export_hour(value: int) -> int:
 
 def check_interval_hours(value: int) -> int:
     if value not in ALLOWED_INTERVAL_HOURS:
-        allowed = ", ".join(map(str, ALLOWED_INTERVAL_HOURS))
-        raise invalid("interval", f"interval_hours {value} is not allowed; use one of {allowed} "
-                      f"(a divisor of 24, so every day has the same wall times)")
+        raise invalid("interval", f"interval_hours {value} is out of range; use a whole number "
+                      "of hours from 1 to 24")
     return value
 
 
@@ -157,9 +156,17 @@ class Timing(FrozenModel):
 
     @property
     def local_hours(self) -> tuple[int, ...]:
-        """The wall-clock hours ``h`` with ``h ≡ export_hour (mod interval_hours)``."""
+        """The wall-clock hours of every local day.
+
+        A divisor of 24 tiles the day: every ``h`` with ``h ≡ export_hour (mod interval_hours)``
+        (07:00 every 6 h → 01, 07, 13, 19). Any other interval restarts at ``export_hour`` each
+        local day (02:00 every 5 h → 02, 07, 12, 17, 22; the last gap of the day is longer),
+        so the export hour the customer chose is always one of the times.
+        """
         assert self.export_hour is not None and self.interval_hours is not None
         step = self.interval_hours
+        if 24 % step:
+            return tuple(range(self.export_hour, 24, step))
         return tuple(h for h in range(24) if h % step == self.export_hour % step)
 
     @property
@@ -169,6 +176,8 @@ class Timing(FrozenModel):
             text = f"cron {self.cron} {self.timezone}"
         else:
             text = f"{self.export_hour:02d}:00 {self.timezone}, every {self.interval_hours} h"
+            if 24 % self.interval_hours:
+                text += " from " + ", ".join(f"{h:02d}:00" for h in self.local_hours) + " each day"
         if (self.dst_gap, self.dst_fold) != ("shift", "first"):
             text += f" (dst_gap={self.dst_gap}, dst_fold={self.dst_fold})"
         return text

@@ -88,10 +88,12 @@ def test_config_version_changes_with_content_but_not_with_pause(config_dir):
     pytest.param("export_hour: 7", "export_hour: 24",
                  "widget_exports[0].export_hour: export_hour 24 is out of range; use an hour "
                  "from 0 to 23 (local time in the schedule timezone)", id="export-hour-24"),
-    pytest.param("export_hour: 7", "interval_hours: 5",
-                 "widget_exports[0].interval_hours: interval_hours 5 is not allowed; use one of "
-                 "1, 2, 3, 4, 6, 8, 12, 24 (a divisor of 24, so every day has the same wall "
-                 "times)", id="interval-5"),
+    pytest.param("export_hour: 7", "interval_hours: 25",
+                 "widget_exports[0].interval_hours: interval_hours 25 is out of range; use a "
+                 "whole number of hours from 1 to 24", id="interval-25"),
+    pytest.param("export_hour: 7", "interval_hours: 0",
+                 "widget_exports[0].interval_hours: interval_hours 0 is out of range; use a "
+                 "whole number of hours from 1 to 24", id="interval-0"),
     pytest.param("export_hour: 7", "window: {kind: trailing_hours}",
                  "widget_exports[0].window: window kind 'trailing_hours' needs 'hours' (a "
                  "positive integer), e.g. {kind: trailing_hours, hours: 3}",

@@ -111,6 +111,23 @@ def test_six_hourly_slots_follow_export_hour_modulo_interval():
         "2026-01-01T23:30:00Z"]  # 11:00, 17:00, 23:00 IST, then 05:00 IST on 2 January
 
 
+def test_an_interval_that_does_not_divide_24_restarts_at_export_hour_each_day():
+    """Seed 000 allows any interval from 1 to 24 h: 02:00 every 5 h is 02, 07, 12, 17, 22 local
+    time every day (the night gap is 4 h), across a DST change too."""
+    every_five = timing("Europe/Berlin", hour=2, every=5)
+    assert every_five.local_hours == (2, 7, 12, 17, 22)
+    assert every_five.summary == ("02:00 Europe/Berlin, every 5 h from 02:00, 07:00, 12:00, "
+                                  "17:00, 22:00 each day")
+    # 2026-03-29: 02:00 does not exist in Berlin (shift → 03:00 CEST = 01:00 UTC).
+    assert z(next_slots(every_five, utc("2026-03-28T20:00Z"), 7)) == [
+        "2026-03-28T21:00:00Z", "2026-03-29T01:00:00Z", "2026-03-29T05:00:00Z",
+        "2026-03-29T10:00:00Z", "2026-03-29T15:00:00Z", "2026-03-29T20:00:00Z",
+        "2026-03-30T00:00:00Z"]
+    assert z([previous_slot(every_five, utc("2026-03-29T01:00Z"))]) == ["2026-03-28T21:00:00Z"]
+    assert timing("UTC", hour=0, every=7).local_hours == (0, 7, 14, 21)
+    assert timing("UTC", hour=20, every=23).local_hours == (20,)
+
+
 def test_next_slots_is_inclusive_and_previous_is_strict():
     daily = timing("Europe/Berlin", hour=7)
     slot = utc("2026-03-29T05:00Z")
