@@ -83,8 +83,8 @@ def raw_select(dsn: str):
 WARM_UP = {
     "copy_raw": ["psycopg"],
     "csv": ["export_lib.render.engine", "export_lib.render.copy", "export_lib.render.csv_format"],
-    "parquet": ["export_lib.render.engine", "export_lib.render.copy", "export_lib.render.parquet_format",
-                "pyarrow.csv"],
+    "parquet": ["export_lib.render.engine", "export_lib.render.copy",
+                "export_lib.render.parquet_format", "pyarrow.csv"],
     "pandas_naive": ["pandas", "sqlalchemy", "psycopg"],
 }
 
