@@ -3,7 +3,8 @@
 :class:`HashingSink` coalesces writes into ~1 MiB chunks and hands them through a bounded
 queue to one writer thread that hashes and writes them. ``hashlib`` and file writes release
 the GIL, so the COPY read loop (or pyarrow's parser) keeps the socket drained while the
-previous chunk is hashed and written; memory stays bounded at ``depth + 1`` chunks.
+previous chunk is hashed and written; memory stays bounded at ``depth + 2`` chunks
+(queued, being written, being filled).
 
 A sink error (disk full, a staging upload that fails) is raised in the caller's thread on
 its next ``write`` or at ``close``, as the original exception; chunks queued after it are
