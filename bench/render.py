@@ -14,8 +14,10 @@ peak RSS (``ru_maxrss``) belongs to that path alone:
 * ``csv`` / ``parquet``: :func:`export_lib.render.engine.render` into a file;
 * ``pandas_naive``: ``pandas.read_sql`` + ``to_csv`` (``--skip-pandas`` leaves it out).
 
-Every path runs ``--repeat`` times, interleaved; the median time and the largest peak RSS are
-reported. Prints one JSON object on stdout.
+Every path runs ``--repeat`` times, interleaved (the order alternates); the median time, its
+ratio to copy_raw's and the largest peak RSS are reported. Prints one JSON object on stdout;
+its ``check`` member says whether the acceptance bars hold (CSV >= 0.95 x copy_raw,
+Parquet >= 0.9 x, Parquet peak RSS <= 160 MB). With ``--check`` the exit status is 1 when one does not.
 """
 
 from __future__ import annotations
@@ -39,6 +41,9 @@ COLUMNS = ("id", "company_id", "event_time", "campaign_id", "ad_id", "impression
 WINDOW = (datetime(2026, 3, 1, tzinfo=UTC), datetime(2026, 3, 2, tzinfo=UTC))
 CUTOFF = datetime(2026, 3, 3, tzinfo=UTC)
 PATHS = ("copy_raw", "csv", "parquet", "pandas_naive")
+# Acceptance bars: (path, result key, comparison, limit).
+BARS = (("csv", "vs_copy_raw", ">=", 0.95), ("parquet", "vs_copy_raw", ">=", 0.9),
+        ("parquet", "peak_rss_mb", "<=", 160.0))
 
 
 def seed(dsn: str, rows: int) -> None:
@@ -83,8 +88,8 @@ def raw_select(dsn: str):
 WARM_UP = {
     "copy_raw": ["psycopg"],
     "csv": ["export_lib.render.engine", "export_lib.render.copy", "export_lib.render.csv_format"],
-    "parquet": ["export_lib.render.engine", "export_lib.render.copy", "export_lib.render.parquet_format",
-                "pyarrow.csv"],
+    "parquet": ["export_lib.render.engine", "export_lib.render.copy",
+                "export_lib.render.parquet_format", "pyarrow.csv"],
     "pandas_naive": ["pandas", "sqlalchemy", "psycopg"],
 }
 
@@ -161,6 +166,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--dsn", help="use this PostgreSQL instead of starting one")
     parser.add_argument("--skip-pandas", action="store_true")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--check", action="store_true",
+                        help="exit 1 unless every acceptance bar holds")
     parser.add_argument("--child", choices=PATHS, help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -168,6 +175,7 @@ def main(argv: list[str] | None = None) -> None:
         print(json.dumps(child(args.child, args.dsn, args.out)))
         return
     server = None
+    exit_code = 0
     dsn = args.dsn
     if dsn is None:
         from tests.services.postgres import start_postgres
@@ -181,31 +189,55 @@ def main(argv: list[str] | None = None) -> None:
         paths = [p for p in PATHS if not (args.skip_pandas and p == "pandas_naive")]
         runs: dict[str, list[dict]] = {p: [] for p in paths}
         with tempfile.TemporaryDirectory(prefix="bench-render-") as tmp:
-            for _ in range(args.repeat):
-                for path in paths:
+            for repeat in range(args.repeat):
+                # Alternate the order so a path is not always the one after another's cleanup.
+                for path in paths if repeat % 2 == 0 else paths[::-1]:
                     runs[path].append(measure(path, dsn, Path(tmp)))
                     print(path, runs[path][-1], file=sys.stderr)
-        results = {}
-        for path, samples in runs.items():
-            if any(s["rows"] != args.rows for s in samples):
-                raise SystemExit(f"{path} exported {samples[-1]['rows']} rows, not {args.rows}")
-            seconds = statistics.median(s["seconds"] for s in samples)
-            results[path] = {
-                "seconds": seconds,
-                "rows_per_s": round(args.rows / seconds),
-                "peak_rss_mb": max(s["peak_rss_mb"] for s in samples),
-                "bytes": samples[-1]["bytes"],
-                "runs": [s["seconds"] for s in samples],
-            }
-        raw = results["copy_raw"]["rows_per_s"]
-        for path in results:
-            results[path]["vs_copy_raw"] = round(results[path]["rows_per_s"] / raw, 3)
-        print(json.dumps({"rows": args.rows, "results": results}, indent=2))
+        results = summarize(runs, args.rows)
+        check = check_bars(results)
+        print(json.dumps({"rows": args.rows, "results": results, "check": check}, indent=2))
+        if args.check and not check["passed"]:
+            failed = [c for c in check["bars"] if not c["passed"]]
+            print(f"FAIL: {failed}", file=sys.stderr)
+            exit_code = 1
     finally:
         if server is not None:
             from tests.services.postgres import stop_postgres
 
             stop_postgres(server)
+    if exit_code:
+        raise SystemExit(exit_code)
+
+
+def summarize(runs: dict[str, list[dict]], rows: int) -> dict:
+    results = {}
+    for path, samples in runs.items():
+        if any(s["rows"] != rows for s in samples):
+            raise SystemExit(f"{path} exported {samples[-1]['rows']} rows, not {rows}")
+        seconds = statistics.median(s["seconds"] for s in samples)
+        results[path] = {
+            "seconds": seconds,
+            "rows_per_s": round(rows / seconds),
+            "peak_rss_mb": max(s["peak_rss_mb"] for s in samples),
+            "bytes": samples[-1]["bytes"],
+            "runs": [s["seconds"] for s in samples],
+        }
+    raw = results["copy_raw"]["seconds"]
+    for path in results:
+        # The ratio of medians: > 1 means faster than copy_raw.
+        results[path]["vs_copy_raw"] = round(raw / results[path]["seconds"], 3)
+    return results
+
+
+def check_bars(results: dict) -> dict:
+    bars = []
+    for path, key, op, limit in BARS:
+        value = results[path][key]
+        passed = value >= limit if op == ">=" else value <= limit
+        bars.append({"path": path, "measure": key, "bar": f"{op} {limit}", "value": value,
+                     "passed": passed})
+    return {"passed": all(b["passed"] for b in bars), "bars": bars}
 
 
 if __name__ == "__main__":

@@ -1,10 +1,16 @@
-"""``COPY ... TO STDOUT`` read at the server's speed, straight from libpq.
+"""The one ``COPY ... TO STDOUT`` reader of the render engine, straight from libpq.
 
-psycopg's ``Copy`` iterator costs ~0.6 µs of generator machinery per row (measured: 1.3 s of
-client CPU for 2 M rows, as much as the server spends producing them), which on a 2-core
-machine makes the client, not the database, the bottleneck. Reading with
-``PGconn.get_copy_data`` in a tight loop and writing 1 MiB chunks halves the client's CPU
-(bench/README.md).
+Both PostgreSQL paths read through it: CSV hands its ~1 MiB chunks to the sink
+(:meth:`CopyOut.chunks`), Parquet feeds them to pyarrow's streaming CSV reader
+(:class:`CopyStream`).
+
+Why not psycopg's ``cursor.copy()`` iterator: it yields one Python object per row and costs
+~0.4 µs of generator machinery per row. Measured on the same 2 M-row COPY in the same run,
+interleaved, median of 5 (bench/README.md): psycopg's iterator 5.35 s wall / 1.81 s client
+CPU, this reader (``PGconn.get_copy_data`` in a tight loop) 4.34 s / 0.97 s. On a 2-core
+machine the client's CPU competes with the server's, so halving it is also what leaves room
+for hashing and Parquet encoding.
+
 The protocol handling is the one psycopg documents for libpq: COPY_OUT result, data until -1,
 then the final COMMAND_OK result whose tuple count is the number of rows (header excluded).
 """
@@ -13,7 +19,7 @@ from __future__ import annotations
 
 import io
 import select
-from collections.abc import Callable
+from collections.abc import Iterator
 from typing import Any
 
 CHUNK = 1 << 20
@@ -25,7 +31,8 @@ class CopyOut:
     Never blocks inside libpq: rows are taken with ``get_copy_data(async=1)`` and, when
     libpq's buffer is empty, the socket is awaited with ``select``, so a signal (Airflow's
     SIGTERM on a task timeout) interrupts a render promptly instead of waiting for the
-    server's next row.
+    server's next row. ``rows`` is set once the COPY has ended successfully; a server error
+    mid-stream raises the driver's error from :meth:`fill` / :meth:`chunks`.
     """
 
     def __init__(self, conn: Any, query: Any) -> None:
@@ -73,25 +80,16 @@ class CopyOut:
                 return True
         return False
 
-    def pump(self, write: Callable[[bytes], Any], chunk: int = CHUNK) -> int:
-        """Copy everything into ``write`` in ~``chunk``-byte pieces; returns the row count."""
-        get = self._pgconn.get_copy_data
+    def chunks(self, size: int = CHUNK) -> Iterator[bytes]:
+        """The whole COPY output in pieces of ~``size`` bytes (whole rows; the last smaller)."""
         buf = bytearray()
         while True:
-            nbytes, data = get(1)
-            if nbytes > 0:
-                buf += data
-                if len(buf) >= chunk:
-                    write(bytes(buf))
-                    buf.clear()
-            elif nbytes == 0:
-                self._wait()
-            else:
-                break
-        if buf:
-            write(bytes(buf))
-        self._finish(nbytes)
-        return self.rows or 0
+            end = self.fill(buf, size)
+            if buf:
+                yield bytes(buf)
+                buf.clear()
+            if end:
+                return
 
     def _wait(self, write: bool = False) -> None:
         """Sleep until the socket is ready, then let libpq read what arrived."""

@@ -17,8 +17,11 @@ date                       date32
 everything else            string (uuid, json, text, varchar, ...)
 =========================  ============================================================
 
-Row groups hold exactly ``row_group_rows`` rows (the last one fewer), whatever the batch
-sizes upstream, so the same rows always give the same bytes.
+Row groups are sized by bytes: a group ends at the first row where its Arrow size (fixed
+widths plus string lengths, :meth:`RowGroupWriter.row_bytes`) reaches ``group_bytes``, or at
+``max_rows`` rows, whichever comes first. The cut depends only on the rows, never on the batch
+sizes upstream, so the same rows always give the same bytes (whatever the engine), and a wide
+table cannot blow up memory the way a fixed row count would.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from datetime import date, datetime
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -63,16 +67,28 @@ def arrow_schema(columns: tuple[str, ...], types: dict[str, SqlType], tz: str) -
     return pa.schema([pa.field(c, arrow_type(types[c], tz)) for c in columns])
 
 
-class RowGroupWriter:
-    """Buffers record batches and writes row groups of exactly ``rows_per_group`` rows."""
+MAX_GROUP_ROWS = 1_048_576
 
-    def __init__(self, sink: Any, schema: pa.Schema, *, rows_per_group: int,
-                 compression: str) -> None:
+
+class RowGroupWriter:
+    """Writes record batches as row groups of ~``group_bytes`` (or ``max_rows``) each.
+
+    Holds at most one group of pending rows (slices of the incoming batches); a group is
+    written and released as soon as it is complete.
+    """
+
+    def __init__(self, sink: Any, schema: pa.Schema, *, group_bytes: int,
+                 max_rows: int | None = None, compression: str) -> None:
         self.schema = schema
         self.rows = 0
-        self._per_group = rows_per_group
+        self._group_bytes = group_bytes
+        self._max_rows = min(max_rows or MAX_GROUP_ROWS, MAX_GROUP_ROWS)
+        self._fixed = sum(1 if pa.types.is_boolean(f.type) else f.type.byte_width
+                          for f in schema if not _variable(f.type))
+        self._variable = [i for i, f in enumerate(schema) if _variable(f.type)]
         self._pending: list[pa.RecordBatch] = []
         self._pending_rows = 0
+        self._pending_bytes = 0
         self._writer = pq.ParquetWriter(
             sink, schema, compression=None if compression == "none" else compression,
             version="2.6", write_statistics=True, store_schema=True,
@@ -81,27 +97,58 @@ class RowGroupWriter:
             use_dictionary=[f.name for f in schema if pa.types.is_string(f.type)],
         )
 
+    def row_bytes(self, batch: pa.RecordBatch) -> np.ndarray:
+        """Each row's Arrow size: fixed widths (1 for bool) plus its strings' lengths.
+
+        String lengths come straight from the int32 offsets buffer: pyarrow.compute's
+        ``binary_length`` costs ~55 MB of RSS on first use (measured), a third of the budget.
+        """
+        sizes = np.full(batch.num_rows, self._fixed + 4 * len(self._variable), dtype=np.int64)
+        for i in self._variable:
+            column = batch.column(i)
+            offsets = np.frombuffer(column.buffers()[1], dtype=np.int32,
+                                    count=len(column) + 1, offset=4 * column.offset)
+            sizes += np.diff(offsets)
+        return sizes
+
     def add(self, batch: pa.RecordBatch) -> None:
         if batch.schema != self.schema:
             batch = batch.cast(self.schema)
-        self._pending.append(batch)
-        self._pending_rows += batch.num_rows
-        while self._pending_rows >= self._per_group:
-            table = pa.Table.from_batches(self._pending, self.schema)
-            self._write(table.slice(0, self._per_group))
-            rest = table.slice(self._per_group)
-            self._pending = rest.to_batches()
-            self._pending_rows = rest.num_rows
+        sizes = self.row_bytes(batch)
+        start = 0
+        while start < batch.num_rows:
+            room = self._max_rows - self._pending_rows
+            cumulative = np.cumsum(sizes[start:start + room])
+            # The first row at which the group reaches its byte budget closes it.
+            cut = int(np.searchsorted(cumulative, self._group_bytes - self._pending_bytes))
+            full = cut < len(cumulative) or len(cumulative) == room
+            take = cut + 1 if cut < len(cumulative) else len(cumulative)
+            self._pending.append(batch.slice(start, take))
+            self._pending_rows += take
+            self._pending_bytes += int(cumulative[take - 1])
+            start += take
+            if full:
+                self._flush()
 
     def close(self) -> None:
         if self._pending_rows:
-            self._write(pa.Table.from_batches(self._pending, self.schema))
-        self._pending = []
+            self._flush()
         self._writer.close()
 
-    def _write(self, table: pa.Table) -> None:
-        self._writer.write_table(table, row_group_size=self._per_group)
+    def _flush(self) -> None:
+        table = pa.Table.from_batches(self._pending, self.schema)
+        self._pending = []  # released as soon as the group is written
+        self._pending_rows = self._pending_bytes = 0
+        self._writer.write_table(table, row_group_size=table.num_rows)
         self.rows += table.num_rows
+        del table
+        # The allocator keeps freed pages for reuse; handing them back after every group keeps
+        # peak RSS at one group's worth (measured at 2 M rows: 153 MB -> 137 MB, no slower).
+        pa.default_memory_pool().release_unused()
+
+
+def _variable(t: pa.DataType) -> bool:
+    return pa.types.is_string(t)  # the only variable-width type arrow_type() produces
 
 
 def _decimal_converter(t: pa.DataType) -> Callable[[Any], Any]:
@@ -155,7 +202,10 @@ def csv_read_options(schema: pa.Schema, delimiter: str = ",") -> tuple[Any, Any,
     """pyarrow CSV options matching COPY's raw CSV (NULL unquoted empty, ``""`` empty string)."""
     import pyarrow.csv as pcsv
 
-    read = pcsv.ReadOptions(column_names=schema.names, block_size=1 << 20, use_threads=True)
+    # Small blocks and one thread keep the parser's working set small: measured at 2 M rows,
+    # 1 MiB blocks with threads 181 MB peak RSS, 128 KiB single-threaded 141 MB, no slower
+    # (the parser is not the bottleneck; the server is).
+    read = pcsv.ReadOptions(column_names=schema.names, block_size=128 << 10, use_threads=False)
     parse = pcsv.ParseOptions(delimiter=delimiter, newlines_in_values=True)
     convert = pcsv.ConvertOptions(
         column_types={f.name: f.type for f in schema}, null_values=[""],
