@@ -40,6 +40,7 @@ STOP_TIMEOUT = 25.0
 # Set in every component's environment (and so in every task process): `make stop` finds
 # leftovers by it without touching a shell that merely sourced the environment.
 MARKER = "EXPORT_RUN_SUPERVISOR"
+COMPONENT = "EXPORT_RUN_COMPONENT"
 
 
 def now_iso() -> str:
@@ -119,7 +120,8 @@ class Supervisor:
                 pw = pwd.getpwnam(c.user)
                 kwargs = {"user": pw.pw_uid, "group": pw.pw_gid, "extra_groups": []}
             c.proc = subprocess.Popen(c.argv, stdout=out, stderr=subprocess.STDOUT,
-                                      stdin=subprocess.DEVNULL, env=self.env,
+                                      stdin=subprocess.DEVNULL,
+                                      env={**self.env, COMPONENT: c.name},
                                       start_new_session=True, **kwargs)
         c.state, c.started_at = "starting", time.monotonic()
         log.info("%s started (pid %s)", c.name, c.proc.pid)
@@ -198,13 +200,42 @@ class Supervisor:
         delay = min(MAX_BACKOFF, 2.0 ** (c.failures - 1))
         cause = describe_exit(code)
         last = tail(c.log_path)
+        try:
+            os.killpg(c.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        leftovers = self.sweep(c)
         c.last_restart = {"at": now_iso(), "cause": cause, "pid": c.proc.pid,
                           "up_seconds": round(up_for, 1), "last_log_lines": last}
         c.state, c.since, c.next_start = "backoff", now_iso(), time.monotonic() + delay
-        log.warning("%s (pid %s) exited after %.0f s: %s; restarting in %.0f s. Last log lines:\n%s",
-                    c.name, c.proc.pid, up_for, cause, delay,
+        log.warning("%s (pid %s) exited after %.0f s: %s; killed %d process(es) it left; "
+                    "restarting in %.0f s. Last log lines:\n%s",
+                    c.name, c.proc.pid, up_for, cause, len(leftovers), delay,
                     "\n".join(f"    {line}" for line in last))
         self.write_status()
+
+    def sweep(self, c: Component) -> list[int]:
+        """SIGKILL what a dead component left: its process group and every process forked from
+        it (task processes put themselves in groups of their own). A scheduler's orphaned
+        LocalExecutor workers hold copies of its database connections, so PostgreSQL keeps its
+        transaction and row locks (its successor's SELECT … FOR UPDATE SKIP LOCKED then skips
+        those DAG runs forever), and they keep its log-server port."""
+        mine = f"{MARKER}={self.env[MARKER]}".encode()
+        tag = f"{COMPONENT}={c.name}".encode()
+        pids = []
+        for environ in Path("/proc").glob("[0-9]*/environ"):
+            try:
+                env = environ.read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if mine in env and tag in env:
+                pids.append(int(environ.parent.name))
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        return pids
 
     def restart(self, c: Component) -> None:
         c.restarts += 1
@@ -248,12 +279,8 @@ class Supervisor:
                     pass
         for c in reversed(self.components):
             self.kill(c)
-            # Task processes that left the group would still hold the component's group id.
             if c.proc:
-                try:
-                    os.killpg(c.proc.pid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
+                self.sweep(c)  # task processes that outlived it (their own process groups)
             c.state, c.since = "stopped", now_iso()
             log.info("%s stopped", c.name)
         self.write_status()
