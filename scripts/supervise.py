@@ -208,7 +208,8 @@ class Supervisor:
         c.last_restart = {"at": now_iso(), "cause": cause, "pid": c.proc.pid,
                           "up_seconds": round(up_for, 1), "last_log_lines": last}
         c.state, c.since, c.next_start = "backoff", now_iso(), time.monotonic() + delay
-        log.warning("%s (pid %s) exited after %.0f s: %s; killed %d process(es) it left; "
+        log.warning("%s (pid %s) exited after %.0f s: %s; killed its process group and %d other "
+                    "process(es) it left; "
                     "restarting in %.0f s. Last log lines:\n%s",
                     c.name, c.proc.pid, up_for, cause, len(leftovers), delay,
                     "\n".join(f"    {line}" for line in last))

@@ -155,8 +155,8 @@ class Api:
 @dataclass
 class Stack:
     root: Path
-    port: int
-    pgport: int
+    port: int | None  # None: whatever `make run` chooses (remembered, else the default)
+    pgport: int | None
     extra_env: dict[str, str] = field(default_factory=dict)
 
     @classmethod
@@ -168,7 +168,13 @@ class Stack:
         return self.root / ".airflow" / "run"
 
     def environ(self) -> dict[str, str]:
-        return scrubbed_environ(PORT=str(self.port), PGPORT=str(self.pgport), **self.extra_env)
+        ports = {k: str(v) for k, v in (("PORT", self.port), ("PGPORT", self.pgport)) if v}
+        return scrubbed_environ(**ports, **self.extra_env)
+
+    def remembered(self) -> dict[str, str]:
+        """DB / PORT / PGPORT as the last setup remembered them (.airflow/run.env)."""
+        text = (self.root / ".airflow" / "run.env").read_text()
+        return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
 
     def make(self, *targets: str, timeout: float = 600, **overrides: str
              ) -> subprocess.CompletedProcess:
@@ -201,7 +207,7 @@ class Stack:
 
     def api(self) -> Api:
         """A logged-in API client, once the dag-processor has parsed manual_export."""
-        api = Api(f"http://127.0.0.1:{self.port}")
+        api = Api(f"http://127.0.0.1:{self.port or self.remembered()['PORT']}")
         api.login()
         wait_for(lambda: api.call("GET", "/api/v2/dags/manual_export")[0] == 200, 120,
                  interval=1, what="the DAGs to be parsed")
