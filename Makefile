@@ -63,5 +63,5 @@ lint: venv
 bench: venv
 	$(PY) bench/render.py --rows 2000000 --skip-pandas
 
-clean: stop
+clean: reset-db
 	rm -rf .airflow exports logs

@@ -4,7 +4,8 @@
 # it needs it.
 
 pg_as_owner() {
-  if [ -n "$PG_OWNER" ]; then runuser -u "$PG_OWNER" -- "$@"; else "$@"; fi
+  # From /: the project may be a directory the owner cannot enter.
+  if [ -n "$PG_OWNER" ]; then (cd / && runuser -u "$PG_OWNER" -- "$@"); else "$@"; fi
 }
 
 pg_installed_major() { basename "$(dirname "$PG_BIN")"; }
@@ -44,10 +45,19 @@ pg_init() {
   echo "$PG_PASSWORD" > "$pwfile"
   if [ -n "$PG_OWNER" ]; then
     chown "$PG_OWNER": "$PG_DATA" "$pwfile"
-    if ! runuser -u "$PG_OWNER" -- test -w "$PG_DATA"; then
-      rm -f "$pwfile"
-      echo "PostgreSQL runs as user $PG_OWNER, who cannot reach $PG_DATA (a parent directory is not searchable); clone the project where $PG_OWNER can read it, or use make run DB=sqlite" >&2
-      return 1
+    if ! pg_as_owner test -w "$PG_DATA"; then
+      # The project sits where `postgres` cannot go (e.g. under /root): keep the cluster in
+      # postgres's home and link it from .airflow/pg (make reset-db / make clean delete both).
+      local home; home="$(getent passwd "$PG_OWNER" | cut -d: -f6)"
+      local elsewhere; elsewhere="$home/airflow-scheduled-exports/$(printf %s "$ROOT" | sha1sum | cut -c1-12)"
+      rmdir "$PG_DATA"
+      mkdir -p "$elsewhere"
+      chown "$PG_OWNER": "$(dirname "$elsewhere")" "$elsewhere"
+      ln -s "$elsewhere" "$AIRFLOW_HOME/pg"
+      PG_DATA="$elsewhere"
+      echo "==> $PG_OWNER cannot reach $ROOT, so the cluster lives in $PG_DATA (linked from .airflow/pg)"
+      mv "$pwfile" "$(dirname "$elsewhere")/.pgpw-$$"   # initdb (as postgres) reads it
+      pwfile="$(dirname "$elsewhere")/.pgpw-$$"
     fi
   fi
   chmod 700 "$PG_DATA"

@@ -7,13 +7,13 @@ source "$(dirname "$0")/airflow-env.sh"
 bash "$ROOT/scripts/stop.sh" >/dev/null 2>&1 || true
 # A data directory of another PostgreSQL version cannot be stopped with our pg_ctl; its server
 # (if any) would hold postmaster.pid.
-if [ -f "$AIRFLOW_HOME/pg/postmaster.pid" ]; then
-  pid="$(head -n 1 "$AIRFLOW_HOME/pg/postmaster.pid")"
+if [ -f "$PG_DATA/postmaster.pid" ]; then
+  pid="$(head -n 1 "$PG_DATA/postmaster.pid")"
   if kill -0 "$pid" 2>/dev/null; then
     echo "A PostgreSQL server (pid $pid) still runs on $AIRFLOW_HOME/pg; stop it first" >&2
     exit 1
   fi
 fi
-rm -rf "$AIRFLOW_HOME/pg" "$AIRFLOW_HOME/airflow.db" "$AIRFLOW_HOME/ledger.db" \
+rm -rf "$PG_DATA" "$AIRFLOW_HOME/pg" "$AIRFLOW_HOME/airflow.db" "$AIRFLOW_HOME/ledger.db" \
   "$AIRFLOW_HOME/demo_source.db" "$AIRFLOW_HOME/run.env"
 echo "Deleted the make run databases in $AIRFLOW_HOME; the next 'make run' starts fresh."

@@ -118,7 +118,7 @@ class Supervisor:
                 import pwd
 
                 pw = pwd.getpwnam(c.user)
-                kwargs = {"user": pw.pw_uid, "group": pw.pw_gid, "extra_groups": []}
+                kwargs = {"user": pw.pw_uid, "group": pw.pw_gid, "extra_groups": [], "cwd": "/"}
             c.proc = subprocess.Popen(c.argv, stdout=out, stderr=subprocess.STDOUT,
                                       stdin=subprocess.DEVNULL,
                                       env={**self.env, COMPONENT: c.name},
