@@ -10,7 +10,7 @@ mkdir -p "$AIRFLOW_HOME" "$RUN_DIR" "$ROOT/exports"
 [ -f "$AIRFLOW_HOME/passwords.json" ] || echo '{"admin": "admin"}' > "$AIRFLOW_HOME/passwords.json"
 
 started_pg=""
-cleanup() { [ -n "$started_pg" ] && pg_stop; }
+cleanup() { if [ -n "$started_pg" ]; then pg_stop; fi; }
 trap cleanup EXIT
 
 if [ "$DB" = postgres ]; then
