@@ -160,16 +160,14 @@ def test_make_stop_leaves_nothing(soak_stack: Stack):
     assert soak_stack.processes() == []
     assert not soak_stack.postgres_running()
     for port in (soak_stack.port, soak_stack.pgport):
-        assert free_port_is(port)
+        assert not listening(port), f"something still listens on {port}"
 
 
-def free_port_is(port: int) -> bool:
+def listening(port: int) -> bool:
     import socket
 
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=2):
+            return True
+    except OSError:  # refused: nobody listens (TIME_WAIT leftovers do not count)
+        return False
