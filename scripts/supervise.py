@@ -175,9 +175,11 @@ class Supervisor:
         for c in self.components:  # in order; one that must be ready first is retried first
             if c.ready:
                 while not self.stopping and not self.start_and_wait(c):
+                    cause = None
                     if c.proc.poll() is None:  # running but never ready: a failed start
                         self.kill(c)
-                    self.handle_exit(c)
+                        cause = f"not ready within {READY_TIMEOUT:.0f} s"
+                    self.handle_exit(c, cause)
                     while not self.stopping and time.monotonic() < c.next_start:
                         time.sleep(0.2)
                     c.restarts += 1
@@ -193,12 +195,12 @@ class Supervisor:
         elif c.state == "starting" and self.is_ready(c):
             self.mark_up(c)
 
-    def handle_exit(self, c: Component) -> None:
+    def handle_exit(self, c: Component, cause: str | None = None) -> None:
         code = c.proc.returncode if c.proc.returncode is not None else c.proc.wait()
         up_for = time.monotonic() - c.started_at
         c.failures = 1 if up_for >= STABLE_AFTER else c.failures + 1
         delay = min(MAX_BACKOFF, 2.0 ** (c.failures - 1))
-        cause = describe_exit(code)
+        cause = cause or describe_exit(code)
         last = tail(c.log_path)
         try:
             os.killpg(c.proc.pid, signal.SIGKILL)
