@@ -18,16 +18,10 @@ fi
 if [ -n "$PG_BIN" ] && pg_running; then
   pg_stop && stopped=1
 fi
-# Leftovers: any process whose environment carries this stack's supervisor marker (task
-# processes that outlived their component), never a shell that merely sourced the environment.
-leftovers=()
-for env in /proc/[0-9]*/environ; do
-  p="${env#/proc/}"; p="${p%/environ}"
-  [ "$p" = "$$" ] && continue
-  if { tr '\0' '\n' < "$env"; } 2>/dev/null | grep -qxF "EXPORT_RUN_SUPERVISOR=$RUN_DIR"; then
-    leftovers+=("$p")
-  fi
-done
+# Leftovers (the supervisor was killed, or a process outlived it): processes carrying this
+# stack's marker in their environment, or renamed `airflow …` processes working in this project
+# (scripts/supervise.py leftovers); never a shell that merely sourced the environment.
+read -r -a leftovers <<< "$(ROOT="$ROOT" "$PY" "$ROOT/scripts/supervise.py" leftovers)"
 if [ ${#leftovers[@]} -gt 0 ]; then
   echo "Stopping ${#leftovers[@]} leftover process(es): ${leftovers[*]}"
   kill -TERM "${leftovers[@]}" 2>/dev/null; sleep 2; kill -KILL "${leftovers[@]}" 2>/dev/null

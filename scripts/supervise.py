@@ -4,6 +4,7 @@ exits, and records what happened so `make status` can show it.
     supervise.py run      run in the foreground (scripts/run.sh starts it in the background)
     supervise.py status   print what is up (pid, since, restarts, last restart reason)
     supervise.py wait-up SECONDS PID   wait until every component of supervisor PID is up
+    supervise.py leftovers   pids of this stack's processes (what `make stop` ends)
 
 Order: PostgreSQL (with DB=postgres), then the api-server (tasks talk to its Execution API, so a
 scheduler that starts first sees its first tasks die with "connection refused"), then
@@ -94,6 +95,7 @@ class Supervisor:
         self.run_dir = run_dir
         self.components = components
         self.env = env
+        self.root = Path(env["ROOT"]).resolve()
         self.stopping = False
         self.started = now_iso()
         for c in components:
@@ -217,28 +219,37 @@ class Supervisor:
                     "\n".join(f"    {line}" for line in last))
         self.write_status()
 
-    def sweep(self, c: Component) -> list[int]:
+    def sweep(self, c: Component | None = None) -> list[int]:
         """SIGKILL what a dead component left: its process group and every process forked from
-        it (task processes put themselves in groups of their own). A scheduler's orphaned
-        LocalExecutor workers hold copies of its database connections, so PostgreSQL keeps its
-        transaction and row locks (its successor's SELECT … FOR UPDATE SKIP LOCKED then skips
-        those DAG runs forever), and they keep its log-server port."""
-        mine = f"{MARKER}={self.env[MARKER]}".encode()
-        tag = f"{COMPONENT}={c.name}".encode()
-        pids = []
-        for environ in Path("/proc").glob("[0-9]*/environ"):
-            try:
-                env = environ.read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if mine in env and tag in env:
-                pids.append(int(environ.parent.name))
-        for pid in pids:
+        it. Task processes put themselves in process groups of their own, and a scheduler's
+        orphaned LocalExecutor workers hold copies of its database connections (PostgreSQL then
+        keeps its transaction and row locks, and its successor's SELECT … FOR UPDATE SKIP
+        LOCKED skips those DAG runs forever) and its log-server port. The supervisor is a child
+        subreaper, so orphans are reparented to it: any child that is not a running component
+        is such a leftover. ``c=None``: every leftover (shutdown)."""
+        running = {x.proc.pid for x in self.components
+                   if x.proc and x.proc.poll() is None and x is not c}
+        pids = [pid for pid, ppid in proc_table() if ppid == os.getpid() and pid not in running]
+        pids += [pid for pid in stack_processes(self.run_dir, self.root,
+                                                c.name if c else None) if pid not in running]
+        for pid in set(pids):
             try:
                 os.kill(pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
-        return pids
+        self.reap(running)
+        return sorted(set(pids))
+
+    def reap(self, keep: set[int]) -> None:
+        """Collect exited orphans (never a component's pid: Popen reaps those)."""
+        time.sleep(0.1)
+        for pid, ppid in proc_table():
+            if ppid == os.getpid() and pid not in keep and pid not in {
+                    x.proc.pid for x in self.components if x.proc}:
+                try:
+                    os.waitpid(pid, os.WNOHANG)
+                except ChildProcessError:
+                    pass
 
     def restart(self, c: Component) -> None:
         c.restarts += 1
@@ -286,12 +297,65 @@ class Supervisor:
                 self.sweep(c)  # task processes that outlived it (their own process groups)
             c.state, c.since = "stopped", now_iso()
             log.info("%s stopped", c.name)
+        left = self.sweep()
+        if left:
+            log.info("killed %d leftover process(es): %s", len(left), left)
         self.write_status()
 
     def request_stop(self, signum, _frame) -> None:
         if not self.stopping:
             log.info("received %s", signal.Signals(signum).name)
         self.stopping = True
+
+
+def proc_table() -> list[tuple[int, int]]:
+    """(pid, parent pid) of every process."""
+    table = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        table.append((int(stat.parent.name), int(fields[1])))
+    return table
+
+
+def stack_processes(run_dir: Path, root: Path, component: str | None = None) -> list[int]:
+    """Processes of this stack that may have lost their parent: the marker in their environment
+    (and ``EXPORT_RUN_COMPONENT=component`` if given), or, for processes that renamed
+    themselves with setproctitle (which overwrites /proc/PID/environ, e.g. "airflow worker --
+    LocalExecutor"), an ``airflow …`` title and the project as working directory."""
+    marker = f"{MARKER}={run_dir}".encode()
+    tag = f"{COMPONENT}={component}".encode() if component else None
+    found = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        pid = int(proc.name)
+        if pid == os.getpid():
+            continue
+        try:
+            env = (proc / "environ").read_bytes().split(b"\0")
+            if marker in env:
+                if tag is None or tag in env:
+                    found.append(pid)
+                continue
+            if component is None and not any(b"=" in e for e in env):  # environ overwritten
+                title = (proc / "cmdline").read_bytes()
+                if title.startswith(b"airflow ") and Path(os.readlink(proc / "cwd")) == root:
+                    found.append(pid)
+        except OSError:
+            continue
+    return found
+
+
+def become_subreaper() -> None:
+    """Orphaned descendants (task processes of a dead scheduler) become our children."""
+    import ctypes
+
+    PR_SET_CHILD_SUBREAPER = 36
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    except (OSError, AttributeError):
+        log.warning("could not become a child subreaper; leftovers are found by environment only")
 
 
 def components_from_env(env: dict[str, str]) -> list[Component]:
@@ -313,6 +377,7 @@ def cmd_run(run_dir: Path) -> int:
     env = dict(os.environ)
     env[MARKER] = str(run_dir)
     sup = Supervisor(run_dir, components_from_env(env), env)
+    become_subreaper()
     signal.signal(signal.SIGTERM, sup.request_stop)
     signal.signal(signal.SIGINT, sup.request_stop)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
@@ -392,6 +457,10 @@ def main(argv: list[str]) -> int:
         return cmd_run(run_dir)
     if argv[:1] == ["status"]:
         return cmd_status(run_dir, "--json" in argv)
+    if argv[:1] == ["leftovers"]:  # for `make stop` and the tests
+        root = Path(os.environ["ROOT"]).resolve() if "ROOT" in os.environ else Path.cwd()
+        print(" ".join(map(str, stack_processes(run_dir, root))))
+        return 0
     if argv[:1] == ["wait-up"] and len(argv) == 3:
         return cmd_wait_up(run_dir, float(argv[1]), int(argv[2]))
     print(__doc__, file=sys.stderr)

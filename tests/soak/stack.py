@@ -214,16 +214,13 @@ class Stack:
         return api
 
     def processes(self) -> list[int]:
-        """Pids still carrying this stack's supervisor marker (what `make stop` must end)."""
-        marker = f"EXPORT_RUN_SUPERVISOR={self.run_dir}".encode()
-        found = []
-        for env in Path("/proc").glob("[0-9]*/environ"):
-            try:
-                if marker in env.read_bytes().split(b"\0"):
-                    found.append(int(env.parent.name))
-            except OSError:
-                continue
-        return found
+        """Pids still belonging to this stack (what `make stop` must end), as the stack's own
+        ``scripts/supervise.py leftovers`` finds them."""
+        out = subprocess.run([str(self.root / ".venv" / "bin" / "python"), "scripts/supervise.py",
+                              "leftovers"], cwd=self.root, capture_output=True, text=True,
+                             check=True, env={**self.environ(), "ROOT": str(self.root),
+                                              "AIRFLOW_HOME": str(self.root / ".airflow")})
+        return [int(p) for p in out.stdout.split()]
 
     def postgres_running(self) -> bool:
         pid_file = self.root / ".airflow" / "pg" / "postmaster.pid"

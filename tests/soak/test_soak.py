@@ -14,6 +14,7 @@ import signal
 import subprocess
 import time
 from datetime import datetime, timedelta
+from pathlib import Path
 
 import pytest
 
@@ -139,6 +140,11 @@ def test_scheduler_sigkill_is_restarted_and_runs_finish(soak_stack: Stack):
     wait_for(heartbeat_after_kill, max(1.0, 30 - (time.monotonic() - t0)), interval=0.5,
              what="a scheduler heartbeat after the kill")
     back_in = time.monotonic() - t0
+    # Nothing of the killed scheduler survives: every LocalExecutor worker working for this
+    # stack is the new scheduler's child (orphans kept the old one's DB locks and log port).
+    parents = process_parents()
+    workers = executor_workers(soak_stack.root)
+    assert workers and all(descends_from(w, after["pid"], parents) for w in workers), workers
     shown = soak_stack.make("status").stdout
     line = next(x for x in shown.splitlines() if x.startswith("scheduler"))
     assert "killed by SIGKILL" in line and str(after["pid"]) in line, shown
@@ -151,6 +157,38 @@ def test_scheduler_sigkill_is_restarted_and_runs_finish(soak_stack: Stack):
               if n != "scheduler"}
     assert others == dict.fromkeys(others, 0)
     print(f"sigkill: scheduler back (healthy) in {back_in:.1f} s")
+
+
+def process_parents() -> dict[int, int]:
+    parents = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parents[int(stat.parent.name)] = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError):
+            continue
+    return parents
+
+
+def descends_from(pid: int, ancestor: int, parents: dict[int, int]) -> bool:
+    while pid > 1:
+        if pid == ancestor:
+            return True
+        pid = parents.get(pid, 0)
+    return False
+
+
+def executor_workers(root: Path) -> list[int]:
+    """LocalExecutor worker processes (and the task forks that still carry their title)
+    working in ``root``."""
+    found = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            if (proc / "cmdline").read_bytes().startswith(b"airflow worker -- LocalExecutor") \
+                    and Path(os.readlink(proc / "cwd")) == root:
+                found.append(int(proc.name))
+        except OSError:
+            continue
+    return found
 
 
 def test_make_stop_leaves_nothing(soak_stack: Stack):
