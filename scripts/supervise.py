@@ -222,9 +222,10 @@ class Supervisor:
     def sweep(self, c: Component | None = None) -> list[int]:
         """SIGKILL what a dead component left: its process group and every process forked from
         it. Task processes put themselves in process groups of their own, and a scheduler's
-        orphaned LocalExecutor workers hold copies of its database connections (PostgreSQL then
-        keeps its transaction and row locks, and its successor's SELECT … FOR UPDATE SKIP
-        LOCKED skips those DAG runs forever) and its log-server port. The supervisor is a child
+        orphaned LocalExecutor workers hold copies of its database connections and its
+        log-server port (seen: DAG runs the dead scheduler was scheduling stayed running, most
+        likely because PostgreSQL kept its transaction and row locks, which its successor's
+        SELECT … FOR UPDATE SKIP LOCKED skips). The supervisor is a child
         subreaper, so orphans are reparented to it: any child that is not a running component
         is such a leftover. ``c=None``: every leftover (shutdown)."""
         running = {x.proc.pid for x in self.components
