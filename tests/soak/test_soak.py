@@ -44,10 +44,22 @@ def settle(stack: Stack, api: Api, timeout: float) -> tuple[list[dict], list[dic
             return airflow_runs, ledger
 
 
-def assert_all_succeeded(airflow_runs: list[dict]) -> None:
-    bad = [f"{r['dag_id']}/{r['dag_run_id']}: {r['state']}" for r in airflow_runs
-           if r["state"] != "success"]
+def assert_all_succeeded(stack: Stack, airflow_runs: list[dict]) -> None:
+    bad = [f"{r['dag_id']}/{r['dag_run_id']}: {r['state']}\n{failure_notes(stack, r)}"
+           for r in airflow_runs if r["state"] != "success"]
     assert not bad, "DAG runs that did not succeed:\n" + "\n".join(bad)
+
+
+def failure_notes(stack: Stack, run: dict) -> str:
+    """The error lines of the run's task logs, so a CI failure says why."""
+    logs = stack.root / ".airflow" / "logs" / f"dag_id={run['dag_id']}" / f"run_id={run['dag_run_id']}"
+    notes = []
+    for path in sorted(logs.glob("task_id=*/**/attempt=*.log")):
+        lines = [x for x in path.read_text(errors="replace").splitlines()
+                 if any(w in x for w in ("error", "ERROR", "Error", "failed", "Traceback"))]
+        if lines:
+            notes.append(f"  {path.relative_to(logs)}:\n" + "\n".join(f"    {x[:400]}" for x in lines[-6:]))
+    return "\n".join(notes) or "  (no error lines in its task logs)"
 
 
 def trigger_manual_exports(api: Api, count: int, tag: str) -> list[str]:
@@ -73,7 +85,7 @@ def test_soak_catch_up_with_manual_exports_and_clears(soak_stack: Stack):
 
     airflow_runs, ledger = settle(soak_stack, api, TERMINAL_WITHIN)
     elapsed = time.monotonic() - started
-    assert_all_succeeded(airflow_runs)
+    assert_all_succeeded(soak_stack, airflow_runs)
     by_id = {r["dag_run_id"]: r for r in airflow_runs if r["dag_id"] == "manual_export"}
     assert set(manual_ids) <= set(by_id), "a triggered manual export is missing"
     scheduled = [r for r in airflow_runs if r["run_type"] == "scheduled"
@@ -150,7 +162,7 @@ def test_scheduler_sigkill_is_restarted_and_runs_finish(soak_stack: Stack):
     assert "killed by SIGKILL" in line and str(after["pid"]) in line, shown
 
     airflow_runs, ledger = settle(soak_stack, api, TERMINAL_WITHIN)
-    assert_all_succeeded(airflow_runs)
+    assert_all_succeeded(soak_stack, airflow_runs)
     assert set(manual_ids) <= {r["dag_run_id"] for r in airflow_runs}
     check_ledger(ledger, airflow_runs)
     others = {n: c["restarts"] for n, c in soak_stack.status()["components"].items()
