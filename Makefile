@@ -1,14 +1,14 @@
-# Two commands on a fresh machine: `make run` (Airflow + demo, exports land in ./exports) and
-# `make test`. Everything else is a step of those two.
+# Two commands on a fresh machine: `make run` (Airflow + demo on a local PostgreSQL, exports land
+# in ./exports) and `make test`. Everything else is a step of those two.
+# Choices: make run PORT=8090 (UI) PGPORT=5440 (PostgreSQL) DB=sqlite (fragile); remembered in
+# .airflow/run.env for the later commands (scripts/airflow-env.sh).
 SHELL := /bin/bash
 PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
 PIP_VERSION := 25.3
-PORT ?= 8080
-export PORT
 
-.PHONY: venv setup run stop test lint bench clean
+.PHONY: venv setup run stop status env reset-db postgres-packages test soak lint bench clean
 
 $(VENV)/.installed: requirements.txt setup.cfg pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -19,17 +19,32 @@ $(VENV)/.installed: requirements.txt setup.cfg pyproject.toml
 
 venv: $(VENV)/.installed
 
-## setup: venv, lock, AIRFLOW_HOME, metadata DB migration, pools, ledger, demo data (idempotent)
-setup: venv
+## setup: venv, PostgreSQL cluster, metadata DB migration, pools, ledger, demo data (idempotent)
+setup: venv postgres-packages
 	@bash scripts/setup.sh
 
-## run: setup, then Airflow standalone on http://localhost:$(PORT) with the demo schedules
-run: setup
+## run: setup, then the supervised stack on http://localhost:$(PORT) with the demo schedules
+run: venv postgres-packages
 	@bash scripts/run.sh
 
-## stop: stop every process `make run` started
+## stop: stop every process `make run` started (PostgreSQL included)
 stop:
 	@bash scripts/stop.sh
+
+## status: what is up (pid), since when, restart count and the last restart reason
+status:
+	@bash -c 'source scripts/airflow-env.sh && "$$PY" scripts/supervise.py status || true'
+
+## env: the stack's environment for a shell: eval "$$(make -s env)"
+env:
+	@bash scripts/env.sh
+
+## reset-db: stop, then delete the stack's databases (.airflow/pg or the SQLite files)
+reset-db:
+	@bash scripts/reset-db.sh
+
+postgres-packages:
+	@[ "$(DB)" = sqlite ] || bash scripts/ensure-debian-packages.sh run
 
 ## test: the whole suite; the session starts (and always stops) PostgreSQL and the other servers
 test: venv
@@ -37,11 +52,16 @@ test: venv
 	$(VENV)/bin/ruff check export_lib plugins dags tests bench
 	$(PY) -m pytest $(PYTEST_ARGS)
 
+## soak: only the soak tests (longer with SOAK_LOOKBACK_HOURS=168 SOAK_TRIGGERS=5)
+soak: venv
+	@bash scripts/ensure-debian-packages.sh run
+	$(PY) -m pytest -m soak $(PYTEST_ARGS)
+
 lint: venv
 	$(VENV)/bin/ruff check export_lib plugins dags tests bench
 
 bench: venv
 	$(PY) bench/render.py --rows 2000000 --skip-pandas
 
-clean: stop
+clean: reset-db
 	rm -rf .airflow exports logs

@@ -1,6 +1,8 @@
 """demo_feed: keeps the embedded demo source growing (new hourly metrics) so `make run` keeps
-exporting fresh periods. Only touches a SQLite demo source; a no-op against anything else."""
+exporting fresh periods. Only touches the demo source of `make run` (its PostgreSQL database, or a
+SQLite file with DB=sqlite); a no-op against any other source."""
 
+import os
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -13,13 +15,14 @@ with DAG(dag_id="demo_feed", schedule=DeltaDataIntervalTimetable(timedelta(minut
     @task
     def ingest() -> int:
         from export_lib.source.connections import get_connection
-        from export_lib.source.demo import seed
+        from export_lib.source.demo import seed_source
 
         conn = get_connection("demo_source")
-        if conn.conn_type != "sqlite" or not conn.schema:
-            return 0
+        ours = os.environ.get("EXPORT_DEMO_FEED") == "1"  # set by scripts/airflow-env.sh
+        if not ours and not (conn.conn_type == "sqlite" and conn.schema):
+            return 0  # someone else's database: never write to it
         companies = sorted(p.stem for p in (Path(__file__).parent / "config").glob("*.yaml")
                            if p.stem != "defaults")
-        return seed(Path(conn.schema), companies, now=datetime.now(UTC), days=2)
+        return seed_source(conn, companies, now=datetime.now(UTC), days=2)
 
     ingest()

@@ -1,10 +1,50 @@
-# Sourced by the run/setup scripts: the embedded default (SQLite metadata, LocalExecutor, examples
-# off, dags/plugins pointed at the repo, fixed admin login). Nothing here needs editing to try it.
+# The one place the `make run` stack's environment comes from. Sourced by every script (setup,
+# run, stop, status, env, reset-db); `make -s env` prints it for a shell:
+#   eval "$(make -s env)"     # then `airflow …` and `exportctl …` talk to the running stack
+#
+# Choices (command line / environment first, then what the last setup remembered in
+# $AIRFLOW_HOME/run.env, then the default):
+#   DB      postgres (default: a local cluster in .airflow/pg) | sqlite (fragile, see README)
+#   PORT    the API server / UI port (8080)
+#   PGPORT  the local PostgreSQL port (first free from 5432, chosen once and remembered)
+# Nothing here needs editing to try it.
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-PORT="${PORT:-8080}"
-export PATH="$ROOT/.venv/bin:$PATH"               # airflow standalone spawns `airflow` from PATH
-export EXPORT_HOME="$ROOT"
 export AIRFLOW_HOME="$ROOT/.airflow"
+RUN_STATE="$AIRFLOW_HOME/run.env"        # remembered DB / PORT / PGPORT
+RUN_DIR="$AIRFLOW_HOME/run"              # supervisor pid, status, component logs
+PY="$ROOT/.venv/bin/python"
+[ -x "$PY" ] || PY="$(command -v python3.11 || command -v python3)"
+
+_remembered() { if [ -f "$RUN_STATE" ]; then sed -n "s/^$1=//p" "$RUN_STATE" | tail -n 1; fi; }
+DB="${DB:-$(_remembered DB)}"
+DB="${DB:-postgres}"
+PORT="${PORT:-$(_remembered PORT)}"
+PORT="${PORT:-8080}"
+PGPORT="${PGPORT:-$(_remembered PGPORT)}"
+case "$DB" in
+  postgres|postgresql|pg) DB=postgres ;;
+  sqlite) ;;
+  *) echo "DB=$DB is not a choice; use make run DB=postgres (the default) or DB=sqlite" >&2
+     return 2 2>/dev/null || exit 2 ;;
+esac
+
+# PostgreSQL: the newest Debian server binaries; data in .airflow/pg, owned by `postgres` when
+# we are root (PostgreSQL refuses to run as root), else by the invoking user.
+PG_BIN="$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)"
+# .airflow/pg, or where it links to (see pg_init: a project postgres cannot reach).
+PG_DATA="$(readlink -f "$AIRFLOW_HOME/pg" 2>/dev/null || echo "$AIRFLOW_HOME/pg")"
+PG_OWNER=""
+[ "$(id -u)" = 0 ] && PG_OWNER=postgres
+PG_USER=exports
+PG_PASSWORD=exports
+if [ "$DB" = postgres ] && [ -z "$PGPORT" ]; then
+  # First setup: the first free port from 5432 (setup remembers it in run.env).
+  PGPORT="$("$PY" "$ROOT/scripts/ports.py" first-free 5432 2>/dev/null || echo 5432)"
+fi
+export DB PORT PGPORT
+
+export PATH="$ROOT/.venv/bin:$PATH"               # the components are `airflow` from the venv
+export EXPORT_HOME="$ROOT"
 export AIRFLOW__CORE__DAGS_FOLDER="$ROOT/dags"
 export AIRFLOW__CORE__PLUGINS_FOLDER="$ROOT/plugins"
 export AIRFLOW__CORE__LOAD_EXAMPLES=False
@@ -12,12 +52,32 @@ export AIRFLOW__CORE__EXECUTOR=LocalExecutor
 export AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION=False
 export AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS="admin:admin"
 export AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE="$AIRFLOW_HOME/passwords.json"
-export AIRFLOW__DATABASE__SQL_ALCHEMY_CONN="sqlite:///$AIRFLOW_HOME/airflow.db"
 export AIRFLOW__API__PORT="$PORT"
 export AIRFLOW__API__BASE_URL="http://localhost:$PORT"
 # Moving the API port without this makes every task die with "connection refused".
 export AIRFLOW__CORE__EXECUTION_API_SERVER_URL="http://localhost:$PORT/execution/"
 export AIRFLOW__SCHEDULER__MIN_FILE_PROCESS_INTERVAL=30
 export AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL=30
-export EXPORT_LEDGER_URL="${EXPORT_LEDGER_URL:-sqlite:///$AIRFLOW_HOME/ledger.db}"
+# A scheduler that was killed leaves queued/running task instances behind; its successor resets
+# them after it has seen the dead one miss its heartbeat (30 s), checked every 30 s (default 300).
+export AIRFLOW__SCHEDULER__ORPHANED_TASKS_CHECK_INTERVAL=30
 export EXPORT_ARTIFACT_ROOT="${EXPORT_ARTIFACT_ROOT:-$ROOT/exports/artifacts}"
+export EXPORT_DEMO_FEED=1                         # demo_feed may write to this demo source
+
+if [ "$DB" = postgres ]; then
+  _pg="$PG_USER:$PG_PASSWORD@127.0.0.1:$PGPORT"
+  export AIRFLOW__DATABASE__SQL_ALCHEMY_CONN="postgresql+psycopg2://$_pg/airflow"
+  export EXPORT_LEDGER_URL="${EXPORT_LEDGER_URL:-postgresql+psycopg://$_pg/exports}"
+  export AIRFLOW_CONN_DEMO_SOURCE="${AIRFLOW_CONN_DEMO_SOURCE:-postgresql://$_pg/demo}"
+  # 2 cores: a few task processes at once; the pools (deploy/pools.json) share them out.
+  export AIRFLOW__CORE__PARALLELISM=6
+  unset _pg
+else
+  export AIRFLOW__DATABASE__SQL_ALCHEMY_CONN="sqlite:///$AIRFLOW_HOME/airflow.db"
+  export EXPORT_LEDGER_URL="${EXPORT_LEDGER_URL:-sqlite:///$AIRFLOW_HOME/ledger.db}"
+  export AIRFLOW_CONN_DEMO_SOURCE="${AIRFLOW_CONN_DEMO_SOURCE:-sqlite:///$AIRFLOW_HOME/demo_source.db}"
+fi
+
+# The variables `make -s env` prints (scripts/env.sh).
+ENV_VARS=(PATH EXPORT_HOME AIRFLOW_HOME DB PORT PGPORT $(compgen -e | grep -E '^(AIRFLOW__|AIRFLOW_CONN_)' | sort)
+          EXPORT_LEDGER_URL EXPORT_ARTIFACT_ROOT EXPORT_DEMO_FEED)

@@ -1,18 +1,19 @@
 #!/usr/bin/env bash
-# The Debian packages the test session needs (real servers, no mocks). Installed when missing
-# and we are root; otherwise the exact command is printed.
+# The Debian packages the test session needs (real servers, no mocks); with the argument `run`
+# only those `make run` needs (PostgreSQL, runuser). Installed when missing and we are root;
+# otherwise the exact command is printed.
 set -euo pipefail
 missing=()
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing+=(postgresql)
 command -v runuser >/dev/null 2>&1 || missing+=(util-linux)
-command -v docker-compose >/dev/null 2>&1 || docker compose version >/dev/null 2>&1 || missing+=(docker-compose)
+[ "${1:-}" = run ] || command -v docker-compose >/dev/null 2>&1 || docker compose version >/dev/null 2>&1 || missing+=(docker-compose)
 [ ${#missing[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" = 0 ]; then
-  echo "Installing Debian packages the tests need: ${missing[*]}"
+  echo "Installing missing Debian packages: ${missing[*]}"
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 else
-  echo "The tests need Debian packages that are missing: ${missing[*]}" >&2
+  echo "Debian packages are missing: ${missing[*]}" >&2
   echo "Install them with: sudo apt-get update && sudo apt-get install -y ${missing[*]}" >&2
   exit 1
 fi

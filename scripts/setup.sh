@@ -1,12 +1,36 @@
 #!/usr/bin/env bash
 # `make setup`: everything `make run` needs except starting Airflow. Idempotent: safe to repeat.
+# With DB=postgres (the default) it initialises .airflow/pg once and starts the server only for
+# as long as it needs it (or uses the one `make run` is running).
 set -euo pipefail
 source "$(dirname "$0")/airflow-env.sh"
+source "$ROOT/scripts/pg.sh"
 cd "$ROOT"
-mkdir -p "$AIRFLOW_HOME" "$ROOT/exports"
+mkdir -p "$AIRFLOW_HOME" "$RUN_DIR" "$ROOT/exports"
 [ -f "$AIRFLOW_HOME/passwords.json" ] || echo '{"admin": "admin"}' > "$AIRFLOW_HOME/passwords.json"
 
-echo "==> Airflow metadata DB ($AIRFLOW__DATABASE__SQL_ALCHEMY_CONN)"
+started_pg=""
+cleanup() { if [ -n "$started_pg" ]; then pg_stop; fi; }
+trap cleanup EXIT
+
+if [ "$DB" = postgres ]; then
+  if [ "$(id -u)" = 0 ] && ! command -v runuser >/dev/null; then
+    echo "runuser (util-linux) is missing; install it with: bash scripts/ensure-debian-packages.sh" >&2
+    exit 1
+  fi
+  pg_check_version
+  if ! pg_running; then
+    pg_port_check
+    pg_init
+    pg_start_for_setup
+    started_pg=1
+  fi
+  pg_create_databases
+fi
+# Remember the choices so later commands (stop, status, env, exportctl) find this stack.
+printf 'DB=%s\nPORT=%s\nPGPORT=%s\n' "$DB" "$PORT" "$PGPORT" > "$RUN_STATE"
+
+echo "==> Airflow metadata DB (${AIRFLOW__DATABASE__SQL_ALCHEMY_CONN//:$PG_PASSWORD@/:***@})"
 airflow db migrate >"$AIRFLOW_HOME/db-migrate.log" 2>&1 || { tail -30 "$AIRFLOW_HOME/db-migrate.log"; exit 1; }
 
 echo "==> Pools and cluster policy"
@@ -14,7 +38,7 @@ airflow pools import "$ROOT/deploy/pools.json" >/dev/null
 mkdir -p "$AIRFLOW_HOME/config"
 cp "$ROOT/deploy/airflow_local_settings.py" "$AIRFLOW_HOME/config/airflow_local_settings.py"
 
-echo "==> Export ledger ($EXPORT_LEDGER_URL)"
+echo "==> Export ledger"
 exportctl ledger upgrade
 
 echo "==> Demo reporting database"

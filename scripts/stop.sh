@@ -1,20 +1,30 @@
 #!/usr/bin/env bash
-# `make stop`: end the process group `make run` started (standalone and every child it spawned).
+# `make stop`: stop the supervisor (it stops the components in reverse order, PostgreSQL last),
+# then make sure nothing of this stack is left: processes carrying its marker, a PostgreSQL
+# server still running on .airflow/pg.
 set -uo pipefail
 source "$(dirname "$0")/airflow-env.sh"
-PIDFILE="$AIRFLOW_HOME/airflow.pid"
-if [ ! -f "$PIDFILE" ]; then echo "Airflow is not running (no $PIDFILE)."; exit 0; fi
-pid=$(cat "$PIDFILE")
-if kill -0 "$pid" 2>/dev/null; then
-  kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid"
-  for _ in $(seq 1 30); do kill -0 "$pid" 2>/dev/null || break; sleep 1; done
-  kill -KILL -- "-$pid" 2>/dev/null || true
+source "$ROOT/scripts/pg.sh"
+SUPERVISOR_PID="$RUN_DIR/supervisor.pid"
+stopped=""
+if [ -f "$SUPERVISOR_PID" ] && kill -0 "$(cat "$SUPERVISOR_PID")" 2>/dev/null; then
+  pid="$(cat "$SUPERVISOR_PID")"
+  kill -TERM "$pid"
+  for _ in $(seq 1 90); do kill -0 "$pid" 2>/dev/null || break; sleep 1; done
+  kill -0 "$pid" 2>/dev/null && kill -KILL "$pid"
+  stopped=1
 fi
-# Children that left the group (task supervisors) are found by AIRFLOW_HOME in their environment.
-for p in $(pgrep -f "airflow" || true); do
-  if { tr "\0" "\n" < "/proc/$p/environ"; } 2>/dev/null | grep -qx "AIRFLOW_HOME=$AIRFLOW_HOME"; then
-    kill -KILL "$p" 2>/dev/null || true
-  fi
-done
-rm -f "$PIDFILE"
-echo "Airflow stopped."
+# PostgreSQL left without its supervisor (killed) or by an interrupted setup.
+if [ -n "$PG_BIN" ] && pg_running; then
+  pg_stop && stopped=1
+fi
+# Leftovers (the supervisor was killed, or a process outlived it): processes carrying this
+# stack's marker in their environment, or renamed `airflow …` processes working in this project
+# (scripts/supervise.py leftovers); never a shell that merely sourced the environment.
+read -r -a leftovers <<< "$(ROOT="$ROOT" "$PY" "$ROOT/scripts/supervise.py" leftovers)"
+if [ ${#leftovers[@]} -gt 0 ]; then
+  echo "Stopping ${#leftovers[@]} leftover process(es): ${leftovers[*]}"
+  kill -TERM "${leftovers[@]}" 2>/dev/null; sleep 2; kill -KILL "${leftovers[@]}" 2>/dev/null
+fi
+rm -f "$SUPERVISOR_PID"
+if [ -n "$stopped" ]; then echo "make run stopped."; else echo "make run is not running."; fi

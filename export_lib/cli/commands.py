@@ -163,16 +163,12 @@ def cmd_ledger(args: argparse.Namespace) -> int:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     from export_lib.source.connections import get_connection
-    from export_lib.source.demo import seed
+    from export_lib.source.demo import seed_source
 
     conn = get_connection("demo_source")
-    if conn.conn_type != "sqlite" or not conn.schema:
-        print(f"demo_source is {conn.masked_uri()}; the demo seeder only writes SQLite files",
-              file=sys.stderr)
-        return EXIT_USAGE
     companies = sorted(p.stem for p in Path(args.config).glob("*.yaml") if p.stem != "defaults")
-    added = seed(Path(conn.schema), companies, now=_now(), days=args.days)
-    print(f"demo source {conn.schema}: {added} new rows for {', '.join(companies)}")
+    added = seed_source(conn, companies, now=_now(), days=args.days)
+    print(f"demo source {conn.masked_uri()}: {added} new rows for {', '.join(companies)}")
     return 0
 
 

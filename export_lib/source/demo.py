@@ -1,4 +1,5 @@
-"""The embedded demo reporting database: a few weeks of generated marketing metrics in SQLite.
+"""The embedded demo reporting database: a few weeks of generated marketing metrics in SQLite
+or PostgreSQL (``make run`` serves it from its PostgreSQL, so the demo renders with COPY).
 
 Two tables the demo configs in ``dags/config`` read:
 
@@ -17,6 +18,9 @@ import sqlite3
 from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
+
+from export_lib.errors import ConfigError
 
 CHANNELS = ("facebook", "google-ads", "adjust", "tiktok")
 WIDGETS = ("spend", "clicks", "orders")
@@ -88,3 +92,32 @@ def seed(path: Path, companies: Iterable[str], *, now: datetime, days: int = 21)
         conn.executemany("INSERT OR IGNORE INTO channel_metrics VALUES (?,?,?,?,?,?,?)",
                          channel_rows(companies, start, end))
         return conn.total_changes - before
+
+
+def seed_source(conn: Any, companies: Iterable[str], *, now: datetime, days: int = 21) -> int:
+    """Seed the ``demo_source`` connection: a SQLite file or a PostgreSQL database."""
+    if conn.conn_type == "sqlite" and conn.schema:
+        return seed(Path(conn.schema), companies, now=now, days=days)
+    if conn.conn_type not in ("postgres", "postgresql"):
+        raise ConfigError(f"demo_source is {conn.masked_uri()}; the demo seeder writes SQLite "
+                          "files or PostgreSQL databases")
+    import psycopg
+
+    companies = sorted(companies)
+    start, end = (now - timedelta(days=days)).astimezone(UTC), now.astimezone(UTC)
+    with psycopg.connect(host=conn.host or "localhost", port=conn.port or 5432, user=conn.login,
+                         password=conn.password, dbname=conn.schema) as pg:
+        added = 0
+        for ddl in SCHEMA:
+            pg.execute(ddl)
+        with pg.cursor() as cur:
+            for table, rows in (("widget_metrics", widget_rows(companies, start, end)),
+                                ("channel_metrics", channel_rows(companies, start, end))):
+                rows = list(rows)
+                if not rows:
+                    continue
+                marks = ", ".join(["%s"] * len(rows[0]))
+                cur.executemany(f"INSERT INTO {table} VALUES ({marks}) ON CONFLICT DO NOTHING",
+                                rows, returning=False)
+                added += max(cur.rowcount, 0)
+        return added

@@ -1,0 +1,105 @@
+# The local PostgreSQL cluster of `make run` (sourced after airflow-env.sh). Data in
+# .airflow/pg; server commands run as `postgres` when we are root. Under `make run` the
+# supervisor (scripts/supervise.py) runs the server; `make setup` starts it only for as long as
+# it needs it.
+
+pg_as_owner() {
+  # From /: the project may be a directory the owner cannot enter.
+  if [ -n "$PG_OWNER" ]; then (cd / && runuser -u "$PG_OWNER" -- "$@"); else "$@"; fi
+}
+
+pg_installed_major() { basename "$(dirname "$PG_BIN")"; }
+
+# Refuse a data directory written by another PostgreSQL major version (never delete it here).
+pg_check_version() {
+  if [ -z "$PG_BIN" ] || [ ! -x "$PG_BIN/initdb" ]; then
+    echo "PostgreSQL server binaries are missing (/usr/lib/postgresql/*/bin); install them with: bash scripts/ensure-debian-packages.sh (or make run DB=sqlite)" >&2
+    return 1
+  fi
+  if [ -f "$PG_DATA/PG_VERSION" ]; then
+    local have; have="$(cat "$PG_DATA/PG_VERSION")"
+    if [ "$have" != "$(pg_installed_major)" ]; then
+      echo "$PG_DATA was created by PostgreSQL $have but this machine runs PostgreSQL $(pg_installed_major); 'make reset-db' deletes it (Airflow metadata, ledger and demo data) and the next 'make run' starts fresh" >&2
+      return 1
+    fi
+  elif [ -d "$PG_DATA" ] && [ -n "$(ls -A "$PG_DATA" 2>/dev/null)" ]; then
+    echo "$PG_DATA is not a PostgreSQL data directory (no PG_VERSION); 'make reset-db' deletes it and the next 'make run' starts fresh" >&2
+    return 1
+  fi
+}
+
+pg_port_check() {
+  if ! "$PY" "$ROOT/scripts/ports.py" free "$PGPORT"; then
+    echo "Port $PGPORT is already in use, so PostgreSQL cannot start there; pick another: make run PGPORT=$("$PY" "$ROOT/scripts/ports.py" first-free $((PGPORT + 1)) 2>/dev/null || echo 5440)" >&2
+    return 1
+  fi
+}
+
+pg_running() { [ -f "$PG_DATA/PG_VERSION" ] && pg_as_owner "$PG_BIN/pg_ctl" -D "$PG_DATA" status >/dev/null 2>&1; }
+
+# initdb once: role `exports` (password `exports`), md5 over TCP on 127.0.0.1 only.
+pg_init() {
+  [ -f "$PG_DATA/PG_VERSION" ] && return 0
+  mkdir -p "$PG_DATA"
+  local pwfile="$AIRFLOW_HOME/.pgpw"
+  echo "$PG_PASSWORD" > "$pwfile"
+  if [ -n "$PG_OWNER" ]; then
+    chown "$PG_OWNER": "$PG_DATA" "$pwfile"
+    if ! pg_as_owner test -w "$PG_DATA"; then
+      # The project sits where `postgres` cannot go (e.g. under /root): keep the cluster in
+      # postgres's home and link it from .airflow/pg (make reset-db / make clean delete both).
+      local home; home="$(getent passwd "$PG_OWNER" | cut -d: -f6)"
+      local elsewhere; elsewhere="$home/airflow-scheduled-exports/$(printf %s "$ROOT" | sha1sum | cut -c1-12)"
+      rmdir "$PG_DATA"
+      mkdir -p "$elsewhere"
+      chown "$PG_OWNER": "$(dirname "$elsewhere")" "$elsewhere"
+      ln -s "$elsewhere" "$AIRFLOW_HOME/pg"
+      PG_DATA="$elsewhere"
+      echo "==> $PG_OWNER cannot reach $ROOT, so the cluster lives in $PG_DATA (linked from .airflow/pg)"
+      mv "$pwfile" "$(dirname "$elsewhere")/.pgpw-$$"   # initdb (as postgres) reads it
+      pwfile="$(dirname "$elsewhere")/.pgpw-$$"
+    fi
+  fi
+  chmod 700 "$PG_DATA"
+  echo "==> Initialising PostgreSQL $(pg_installed_major) in $PG_DATA"
+  if ! pg_as_owner "$PG_BIN/initdb" -D "$PG_DATA" -U "$PG_USER" --pwfile "$pwfile" -A md5 \
+      -E UTF8 --no-locale >"$AIRFLOW_HOME/initdb.log" 2>&1; then
+    rm -f "$pwfile"; tail -20 "$AIRFLOW_HOME/initdb.log" >&2; return 1
+  fi
+  rm -f "$pwfile"
+  cat >> "$PG_DATA/postgresql.conf" <<CONF
+
+# make run (scripts/pg.sh): loopback only; port and socket directory are given at start.
+listen_addresses = '127.0.0.1'
+max_connections = 200
+synchronous_commit = off
+CONF
+}
+
+# The server options both pg_ctl (setup) and the supervisor use.
+pg_server_args() { echo "-p $PGPORT -k $PG_DATA"; }
+
+pg_start_for_setup() {
+  mkdir -p "$RUN_DIR"
+  pg_as_owner "$PG_BIN/pg_ctl" -D "$PG_DATA" -w -t 60 -l "$PG_DATA/setup.log" \
+    -o "$(pg_server_args)" start >/dev/null || { tail -20 "$PG_DATA/setup.log" >&2; return 1; }
+}
+
+pg_stop() {
+  pg_running || return 0
+  pg_as_owner "$PG_BIN/pg_ctl" -D "$PG_DATA" -m fast -w -t 60 stop >/dev/null
+}
+
+pg_psql() {
+  PGPASSWORD="$PG_PASSWORD" "$PG_BIN/psql" -h 127.0.0.1 -p "$PGPORT" -U "$PG_USER" -X -q -v ON_ERROR_STOP=1 "$@"
+}
+
+# The three databases: Airflow's metadata, the export ledger and the demo source.
+pg_create_databases() {
+  local db
+  for db in airflow exports demo; do
+    if [ -z "$(pg_psql -d postgres -tAc "SELECT 1 FROM pg_database WHERE datname = '$db'")" ]; then
+      pg_psql -d postgres -c "CREATE DATABASE $db" >/dev/null
+    fi
+  done
+}
