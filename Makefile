@@ -8,7 +8,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PIP_VERSION := 25.3
 
-.PHONY: venv setup run stop status env reset-db postgres-packages test soak lint bench clean
+.PHONY: venv setup run stop status env reset-db postgres-packages test test-unit soak lint bench clean
 
 $(VENV)/.installed: requirements.txt setup.cfg pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -49,8 +49,12 @@ postgres-packages:
 ## test: the whole suite; the session starts (and always stops) PostgreSQL and the other servers
 test: venv
 	@bash scripts/ensure-debian-packages.sh
-	$(VENV)/bin/ruff check export_lib plugins dags tests bench
+	$(VENV)/bin/ruff check export_lib plugins dags tests bench scripts
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+## test-unit: the fast loop: plain-Python tests only, no server, no Airflow (seconds)
+test-unit: venv
+	$(PY) -m pytest -m unit $(PYTEST_ARGS)
 
 ## soak: only the soak tests (longer with SOAK_LOOKBACK_HOURS=168 SOAK_TRIGGERS=5)
 soak: venv
@@ -58,10 +62,10 @@ soak: venv
 	$(PY) -m pytest -m soak $(PYTEST_ARGS)
 
 lint: venv
-	$(VENV)/bin/ruff check export_lib plugins dags tests bench
+	$(VENV)/bin/ruff check export_lib plugins dags tests bench scripts
 
 bench: venv
-	$(PY) bench/render.py --rows 2000000 --skip-pandas
+	$(PY) bench/render.py --rows 2000000 --skip-pandas --check
 
 clean: reset-db
 	rm -rf .airflow exports logs

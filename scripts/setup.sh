@@ -44,5 +44,6 @@ exportctl ledger upgrade
 echo "==> Demo reporting database"
 exportctl demo seed --config dags/config
 
-echo "==> Config check"
+echo "==> Config check (and a DAG loader for every company file)"
+exportctl loaders dags
 exportctl validate dags/config
