@@ -1,0 +1,51 @@
+"""Adding a company is never silent: a company file without its DAG loader is a Broken DAG and
+a failed ``exportctl validate``, each naming the fix; the fix makes its DAGs appear."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.airflow.test_integrity import DAGS, _dag_bag
+
+pytestmark = pytest.mark.airflow
+
+
+@pytest.fixture()
+def dags_copy(tmp_path: Path) -> Path:
+    target = tmp_path / "dags"
+    shutil.copytree(DAGS, target, ignore=shutil.ignore_patterns("__pycache__"))
+    return target
+
+
+def test_a_new_company_file_is_never_silent(dags_copy):
+    """A company file without a loader is a Broken DAG naming the fix; the fix makes its DAGs
+    appear."""
+    text = (dags_copy / "config" / "acme.yaml").read_text().replace("id: acme\n", "id: newco\n", 1)
+    (dags_copy / "config" / "newco.yaml").write_text(text)
+
+    bag = _dag_bag(dags_copy)
+    check = str(dags_copy / "config_check.py")
+    assert list(bag.import_errors) == [check]
+    assert (f"{dags_copy}/config/newco.yaml: no DAG loader {dags_copy}/company_newco.py, so this "
+            f"company's DAGs never appear in Airflow; create it with: exportctl loaders "
+            f"{dags_copy}") in bag.import_errors[check]
+    assert not any("__newco__" in i for i in bag.dags)
+
+    validate = subprocess.run([sys.executable, "-m", "export_lib", "validate",
+                               str(dags_copy / "config")], capture_output=True, text=True)
+    assert validate.returncode == 1
+    assert "newco.yaml: no DAG loader" in validate.stdout
+
+    fix = subprocess.run([sys.executable, "-m", "export_lib", "loaders", str(dags_copy)],
+                         capture_output=True, text=True, check=True)
+    assert fix.stdout == f"wrote {dags_copy}/company_newco.py\n"
+    bag = _dag_bag(dags_copy)
+    assert bag.import_errors == {}
+    assert {i for i in bag.dags if "__newco__" in i} == {
+        "widget_export__newco__daily-spend", "widget_export__newco__hourly-clicks",
+        "data_export__newco__google-ads__primary", "data_export__newco__google-ads__secondary"}
