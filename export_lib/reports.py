@@ -4,12 +4,13 @@ A page is read with a fixed number of statements whatever its size (count, one p
 their artifacts, their deliveries): filtering, ordering (newest slot first) and pagination
 happen in SQL, never by loading the ledger and slicing it in Python. Lateness is computed here,
 from the run's deadline and the time its first version was published (or ``now`` while it has
-none), so every reader shows the same verdict.
+none), so every reader shows the same verdict. Every ledger timestamp reads back aware UTC
+(``UtcDateTime``), on SQLite too.
 """
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
@@ -153,33 +154,28 @@ def runs_page(engine: Engine, f: RunFilter, *, now: datetime) -> RunsPage:
     rows = []
     for r in page:
         versions = by_run.get(r.id, [])
-        ready_at = _utc(versions[0].generated_at) if versions else None
+        ready_at = versions[0].generated_at if versions else None
         rows.append({
             "run_key": r.run_key, "state": r.state, "reason": r.reason, "company": r.company,
             "schedule": r.schedule_id, "trigger": r.trigger, "owner": r.owner,
-            "slot_utc": _iso(_utc(r.slot)),
-            "window_start_utc": _iso(_utc(r.window_start)),
-            "window_end_utc": _iso(_utc(r.window_end)), "timezone": r.timezone,
-            "period": period_label(_utc(r.window_start), _utc(r.window_end), r.timezone),
-            "config_version": r.config_version, "deadline_utc": _iso(_utc(r.deadline)),
+            "slot_utc": _iso(r.slot),
+            "window_start_utc": _iso(r.window_start),
+            "window_end_utc": _iso(r.window_end), "timezone": r.timezone,
+            "period": period_label(r.window_start, r.window_end, r.timezone),
+            "config_version": r.config_version, "deadline_utc": _iso(r.deadline),
             "ready_at_utc": _iso(ready_at),
-            **_lateness(_utc(r.deadline), ready_at, r.state, now),
+            **_lateness(r.deadline, ready_at, r.state, now),
             "artifacts": [{"version": a.version, "sha256": a.sha256, "uri": a.uri, "rows": a.rows,
                            "bytes": a.bytes, "supersedes": a.supersedes,
                            "correction": bool(a.correction),
-                           "generated_at_utc": _iso(_utc(a.generated_at))} for a in versions],
+                           "generated_at_utc": _iso(a.generated_at)} for a in versions],
             "deliveries": [{"destination": d.destination_id, "state": d.state,
                             "version": d.artifact_version, "attempts": d.attempts,
                             "receipt": d.receipt, "last_error": d.last_error,
-                            "acknowledged_at_utc": _iso(_utc(d.acknowledged_at))}
+                            "acknowledged_at_utc": _iso(d.acknowledged_at)}
                            for d in by_key.get(r.run_key, [])],
         })
     return RunsPage(total=total, limit=f.limit, offset=f.offset, runs=tuple(rows))
-
-
-def _utc(value: datetime | None) -> datetime | None:
-    """Every ledger column reads back aware UTC (UtcDateTime); this only normalises the zone."""
-    return value.astimezone(UTC) if value is not None else None
 
 
 __all__ = ["MAX_LIMIT", "RunFilter", "RunsPage", "run_filter", "runs_page"]

@@ -65,6 +65,10 @@ STYLE = ("body{font-family:sans-serif;margin:1rem}table{border-collapse:collapse
          "form{margin:.5rem 0}")
 
 
+def _value(text: str | None) -> str:
+    return html.escape(text or "", quote=True)
+
+
 @app.get("/", response_class=HTMLResponse)
 def page(company: str | None = None, schedule: str | None = None, state: str | None = None,
          unresolved: bool = False, limit: int = Query(50, ge=1, le=500),
@@ -92,14 +96,13 @@ def page(company: str | None = None, schedule: str | None = None, state: str | N
                    "older</a>")
     shown = (f"runs {offset + 1}–{offset + len(result.runs)} of {result.total}" if result.runs
              else f"no runs match ({result.total} in all)")
-    value = lambda v: html.escape(v or "", quote=True)  # noqa: E731
     return (
         f"<!doctype html><html><head><meta charset='utf-8'><title>Export runs</title>"
         f"<style>{STYLE}</style></head><body><h2>Export runs</h2>"
         "<form method='get'>"
-        f"company <input name='company' value='{value(company)}'> "
-        f"schedule <input name='schedule' value='{value(schedule)}'> "
-        f"state <input name='state' value='{value(state)}' size='10'> "
+        f"company <input name='company' value='{_value(company)}'> "
+        f"schedule <input name='schedule' value='{_value(schedule)}'> "
+        f"state <input name='state' value='{_value(state)}' size='10'> "
         f"<label><input type='checkbox' name='unresolved' value='true'"
         f"{' checked' if unresolved else ''}> unresolved deliveries</label> "
         "<button type='submit'>filter</button></form>"
