@@ -13,8 +13,10 @@ The PostgreSQL fast path lets the server print (``COPY ... (FORMAT csv, HEADER)`
   ``+HH:MM``), in UTC or the company zone. A ``T`` separator would cost the server ~15 % per
   timestamp column (measured, see bench/README.md), so the space form RFC 3339 §5.6 allows is
   used. ``timestamp without time zone`` values are printed as stored, without offset.
-* Numbers never use an exponent: integers and ``numeric`` as PostgreSQL prints them; floats
-  in shortest round-trip form, written positionally (``1e-07`` → ``0.0000001``).
+* Numbers as PostgreSQL prints them: integers and ``numeric`` positionally; floats in
+  shortest round-trip form, with an exponent outside ``1e-4 <= |x| < 1e15`` (``real``:
+  ``< 1e6``), e.g. ``0.25``, ``1e-07``, ``1.5e+20`` (docs/adr/0004-float-text.md: every CSV
+  reader parses it, and rewriting it cost the server ~8 % per float column).
 * Booleans ``true``/``false``; dates ``YYYY-MM-DD``.
 """
 
@@ -42,15 +44,28 @@ def csv_field(text: str, delimiter: str, *, single_column: bool = False) -> str:
 
 
 def format_float(value: float, float32: bool = False) -> str:
-    """Shortest round-trip digits, never an exponent; NaN/Infinity spelled as PostgreSQL does."""
+    """``float8out``/``float4out`` exactly: shortest round-trip digits, NaN/Infinity spelled out.
+
+    Python's repr differs in where the exponent starts (it switches at 1e16, PostgreSQL at
+    1e15, and at 1e6 for ``real``) and in its ``.0`` suffix, so the digits are re-laid out.
+    """
     if value != value:
         return "NaN"
     if value in (float("inf"), float("-inf")):
         return "Infinity" if value > 0 else "-Infinity"
-    text = _shortest(value, float32)
-    if "e" in text:
-        return format(Decimal(text), "f")
-    return text[:-2] if text.endswith(".0") else text
+    if value == 0:
+        return "-0" if math.copysign(1.0, value) < 0 else "0"
+    sign, digits, exponent = Decimal(_shortest(value, float32)).as_tuple()
+    text = "".join(map(str, digits)).rstrip("0")
+    if not text:  # a double below float32's range, read as real
+        return "-0" if sign else "0"
+    exponent = int(exponent) + len(digits) - len(text)
+    scientific = exponent + len(text) - 1  # the power of ten of the first digit
+    prefix = "-" if sign else ""
+    if -4 <= scientific < (6 if float32 else 15):
+        return prefix + format(Decimal(f"{text}E{exponent}"), "f")
+    mantissa = text[0] + ("." + text[1:] if len(text) > 1 else "")
+    return f"{prefix}{mantissa}e{'-' if scientific < 0 else '+'}{abs(scientific):02d}"
 
 
 def _shortest(value: float, float32: bool) -> str:

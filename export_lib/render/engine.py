@@ -158,10 +158,9 @@ def _copy_csv(source: Source, spec: QuerySpec, bounds: Bounds, types: dict[str, 
     from export_lib.render.copy import CopyOut
 
     exprs: dict[str, ColumnExpr] = {}
+    # Floats go out as the server prints them (docs/adr/0004-float-text.md).
     for name, sql_type in types.items():
-        if sql_type.kind in ("float4", "float8"):
-            exprs[name] = "float_text" if sql_type.kind == "float8" else "float4_text"
-        elif sql_type.kind == "bool":
+        if sql_type.kind == "bool":
             exprs[name] = "bool_text"
     query = sql.SQL("COPY ({}) TO STDOUT (FORMAT csv, HEADER, DELIMITER {})").format(
         build_postgres(spec, bounds, exprs, _order(spec, types)), sql.Literal(options.delimiter))

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from export_lib.config.query import LIST_OPS, NULL_OPS, QuerySpec
 
-ColumnExpr = Literal["plain", "float_text", "float4_text", "bool_text", "numeric_38_9"]
+ColumnExpr = Literal["plain", "bool_text", "numeric_38_9"]
 
 
 @dataclass(frozen=True)
@@ -59,15 +59,6 @@ def _pg_expr(name: str, kind: ColumnExpr) -> Any:
     from psycopg import sql
 
     col = sql.Identifier(name)
-    if kind in ("float_text", "float4_text"):
-        # float8out prints an exponent outside 1e-4 <= |x| < 1e15 (float4out: outside
-        # 1e-4 <= |x| < 1e6; 1e-3 keeps a margin for float4 rounding). Only there pay for the
-        # exact text -> numeric round trip (numeric never prints an exponent).
-        low, high = ("1e-4", "1e15") if kind == "float_text" else ("1e-3", "1e6")
-        return sql.SQL(
-            "CASE WHEN {c} = 0 OR (abs({c}) >= {lo} AND abs({c}) < {hi}) THEN {c}::text "
-            "ELSE {c}::text::numeric::text END AS {c}"
-        ).format(c=col, lo=sql.SQL(low), hi=sql.SQL(high))
     if kind == "bool_text":
         return sql.SQL("{c}::text AS {c}").format(c=col)
     if kind == "numeric_38_9":
