@@ -14,10 +14,10 @@ with DAG(dag_id="demo_feed", schedule=DeltaDataIntervalTimetable(timedelta(minut
 
     @task
     def ingest() -> int:
-        from export_lib.source.connections import get_connection
+        from export_airflow.connections import airflow_resolver
         from export_lib.source.demo import seed_source
 
-        conn = get_connection("demo_source")
+        conn = airflow_resolver()("demo_source")
         ours = os.environ.get("EXPORT_DEMO_FEED") == "1"  # set by scripts/airflow-env.sh
         if not ours and not (conn.conn_type == "sqlite" and conn.schema):
             return 0  # someone else's database: never write to it

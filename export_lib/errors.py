@@ -31,6 +31,13 @@ class WindowError(ExportError):
     """A slot or reporting window cannot be resolved (e.g. a slot that is not on the schedule)."""
 
 
+class ConnectionLookupError(ExportError):
+    """A connection could not be looked up (the store behind a resolver is unreachable, e.g. a
+    secrets backend). Retryable; an unknown connection id is a ConfigError instead."""
+
+    retryable = True
+
+
 class SourceError(ExportError):
     """The source database cannot be read. Retryable: the source may come back."""
 

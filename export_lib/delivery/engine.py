@@ -41,6 +41,7 @@ from export_lib.errors import (
     LedgerError,
 )
 from export_lib.ledger import deliveries as rec
+from export_lib.source.connections import ConnectionResolver
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +91,7 @@ def deliver(
     now: datetime,
     exports_root: Path | None = None,
     stale_after: timedelta = DEFAULT_STALE_AFTER,
+    resolver: ConnectionResolver | None = None,
 ) -> DeliveryOutcome:
     """Deliver ``artifact`` to ``destination`` once; see the module docstring for the steps.
 
@@ -98,7 +100,8 @@ def deliver(
     ``now`` is the moment of this call, supplied by the caller (the Airflow edge or the CLI):
     it stamps the ledger and decides whether an ``attempting`` record older than
     ``stale_after`` belongs to a dead worker. ``exports_root`` anchors relative ``local``
-    paths (default ``$EXPORT_HOME/exports``). Each call makes at most one attempt.
+    paths (default ``$EXPORT_HOME/exports``). ``resolver`` resolves the destination's
+    connection (the environment when None). Each call makes at most one attempt.
     """
     if max_attempts < 1:
         raise ConfigError(f"max_attempts must be at least 1, got {max_attempts}")
@@ -106,7 +109,7 @@ def deliver(
         return _deliver(engine, destination, artifact, run_key=run_key,
                         period_label=period_label, owner=owner, authorized=authorized,
                         max_attempts=max_attempts, now=now, exports_root=exports_root,
-                        stale_after=stale_after)
+                        stale_after=stale_after, resolver=resolver)
     except OperationalError as exc:  # the ledger DB is down or locked: retry the task later
         raise LedgerError(f"delivery ledger unavailable ({exc.orig}); the task will retry") from exc
 
@@ -114,8 +117,8 @@ def deliver(
 def _deliver(engine: Engine, destination: Destination, artifact: DeliverableArtifact, *,
              run_key: str, period_label: str, owner: str, authorized: Collection[str],
              max_attempts: int, now: datetime, exports_root: Path | None,
-             stale_after: timedelta) -> DeliveryOutcome:
-    transport = transport_for(destination, exports_root=exports_root)
+             stale_after: timedelta, resolver: ConnectionResolver | None) -> DeliveryOutcome:
+    transport = transport_for(destination, exports_root=exports_root, resolver=resolver)
     record = rec.ensure_record(engine, _new_record(destination, artifact, run_key, transport),
                                now=now)
     _check_same_delivery(record, destination, artifact)

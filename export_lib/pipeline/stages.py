@@ -21,6 +21,7 @@ from export_lib.errors import ArtifactValidationError, ExportError, PublishError
 from export_lib.ledger import Ledger, RunState
 from export_lib.ledger.records import RunRecord
 from export_lib.periods.names import artifact_key, period_label
+from export_lib.source.connections import ConnectionResolver
 from export_lib.storage.stores import ArtifactStore
 
 log = logging.getLogger(__name__)
@@ -49,10 +50,14 @@ def schedule_of(run: RunRecord):
 
 
 def render_run(ledger: Ledger, store: ArtifactStore, run_key: str, *, now: datetime,
-               ctx: RunContext = RunContext(), regenerate: bool = False) -> dict[str, Any]:
-    """Claim a new attempt and render the captured query into its staging object."""
+               ctx: RunContext = RunContext(), regenerate: bool = False,
+               resolver: ConnectionResolver | None = None) -> dict[str, Any]:
+    """Claim a new attempt and render the captured query into its staging object.
+
+    The query's source connection is resolved through ``resolver`` (the environment when None).
+    """
     from export_lib.render.engine import RenderOptions, render
-    from export_lib.source.connections import get_connection
+    from export_lib.source.connections import resolve
     from export_lib.source.database import open_source
 
     run = _get(ledger, run_key)
@@ -83,7 +88,7 @@ def render_run(ledger: Ledger, store: ArtifactStore, run_key: str, *, now: datet
         options = RenderOptions(format=fmt, timezone=run.timezone,
                                 delimiter=schedule.csv.delimiter,
                                 timestamps=schedule.csv.timestamps)
-        with open_source(get_connection(schedule.query.source)) as source, \
+        with open_source(resolve(schedule.query.source, resolver)) as source, \
                 store.open_staging(attempt.staging_uri) as sink:
             result = render(
                 source, schedule.query, company_id=run.company, window_start=run.window_start,
@@ -200,8 +205,12 @@ def _get(ledger: Ledger, run_key: str) -> RunRecord:
 
 
 def deliver_run(ledger: Ledger, run_key: str, destination_id: str, *, now: datetime,
-                config_dir: str | None = None, max_attempts: int = 5) -> dict[str, Any]:
+                config_dir: str | None = None, max_attempts: int = 5,
+                resolver: ConnectionResolver | None = None) -> dict[str, Any]:
     """Deliver the newest artifact of the run to one of its captured destinations, once.
+
+    The destination's and the artifact store's connections resolve through ``resolver`` (the
+    environment when None).
 
     The destination comes from the run's captured config (a destination change applies from
     the next slot); the owner's authorisation is re-checked against the *current* company
@@ -229,7 +238,7 @@ def deliver_run(ledger: Ledger, run_key: str, destination_id: str, *, now: datet
         local = Path(unquote(urlsplit(artifact.uri).path))
     with tempfile.TemporaryDirectory(prefix="export-deliver-") as tmp:
         if local is None:
-            local = open_store().download(artifact.uri,
+            local = open_store(resolver=resolver).download(artifact.uri,
                                           Path(tmp) / artifact.uri.rsplit("/", 1)[-1])
         deliverable = DeliverableArtifact(
             local_path=local, name=local.name, version=artifact.version, sha256=artifact.sha256,
@@ -242,6 +251,7 @@ def deliver_run(ledger: Ledger, run_key: str, destination_id: str, *, now: datet
             ledger.engine, destination, deliverable, run_key=run_key,
             period_label=period_label(run.window_start, run.window_end, run.timezone),
             owner=run.owner, authorized=authorized, max_attempts=max_attempts, now=now,
+            resolver=resolver,
         )
     return {"run_key": run_key, "destination": destination_id, **outcome.as_xcom()}
 
@@ -303,11 +313,12 @@ def collect_staging_garbage(ledger: Ledger, store: ArtifactStore) -> dict[str, l
     return report
 
 
-def watermark_ready(ledger: Ledger, run_key: str, *, now: datetime) -> tuple[bool, str]:
+def watermark_ready(ledger: Ledger, run_key: str, *, now: datetime,
+                    resolver: ConnectionResolver | None = None) -> tuple[bool, str]:
     """``late_data: wait_for_watermark``: has the source's ingestion watermark passed the
     window end + grace? At the run's deadline the answer is yes regardless (export what is there
     rather than miss the deadline); the reason says which."""
-    from export_lib.source.connections import get_connection
+    from export_lib.source.connections import resolve
     from export_lib.source.database import open_source, watermark_passed
 
     run = _get(ledger, run_key)
@@ -315,7 +326,7 @@ def watermark_ready(ledger: Ledger, run_key: str, *, now: datetime) -> tuple[boo
     grace = schedule.policies.late_data.grace
     if run.deadline is not None and now >= run.deadline:
         return True, f"deadline {run.deadline:%Y-%m-%dT%H:%MZ} reached; exporting what has arrived"
-    with open_source(get_connection(schedule.query.source)) as source:
+    with open_source(resolve(schedule.query.source, resolver)) as source:
         passed = watermark_passed(source, schedule.query, window_end=run.window_end, grace=grace,
                                   now=now)
     due = run.window_end + grace

@@ -1,18 +1,29 @@
-"""Connections from the environment, the way Airflow itself spells them.
+"""Connections: the library's value object, and the resolver seam that produces it.
 
-A connection id ``demo_source`` is read from ``AIRFLOW_CONN_DEMO_SOURCE`` as a URI
-(``postgresql://user:pw@host:5432/db``, ``sqlite:////abs/path.db``, ``s3://?endpoint_url=...``)
-or as Airflow's JSON form (``{"conn_type": ..., "host": ..., "extra": {...}}``). Only the
-environment is read, in the CLI and in Airflow tasks alike: connections created in the Airflow
-UI or kept in a secrets backend are not consulted here (set them as ``AIRFLOW_CONN_*`` for now).
+Every export_lib function that opens a source, an artifact store or a destination takes a
+``resolver``: a callable ``conn_id -> Connection`` (:data:`ConnectionResolver`). The default,
+:func:`env_resolver`, reads ``AIRFLOW_CONN_<ID>`` the way Airflow itself spells it: a URI
+(``postgresql://user:pw@host:5432/db``, ``sqlite:////abs/path.db``, ``aws://?endpoint_url=...``)
+or Airflow's JSON form (``{"conn_type": ..., "host": ..., "extra": {...}}``); with nothing set,
+the embedded defaults of ``make run`` apply (see :func:`embedded_defaults`). That is all
+``exportctl`` needs. The Airflow edge passes its own resolver (``export_airflow.connections``),
+which asks Airflow: connections made in the UI or with ``airflow connections add``, secrets
+backends and ``AIRFLOW_CONN_*`` alike.
 
-With nothing set, the embedded defaults of ``make run`` apply (see :func:`embedded_defaults`).
+A resolver may also hand over ready-made clients in :attr:`Connection.clients` (e.g. built by
+Airflow's provider hooks, with the credential chain, session and retry settings users already
+configured there); export_lib uses such a client when present and otherwise builds its own from
+the connection's fields.
+
+A Connection never shows its password, extras or clients in ``repr`` (extras hold tokens and
+keys); log :meth:`Connection.masked_uri` instead.
 """
 
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,7 +34,17 @@ from export_lib.errors import ConfigError
 
 @dataclass(frozen=True)
 class Connection:
-    """A resolved connection. ``extra`` holds query-string / JSON extras as strings."""
+    """A resolved connection. ``extra`` holds query-string / JSON extras (strings from a URI;
+    JSON values from Airflow's JSON form or an Airflow connection).
+
+    ``clients`` maps a client kind to a factory the resolver offers, called with keyword
+    defaults that the factory applies where the connection sets nothing itself:
+
+    * ``"postgres"``: ``(**libpq_defaults) -> psycopg.Connection`` (psycopg 3, not yet in a
+      transaction);
+    * ``"s3"``: ``(connect_timeout=, read_timeout=, max_attempts=) -> boto3 S3 client``;
+    * ``"gcs"``: ``() -> google.cloud.storage.Client``.
+    """
 
     conn_id: str
     conn_type: str
@@ -32,7 +53,9 @@ class Connection:
     login: str | None = None
     password: str | None = field(default=None, repr=False)
     schema: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+    clients: Mapping[str, Callable[..., Any]] = field(default_factory=dict, repr=False,
+                                                      compare=False)
 
     def masked_uri(self) -> str:
         """The URI with the password replaced by ``***``: safe for logs and error messages."""
@@ -111,6 +134,22 @@ def get_connection(conn_id: str, environ: dict[str, str] | None = None) -> Conne
     if value is None:
         raise ConfigError(
             f"connection {conn_id!r} is not defined: set {env_var_name(conn_id)} to its URI "
-            "(e.g. postgresql://user:pw@host:5432/db) or create the Airflow connection"
+            "(e.g. postgresql://user:pw@host:5432/db), or in Airflow create it with "
+            f"'airflow connections add {conn_id} --conn-uri ...' (or in the UI)"
         )
     return parse_connection(conn_id, value)
+
+
+ConnectionResolver = Callable[[str], Connection]
+"""``conn_id -> Connection``; raises ConfigError for an unknown id (retryable ExportError when
+the store behind it is unreachable)."""
+
+
+def env_resolver(conn_id: str) -> Connection:
+    """The default resolver: ``AIRFLOW_CONN_<ID>`` of this process, else the embedded defaults."""
+    return get_connection(conn_id)
+
+
+def resolve(conn_id: str, resolver: ConnectionResolver | None = None) -> Connection:
+    """``conn_id`` through ``resolver`` (the environment when None)."""
+    return (resolver or env_resolver)(conn_id)

@@ -36,6 +36,10 @@ POSTGRES_TYPES = ("postgres", "postgresql")
 LIBPQ_EXTRAS = ("sslmode", "sslrootcert", "sslcert", "sslkey", "connect_timeout", "options",
                 "target_session_attrs", "application_name")
 
+# libpq parameters every source session gets unless the connection sets its own.
+LIBPQ_DEFAULTS: dict[str, Any] = {"connect_timeout": 10, "application_name": "export_lib",
+                                  "client_encoding": "UTF8"}
+
 UNORDERED = ("json", "xml", "point", "line", "lseg", "box", "path", "polygon", "circle")
 Kind = Literal["int", "decimal", "float4", "float8", "bool", "timestamptz", "timestamp", "date",
                "string"]
@@ -135,15 +139,24 @@ def open_source(conn: Connection) -> Iterator[Source]:
 def _open_postgres(conn: Connection) -> Source:
     import psycopg
 
-    params: dict[str, Any] = {
-        "host": conn.host or "localhost", "port": conn.port or 5432, "user": conn.login,
-        "password": conn.password, "dbname": conn.schema, "connect_timeout": 10,
-        "application_name": "export_lib", "client_encoding": "UTF8",
-    }
-    params.update({k: v for k, v in conn.extra.items() if k in LIBPQ_EXTRAS})
     source = Source(conn.conn_id, "postgresql", None, conn.masked_uri(), conn.password)
     with source.guarded("connecting"):
-        pg = psycopg.connect(**{k: v for k, v in params.items() if v is not None})
+        if "postgres" in conn.clients:  # the resolver's own (e.g. Airflow's PostgresHook)
+            pg = conn.clients["postgres"](**LIBPQ_DEFAULTS)
+            if not isinstance(pg, psycopg.Connection):
+                pg.close()
+                raise ConfigError(
+                    f"source {conn.conn_id!r}: the connection's resolver returned a "
+                    f"{type(pg).__module__}.{type(pg).__name__}; rendering needs psycopg 3 "
+                    "(COPY); install psycopg[binary]>=3 beside SQLAlchemy 2")
+        else:
+            params: dict[str, Any] = {
+                "host": conn.host or "localhost", "port": conn.port or 5432,
+                "user": conn.login, "password": conn.password, "dbname": conn.schema,
+                **LIBPQ_DEFAULTS,
+            }
+            params.update({k: v for k, v in conn.extra.items() if k in LIBPQ_EXTRAS})
+            pg = psycopg.connect(**{k: v for k, v in params.items() if v is not None})
         pg.read_only = True
         # Timestamps cross the wire as UTC; render sets the company zone where asked.
         pg.execute("SELECT set_config('TimeZone', 'UTC', false), "

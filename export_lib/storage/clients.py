@@ -6,6 +6,10 @@
 * GCS: ``google-cloud-platform://?project=p`` with ``key_path`` or ``keyfile_dict`` for a
   service account, or ``endpoint`` for an emulator (anonymous credentials). Airflow's
   ``extra__google_cloud_platform__<name>`` spellings are accepted too.
+
+A connection whose resolver offers a ready-made client (``conn.clients["s3"]`` /
+``["gcs"]``, e.g. from Airflow's S3Hook / GCSHook) gets that client instead: its credential
+chain, session and retry settings are the ones the user configured there.
 """
 
 from __future__ import annotations
@@ -18,6 +22,9 @@ from export_lib.source.connections import Connection
 
 def s3_client(conn: Connection, *, connect_timeout: float = 10, read_timeout: float = 120,
               max_attempts: int = 3) -> Any:
+    if "s3" in conn.clients:
+        return conn.clients["s3"](connect_timeout=connect_timeout, read_timeout=read_timeout,
+                                  max_attempts=max_attempts)
     import boto3
     from botocore.config import Config
 
@@ -39,6 +46,8 @@ def gcs_extra(conn: Connection, name: str) -> Any:
 
 
 def gcs_client(conn: Connection) -> Any:
+    if "gcs" in conn.clients:
+        return conn.clients["gcs"]()
     from google.cloud import storage
 
     project = gcs_extra(conn, "project") or None

@@ -14,17 +14,18 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import BinaryIO, Protocol
+from typing import TYPE_CHECKING, BinaryIO, Protocol
 from urllib.parse import unquote, urlsplit
 
 from export_lib.checksums import sha256_stream
 from export_lib.errors import PublishError, StorageError
 
+if TYPE_CHECKING:
+    from export_lib.source.connections import ConnectionResolver
+
 log = logging.getLogger(__name__)
 
 CHUNK = 1024 * 1024
-
-
 
 
 class ArtifactStore(Protocol):
@@ -114,8 +115,12 @@ class LocalStore:
         return final.as_uri(), manifest_path.as_uri()
 
 
-def open_store(uri: str | None = None) -> ArtifactStore:
-    """The store for ``EXPORT_ARTIFACT_ROOT``: a path, ``file://``, ``s3://`` or ``gs://`` URI."""
+def open_store(uri: str | None = None, *, resolver: ConnectionResolver | None = None
+               ) -> ArtifactStore:
+    """The store for ``EXPORT_ARTIFACT_ROOT``: a path, ``file://``, ``s3://`` or ``gs://`` URI.
+
+    An object store's connection (``EXPORT_ARTIFACT_CONN``) is resolved through ``resolver``
+    (the environment when None)."""
     target = uri or os.environ.get("EXPORT_ARTIFACT_ROOT")
     if not target:
         return LocalStore()
@@ -123,11 +128,11 @@ def open_store(uri: str | None = None) -> ArtifactStore:
     if parts.scheme in ("", "file"):
         return LocalStore(parts.path if parts.scheme else target)
     if parts.scheme in ("s3", "gs"):
-        from export_lib.source.connections import get_connection
+        from export_lib.source.connections import resolve
         from export_lib.storage.cloud import GcsStore, S3Store
 
         default = "aws_default" if parts.scheme == "s3" else "google_cloud_default"
-        conn = get_connection(os.environ.get("EXPORT_ARTIFACT_CONN", default))
+        conn = resolve(os.environ.get("EXPORT_ARTIFACT_CONN", default), resolver)
         cls = S3Store if parts.scheme == "s3" else GcsStore
         return cls(parts.netloc, parts.path.strip("/"), conn)
     raise StorageError(

@@ -1,7 +1,9 @@
 """The four export operators: thin adapters over one ``export_lib.pipeline`` call each.
 
 Each builds its ledger/store in ``execute()`` (never at parse time), calls one library
-function, logs for a support reader and returns a small JSON-able summary to XCom.
+function, logs for a support reader and returns a small JSON-able summary to XCom. Connection
+ids resolve through Airflow (UI, ``airflow connections add``, secrets backends, env vars) via
+:func:`export_airflow.connections.airflow_resolver`, handed to the library call.
 Non-retryable export errors (config, authorisation, validation, fencing) fail the task at once
 through ``AirflowFailException``; transient ones (source down, ledger unreachable) propagate so
 Airflow's retries apply.
@@ -112,6 +114,7 @@ class RenderCsvOperator(BaseOperator):
         self.regenerate = regenerate
 
     def execute(self, context: Any) -> dict[str, Any]:
+        from export_airflow.connections import airflow_resolver
         from export_lib.ledger import open_ledger
         from export_lib.pipeline import RunSummary, render_run
         from export_lib.storage.stores import open_store
@@ -127,8 +130,9 @@ class RenderCsvOperator(BaseOperator):
                 self.log.info("company=%s schedule=%s period=%s: %d renders of this company in "
                               "flight; rescheduling in %s", *run.log_fields(), busy, COMPANY_WAIT)
                 raise AirflowRescheduleException(now + COMPANY_WAIT)
-            result = render_run(ledger, open_store(), run.run_key, now=now,
-                                ctx=_ctx(context), regenerate=regenerate)
+            resolver = airflow_resolver()
+            result = render_run(ledger, open_store(resolver=resolver), run.run_key, now=now,
+                                ctx=_ctx(context), regenerate=regenerate, resolver=resolver)
         if result.get("skipped"):
             raise AirflowSkipException(result["skipped"])
         return result
@@ -150,13 +154,14 @@ class PublishOperator(BaseOperator):
         self.correction = correction
 
     def execute(self, context: Any) -> dict[str, Any]:
+        from export_airflow.connections import airflow_resolver
         from export_lib.ledger import open_ledger
         from export_lib.pipeline import publish_run
         from export_lib.storage.stores import open_store
 
         r = self.rendered
         with export_errors():
-            return publish_run(open_ledger(), open_store(), r["run_key"],
+            return publish_run(open_ledger(), open_store(resolver=airflow_resolver()), r["run_key"],
                                r.get("attempt_id") if r.get("rendered") else None, now=_now(),
                                columns=r.get("columns"), correction=self.correction)
 
@@ -180,9 +185,11 @@ class DeliverOperator(BaseOperator):
         self.config_dir = config_dir
 
     def execute(self, context: Any) -> dict[str, Any]:
+        from export_airflow.connections import airflow_resolver
         from export_lib.ledger import open_ledger
         from export_lib.pipeline import deliver_run
 
         with export_errors():
             return deliver_run(open_ledger(), self.published["run_key"], self.destination_id,
-                               now=_now(), config_dir=self.config_dir)
+                               now=_now(), config_dir=self.config_dir,
+                               resolver=airflow_resolver())

@@ -29,12 +29,14 @@ class WatermarkSensor(BaseSensorOperator):
         self.run = run
 
     def poke(self, context: Any) -> bool:
+        from export_airflow.connections import airflow_resolver
         from export_lib.ledger import open_ledger
         from export_lib.pipeline import RunSummary, watermark_ready
 
         with export_errors():
             run = RunSummary.from_xcom(self.run)
-            ready, reason = watermark_ready(open_ledger(), run.run_key, now=datetime.now(UTC))
+            ready, reason = watermark_ready(open_ledger(), run.run_key, now=datetime.now(UTC),
+                                            resolver=airflow_resolver())
         self.log.info("company=%s schedule=%s period=%s: window end %s: %s", *run.log_fields(),
                       run.window.end.isoformat(), reason)
         return ready

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from types import TracebackType
 
 from export_lib.delivery.artifact import DeliverableArtifact
-from export_lib.errors import ConfigError, DeliveryError
-from export_lib.source.connections import Connection, get_connection
+from export_lib.errors import DeliveryError, ExportError
+from export_lib.source.connections import Connection, ConnectionResolver, resolve
 
 
 @dataclass(frozen=True)
@@ -66,12 +66,18 @@ class Transport(ABC):
         """Deliver the artifact; the receipt."""
 
 
-def resolve_connection(conn_id: str, destination_id: str) -> Connection:
-    """The connection, or a permanent DeliveryError that says which variable to set."""
+def resolve_connection(conn_id: str, destination_id: str,
+                       resolver: ConnectionResolver | None = None) -> Connection:
+    """The connection through ``resolver`` (the environment when None), or a DeliveryError
+    naming the destination: permanent for an unknown id, retryable when the resolver says so
+    (a secrets backend that is down)."""
     try:
-        return get_connection(conn_id)
-    except ConfigError as exc:
-        raise DeliveryError(f"destination {destination_id!r}: {exc}") from exc
+        return resolve(conn_id, resolver)
+    except DeliveryError:
+        raise
+    except ExportError as exc:
+        raise DeliveryError(f"destination {destination_id!r}: {exc}",
+                            retryable=exc.retryable) from exc
 
 
 def conflict(target: str, found: str, expected: str) -> DeliveryError:
@@ -87,8 +93,8 @@ def auth_failure(conn: Connection, detail: str) -> DeliveryError:
     """Permanent: wrong credentials never get better by retrying (no retry storm)."""
     return DeliveryError(
         f"connection {conn.conn_id!r} ({conn.masked_uri()}) was refused: {detail}; "
-        f"fix the credentials in the connection (AIRFLOW_CONN_{conn.conn_id.upper()}), "
-        "then requeue the delivery",
+        f"fix the credentials in the connection (the Airflow connection {conn.conn_id!r}, or "
+        f"AIRFLOW_CONN_{conn.conn_id.upper()} for exportctl), then requeue the delivery",
         retryable=False,
     )
 

@@ -43,7 +43,7 @@ from export_lib.delivery.transports.base import (
     untrusted_certificate,
 )
 from export_lib.errors import DeliveryError
-from export_lib.source.connections import Connection
+from export_lib.source.connections import Connection, ConnectionResolver
 
 _QUEUE_ID = re.compile(r"queued as\s+(\S+)", re.IGNORECASE)
 
@@ -103,8 +103,10 @@ def _mime(fmt: str) -> tuple[str, str]:
 class EmailTransport(Transport):
     kind = "email"
 
-    def __init__(self, destination: EmailDestination) -> None:
+    def __init__(self, destination: EmailDestination, *,
+                 resolver: ConnectionResolver | None = None) -> None:
         self.destination = destination
+        self._resolver = resolver
         self._conn: Connection | None = None
         self._smtp: smtplib.SMTP | None = None
 
@@ -112,7 +114,8 @@ class EmailTransport(Transport):
         return "mailto:" + ",".join(self.destination.to)
 
     def __enter__(self) -> EmailTransport:
-        conn = resolve_connection(self.destination.conn_id, self.destination.id)
+        conn = resolve_connection(self.destination.conn_id, self.destination.id,
+                                  self._resolver)
         self._conn = conn
         if not conn.extra.get("from"):
             raise DeliveryError(

@@ -33,7 +33,7 @@ from export_lib.delivery.transports.base import (
     resolve_connection,
 )
 from export_lib.errors import DeliveryError
-from export_lib.source.connections import Connection
+from export_lib.source.connections import Connection, ConnectionResolver
 from export_lib.storage.clients import gcs_client
 
 UPLOAD_CHUNK = 8 * 1024 * 1024  # a multiple of 256 KiB, as the resumable protocol requires
@@ -42,8 +42,10 @@ UPLOAD_CHUNK = 8 * 1024 * 1024  # a multiple of 256 KiB, as the resumable protoc
 class GcsTransport(Transport):
     kind = "gcs"
 
-    def __init__(self, destination: GcsDestination) -> None:
+    def __init__(self, destination: GcsDestination, *,
+                 resolver: ConnectionResolver | None = None) -> None:
         self.destination = destination
+        self._resolver = resolver
         self._conn: Connection | None = None
         self._bucket: Any = None
 
@@ -51,7 +53,8 @@ class GcsTransport(Transport):
         return f"gs://{self.destination.bucket}/{join_key(self.destination.prefix, artifact.name)}"
 
     def __enter__(self) -> GcsTransport:
-        self._conn = resolve_connection(self.destination.conn_id, self.destination.id)
+        self._conn = resolve_connection(self.destination.conn_id, self.destination.id,
+                                  self._resolver)
         client = self._guard(lambda: gcs_client(self._conn))
         self._bucket = client.bucket(self.destination.bucket)
         return self

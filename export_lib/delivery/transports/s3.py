@@ -35,6 +35,7 @@ from export_lib.delivery.transports.base import (
     resolve_connection,
 )
 from export_lib.errors import DeliveryError
+from export_lib.source.connections import ConnectionResolver
 
 SINGLE_PUT_LIMIT = 5 * 1024**3  # S3's maximum PutObject size
 PART_SIZE = 64 * 1024 * 1024
@@ -48,8 +49,10 @@ _RETRY_CODES = {"SlowDown", "RequestTimeout", "InternalError", "ServiceUnavailab
 class S3Transport(Transport):
     kind = "s3"
 
-    def __init__(self, destination: S3Destination) -> None:
+    def __init__(self, destination: S3Destination, *,
+                 resolver: ConnectionResolver | None = None) -> None:
         self.destination = destination
+        self._resolver = resolver
         self._client: Any = None
         self._conn = None
 
@@ -59,7 +62,8 @@ class S3Transport(Transport):
     def __enter__(self) -> S3Transport:
         from export_lib.storage.clients import s3_client
 
-        conn = resolve_connection(self.destination.conn_id, self.destination.id)
+        conn = resolve_connection(self.destination.conn_id, self.destination.id,
+                                  self._resolver)
         self._conn = conn
         self._client = s3_client(conn, max_attempts=2)
         return self

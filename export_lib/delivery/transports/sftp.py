@@ -41,7 +41,7 @@ from export_lib.delivery.transports.base import (
     resolve_connection,
 )
 from export_lib.errors import DeliveryError
-from export_lib.source.connections import Connection
+from export_lib.source.connections import Connection, ConnectionResolver
 
 
 def _pinned_key(value: str) -> tuple[str, Any]:
@@ -67,8 +67,10 @@ def _private_key(text: str) -> Any:
 class SftpTransport(Transport):
     kind = "sftp"
 
-    def __init__(self, destination: SftpDestination) -> None:
+    def __init__(self, destination: SftpDestination, *,
+                 resolver: ConnectionResolver | None = None) -> None:
         self.destination = destination
+        self._resolver = resolver
         self._conn: Connection | None = None
         self._ssh: Any = None
         self._sftp: Any = None
@@ -83,7 +85,8 @@ class SftpTransport(Transport):
     def __enter__(self) -> SftpTransport:
         import paramiko
 
-        conn = resolve_connection(self.destination.conn_id, self.destination.id)
+        conn = resolve_connection(self.destination.conn_id, self.destination.id,
+                                  self._resolver)
         self._conn = conn
         ssh = paramiko.SSHClient()
         self._trust(ssh, conn)

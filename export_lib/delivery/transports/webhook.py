@@ -50,7 +50,7 @@ from export_lib.delivery.transports.base import (
     untrusted_certificate,
 )
 from export_lib.errors import DeliveryError
-from export_lib.source.connections import Connection
+from export_lib.source.connections import Connection, ConnectionResolver
 
 _RETRY_STATUSES = {408, 425, 429}
 _REQUEST_ID_HEADERS = ("X-Request-Id", "Request-Id", "X-Amzn-RequestId", "X-Delivery-Receipt")
@@ -78,12 +78,15 @@ def payload(artifact: DeliverableArtifact, ctx: DeliveryContext) -> dict[str, ob
 class WebhookTransport(Transport):
     kind = "webhook"
 
-    def __init__(self, destination: WebhookDestination) -> None:
+    def __init__(self, destination: WebhookDestination, *,
+                 resolver: ConnectionResolver | None = None) -> None:
         self.destination = destination
+        self._resolver = resolver
         self._conn: Connection | None = None
 
     def __enter__(self) -> WebhookTransport:
-        self._conn = resolve_connection(self.destination.conn_id, self.destination.id)
+        self._conn = resolve_connection(self.destination.conn_id, self.destination.id,
+                                  self._resolver)
         if self._conn.conn_type not in {"http", "https"}:
             raise DeliveryError(
                 f"connection {self.destination.conn_id!r} has type {self._conn.conn_type!r}; "
