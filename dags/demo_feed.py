@@ -15,6 +15,7 @@ with DAG(dag_id="demo_feed", schedule=DeltaDataIntervalTimetable(timedelta(minut
     @task
     def ingest() -> int:
         from export_airflow.connections import airflow_resolver
+
         from export_lib.source.demo import seed_source
 
         conn = airflow_resolver()("demo_source")
