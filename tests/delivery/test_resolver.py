@@ -9,12 +9,14 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from export_lib.config.destinations import S3Destination
+from export_lib.config.destinations import EmailDestination, S3Destination, WebhookDestination
 from export_lib.errors import ConfigError, ConnectionLookupError, DeliveryError
 from export_lib.source.connections import Connection, parse_connection
 from tests.delivery.conftest import ArtifactFactory
 from tests.delivery.support import only_record, run
+from tests.services.http import WebhookReceiver
 from tests.services.s3 import S3Server
+from tests.services.smtp import SmtpRelay
 
 
 @pytest.fixture()
@@ -91,3 +93,55 @@ def test_an_s3_artifact_store_resolves_its_connection_through_the_resolver(
     assert asked == ["artifact_s3"] and store.exists(uri)
     with pytest.raises(ConfigError, match="AIRFLOW_CONN_ARTIFACT_S3"):
         open_store(f"s3://{bucket}/exports")
+
+
+# -- connections made for Airflow's own providers (UI form) work as they are ----------------
+
+def test_an_airflow_smtp_form_connection_delivers_mail(
+        sqlite_engine: sa.Engine, smtp: SmtpRelay, make_artifact: ArtifactFactory) -> None:
+    """SmtpHook's fields: from_email, disable_ssl/disable_tls (plain relay here)."""
+    def resolver(conn_id: str) -> Connection:
+        return Connection(conn_id, "smtp", host="127.0.0.1", port=smtp.port,
+                          extra={"from_email": "exports@example.com", "disable_ssl": True,
+                                 "disable_tls": True})
+
+    mail = EmailDestination(id="mail", conn_id="smtp_default", to=("ops@acme.example",))
+    outcome = run(sqlite_engine, mail, make_artifact(), resolver=resolver)
+
+    assert outcome.state == "acknowledged"
+    assert smtp.handler.envelopes == [("exports@example.com", ["ops@acme.example"])]
+
+
+@pytest.mark.parametrize(("conn_type", "extra", "expected"), [
+    ("smtp", {}, (False, False)),
+    ("smtp", {"starttls": "true"}, (False, True)),
+    ("smtps", {}, (True, False)),
+    ("smtp", {"disable_ssl": False, "disable_tls": False}, (True, False)),  # SmtpHook default
+    ("smtp", {"disable_ssl": True, "disable_tls": False}, (False, True)),
+    ("smtp", {"disable_ssl": "true", "disable_tls": "true"}, (False, False)),
+])
+def test_tls_mode_reads_both_spellings(conn_type: str, extra: dict, expected: tuple) -> None:
+    from export_lib.delivery.transports.email import tls_mode
+
+    assert tls_mode(Connection("mail", conn_type, extra=extra)) == expected
+
+
+@pytest.mark.parametrize(("fields", "path"), [
+    ({"schema": "http"}, "/exports"),                      # HttpHook: schema is the scheme
+    ({"host_prefix": "http://", "schema": None}, "/exports"),  # host carries the scheme
+    ({"host_prefix": "http://", "host_suffix": "/in"}, "/in/exports"),
+])
+def test_an_airflow_http_form_connection_posts_where_http_hook_would(
+        sqlite_engine: sa.Engine, webhook: WebhookReceiver, make_artifact: ArtifactFactory,
+        fields: dict, path: str) -> None:
+    host = fields.get("host_prefix", "") + "127.0.0.1" + fields.get("host_suffix", "")
+
+    def resolver(conn_id: str) -> Connection:
+        return Connection(conn_id, "http", host=host, port=webhook.port,
+                          schema=fields.get("schema"))
+
+    hook = WebhookDestination(id="notify", conn_id="http_default", endpoint="/exports")
+    outcome = run(sqlite_engine, hook, make_artifact(), resolver=resolver)
+
+    assert outcome.state == "acknowledged"
+    assert [r["path"] for r in webhook.state.requests] == [path]

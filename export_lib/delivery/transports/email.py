@@ -6,6 +6,11 @@ Connection forms (``AIRFLOW_CONN_<ID>``)::
     smtp://user:secret@relay.example.com:587/?from=Exports%20%3Cexports%40example.com%3E
     smtps://user:secret@relay.example.com:465/?from=exports%40example.com   (implicit TLS)
 
+A connection made for Airflow's SMTP provider (UI form or ``airflow connections add
+--conn-type smtp``) works as it is: ``extra.from_email`` is the sender when ``extra.from`` is
+absent, and when ``disable_ssl`` / ``disable_tls`` are among the extras they mean what they mean
+to ``SmtpHook`` (implicit TLS unless ``disable_ssl``; else STARTTLS unless ``disable_tls``).
+
 TLS certificates are verified against the system CAs, or ``extra.ca_file`` for a private CA;
 an untrusted certificate is a permanent failure.
 
@@ -100,6 +105,21 @@ def _mime(fmt: str) -> tuple[str, str]:
         fmt.lower(), ("application", "octet-stream"))
 
 
+def sender(conn: Connection) -> str:
+    """``extra.from`` (our URI form), else ``extra.from_email`` (Airflow's SMTP form)."""
+    return str(conn.extra.get("from") or conn.extra.get("from_email") or "")
+
+
+def tls_mode(conn: Connection) -> tuple[bool, bool]:
+    """(implicit TLS, STARTTLS): ``smtps://`` / ``starttls``, or SmtpHook's ``disable_ssl`` /
+    ``disable_tls`` when the connection carries them."""
+    extra = conn.extra
+    if "disable_ssl" in extra or "disable_tls" in extra:
+        implicit = not flag(extra.get("disable_ssl"))
+        return implicit, not implicit and not flag(extra.get("disable_tls"))
+    return conn.conn_type == "smtps", flag(extra.get("starttls"))
+
+
 class EmailTransport(Transport):
     kind = "email"
 
@@ -117,10 +137,10 @@ class EmailTransport(Transport):
         conn = resolve_connection(self.destination.conn_id, self.destination.id,
                                   self._resolver)
         self._conn = conn
-        if not conn.extra.get("from"):
+        if not sender(conn):
             raise DeliveryError(
                 f"connection {conn.conn_id!r} has no sender: add ?from=exports%40example.com "
-                "(extra.from) to its URI"
+                "(extra.from, or extra.from_email as Airflow's SMTP form names it) to its URI"
             )
         self._smtp = self._guard(self._connect)
         return self
@@ -130,12 +150,13 @@ class EmailTransport(Transport):
         assert conn is not None
         timeout = float(conn.extra.get("timeout", 60))
         context = ssl.create_default_context(cafile=conn.extra.get("ca_file") or None)
-        if conn.conn_type == "smtps":
+        implicit_tls, starttls = tls_mode(conn)
+        if implicit_tls:
             smtp: smtplib.SMTP = smtplib.SMTP_SSL(conn.host or "localhost", conn.port or 465,
                                                   timeout=timeout, context=context)
         else:
             smtp = smtplib.SMTP(conn.host or "localhost", conn.port or 25, timeout=timeout)
-            if flag(conn.extra.get("starttls")):
+            if starttls:
                 smtp.starttls(context=context)
         if conn.login:
             smtp.login(conn.login, conn.password or "")
@@ -155,14 +176,14 @@ class EmailTransport(Transport):
     def send(self, artifact: DeliverableArtifact, ctx: DeliveryContext) -> str:
         conn, smtp = self._conn, self._smtp
         assert conn is not None and smtp is not None
-        sender = conn.extra["from"]
-        msg = build_message(self.destination, artifact, ctx, sender)
+        from_ = sender(conn)
+        msg = build_message(self.destination, artifact, ctx, from_)
 
         def transact() -> tuple[int, bytes]:
             smtp.ehlo_or_helo_if_needed()
-            code, reply = smtp.mail(parseaddr(sender)[1])
+            code, reply = smtp.mail(parseaddr(from_)[1])
             if code != 250:
-                raise smtplib.SMTPSenderRefused(code, reply, sender)
+                raise smtplib.SMTPSenderRefused(code, reply, from_)
             for rcpt in self.destination.to:
                 code, reply = smtp.rcpt(rcpt)
                 if code not in (250, 251):

@@ -10,7 +10,10 @@ Connection forms (``AIRFLOW_CONN_<ID>``)::
     http://127.0.0.1:8080/                         (tests)
 
 The URL is the connection's scheme (``http``/``https``), host, port and path, followed by the
-destination's ``endpoint`` path: the host always comes from the connection.
+destination's ``endpoint`` path: the host always comes from the connection. A connection made
+for Airflow's HTTP provider (conn type ``http``) reads as ``HttpHook`` reads it: ``schema``
+``http``/``https`` is the scheme (not a path), and a host may carry its own
+``https://host/base``.
 
 The body names the delivery: ``delivery_id``, ``run_key``, ``period``, ``destination_id``,
 ``name``, ``version``, ``rows``, ``bytes``, ``sha256``, ``format``, ``window_start``,
@@ -37,7 +40,7 @@ import ssl
 import urllib.error
 import urllib.request
 from base64 import b64encode
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 from export_lib.config.destinations import WebhookDestination
 from export_lib.delivery.artifact import DeliverableArtifact
@@ -97,11 +100,12 @@ class WebhookTransport(Transport):
     def url(self) -> str:
         conn = self._conn
         assert conn is not None
+        scheme, host, base = base_url(conn)
         port = f":{conn.port}" if conn.port else ""
-        base = "/" + (conn.schema or "").strip("/")
         endpoint = self.destination.endpoint.strip("/")
-        path = base.rstrip("/") + ("/" + endpoint if endpoint else "")
-        return f"{conn.conn_type}://{conn.host}{port}{quote(path or '/')}"
+        path = "/" + base.strip("/")
+        path = path.rstrip("/") + ("/" + endpoint if endpoint else "")
+        return f"{scheme}://{host}{port}{quote(path or '/')}"
 
     def target(self, artifact: DeliverableArtifact) -> str:
         # Connection-independent, so the ledger's target is stable across credential changes.
@@ -159,6 +163,17 @@ class WebhookTransport(Transport):
             f"{hint}: {snippet}",
             retryable=retryable,
         )
+
+
+def base_url(conn: Connection) -> tuple[str, str, str]:
+    """(scheme, host, base path): ours (``https://host/base`` as a URI) or HttpHook's (conn
+    type ``http``, ``schema`` the scheme, the host possibly ``https://host/base``)."""
+    if conn.host and "://" in conn.host:
+        parts = urlsplit(conn.host)
+        return parts.scheme, parts.hostname or "", parts.path
+    if conn.conn_type == "http" and conn.schema in ("http", "https"):
+        return conn.schema, conn.host or "", ""
+    return conn.conn_type, conn.host or "", conn.schema or ""
 
 
 def _snippet(body: bytes) -> str:
