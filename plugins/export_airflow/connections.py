@@ -17,10 +17,12 @@ the hook's client (``Connection.clients``):
 * GCS: ``GCSHook.get_conn()`` (key file, keyfile dict, ADC, impersonation). A connection with
   an ``endpoint`` extra (an emulator) is built by export_lib, which honours it.
 
-SFTP, SMTP and webhook destinations use export_lib's own transports (host-key pinning, failure
-classification and idempotency they need), fed with the fields resolved here: the SSH hook's
-default would skip host-key checks. Resolution happens in ``execute()`` only, never at parse
-time. Nothing here logs a password or extra: the value objects hide them from ``repr``.
+SFTP, SMTP and webhook destinations use export_lib's own transports (the atomic temp-name
+protocol, failure classification and idempotency keys they need), fed with the fields resolved
+here; they read the SSH/SMTP/HTTP providers' extras (``host_key``, ``from_email``,
+``disable_tls``, an ``https`` schema, ...). Resolution happens in ``execute()`` only, never at
+parse time. Nothing here logs a password or extra: the value objects hide them from ``repr``
+(Airflow's own ``Connection`` repr shows the password, so it never leaves this module).
 """
 
 from __future__ import annotations
