@@ -14,6 +14,8 @@ from datetime import UTC, datetime
 import pytest
 
 from export_lib.errors import ConfigError
+from tests.services.gcs import PROJECT as GCS_PROJECT
+from tests.services.gcs import GcsServer
 from tests.services.postgres import PostgresServer
 from tests.services.s3 import REGION, S3Server
 
@@ -155,3 +157,29 @@ def test_an_id_airflow_does_not_know_falls_back_to_the_embedded_defaults_then_sa
                                           r"nowhere --conn-uri \.\.\.'"):
         resolve_through_airflow("nowhere")
 
+
+
+def test_the_gcs_client_is_the_hooks(gcs_server: GcsServer, monkeypatch):
+    """GCSHook with anonymous credentials, pointed at the emulator the way google-cloud-storage
+    itself allows (STORAGE_EMULATOR_HOST); a connection with an ``endpoint`` extra is ours."""
+    from export_airflow.connections import airflow_resolver
+
+    from export_lib.storage.clients import gcs_client
+
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", gcs_server.endpoint)
+    monkeypatch.setenv("AIRFLOW_CONN_HOOK_GCS", json.dumps({
+        "conn_type": "google_cloud_platform", "extra": {"is_anonymous": True,
+                                                        "project": GCS_PROJECT}}))
+    monkeypatch.setenv("AIRFLOW_CONN_EMULATED_GCS", gcs_server.connection_uri())
+    resolver = airflow_resolver()
+    bucket = f"hook-{uuid.uuid4().hex[:10]}"
+    gcs_server.client().create_bucket(bucket)
+
+    client = gcs_client(resolver("hook_gcs"))
+    client.bucket(bucket).blob("k").upload_from_string(b"via GCSHook")
+
+    assert set(resolver("hook_gcs").clients) == {"gcs"}
+    assert resolver("emulated_gcs").clients == {}
+    # the hook's is_anonymous credentials: export_lib's builder would have asked ADC (none here)
+    assert type(client._credentials).__name__ == "AnonymousCredentials"
+    assert gcs_server.client().bucket(bucket).blob("k").download_as_bytes() == b"via GCSHook"
