@@ -149,6 +149,12 @@ def _open_postgres(conn: Connection) -> Source:
                     f"source {conn.conn_id!r}: the connection's resolver returned a "
                     f"{type(pg).__module__}.{type(pg).__name__}; rendering needs psycopg 3 "
                     "(COPY); install psycopg[binary]>=3 beside SQLAlchemy 2")
+            # Whatever the client's owner configured (a hook's dict rows, autocommit), this
+            # session reads plain tuples inside read-only transactions.
+            from psycopg.rows import tuple_row
+
+            pg.row_factory = tuple_row
+            pg.autocommit = False
         else:
             params: dict[str, Any] = {
                 "host": conn.host or "localhost", "port": conn.port or 5432,

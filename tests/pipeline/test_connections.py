@@ -85,8 +85,12 @@ def test_render_uses_the_client_a_resolver_offers(export_world, second_source):
     calls: list[dict[str, Any]] = []
 
     def open_pg(**defaults: Any) -> psycopg.Connection:
+        from psycopg.rows import dict_row
+
         calls.append(defaults)
-        return psycopg.connect(second_source, **{**defaults, "application_name": "hooked"})
+        # As a hook configured for dict rows and autocommit would hand it over.
+        return psycopg.connect(second_source, **{**defaults, "application_name": "hooked"},
+                               row_factory=dict_row, autocommit=True)
 
     def resolver(conn_id: str) -> Connection:
         # Fields that lead nowhere: only the offered client can reach the data.
