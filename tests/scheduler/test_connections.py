@@ -5,7 +5,9 @@ the source an export reads; ``exportctl run`` keeps working from ``AIRFLOW_CONN_
 from __future__ import annotations
 
 import csv
+import os
 import shutil
+import signal
 import subprocess
 import uuid
 from collections.abc import Iterator
@@ -71,11 +73,21 @@ def _run(stack: Stack, env: dict[str, str], *args: str) -> subprocess.CompletedP
                           timeout=120, check=False)
 
 
+def _stop_and_sweep(stack: Stack) -> None:
+    """`make stop`, then end whatever of this stack it left (by pid, as the soak tests do)."""
+    try:
+        stack.stop()
+    finally:
+        for pid in stack.processes():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
 @pytest.fixture(scope="module")
 def stack(postgres_server: PostgresServer) -> Iterator[tuple[Stack, str]]:
     """`make run` in a copy without the demo companies; yields it and the second source's URI."""
-    from tests.soak.conftest import stop_and_sweep
-
     database = f"second_{uuid.uuid4().hex[:8]}"
     _seed_second_source(postgres_server, database)
     root = scratch_dir("export-conn-")
@@ -90,7 +102,7 @@ def stack(postgres_server: PostgresServer) -> Iterator[tuple[Stack, str]]:
         yield stack, uri
     finally:
         try:
-            stop_and_sweep(stack)
+            _stop_and_sweep(stack)
         finally:
             shutil.rmtree(root, ignore_errors=True)
             import psycopg
