@@ -31,7 +31,7 @@ import functools
 import json
 from typing import Any
 
-from export_lib.errors import ConnectionLookupError
+from export_lib.errors import ConfigError, ConnectionLookupError
 from export_lib.source.connections import Connection, ConnectionResolver, get_connection
 
 
@@ -42,12 +42,16 @@ def airflow_resolver() -> ConnectionResolver:
 
 def resolve_through_airflow(conn_id: str) -> Connection:
     from airflow.sdk import BaseHook
-    from airflow.sdk.exceptions import AirflowNotFoundException
+    from airflow.sdk.exceptions import AirflowNotFoundException, AirflowSecretsBackendAccessDenied
 
     try:
         found = BaseHook.get_connection(conn_id)
     except AirflowNotFoundException:
         return get_connection(conn_id)  # embedded defaults, or a ConfigError naming the fix
+    except AirflowSecretsBackendAccessDenied as exc:  # a retry gets the same answer
+        raise ConfigError(
+            f"connection {conn_id!r}: the secrets backend denied access ({exc}); grant the "
+            "workers read access to it, then clear the task") from None
     except Exception as exc:  # noqa: BLE001 - API server / secrets backend unreachable
         raise ConnectionLookupError(
             f"connection {conn_id!r} could not be looked up in Airflow "
