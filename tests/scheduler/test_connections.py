@@ -95,12 +95,6 @@ def stack(postgres_server: PostgresServer) -> Iterator[tuple[Stack, str]]:
     for path in (*stack.root.glob("dags/config/*.yaml"), *stack.root.glob("dags/company_*.py")):
         if path.name != "defaults.yaml":
             path.unlink()
-    # The company file arrives while the stack runs: look for new DAG files every 5 s, not 30 s.
-    env_sh = stack.root / "scripts" / "airflow-env.sh"
-    text = env_sh.read_text()
-    assert "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL=30" in text
-    env_sh.write_text(text.replace("AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL=30",
-                                   "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL=5"))
     uri = f"postgresql://{postgres_server.user}:{postgres_server.password}@127.0.0.1:" \
           f"{postgres_server.port}/{database}"
     try:
