@@ -222,3 +222,26 @@ def test_a_secrets_backend_that_denies_access_fails_the_task_for_good():
     assert out == ("ConfigError|False|connection 'vault_pg': the secrets backend denied access "
                    "(policy denies reading vault_pg); grant the workers read access to it, "
                    "then clear the task")
+
+
+@pytest.mark.parametrize("uri", [
+    "postgresql://alice:p%40ss@db.example:5433/reports?sslmode=require",
+    "sqlite:////srv/exports/demo_source.db",
+    "aws://AKIA:s%2Fecret@/?endpoint_url=http%3A%2F%2F127.0.0.1%3A9000&region_name=eu-west-1",
+    "google-cloud-platform://?project=acme&key_path=%2Fsecrets%2Fsa.json",
+    "sftp://alice:pw@sftp.example:2222/?host_key=ssh-ed25519%20AAAAC3Nz",
+    "smtps://user:pw@relay.example:465/?from=exports%40example.com",
+    "https://user:pw@hooks.example.com:8443/in/bound?token=abc",
+])
+def test_a_uri_means_the_same_to_exportctl_and_to_airflow(uri: str):
+    """AIRFLOW_CONN_* read by exportctl (export_lib's parser) and by a task (Airflow's) give the
+    same connection, so a config runs the same from a shell and from a DAG."""
+    from export_airflow.connections import from_airflow
+    from export_lib.source.connections import parse_connection
+
+    ours = parse_connection("c", uri)
+    theirs = from_airflow(_airflow_conn(conn_id="c", uri=uri))
+    fields = ("host", "port", "login", "password", "schema", "extra")
+    assert {f: getattr(theirs, f) for f in fields} == {f: getattr(ours, f) for f in fields}
+    same_type = {"postgresql": "postgres"}.get(ours.conn_type, ours.conn_type)
+    assert theirs.conn_type == same_type
