@@ -237,6 +237,7 @@ def test_a_uri_means_the_same_to_exportctl_and_to_airflow(uri: str):
     """AIRFLOW_CONN_* read by exportctl (export_lib's parser) and by a task (Airflow's) give the
     same connection, so a config runs the same from a shell and from a DAG."""
     from export_airflow.connections import from_airflow
+
     from export_lib.source.connections import parse_connection
 
     ours = parse_connection("c", uri)
