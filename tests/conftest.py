@@ -52,6 +52,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if SERVER_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.integration)
+        if "scheduler_stack" in getattr(item, "fixturenames", ()):  # tests/scheduler/
+            item.add_marker(pytest.mark.scheduler)
+            item.add_marker(pytest.mark.slow)
         if not any(item.get_closest_marker(kind) for kind in KINDS):
             item.add_marker(pytest.mark.unit)
 

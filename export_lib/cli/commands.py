@@ -1,4 +1,5 @@
-"""``exportctl`` subcommands over the ledger: ``run``, ``runs``, ``ledger upgrade|gc``, ``demo seed``.
+"""``exportctl`` subcommands over the ledger: ``run``, ``runs``, ``release``, ``requeue``,
+``ledger upgrade|gc``, ``demo seed``.
 
 They call the same pipeline functions as the Airflow operators. Ledger, sources and stores come
 from the environment (``EXPORT_LEDGER_URL``, ``AIRFLOW_CONN_<ID>``, ``EXPORT_ARTIFACT_ROOT``);
@@ -184,6 +185,46 @@ def cmd_release(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_requeue(args: argparse.Namespace) -> int:
+    """An operator's decision to retry deliveries that gave up: requeue, then deliver now."""
+    import getpass
+    import os
+
+    from export_lib.ledger import open_ledger
+    from export_lib.pipeline import deliver_run, requeue_deliveries
+
+    ledger = open_ledger()
+    if ledger.get_run(args.run_key) is None:
+        raise WindowError(f"run {args.run_key} is not in the ledger; see 'exportctl runs'")
+    now = _now()
+    who = args.by or f"{getpass.getuser()} via exportctl"
+    requeued = requeue_deliveries(ledger, args.run_key, destination_id=args.destination, who=who,
+                                  why=args.reason, now=now)
+    if not requeued:
+        target = f"destination {args.destination}" if args.destination else "any destination"
+        print(f"exportctl: nothing to requeue: no delivery of {args.run_key} to {target} is "
+              "exhausted or refused (see 'exportctl runs --unresolved')", file=sys.stderr)
+        return 1
+    config_dir = args.config or os.environ.get("EXPORT_CONFIG_DIR")
+    if config_dir is None and Path("dags/config").is_dir():
+        config_dir = "dags/config"
+    failed = 0
+    for item in requeued:
+        print(f"requeued {item.delivery_id} to {item.destination_id} (was {item.was}) by {who}")
+        if args.no_deliver:
+            continue
+        try:
+            outcome = deliver_run(ledger, args.run_key, item.destination_id, now=now,
+                                  config_dir=config_dir)
+        except ExportError as exc:
+            failed += 1
+            print(f"  delivery to {item.destination_id} failed again: {type(exc).__name__}: "
+                  f"{exc}", file=sys.stderr)
+            continue
+        print(f"  delivered to {item.destination_id}: {outcome['state']} ({outcome['receipt']})")
+    return 1 if failed else 0
+
+
 def register(sub: Any) -> None:
     """Add the ledger subcommands to exportctl's argparse subparsers."""
     p = sub.add_parser("run", help="run one export end to end (idempotent on the run key)")
@@ -213,6 +254,21 @@ def register(sub: Any) -> None:
     p.add_argument("run_key")
     p.add_argument("--by", default="operator", help="who decided (kept in the run's history)")
     p.set_defaults(func=functools.partial(guarded, cmd_release))
+
+    p = sub.add_parser("requeue", help="retry a run's exhausted or refused deliveries now "
+                                        "(recorded as an operator action)")
+    p.add_argument("run_key")
+    p.add_argument("--destination", help="only this destination id (default: every one that "
+                                         "is exhausted or refused)")
+    p.add_argument("--by", help="who decided (default: your login name)")
+    p.add_argument("--reason", default="requeued with exportctl",
+                   help="why (kept in the run's history)")
+    p.add_argument("--config", help="the current config directory, for the owner's "
+                                    "authorisation check (default: $EXPORT_CONFIG_DIR or "
+                                    "./dags/config)")
+    p.add_argument("--no-deliver", action="store_true",
+                   help="only requeue; clear the deliver task in Airflow to deliver")
+    p.set_defaults(func=functools.partial(guarded, cmd_requeue))
 
     p = sub.add_parser("ledger", help="ledger maintenance: 'upgrade' the schema, 'gc' deletes "
                                           "staging objects of abandoned/failed attempts")

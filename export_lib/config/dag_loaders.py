@@ -102,3 +102,18 @@ def sync_loaders(dags_dir: Path | str) -> tuple[list[Path], list[Path], list[Pat
         else:
             kept.append(loader)
     return written, removed, kept
+
+
+def removed_company(dags_dir: Path | str, company: str) -> str | None:
+    """Why a task of ``company`` cannot run when its company file is gone, else None.
+
+    One line naming the company and the file (relative to the project, e.g.
+    ``dags/config/acme.yaml``): runs registered before the removal are neither rendered,
+    published nor delivered.
+    """
+    config = Path(dags_dir) / "config"
+    if any((config / f"{company}{suffix}").is_file() for suffix in CONFIG_SUFFIXES):
+        return None
+    shown = Path(Path(dags_dir).name) / "config" / f"{company}.yaml"
+    return (f"company {company!r} was removed from the config ({shown} is gone): this run is not "
+            f"rendered, published or delivered; restore {shown} to export it")

@@ -182,10 +182,16 @@ class Ledger(LedgerAccess):
         return att
 
     def advance(self, run_key: str, attempt_id: str, target: RunState, now: datetime) -> None:
-        """Move an in-flight run (reading → rendering → validating) for the current attempt."""
+        """Move an in-flight run (reading → rendering → validating) for the current attempt.
+
+        Re-entering the state the run is in is a no-op for the attempt that owns it: an Airflow
+        retry of ``publish`` after a storage error finds the run still ``validating``.
+        """
         with self._tx() as conn:
             run = self._lock_run(conn, run_key)
             self._fence(conn, run, attempt_id)
+            if run.state == RunState(target).value:
+                return
             self._move(conn, run, target, now, attempt_id=attempt_id)
 
     def record_staged(self, run_key: str, attempt_id: str, *, rows: int, nbytes: int,

@@ -265,6 +265,9 @@ def watermark(source: Source, spec: QuerySpec, *, company_id: str | None = None)
                                                       sql.Literal(company_id))
         value = source.connection.execute(query).fetchone()[0]
         source.connection.rollback()
+        if value is not None and value.tzinfo is None:
+            # ``timestamp without time zone`` holds UTC, as the render bounds assume.
+            value = value.replace(tzinfo=UTC)
         return value
 
 

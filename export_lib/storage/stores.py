@@ -93,6 +93,15 @@ class LocalStore:
         final = (self.root / key).resolve()
         if self.root.resolve() not in final.parents:
             raise PublishError(f"artifact key {key!r} escapes the artifact root {self.root}")
+        try:
+            return self._promote(src, final, manifest)
+        except OSError as exc:  # a full disk, a permission, a path in the way: a retry may pass
+            raise StorageError(
+                f"cannot publish {staging_uri} as {final}: {exc}; the staged object is kept and "
+                "the task's retry publishes it once the artifact directory is writable again"
+            ) from exc
+
+    def _promote(self, src: Path, final: Path, manifest: dict) -> tuple[str, str]:
         manifest_path = final.with_name(final.name + ".manifest.json")
         final.parent.mkdir(parents=True, exist_ok=True)
         if final.exists():

@@ -19,12 +19,13 @@ from export_airflow.deadlines import deadline_alert
 from export_airflow.operators import (
     DeliverOperator,
     PublishOperator,
+    RemovedCompanyOperator,
     RenderCsvOperator,
     ResolveWindowOperator,
 )
 from export_airflow.sensors import RestateDueSensor, WatermarkSensor
 from export_airflow.timetable import ExportTimetable
-from export_lib.config.dag_loaders import LOADER_PREFIX
+from export_lib.config.dag_loaders import LOADER_PREFIX, removed_company
 
 # Channel size → share of the global render budget (pool export_render, 4 slots; seed 000 gives
 # large channels more memory, here they also take more of the source's capacity).
@@ -40,12 +41,20 @@ def catchup_lookback() -> timedelta:
     return timedelta(hours=float(os.environ.get("EXPORT_CATCHUP_LOOKBACK_HOURS", "48")))
 
 
+def retry_delay() -> timedelta:
+    """The first retry's delay: 10 minutes (seed 000). ``EXPORT_RETRY_DELAY_SECONDS`` shortens it
+    for tests on a real scheduler (the scheduler harness sets a few seconds); the backoff and
+    the number of retries stay as they are."""
+    seconds = os.environ.get("EXPORT_RETRY_DELAY_SECONDS")
+    return timedelta(seconds=float(seconds)) if seconds else timedelta(minutes=10)
+
+
 def retry_args(schedule: Any) -> dict[str, Any]:
     """Seed 000: retry every 10 minutes, doubling, inside a 5-day window (24 h cap per wait:
     10+20+…+1280 min, then 1440 min twice = 4.8 days over 11 retries)."""
     return {
         "retries": 11,
-        "retry_delay": timedelta(minutes=10),
+        "retry_delay": retry_delay(),
         "retry_exponential_backoff": 2.0,
         "max_retry_delay": timedelta(days=1),
     }
@@ -180,9 +189,21 @@ def register_company_dags(loader_file: str, namespace: dict[str, Any]) -> None:
     """Called by ``dags/company_<id>.py``: put that company's DAGs into the module namespace.
 
     A worker running a task sets the parsing context to its DAG: build only that one.
+    A worker running a task of a company whose file was removed since (a cleared task, a
+    queued one) gets a DAG whose only task fails at once with one line naming company and file.
     """
     path = Path(loader_file)
     company_id = path.stem.removeprefix(LOADER_PREFIX)
-    wanted = get_parsing_context().dag_id
-    for dag in company_dags(path.parent / "config", company_id, only_dag=wanted):
+    context = get_parsing_context()
+    gone = removed_company(path.parent, company_id)
+    if gone is not None and context.dag_id and context.task_id:
+        namespace[context.dag_id] = _removed_company_dag(context.dag_id, context.task_id, gone)
+        return
+    for dag in company_dags(path.parent / "config", company_id, only_dag=context.dag_id):
         namespace[dag.dag_id] = dag
+
+
+def _removed_company_dag(dag_id: str, task_id: str, reason: str) -> DAG:
+    with DAG(dag_id=dag_id, schedule=None, start_date=EPOCH, doc_md=reason) as dag:
+        RemovedCompanyOperator(task_id=task_id, reason=reason)
+    return dag

@@ -187,9 +187,39 @@ class DeliverOperator(BaseOperator):
     def execute(self, context: Any) -> dict[str, Any]:
         from export_airflow.connections import airflow_resolver
         from export_lib.ledger import open_ledger
-        from export_lib.pipeline import deliver_run
+        from export_lib.pipeline import deliver_run, requeue_deliveries
 
+        now, run_key = _now(), self.published["run_key"]
         with export_errors():
-            return deliver_run(open_ledger(), self.published["run_key"], self.destination_id,
-                               now=_now(), config_dir=self.config_dir,
-                               resolver=airflow_resolver())
+            ledger = open_ledger()
+            # An exhausted or refused delivery fails this task without an Airflow retry, so
+            # only a person runs it again (a clear): that is their decision to retry it.
+            requeue_deliveries(ledger, run_key, destination_id=self.destination_id,
+                               who=_who(context), now=now,
+                               why="the deliver task was run again (cleared) in Airflow")
+            return deliver_run(ledger, run_key, self.destination_id, now=now,
+                               config_dir=self.config_dir, resolver=airflow_resolver())
+
+
+def _who(context: Any) -> str:
+    """The Airflow task try that acts, for an operator action recorded in the ledger."""
+    ti, dag_run = context["ti"], context["dag_run"]
+    index = getattr(ti, "map_index", -1)
+    return (f"airflow:{ti.dag_id}/{ti.run_id}/{ti.task_id}"
+            + (f"[{index}]" if index is not None and index >= 0 else "")
+            + f"/try{ti.try_number} (run cleared {getattr(dag_run, 'clear_number', 0) or 0} "
+              "time(s))")
+
+
+class RemovedCompanyOperator(BaseOperator):
+    """Stands in for a task of a company whose config file was removed after its run was
+    registered: fails at once, without retries, with one line naming company and file."""
+
+    ui_color = "#fde8e8"
+
+    def __init__(self, *, reason: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.reason = reason
+
+    def execute(self, context: Any) -> None:
+        raise AirflowFailException(self.reason)
