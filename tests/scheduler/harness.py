@@ -242,6 +242,11 @@ class SchedulerStack:
                                 f"{task_id}{suffix}", {"new_state": state})
 
     # -- waiting ------------------------------------------------------------------------------
+    def wait_for_run_id(self, dag_id: str, timeout: float = 120) -> str:
+        """The id of the DAG's first run, once there is one."""
+        _wait(lambda: bool(self.dag_runs(dag_id)), timeout, 1, lambda: f"a run of {dag_id}")
+        return self.dag_runs(dag_id)[0]["dag_run_id"]
+
     def wait_for_run(self, dag_id: str, run_id: str | None = None, *, state: str = "success",
                      timeout: float = 180) -> dict[str, Any]:
         """Until the run (the DAG's first if ``run_id`` is None) is finished; fails unless it
