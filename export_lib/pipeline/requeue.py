@@ -38,20 +38,23 @@ class Requeued:
 
 
 def requeue_deliveries(ledger: Ledger, run_key: str, *, who: str, why: str, now: datetime,
-                       destination_id: str | None = None) -> list[Requeued]:
+                       destination_id: str | None = None, strict: bool = True) -> list[Requeued]:
     """Put the exhausted or refused deliveries of the run's newest artifact back to ``pending``
     (only ``destination_id``'s, if given), recording who, when (``now``) and why for each.
 
     Deliveries in any other state are left alone, so calling this when nothing gave up is a
     no-op (returns ``[]``). Raises ConfigError for a destination the run did not capture and
-    PublishError when the run has no artifact yet.
+    PublishError when the run has no artifact yet, unless ``strict`` is False (the deliver
+    task: it leaves those cases to the delivery itself) — then there is nothing to requeue.
     """
     run = _get(ledger, run_key)
     captured = [d.id for d in schedule_of(run).destinations]
+    artifact = ledger.latest_artifact(run_key)
+    if not strict and (artifact is None or destination_id not in (None, *captured)):
+        return []
     if destination_id is not None and destination_id not in captured:
         raise ConfigError(f"run {run_key} has no destination {destination_id!r}; its "
                           f"destinations (as captured at registration): {', '.join(captured)}")
-    artifact = ledger.latest_artifact(run_key)
     if artifact is None:
         raise PublishError(f"run {run_key} has no published artifact, so nothing to requeue; "
                            "it is delivered once it is published")

@@ -195,7 +195,7 @@ class DeliverOperator(BaseOperator):
             # An exhausted or refused delivery fails this task without an Airflow retry, so
             # only a person runs it again (a clear): that is their decision to retry it.
             requeue_deliveries(ledger, run_key, destination_id=self.destination_id,
-                               who=_who(context), now=now,
+                               who=_who(context), now=now, strict=False,
                                why="the deliver task was run again (cleared) in Airflow")
             return deliver_run(ledger, run_key, self.destination_id, now=now,
                                config_dir=self.config_dir, resolver=airflow_resolver())

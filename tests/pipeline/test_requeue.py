@@ -110,3 +110,18 @@ def test_exportctl_requeue_delivers_and_names_who(export_world):
     assert again.stderr == (f"exportctl: nothing to requeue: no delivery of {KEY} to any "
                             "destination is exhausted or refused (see 'exportctl runs "
                             "--unresolved')\n")
+
+
+def test_the_deliver_task_leaves_unknown_destinations_and_unpublished_runs_to_delivery(
+        export_world):
+    """``strict=False`` (the deliver task): nothing to requeue, no error of its own."""
+    from export_lib.pipeline import register_run, requeue_deliveries
+
+    ledger = export_world.ledger()
+    register_run(ledger, export_world.schedule(), datetime(2026, 3, 29, 5, 0, tzinfo=UTC),
+                 now=NOW)
+    assert requeue_deliveries(ledger, KEY, who="airflow", why="cleared", now=NOW,
+                              strict=False) == []
+    export_world.run()
+    assert requeue_deliveries(ledger, KEY, destination_id="added-later", who="airflow",
+                              why="cleared", now=NOW, strict=False) == []
