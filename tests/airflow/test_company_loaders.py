@@ -49,3 +49,31 @@ def test_a_new_company_file_is_never_silent(dags_copy):
     assert {i for i in bag.dags if "__newco__" in i} == {
         "widget_export__newco__daily-spend", "widget_export__newco__hourly-clicks",
         "data_export__newco__google-ads__primary", "data_export__newco__google-ads__secondary"}
+
+
+def test_a_worker_running_a_task_of_a_removed_company_gets_a_one_line_failure(
+        dags_copy, monkeypatch):
+    """The company file is gone, its loader stays: the worker's parse (parsing context set to
+    the task) gets that task, which fails at once naming company and file; the dag-processor's
+    parse still reports the Broken DAG."""
+    from airflow.sdk.exceptions import AirflowFailException
+
+    (dags_copy / "config" / "acme.yaml").unlink()
+    monkeypatch.setenv("_AIRFLOW_PARSING_CONTEXT_DAG_ID", "widget_export__acme__daily-spend")
+    monkeypatch.setenv("_AIRFLOW_PARSING_CONTEXT_TASK_ID", "publish")
+
+    bag = _dag_bag(dags_copy)
+    dag = bag.dags["widget_export__acme__daily-spend"]
+    (task,) = dag.tasks
+    assert task.task_id == "publish"
+    with pytest.raises(AirflowFailException) as exc:
+        task.execute({})
+    assert str(exc.value) == (
+        "company 'acme' was removed from the config (dags/config/acme.yaml is gone): this run "
+        "is not rendered, published or delivered; restore dags/config/acme.yaml to export it")
+
+    monkeypatch.delenv("_AIRFLOW_PARSING_CONTEXT_DAG_ID")
+    monkeypatch.delenv("_AIRFLOW_PARSING_CONTEXT_TASK_ID")
+    processor = _dag_bag(dags_copy)
+    assert str(dags_copy / "company_acme.py") in processor.import_errors
+    assert not any("__acme__" in i for i in processor.dags)

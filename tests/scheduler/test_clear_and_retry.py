@@ -4,9 +4,8 @@ one delivery per destination (issue 11, items 2 and "Bad input").
 One stack, one scheduled run per DAG (``recovery: latest`` runs the latest slot once), then
 clears in sequence — alone, with downstream, with upstream, after a failure, through the REST
 API and ``airflow tasks clear`` — in three lanes (three DAGs) at once, checking the ledger's
-counts after each clear. Each company holds one export, so the per-company render limit (2)
-never makes a render wait.
-"""
+counts after each. Each company holds
+one export, so the per-company render limit (2) never makes a render wait."""
 
 from __future__ import annotations
 
@@ -58,7 +57,8 @@ def _counts(stack: SchedulerStack) -> dict[str, int]:
 
 
 def _run_id(stack: SchedulerStack, dag_id: str) -> str:
-    (run,) = stack.dag_runs(dag_id)
+    """The DAG's scheduled run (the one every test clears)."""
+    (run,) = [r for r in stack.dag_runs(dag_id) if r["run_type"] == "scheduled"]
     return run["dag_run_id"]
 
 
@@ -117,7 +117,8 @@ LANES = {  # balanced: each lane takes ~45 s on 2 busy cores
 
 
 def _clear(stack: SchedulerStack, dag_id: str, run_id: str, tasks, downstream: bool,
-           upstream: bool) -> None:
+           upstream: bool) -> str:
+    """Act; returns the run to wait for."""
     if isinstance(tasks, str) and tasks.startswith("cli:"):
         slot = run_id.split("__", 1)[1]
         stack.airflow("tasks", "clear", dag_id, "-t", tasks[4:], "-s", slot, "-e", slot, "-y")
@@ -127,6 +128,7 @@ def _clear(stack: SchedulerStack, dag_id: str, run_id: str, tasks, downstream: b
         assert cleared == [tasks[7:]]
     else:
         stack.clear(dag_id, run_id, tasks, downstream=downstream, upstream=upstream)
+    return run_id
 
 
 def test_clearing_any_task_alone_or_with_downstream_or_upstream_changes_no_count(
@@ -141,8 +143,8 @@ def test_clearing_any_task_alone_or_with_downstream_or_upstream_changes_no_count
         for what, tasks, downstream, upstream in LANES[dag_id]:
             started = time.monotonic()
             try:
-                _clear(stack, dag_id, run_id, tasks, downstream, upstream)
-                stack.wait_for_clear(dag_id, run_id, timeout=150)
+                acted_on = _clear(stack, dag_id, run_id, tasks, downstream, upstream)
+                stack.wait_for_clear(dag_id, acted_on, timeout=150)
                 after = _counts(stack)
                 if after != before:
                     problems.append(f"{dag_id}: {what}: counts {before} -> {after}")
