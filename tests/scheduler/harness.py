@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import time
 from collections.abc import Callable, Iterable
@@ -111,9 +112,15 @@ class SchedulerStack:
         return self
 
     def stop(self) -> None:
-        from tests.soak.conftest import stop_and_sweep
-
-        stop_and_sweep(self.stack)
+        """`make stop`, then end whatever of this stack it left (by pid)."""
+        try:
+            self.stack.stop()
+        finally:
+            for pid in self.stack.processes():
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
 
     @property
     def root(self) -> Path:
