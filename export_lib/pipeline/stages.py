@@ -151,6 +151,13 @@ def publish_run(ledger: Ledger, store: ArtifactStore, run_key: str, attempt_id: 
         log.info("%s: attempt %s already published v%d; nothing to do", _label(run),
                  attempt_id[:12], artifact.version)
         return _artifact_summary(run_key, artifact, created=False)
+    if attempt.state == "failed":
+        # A publish cleared (or retried) after this attempt failed validation: its staged
+        # object is not publishable; only a new render is.
+        raise PublishError(
+            f"run {run_key}: attempt {attempt_id[:12]} failed ({attempt.error}); its staged "
+            "object is not published. Clear render with downstream to render the period again."
+        )
     schedule = schedule_of(run)
     fmt = schedule.format
     try:

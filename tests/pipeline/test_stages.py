@@ -97,3 +97,26 @@ def test_a_removed_company_is_named_with_its_config_file(tmp_path):
     assert removed_company(dags, "gone") == (
         "company 'gone' was removed from the config (dags/config/gone.yaml is gone): this run is "
         "not rendered, published or delivered; restore dags/config/gone.yaml to export it")
+
+
+def test_publish_cleared_after_a_failed_validation_says_to_render_again(export_world):
+    import pytest
+
+    from export_lib.errors import ArtifactValidationError, PublishError
+    from export_lib.ledger import open_ledger
+    from export_lib.pipeline import publish_run, register_run, render_run
+    from export_lib.storage.stores import open_store
+
+    ledger, store = open_ledger(), open_store()
+    key = register_run(ledger, export_world.schedule(), SLOT, now=NOW).run_key
+    rendered = render_run(ledger, store, key, now=NOW)
+    (staged,) = (export_world.artifacts / ".staging").iterdir()
+    staged.write_bytes(staged.read_bytes()[:-5])  # truncated after rendering
+    with pytest.raises(ArtifactValidationError):
+        publish_run(ledger, store, key, rendered["attempt_id"], now=NOW)
+
+    with pytest.raises(PublishError, match=r"attempt [0-9a-f]{12} failed \(staged object .* does "
+                                           r"not match what was rendered.*\); its staged object is "
+                                           r"not published. Clear render with downstream"):
+        publish_run(ledger, store, key, rendered["attempt_id"], now=NOW + timedelta(minutes=1))
+    assert ledger.artifacts(key) == []
