@@ -41,8 +41,14 @@ COMPANIES = {
     "restco": _company("restco", late_data={"policy": "restate", "grace": "0m"}),
     "flakyco": _company("flakyco"),  # its publish is retried; its company is removed at the end
 }
-# Airflow's retry of a failed try comes 4-8 s later (the default first delay is 10 minutes).
-STACK_ENV = {"EXPORT_RETRY_DELAY_SECONDS": "4"}
+STACK_ENV = {
+    # Airflow's retry of a failed try comes 4-8 s later (the default first delay is 10 minutes).
+    "EXPORT_RETRY_DELAY_SECONDS": "4",
+    # `make run` re-parses each DAG file every 30 s; once the dag-processor sees a company file
+    # gone, Airflow marks that company's DAGs stale and runs none of their tasks (nothing is
+    # exported then either). Parsing less often keeps the removed-company clear from racing it.
+    "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "600",
+}
 
 
 def prepare_stack(stack: SchedulerStack) -> None:
