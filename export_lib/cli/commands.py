@@ -197,7 +197,11 @@ def cmd_requeue(args: argparse.Namespace) -> int:
     if ledger.get_run(args.run_key) is None:
         raise WindowError(f"run {args.run_key} is not in the ledger; see 'exportctl runs'")
     now = _now()
-    who = args.by or f"{getpass.getuser()} via exportctl"
+    try:
+        login = getpass.getuser()
+    except (KeyError, OSError):  # no login name in this environment (a bare container)
+        login = "unknown user"
+    who = args.by or f"{login} via exportctl"
     requeued = requeue_deliveries(ledger, args.run_key, destination_id=args.destination, who=who,
                                   why=args.reason, now=now)
     if not requeued:
