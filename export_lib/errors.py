@@ -8,6 +8,8 @@ Never define exception classes in other modules.
 
 from __future__ import annotations
 
+from datetime import datetime
+
 
 class ExportError(Exception):
     """Base of every export error. ``retryable`` is False unless a subclass says otherwise."""
@@ -81,11 +83,15 @@ class StorageError(ExportError):
 
 
 class DeliveryError(ExportError):
-    """A delivery failed. ``retryable`` says whether the destination may accept a retry."""
+    """A delivery failed. ``retryable`` says whether the destination may accept a retry;
+    ``retry_until`` (aware UTC, or None) is when its retry window closes, so the edge can land
+    its last retry there."""
 
-    def __init__(self, message: str, *, retryable: bool = False) -> None:
+    def __init__(self, message: str, *, retryable: bool = False,
+                 retry_until: datetime | None = None) -> None:
         super().__init__(message)
         self.retryable = retryable
+        self.retry_until = retry_until
 
 
 class AuthorizationError(ExportError):

@@ -115,7 +115,7 @@ def test_unresolved_deliveries_filter(ledger_with_runs):
         delivery_id=delivery_id(key, 1, "acme-dir"), run_key=key, artifact_version=1,
         destination_id="acme-dir", destination_type="local", destination_config="{}",
         target="outbox/acme/hourly-clicks", artifact_name="a.csv", artifact_sha256="0" * 64,
-        artifact_bytes=1), now=HOUR)
+        artifact_bytes=1, retry_until=HOUR), now=HOUR)
 
     page = runs_page(engine, run_filter(unresolved_deliveries=True), now=HOUR)
     assert [r["run_key"] for r in page.runs] == [key] and page.total == 1

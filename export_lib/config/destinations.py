@@ -22,11 +22,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Collection, Sequence
-from typing import Annotated, Literal
+from datetime import timedelta
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
 
 from export_lib.errors import ConfigError
+from export_lib.periods.timing import invalid
 
 _CONN_ID = r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$"
 _EMAIL = re.compile(r"^[^@\s<>]+@[^@\s<>]+\.[^@\s<>]+$")
@@ -61,10 +63,53 @@ def _relative(field: str, value: str) -> str:
     return value
 
 
+# How long a delivery keeps retrying (seed 000: 5 days), counted from the run's slot (or its
+# registration, for a run registered after its slot: a catch-up or backfill). Bounded so a typo
+# neither gives up at once nor keeps a failing delivery unresolved for months.
+DEFAULT_RETRY_WINDOW = timedelta(days=5)
+MIN_RETRY_WINDOW = timedelta(minutes=1)
+MAX_RETRY_WINDOW = timedelta(days=30)
+# Fields that say how hard to try, not where the artifact goes: a run may deliver with a newer
+# value (they are not part of a delivery's identity, see delivery.engine).
+POLICY_FIELDS = frozenset({"retry_window"})
+
+
+def _parse_window(value: Any) -> Any:
+    from export_lib.config.models import parse_duration  # models imports this module
+
+    return parse_duration(value)
+
+
+def _short(value: timedelta) -> str:
+    """``40d``, ``30s``, ``1d2h``: a duration the way the config writes it."""
+    seconds = int(value.total_seconds())
+    parts = [(seconds // 86400, "d"), (seconds % 86400 // 3600, "h"),
+             (seconds % 3600 // 60, "m"), (seconds % 60, "s")]
+    return "".join(f"{n}{unit}" for n, unit in parts if n) or "0s"
+
+
 class _Destination(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     id: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]*$", max_length=48)
+    retry_window: timedelta = DEFAULT_RETRY_WINDOW
+
+    @field_validator("retry_window", mode="before")
+    @classmethod
+    def _window_duration(cls, value: Any) -> Any:
+        return _parse_window(value)
+
+    @field_validator("retry_window")
+    @classmethod
+    def _window_bounds(cls, value: timedelta) -> timedelta:
+        if not MIN_RETRY_WINDOW <= value <= MAX_RETRY_WINDOW:
+            raise invalid("retry_window", f"retry_window {_short(value)} is out of bounds; give a "
+                          "duration between 1m and 30d (e.g. '5d', the default)")
+        return value
+
+    def identity(self) -> dict[str, Any]:
+        """Where and how the artifact goes: the config without the retry policy fields."""
+        return self.model_dump(mode="json", exclude=set(POLICY_FIELDS))
 
 
 class LocalDestination(_Destination):
@@ -170,6 +215,12 @@ Destination = Annotated[
 ]
 
 
+def parse_destination(text: str) -> Destination:
+    """A destination from its stored JSON (a delivery record's ``destination_config``); fields
+    added since it was stored take their defaults."""
+    return _ADAPTER.validate_json(text)
+
+
 def select_destinations(
     configured: Sequence[Destination], requested_ids: Collection[str] | None
 ) -> tuple[Destination, ...]:
@@ -194,3 +245,6 @@ def select_destinations(
         )
     wanted = set(requested_ids)
     return tuple(destination for destination in configured if destination.id in wanted)
+
+
+_ADAPTER: TypeAdapter[Destination] = TypeAdapter(Destination)

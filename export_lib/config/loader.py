@@ -13,6 +13,7 @@ import functools
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -220,7 +221,7 @@ def _load_company(path: Path, defaults: DefaultsFile
     data, issues = read_yaml(path)
     if data is None:
         return None, [], issues
-    issues = _identity_issues(path, data)
+    issues = _identity_issues(path, data) + _history_issues(path, data)
     try:
         parsed = CompanyFile.model_validate(_with_defaults(data, defaults))
     except ValidationError as exc:
@@ -236,13 +237,58 @@ def _with_defaults(data: dict[str, Any], defaults: DefaultsFile) -> dict[str, An
     merged = dict(data)
     widgets = data.get("widget_exports")
     if isinstance(widgets, list):
-        merged["widget_exports"] = [_layer(policies, w) if isinstance(w, dict) else w
-                                    for w in widgets]
+        merged["widget_exports"] = [_with_history(w, lambda v: _layer(policies, v))
+                                    if isinstance(w, dict) else w for w in widgets]
     channels = data.get("data_exports")
     if isinstance(channels, list):
         merged["data_exports"] = [_data_export_with_defaults(c, defaults, policies)
                                   if isinstance(c, dict) else c for c in channels]
     return merged
+
+
+# Keys an earlier version (``history``) cannot change: they name the schedule or set its slots,
+# and one DAG has one timetable (ADR 0005).
+FIXED_ACROSS_VERSIONS = ("id", "export_hour", "interval_hours", "cron", "timezone", "dst_gap",
+                         "dst_fold", "history")
+
+
+def _with_history(own: dict[str, Any], layered: Any) -> dict[str, Any]:
+    """``own`` with defaults (``layered``), and each ``history`` entry made a whole version:
+    the entry's keys over the current version's (``effective_from`` is never inherited)."""
+    result = layered(own)
+    history = own.get("history")
+    if isinstance(history, list):
+        current = {k: v for k, v in own.items() if k not in ("history", "effective_from")}
+        result["history"] = [layered({**current, **entry}) if isinstance(entry, dict) else entry
+                             for entry in history]
+    return result
+
+
+def _history_issues(path: Path, data: dict[str, Any]) -> list[str]:
+    """History entries that try to change what every version must share."""
+    issues: list[str] = []
+    places: list[tuple[str, Any]] = []
+    for index, widget in enumerate(_list(data.get("widget_exports"))):
+        places.append((f"widget_exports[{index}]", widget))
+    for index, channel in enumerate(_list(data.get("data_exports"))):
+        for kind in ("primary", "secondary"):
+            if isinstance(channel, dict):
+                places.append((f"data_exports[{index}].{kind}", channel.get(kind)))
+    for where, export in places:
+        if not isinstance(export, dict):
+            continue
+        for number, entry in enumerate(_list(export.get("history"))):
+            fixed = sorted(k for k in (entry if isinstance(entry, dict) else ())
+                           if k in FIXED_ACROSS_VERSIONS)
+            if fixed:
+                issues.append(f"{path}: {where}.history[{number}]: {', '.join(fixed)} cannot "
+                              "change between versions (one DAG has one timetable); remove "
+                              "them from the entry, or make a new export for the new timing")
+    return issues
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
 
 
 def _layer(base: dict[str, Any], own: dict[str, Any]) -> dict[str, Any]:
@@ -275,11 +321,14 @@ def _data_export_with_defaults(entry: dict[str, Any], defaults: DefaultsFile,
         if not isinstance(own, dict):
             result[kind] = own
             continue
-        layered = _layer({**policies, **shared, **kind_defaults}, own)
-        window = own.get("window")
-        if isinstance(window, dict) and "kind" not in window:
-            layered["window"] = {**kind_defaults["window"], **window}
-        result[kind] = layered
+        def layered(version: dict[str, Any], kind_defaults=kind_defaults) -> dict[str, Any]:
+            out = _layer({**policies, **shared, **kind_defaults}, version)
+            window = version.get("window")
+            if isinstance(window, dict) and "kind" not in window:
+                out["window"] = {**kind_defaults["window"], **window}
+            return out
+
+        result[kind] = _with_history(own, layered)
     return result
 
 
@@ -325,6 +374,8 @@ def _policies(export: Any) -> PolicyFields:
 
 
 def _widget_schedule(company: CompanyConfig, widget: WidgetExportConfig) -> Schedule:
+    history = tuple(sorted((_widget_schedule(company, h) for h in widget.history),
+                           key=_start_of))
     timing = Timing(timezone=company.timezone, export_hour=widget.export_hour,
                     interval_hours=widget.interval_hours, dst_gap=widget.dst_gap,
                     dst_fold=widget.dst_fold)
@@ -334,11 +385,18 @@ def _widget_schedule(company: CompanyConfig, widget: WidgetExportConfig) -> Sche
         query=widget.query, format=widget.format, csv=widget.csv,
         destinations=widget.destinations, policies=_policies(widget),
         owner=widget.owner or company.owner, effective_from=widget.effective_from,
-    ).with_version()
+    ).with_version().model_copy(update={"history": history})
 
 
-def _data_schedule(company: CompanyConfig, channel: DataExportConfig, kind: str) -> Schedule:
-    spec = getattr(channel, kind)
+def _start_of(version: Schedule) -> datetime:
+    return version.effective_from or datetime.min.replace(tzinfo=UTC)
+
+
+def _data_schedule(company: CompanyConfig, channel: DataExportConfig, kind: str,
+                   spec: Any = None) -> Schedule:
+    spec = spec or getattr(channel, kind)
+    history = tuple(sorted((_data_schedule(company, channel, kind, h) for h in spec.history),
+                           key=_start_of))
     timing = Timing(timezone=spec.timezone, cron=spec.cron, dst_gap=spec.dst_gap,
                     dst_fold=spec.dst_fold)
     return Schedule(
@@ -348,4 +406,4 @@ def _data_schedule(company: CompanyConfig, channel: DataExportConfig, kind: str)
         window=spec.window, query=channel.query, format=spec.format, csv=spec.csv,
         destinations=spec.destinations, policies=_policies(spec),
         owner=spec.owner or company.owner, effective_from=spec.effective_from,
-    ).with_version()
+    ).with_version().model_copy(update={"history": history})

@@ -12,9 +12,9 @@ import re
 from datetime import datetime, timedelta
 from typing import Annotated, Any, Literal
 
-from pydantic import BeforeValidator, Field, field_validator
+from pydantic import BeforeValidator, Field, TypeAdapter, field_validator, model_validator
 
-from export_lib.config.destinations import Destination
+from export_lib.config.destinations import DEFAULT_RETRY_WINDOW, Destination
 from export_lib.config.query import QuerySpec
 from export_lib.periods.timing import (
     DstFold,
@@ -136,6 +136,27 @@ class _ExportFields(PolicyFields):
                           f"'{value.isoformat()}Z' or '{value.isoformat()}+02:00'")
         return value
 
+    @model_validator(mode="after")
+    def _versions_in_order(self) -> Any:
+        """``history`` (earlier versions, see ADR 0005): the current version starts at its
+        ``effective_from``, each earlier one at its own; only the oldest may leave it out."""
+        history = getattr(self, "history", ())
+        if not history:
+            return self
+        if self.effective_from is None:
+            raise invalid("effective_from", "an export with 'history' needs 'effective_from' "
+                          "on its current version: the slot from which the edit applies")
+        starts = [h.effective_from for h in history]
+        if starts.count(None) > 1:
+            raise invalid("history", "only the oldest version in 'history' may leave out "
+                          "effective_from; give the others the slot they started at")
+        known = sorted(s for s in starts if s is not None)
+        if len(set(known)) != len(known) or (known and known[-1] >= self.effective_from):
+            raise invalid("history", f"every version in 'history' needs an effective_from "
+                          f"before the current one ({self.effective_from.isoformat()}), each a "
+                          "different one")
+        return self
+
 
 class WidgetExportConfig(_ExportFields):
     """A widget export: fires at ``export_hour`` local time every ``interval_hours``."""
@@ -145,6 +166,9 @@ class WidgetExportConfig(_ExportFields):
     interval_hours: IntervalHours = 24
     window: WindowSpec = WindowSpec()
     query: QuerySpec
+    history: tuple[WidgetExportConfig, ...] = ()
+    """Earlier versions, each in force from its own ``effective_from`` until the next one's
+    (the loader merges every entry over the current version's keys; see ADR 0005)."""
 
 
 class DataExportKindConfig(_ExportFields):
@@ -153,6 +177,7 @@ class DataExportKindConfig(_ExportFields):
     cron: CronExpression
     timezone: TimezoneName = "UTC"
     window: WindowSpec
+    history: tuple[DataExportKindConfig, ...] = ()
 
 
 class DataExportConfig(FrozenModel):
@@ -222,10 +247,32 @@ class Schedule(FrozenModel):
     owner: str
     effective_from: datetime | None = None
     config_version: str = ""
+    history: tuple[Schedule, ...] = ()
+    """Earlier versions (no history of their own), oldest first; never captured by a run."""
 
     @property
     def deadline(self) -> timedelta:
         return self.policies.deadline
+
+    @property
+    def versions(self) -> tuple[Schedule, ...]:
+        """Every version, oldest first (the current one last)."""
+        return (*self.history, self)
+
+    @property
+    def first_effective(self) -> datetime | None:
+        """The first instant any version applies from (None: the schedule has no start)."""
+        return self.versions[0].effective_from
+
+    def version_for(self, slot: datetime) -> Schedule | None:
+        """The version in force for ``slot``: the newest whose ``effective_from`` is at or
+        before it (None before the first version). Catch-up and backfill of an older slot get
+        the version that was in force for it, not today's."""
+        found = None
+        for version in self.versions:
+            if version.effective_from is None or version.effective_from <= slot:
+                found = version
+        return found.model_copy(update={"history": ()}) if found is not None else None
 
     @property
     def window_timezone(self) -> str:
@@ -237,13 +284,20 @@ class Schedule(FrozenModel):
 
         ``company.status`` is left out: pausing a company is not a new configuration.
         """
-        data = self.model_dump(mode="json", exclude={"config_version"})
+        data = self.model_dump(mode="json", exclude={"config_version", "history"})
         data["company"].pop("status", None)
+        # A destination's default retry window is left out, so configs written before the
+        # field existed keep their version (and its value never moves a version by itself).
+        default_window = TypeAdapter(timedelta).dump_python(DEFAULT_RETRY_WINDOW, mode="json")
+        for destination in data["destinations"]:
+            if destination.get("retry_window") == default_window:
+                del destination["retry_window"]
         return data
 
     def snapshot(self) -> dict[str, Any]:
         """JSON-able normalised config plus ``config_version``, captured on every run."""
-        return {**self.model_dump(mode="json"), "config_version": self.config_version}
+        return {**self.model_dump(mode="json", exclude={"history"}),
+                "config_version": self.config_version}
 
     def with_version(self) -> Schedule:
         canonical = json.dumps(self.content(), sort_keys=True, separators=(",", ":"))

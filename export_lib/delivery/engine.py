@@ -11,10 +11,15 @@ Each call is at most one attempt (Airflow's task retries call again), in this or
    ``stale_after`` is taken over);
 5. ask the destination whether it already holds the same content (acknowledge without
    rewriting), else transport it;
-6. record the receipt, or the error: retryable errors leave the record ``pending`` until
-   ``max_attempts`` is spent, then ``exhausted``; permanent errors exhaust it at once.
+6. record the receipt, or the error: a retryable error leaves the record ``pending`` while
+   ``now`` is inside its retry window (``retry_until``: the run's slot + the destination's
+   ``retry_window``, 5 days by default), and exhausts it once the window has closed; a
+   permanent error exhausts it at once. There is no attempt count: the window is the budget.
 
-Failures raise :class:`DeliveryError` with ``retryable`` set for the Airflow edge.
+Failures raise :class:`DeliveryError` with ``retryable`` set for the Airflow edge and, while the
+window is open, ``retry_until`` (the Airflow retry policy lands its last try at that moment).
+A destination removed from the config before delivery is recorded ``refused`` by
+:func:`refuse` (nothing is sent, nothing fails).
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ from typing import Any, NoReturn
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import OperationalError
 
-from export_lib.config.destinations import Destination
+from export_lib.config.destinations import Destination, parse_destination
 from export_lib.delivery.artifact import DeliverableArtifact
 from export_lib.delivery.transports import DeliveryContext, Transport, transport_for
 from export_lib.errors import (
@@ -73,7 +78,7 @@ class _Attempt:
     engine: Engine
     record: rec.DeliveryRecord  # as it stands once this attempt won (state attempting)
     ctx: DeliveryContext
-    max_attempts: int
+    retry_until: datetime  # the window this attempt counts against
     now: datetime
     labels: tuple[str, str, str]  # company, schedule, period for every log line
 
@@ -87,7 +92,7 @@ def deliver(
     period_label: str,
     owner: str,
     authorized: Collection[str],
-    max_attempts: int = 5,
+    retry_until: datetime,
     now: datetime,
     exports_root: Path | None = None,
     stale_after: timedelta = DEFAULT_STALE_AFTER,
@@ -97,18 +102,21 @@ def deliver(
 
     ``destination`` must be the config the run captured (a changed config raises; it applies
     from the next slot). ``owner``/``authorized`` are re-checked now, at delivery time.
+    ``retry_until`` ends the retry window of a delivery recorded by this call (a recorded
+    delivery keeps the window it was given, or the one a requeue gave it).
     ``now`` is the moment of this call, supplied by the caller (the Airflow edge or the CLI):
-    it stamps the ledger and decides whether an ``attempting`` record older than
-    ``stale_after`` belongs to a dead worker. ``exports_root`` anchors relative ``local``
-    paths (default ``$EXPORT_HOME/exports``). ``resolver`` resolves the destination's
-    connection (the environment when None). Each call makes at most one attempt.
+    it stamps the ledger, decides whether the window has closed and whether an ``attempting``
+    record older than ``stale_after`` belongs to a dead worker. ``exports_root`` anchors
+    relative ``local`` paths (default ``$EXPORT_HOME/exports``). ``resolver`` resolves the
+    destination's connection (the environment when None). Each call makes at most one attempt.
     """
-    if max_attempts < 1:
-        raise ConfigError(f"max_attempts must be at least 1, got {max_attempts}")
+    if retry_until.tzinfo is None:
+        raise ConfigError(f"retry_until {retry_until.isoformat()} is naive; pass an aware UTC "
+                          "instant (the run's slot + the destination's retry_window)")
     try:
         return _deliver(engine, destination, artifact, run_key=run_key,
                         period_label=period_label, owner=owner, authorized=authorized,
-                        max_attempts=max_attempts, now=now, exports_root=exports_root,
+                        retry_until=retry_until, now=now, exports_root=exports_root,
                         stale_after=stale_after, resolver=resolver)
     except OperationalError as exc:  # the ledger DB is down or locked: retry the task later
         raise LedgerError(f"delivery ledger unavailable ({exc.orig}); the task will retry") from exc
@@ -116,11 +124,11 @@ def deliver(
 
 def _deliver(engine: Engine, destination: Destination, artifact: DeliverableArtifact, *,
              run_key: str, period_label: str, owner: str, authorized: Collection[str],
-             max_attempts: int, now: datetime, exports_root: Path | None,
+             retry_until: datetime, now: datetime, exports_root: Path | None,
              stale_after: timedelta, resolver: ConnectionResolver | None) -> DeliveryOutcome:
     transport = transport_for(destination, exports_root=exports_root, resolver=resolver)
-    record = rec.ensure_record(engine, _new_record(destination, artifact, run_key, transport),
-                               now=now)
+    record = rec.ensure_record(
+        engine, _new_record(destination, artifact, run_key, transport, retry_until), now=now)
     _check_same_delivery(record, destination, artifact)
     labels = (str(artifact.manifest.get("company", "-")),
               str(artifact.manifest.get("schedule", "-")), period_label)
@@ -137,11 +145,42 @@ def _deliver(engine: Engine, destination: Destination, artifact: DeliverableArti
     record = _authorize(engine, record, owner, authorized, now, labels)
     record = _begin(engine, record, now, stale_after)
     ctx = DeliveryContext(record.delivery_id, run_key, period_label, destination.id)
-    return _run(transport, artifact, _Attempt(engine, record, ctx, max_attempts, now, labels))
+    window_end = window_of(record)
+    return _run(transport, artifact, _Attempt(engine, record, ctx, window_end, now, labels))
+
+
+def window_of(record: rec.DeliveryRecord) -> datetime:
+    """The end of the record's retry window (records made before it was stored: created_at +
+    the destination's window)."""
+    if record.retry_until is not None:
+        return record.retry_until
+    return record.created_at + parse_destination(record.destination_config).retry_window
+
+
+def refuse(engine: Engine, destination: Destination, artifact: DeliverableArtifact, *,
+           run_key: str, period_label: str, reason: str, retry_until: datetime,
+           now: datetime) -> DeliveryOutcome:
+    """Record that this delivery will not be made (e.g. its destination was removed from the
+    config before delivery): ``pending`` becomes ``refused`` with ``reason``; a delivery that
+    was already acknowledged, exhausted or refused is left as it is. Nothing is sent."""
+    try:
+        transport = transport_for(destination)
+        record = rec.ensure_record(
+            engine, _new_record(destination, artifact, run_key, transport, retry_until), now=now)
+        if record.state == rec.PENDING:
+            with engine.begin() as conn:
+                rec.transition(conn, record, rec.REFUSED, now=now, last_error=reason)
+            record = rec.get_record(engine, record.delivery_id) or record
+    except OperationalError as exc:
+        raise LedgerError(f"delivery ledger unavailable ({exc.orig}); the task will retry") from exc
+    log.warning("company=%s schedule=%s period=%s delivery %s to %s %s: %s",
+                artifact.manifest.get("company", "-"), artifact.manifest.get("schedule", "-"),
+                period_label, record.delivery_id, record.target, record.state, reason)
+    return _outcome(record)
 
 
 def _new_record(destination: Destination, artifact: DeliverableArtifact, run_key: str,
-                transport: Transport) -> rec.NewDelivery:
+                transport: Transport, retry_until: datetime) -> rec.NewDelivery:
     return rec.NewDelivery(
         delivery_id=rec.delivery_id(run_key, artifact.version, destination.id),
         run_key=run_key,
@@ -153,6 +192,7 @@ def _new_record(destination: Destination, artifact: DeliverableArtifact, run_key
         artifact_name=artifact.name,
         artifact_sha256=artifact.sha256,
         artifact_bytes=artifact.bytes,
+        retry_until=retry_until,
     )
 
 
@@ -170,7 +210,10 @@ def _check_same_delivery(record: rec.DeliveryRecord, destination: Destination,
             f"{artifact.sha256} now; versions are immutable — publish changed content as a new "
             "version"
         )
-    if record.destination_config != destination.model_dump_json():
+    if parse_destination(record.destination_config).identity() != destination.identity():
+        # Compared as parsed configs without the retry policy: a record written before a
+        # field existed (it takes its default) or with another retry_window is the same
+        # delivery; another path, bucket or host is not.
         raise DeliveryError(
             f"destination {destination.id!r} changed since delivery {record.delivery_id} was "
             f"recorded (recorded {record.destination_config}, now "
@@ -273,7 +316,8 @@ def _fail(attempt: _Attempt, error: DeliveryError, started: float) -> NoReturn:
     message, exhausted = _record_failure(attempt, error, started)
     record = attempt.record
     raise DeliveryError(f"delivery {record.delivery_id} to {record.target} {message}: {error}",
-                        retryable=not exhausted) from error
+                        retryable=not exhausted,
+                        retry_until=None if exhausted else attempt.retry_until) from error
 
 
 def _interrupted(attempt: _Attempt, exc: BaseException, started: float) -> None:
@@ -294,7 +338,8 @@ def _record_failure(attempt: _Attempt, error: DeliveryError, started: float) -> 
     """Write the failed attempt and the record's next state; the log message and exhaustion."""
     record = attempt.record
     number = record.attempts
-    exhausted = not error.retryable or number - record.budget_base >= attempt.max_attempts
+    closed = rec.utc(attempt.now) >= attempt.retry_until
+    exhausted = not error.retryable or closed
     with attempt.engine.begin() as conn:
         if rec.transition(conn, record, rec.EXHAUSTED if exhausted else rec.PENDING,
                           now=attempt.now, last_error=str(error)):
@@ -306,12 +351,17 @@ def _record_failure(attempt: _Attempt, error: DeliveryError, started: float) -> 
     if not error.retryable:
         message = f"failed permanently on attempt {number} (not retried)"
     elif exhausted:
-        message = f"exhausted its {attempt.max_attempts} attempts"
+        message = (f"exhausted: its retry window closed at {_iso(attempt.retry_until)} "
+                   f"(attempt {number} failed)")
     else:
-        message = f"attempt {number} of {attempt.max_attempts} failed, will retry"
+        message = f"attempt {number} failed, will retry until {_iso(attempt.retry_until)}"
     log.error("company=%s schedule=%s period=%s delivery %s to %s %s: %s", *attempt.labels,
               record.delivery_id, record.target, message, error)
     return message, exhausted
+
+
+def _iso(moment: datetime) -> str:
+    return rec.utc(moment).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _outcome(record: rec.DeliveryRecord, *, already_delivered: bool = False,

@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Collection, Mapping
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
@@ -172,20 +172,31 @@ def finish_attempt(
     return result.rowcount == 1
 
 
-def requeue(engine: Engine, the_id: str, *, now: datetime) -> DeliveryRecord:
-    """Operator action: give an exhausted or refused delivery a fresh retry budget.
+def requeue(engine: Engine, the_id: str, *, now: datetime,
+            window: timedelta | None = None) -> DeliveryRecord:
+    """Operator action: give an exhausted or refused delivery a fresh retry window.
 
-    Attempt numbers keep counting (the history stays unique); the budget restarts here.
+    The window restarts now: ``retry_until = now + window`` (default: the destination's
+    ``retry_window`` as recorded). Attempt numbers keep counting (the history stays unique);
+    ``budget_base`` records how many attempts came before this requeue.
     """
+    from export_lib.config.destinations import DEFAULT_RETRY_WINDOW, parse_destination
+
     record = get_record(engine, the_id)
     if record is None:
         raise IllegalTransitionError(f"no delivery {the_id!r}; list them with list_deliveries()")
+    if window is None:
+        try:
+            window = parse_destination(record.destination_config).retry_window
+        except ValueError:  # not a destination config we can read: the default window
+            window = DEFAULT_RETRY_WINDOW
     with engine.begin() as conn:
         check_transition(DELIVERY_STATES, the_id, record.state, PENDING)
         conn.execute(
             deliveries.update()
             .where(deliveries.c.delivery_id == the_id, deliveries.c.state == record.state)
-            .values(state=PENDING, budget_base=record.attempts, updated_at=utc(now))
+            .values(state=PENDING, budget_base=record.attempts, updated_at=utc(now),
+                    retry_until=utc(now) + window)
         )
     refreshed = get_record(engine, the_id)
     assert refreshed is not None

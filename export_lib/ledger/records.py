@@ -138,14 +138,16 @@ class DeliveryRecord:
     last_error: str | None
     receipt: str | None
     attempt_started_at: datetime | None
+    created_at: datetime
+    retry_until: datetime | None
+    """End of the retry window; None on records written before revision 0003."""
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> DeliveryRecord:
-        started = row["attempt_started_at"]
+        moments = ("attempt_started_at", "created_at", "retry_until")
         return cls(
-            **{name: row[name] for name in cls.__dataclass_fields__
-               if name != "attempt_started_at"},
-            attempt_started_at=utc(started) if started else None,
+            **{name: row[name] for name in cls.__dataclass_fields__ if name not in moments},
+            **{name: utc(row[name]) if row[name] else None for name in moments},
         )
 
 
@@ -163,3 +165,5 @@ class NewDelivery:
     artifact_name: str
     artifact_sha256: str
     artifact_bytes: int
+    retry_until: datetime
+    """End of the retry window: slot (or registration) + the destination's ``retry_window``."""

@@ -159,6 +159,9 @@ deliveries = Table(
     Column("updated_at", UtcDateTime, nullable=False),
     Column("attempt_started_at", UtcDateTime),
     Column("acknowledged_at", UtcDateTime),
+    # the end of the retry window (revision 0003): a retryable failure at or after it exhausts
+    # the delivery; NULL on records made before 0003 (then created_at + the destination's window).
+    Column("retry_until", UtcDateTime),
     UniqueConstraint("run_key", "artifact_version", "destination_id", name="uq_delivery_triple"),
     CheckConstraint(
         f"state IN {tuple(s.value for s in DeliveryState)!r}", name="ck_delivery_state"

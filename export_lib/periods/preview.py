@@ -48,27 +48,42 @@ def preview_rows(spec: WindowSpec, timing: Timing, start: datetime, count: int, 
 
 
 def schedule_rows(schedule: Schedule, start: datetime, count: int) -> list[dict[str, Any]]:
-    """Preview rows of a configured schedule; slots before ``effective_from`` are left out."""
-    if schedule.effective_from is not None and schedule.effective_from > start:
-        start = schedule.effective_from
+    """Preview rows of a configured schedule, each with the config version in force for its
+    slot (``config_version``, ``effective_from``; ADR 0005); slots before the first version's
+    ``effective_from`` are left out."""
+    first = schedule.first_effective
+    if first is not None and first > start:
+        start = first
     rows = preview_rows(schedule.window, schedule.timing, start, count,
                         schedule_id=schedule.schedule_id, window_tz=schedule.window_timezone)
-    for row in rows:
+    versioned = len(schedule.versions) > 1
+    for index, row in enumerate(rows):
         slot = datetime.fromisoformat(row["slot_utc"])
+        version = schedule.version_for(slot) or schedule
+        if version.window != schedule.window:  # an earlier version with another window
+            row = rows[index] = preview_rows(version.window, version.timing, slot, 1,
+                                             schedule_id=schedule.schedule_id,
+                                             window_tz=version.window_timezone)[0]
         row.update({
             "company": schedule.company.id,
             "company_status": schedule.company.status,
             "schedule": schedule.schedule_id,
             "dag_id": schedule.dag_id,
-            "deadline_utc": format_instant(deadline_for(schedule, slot)),
-            "config_version": schedule.config_version,
+            "deadline_utc": format_instant(deadline_for(version, slot)),
+            "config_version": version.config_version,
+            "effective_from": (format_instant(version.effective_from)
+                               if version.effective_from else None),
         })
+        if versioned:
+            row["config"] = version.config_version[:12] + (
+                f" from {row['effective_from']}" if version.effective_from else " (oldest)")
     return rows
 
 
 _COLUMNS = (("slot_local", "slot (local)"), ("slot_utc", "slot (UTC)"),
             ("window_start_local", "window start"), ("window_end_local", "window end"),
-            ("deadline_utc", "deadline (UTC)"), ("run_key", "run key"))
+            ("deadline_utc", "deadline (UTC)"), ("run_key", "run key"),
+            ("config", "config version"))
 
 
 def render_table(rows: Iterable[dict[str, Any]]) -> str:

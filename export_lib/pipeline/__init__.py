@@ -7,6 +7,7 @@ worlds run the same code with the same policies (see ``start.start_run``).
 from export_lib.pipeline.requeue import Requeued, operator_actions, requeue_deliveries
 from export_lib.pipeline.stages import (
     RunContext,
+    captured_destinations,
     collect_staging_garbage,
     deliver_run,
     list_deliveries,
@@ -19,8 +20,8 @@ from export_lib.pipeline.start import register_run, slot_at_or_before, start_man
 from export_lib.pipeline.summary import RunSummary, Window
 
 __all__ = [
-    "Requeued", "RunContext", "RunSummary", "Window", "collect_staging_garbage", "deliver_run",
-    "list_deliveries", "operator_actions", "publish_run", "register_run", "render_run",
-    "requeue_deliveries", "schedule_of",
+    "Requeued", "RunContext", "RunSummary", "Window", "captured_destinations",
+    "collect_staging_garbage", "deliver_run", "list_deliveries", "operator_actions",
+    "publish_run", "register_run", "render_run", "requeue_deliveries", "schedule_of",
     "slot_at_or_before", "start_manual", "start_run", "watermark_ready",
 ]

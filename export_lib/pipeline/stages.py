@@ -14,6 +14,7 @@ import io
 import logging
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from export_lib.checksums import sha256_stream
@@ -211,24 +212,33 @@ def _get(ledger: Ledger, run_key: str) -> RunRecord:
     return run
 
 
+def captured_destinations(ledger: Ledger, run_key: str) -> list[str]:
+    """The ids of the destinations the run captured at registration, in config order: what
+    its deliveries are (a destination added to the config later belongs to later slots)."""
+    return [d.id for d in schedule_of(_get(ledger, run_key)).destinations]
+
+
 def deliver_run(ledger: Ledger, run_key: str, destination_id: str, *, now: datetime,
-                config_dir: str | None = None, max_attempts: int = 5,
+                config_dir: str | None = None,
                 resolver: ConnectionResolver | None = None) -> dict[str, Any]:
     """Deliver the newest artifact of the run to one of its captured destinations, once.
 
+    The destination comes from the run's captured config (a destination added later applies
+    to later slots only); the *current* config is consulted for two revocations: the owner's
+    authorisation (revoking access stops deliveries of runs registered before the change) and
+    the destination itself — one removed from the config (from the version in force for the
+    run's slot) before delivery is recorded ``refused`` with the reason, and the call returns.
+    A retryable failure is retried until the delivery's window closes: the run's slot (or its
+    registration, if later) + the destination's ``retry_window``; then it is ``exhausted``.
     The destination's and the artifact store's connections resolve through ``resolver`` (the
     environment when None).
-
-    The destination comes from the run's captured config (a destination change applies from
-    the next slot); the owner's authorisation is re-checked against the *current* company
-    config, so revoking access stops deliveries of runs registered before the change.
     """
     import tempfile
     from pathlib import Path
     from urllib.parse import unquote, urlsplit
 
     from export_lib.config.destinations import select_destinations
-    from export_lib.delivery import DeliverableArtifact, deliver
+    from export_lib.delivery import DeliverableArtifact, deliver, refuse
     from export_lib.storage.stores import open_store
 
     run = _get(ledger, run_key)
@@ -237,37 +247,72 @@ def deliver_run(ledger: Ledger, run_key: str, destination_id: str, *, now: datet
     artifact = ledger.latest_artifact(run_key)
     if artifact is None:
         raise PublishError(f"run {run_key} has no published artifact to deliver yet")
-    authorized = _current_authorized(run, config_dir)
+    current = _current_config(run, config_dir)
+    retry_until = retry_window_end(run, destination)
+    period = period_label(run.window_start, run.window_end, run.timezone)
+    manifest = {"company": run.company, "schedule": run.schedule_id, "run_key": run_key,
+                "config_version": run.config_version}
+    removed = current.removal_reason(destination_id)
     # A file:// artifact is read in place whatever EXPORT_ARTIFACT_ROOT says now; an
     # object-store artifact is streamed to a temp copy (deleted after the delivery).
     local = None
     if artifact.uri.startswith("file:"):
         local = Path(unquote(urlsplit(artifact.uri).path))
     with tempfile.TemporaryDirectory(prefix="export-deliver-") as tmp:
-        if local is None:
+        if local is None and removed is None:
             local = open_store(resolver=resolver).download(artifact.uri,
                                           Path(tmp) / artifact.uri.rsplit("/", 1)[-1])
+        name = artifact.uri.rsplit("/", 1)[-1]
         deliverable = DeliverableArtifact(
-            local_path=local, name=local.name, version=artifact.version, sha256=artifact.sha256,
+            local_path=local or Path(tmp) / name, name=local.name if local else name,
+            version=artifact.version, sha256=artifact.sha256,
             bytes=artifact.bytes, rows=artifact.rows, format=artifact.format, uri=artifact.uri,
             window_start=artifact.window_start, window_end=artifact.window_end,
-            manifest={"company": run.company, "schedule": run.schedule_id,
-                      "run_key": run_key, "config_version": run.config_version},
+            manifest=manifest,
         )
-        outcome = deliver(
-            ledger.engine, destination, deliverable, run_key=run_key,
-            period_label=period_label(run.window_start, run.window_end, run.timezone),
-            owner=run.owner, authorized=authorized, max_attempts=max_attempts, now=now,
-            resolver=resolver,
-        )
+        if removed is not None:
+            outcome = refuse(ledger.engine, destination, deliverable, run_key=run_key,
+                             period_label=period, reason=removed, retry_until=retry_until,
+                             now=now)
+        else:
+            outcome = deliver(
+                ledger.engine, destination, deliverable, run_key=run_key, period_label=period,
+                owner=run.owner, authorized=current.authorized, retry_until=retry_until,
+                now=now, resolver=resolver,
+            )
     return {"run_key": run_key, "destination": destination_id, **outcome.as_xcom()}
 
 
-def _current_authorized(run: RunRecord, config_dir: str | None) -> set[str]:
-    """Identities allowed to receive the company's data now: owner + ``authorized``.
+def retry_window_end(run: RunRecord, destination: Any) -> datetime:
+    """When a delivery of ``run`` to ``destination`` stops retrying: the slot + the
+    destination's ``retry_window`` — counted from the registration instead for a run
+    registered after its slot (catch-up, backfill), so an old period still gets its window."""
+    return max(run.slot, run.created_at) + destination.retry_window
+
+
+@dataclass(frozen=True)
+class _CurrentConfig:
+    """What today's config says about a registered run (None: no config directory known)."""
+
+    authorized: set[str]
+    destination_ids: frozenset[str] | None
+    where: str
+
+    def removal_reason(self, destination_id: str) -> str | None:
+        if self.destination_ids is None or destination_id in self.destination_ids:
+            return None
+        return (f"destination {destination_id!r} was removed from {self.where} before this "
+                "run was delivered; not delivered. Add it back and requeue the delivery to "
+                "send it after all")
+
+
+def _current_config(run: RunRecord, config_dir: str | None) -> _CurrentConfig:
+    """Identities allowed to receive the company's data now (owner + ``authorized``) and the
+    destinations the current config gives the run's schedule for the run's slot.
 
     Read from the current config (``config_dir`` or ``EXPORT_CONFIG_DIR``); a company that is
-    gone from the config has nobody authorised.
+    gone from the config has nobody authorised. Manual exports (and a call without a config
+    directory) are not checked for removed destinations: they name their own.
     """
     import os
 
@@ -276,12 +321,20 @@ def _current_authorized(run: RunRecord, config_dir: str | None) -> set[str]:
     directory = config_dir or os.environ.get("EXPORT_CONFIG_DIR")
     if not directory:
         company = schedule_of(run).company
-    else:
-        catalog = load_catalog(directory, only=run.company)
-        company = catalog.companies.get(run.company)
-        if company is None:
-            return set()
-    return {company.owner, *company.authorized}
+        return _CurrentConfig({company.owner, *company.authorized}, None, "-")
+    catalog = load_catalog(directory, only=run.company)
+    company = catalog.companies.get(run.company)
+    if company is None:
+        return _CurrentConfig(set(), None, directory)
+    where = f"{Path(directory) / run.company}.yaml"
+    ids: frozenset[str] | None = None
+    if schedule_of(run).kind != "manual":
+        found = [s for s in catalog.schedules if s.schedule_id == run.schedule_id]
+        version = found[0].version_for(run.slot) if found else None
+        ids = frozenset(d.id for d in version.destinations) if version else frozenset()
+        if not found:
+            where = f"{where} (schedule {run.schedule_id} is gone)"
+    return _CurrentConfig({company.owner, *company.authorized}, ids, where)
 
 
 def list_deliveries(ledger: Ledger, run_key: str) -> list[dict[str, Any]]:

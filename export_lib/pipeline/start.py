@@ -54,10 +54,24 @@ def _summary(ledger: Ledger, run: RunRecord, *, created: bool, **extra: Any) -> 
     )
 
 
+def version_in_force(schedule: Any, slot: datetime) -> Any:
+    """The config version that applies to ``slot`` (ADR 0005): catch-up and backfill of an
+    older slot run with the version that was in force for it, not today's."""
+    version = schedule.version_for(slot) if hasattr(schedule, "version_for") else schedule
+    if version is None:
+        raise WindowError(
+            f"slot {format_instant(slot)} of {schedule.schedule_id} is before its first config "
+            f"version (effective_from {format_instant(schedule.first_effective)}); nothing "
+            "applies to it. Pick a later slot, or add the earlier version under 'history'")
+    return version
+
+
 def register_run(ledger: Ledger, schedule: Any, slot: datetime, *, now: datetime,
                  ctx: Any = None) -> RunSummary:
     """Register the run of ``slot`` (or find it): window, config version and snapshot are
-    captured once and never rewritten. No policy is applied here (see :func:`start_run`)."""
+    captured once and never rewritten — the version in force for ``slot``. No policy is
+    applied here (see :func:`start_run`)."""
+    schedule = version_in_force(schedule, slot)
     window = resolve_window(schedule, slot)
     reg = RunRegistration(
         run_key=run_key(schedule.schedule_id, slot), company=schedule.company.id,
@@ -87,6 +101,8 @@ def _record_missed(ledger: Ledger, schedule: Any, slot: datetime, *, now: dateti
     missed = missed_slots(schedule.timing, current=slot,
                           previous=ledger.previous_slot(schedule.schedule_id, slot))
     for old in missed:
+        if schedule.version_for(old) is None:
+            continue  # before the schedule's first version: nothing was due
         summary = register_run(ledger, schedule, old, now=now, ctx=ctx)
         if not summary.created:
             continue
@@ -108,7 +124,9 @@ def start_run(ledger: Ledger, schedule: Any, slot: datetime, *, now: datetime,
     Returns the summary, with ``skip_reason`` set when the slot must not export (recorded in the
     ledger). Raises ``AuthorizationError`` (recorded as failed) when the owner lost access, and
     ``RunHeldError`` under ``late_start: hold`` until an operator releases the run.
+    ``schedule`` may carry earlier versions: the one in force for ``slot`` applies.
     """
+    every_version, schedule = schedule, version_in_force(schedule, slot)
     summary = register_run(ledger, schedule, slot, now=now, ctx=ctx)
     key = summary.run_key
     if summary.state == RunState.READY:
@@ -119,7 +137,7 @@ def start_run(ledger: Ledger, schedule: Any, slot: datetime, *, now: datetime,
                                                          f"{run.reason}"})
     missed = 0
     if summary.created and ctx.trigger == "scheduled":
-        missed = _record_missed(ledger, schedule, slot, now=now, ctx=ctx)
+        missed = _record_missed(ledger, every_version, slot, now=now, ctx=ctx)
     run = ledger.get_run(key)
     if not schedule.company.may_receive(run.owner):
         reason = (f"owner {run.owner} is no longer authorised for company {schedule.company.id}; "

@@ -17,12 +17,14 @@ from airflow.sdk import DAG, Param, get_parsing_context
 
 from export_airflow.deadlines import deadline_alert
 from export_airflow.operators import (
+    CapturedDestinationsOperator,
     DeliverOperator,
     PublishOperator,
     RemovedCompanyOperator,
     RenderCsvOperator,
     ResolveWindowOperator,
 )
+from export_airflow.retry_policy import DeliveryWindowPolicy
 from export_airflow.sensors import RestateDueSensor, WatermarkSensor
 from export_airflow.timetable import ExportTimetable
 from export_lib.config.dag_loaders import LOADER_PREFIX, removed_company
@@ -58,6 +60,26 @@ def retry_args(schedule: Any) -> dict[str, Any]:
         "retry_exponential_backoff": 2.0,
         "max_retry_delay": timedelta(days=1),
     }
+
+
+def delivery_policy() -> DeliveryWindowPolicy:
+    """The deliver tasks' retry schedule: 10 minutes doubling, at most 6 h between tries, until
+    the delivery's window closes. ``EXPORT_DELIVERY_RETRY_BASE_SECONDS`` (600) and
+    ``EXPORT_DELIVERY_RETRY_CAP_SECONDS`` (21600) shorten it for tests only."""
+    base = float(os.environ.get("EXPORT_DELIVERY_RETRY_BASE_SECONDS", "600"))
+    cap = float(os.environ.get("EXPORT_DELIVERY_RETRY_CAP_SECONDS", str(6 * 3600)))
+    return DeliveryWindowPolicy(timedelta(seconds=base), timedelta(seconds=max(cap, base)))
+
+
+def deliver_args(schedule: Any) -> dict[str, Any]:
+    """Retries of the deliver tasks: enough for the longest ``retry_window`` of any version's
+    destinations; the policy paces them and the ledger decides when the window has closed."""
+    policy = delivery_policy()
+    window = max(d.retry_window for version in schedule.versions
+                 for d in version.destinations)
+    return {"retries": policy.retries_for(window), "retry_delay": policy.base,
+            "retry_exponential_backoff": 2.0, "max_retry_delay": policy.cap,
+            "retry_policy": policy}
 
 
 @functools.lru_cache(maxsize=256)
@@ -104,7 +126,10 @@ def doc_for(schedule: Any) -> str:
         + f" in {schedule.company.timezone}, half-open [start, end)\n"
         f"* **Deadline**: slot + {schedule.deadline}\n"
         f"* **Destinations**: {dests}\n"
-        f"* **Config version**: `{schedule.config_version[:12]}`\n\n"
+        f"* **Config version**: `{schedule.config_version[:12]}`"
+        + (f" from {schedule.effective_from:%Y-%m-%dT%H:%M%z}; earlier: "
+           + ", ".join(f"`{v.config_version[:12]}`" for v in schedule.history)
+           if schedule.history else "") + "\n\n"
         "Runs are keyed by slot (logical date = slot). Clearing any task never produces a "
         "second artifact or delivery; set the `regenerate` param to publish a new version.\n"
     )
@@ -119,7 +144,9 @@ def build_dag(schedule: Any, config_dir: str) -> DAG:
         dag_id=schedule.dag_id,
         schedule=ExportTimetable(schedule.timing, lookback=catchup_lookback(),
                                  recovery="latest" if recovery == "latest" else "each"),
-        start_date=schedule.effective_from or EPOCH,
+        # Earlier versions (``history``) cover the slots before the current effective_from;
+        # only the first version's effective_from starts the DAG (ADR 0005).
+        start_date=schedule.first_effective or EPOCH,
         catchup=recovery != "none",
         max_active_runs=2,
         tags=sorted(tags),
@@ -141,21 +168,25 @@ def build_dag(schedule: Any, config_dir: str) -> DAG:
             last = wait
         else:
             last = resolve
-        destinations = [d.id for d in schedule.destinations]
         rendered = RenderCsvOperator(task_id="render", run=resolve.output, pool="export_render",
                                      pool_slots=POOL_SLOTS[schedule.size or "small"],
                                      regenerate="{{ params.regenerate }}")
         last >> rendered
         published = PublishOperator(task_id="publish", rendered=rendered.output)
+        # Mapped over the run's own captured destinations (not today's config): a destination
+        # added later applies to later slots only (ADR 0005).
+        destinations = CapturedDestinationsOperator(task_id="destinations",
+                                                    published=published.output)
         delivered = DeliverOperator.partial(task_id="deliver", published=published.output,
-                                            pool="export_deliver", config_dir=config_dir).expand(
-            destination_id=destinations)
+                                            pool="export_deliver", config_dir=config_dir,
+                                            **deliver_args(schedule)).expand(
+            destination_id=destinations.output)
         if late_data.policy == "restate":
             _restatement(schedule, resolve, delivered, destinations, config_dir)
     return dag
 
 
-def _restatement(schedule: Any, resolve: Any, delivered: Any, destinations: list[str],
+def _restatement(schedule: Any, resolve: Any, delivered: Any, destinations: Any,
                  config_dir: str) -> None:
     """``late_data: restate``: after window end + grace, re-render the period with a fresh source
     cutoff; changed content is published as a correction (version N+1) and delivered."""
@@ -167,8 +198,9 @@ def _restatement(schedule: Any, resolve: Any, delivered: Any, destinations: list
     due >> again
     corrected = PublishOperator(task_id="restate_publish", rendered=again.output, correction=True)
     DeliverOperator.partial(task_id="restate_deliver", published=corrected.output,
-                            pool="export_deliver", config_dir=config_dir).expand(
-        destination_id=destinations)
+                            pool="export_deliver", config_dir=config_dir,
+                            **deliver_args(schedule)).expand(
+        destination_id=destinations.output)
 
 
 def company_dags(config_dir: Path, company_id: str, only_dag: str | None = None) -> list[DAG]:

@@ -166,6 +166,31 @@ class PublishOperator(BaseOperator):
                                columns=r.get("columns"), correction=self.correction)
 
 
+class CapturedDestinationsOperator(BaseOperator):
+    """The destinations the run captured at registration; ``deliver`` is mapped over them, so
+    a destination added to the config later never appears in (and fails) an earlier run.
+
+    :param published: the summary pushed by PublishOperator (templated / XComArg)
+    """
+
+    template_fields: Sequence[str] = ("published",)
+    ui_color = "#f3e8fd"
+
+    def __init__(self, *, published: Any, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.published = published
+
+    def execute(self, context: Any) -> list[str]:
+        from export_lib.ledger import open_ledger
+        from export_lib.pipeline import captured_destinations
+
+        run_key = self.published["run_key"]
+        with export_errors():
+            ids = captured_destinations(open_ledger(), run_key)
+        self.log.info("run %s: delivering to its captured destinations %s", run_key, ids)
+        return ids
+
+
 class DeliverOperator(BaseOperator):
     """Deliver the published artifact to one destination (map it over the destinations).
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from airflow.sdk.definitions.retry_policy import RetryDecision, RetryPolicy
@@ -36,3 +36,45 @@ class StepRetryPolicy(RetryPolicy):
 
 
 MANUAL_RETRY = StepRetryPolicy((timedelta(seconds=30), timedelta(minutes=2), timedelta(minutes=10)))
+
+
+class DeliveryWindowPolicy(RetryPolicy):
+    """Deliveries retry until their window closes (ADR 0003 §6): ``base`` doubling, capped at
+    ``cap``, and never past the window's end — the ledger put it on the error
+    (``DeliveryError.retry_until``), so the last try lands when the window closes and the
+    ledger, not an attempt count, decides exhaustion (it then raises a non-retryable error).
+    """
+
+    def __init__(self, base: timedelta, cap: timedelta) -> None:
+        self.base, self.cap = base, cap
+
+    def delay(self, try_number: int, retry_until: datetime | None, now: datetime) -> timedelta:
+        """The wait before try ``try_number + 1``."""
+        wait = min(self.base * 2 ** min(max(try_number - 1, 0), 40), self.cap)
+        if retry_until is not None and retry_until > now:
+            wait = min(wait, retry_until - now + timedelta(seconds=1))
+        return max(wait, timedelta(seconds=1))
+
+    def evaluate(self, exception: BaseException, try_number: int, max_tries: int,
+                 context: Any = None) -> RetryDecision:
+        if isinstance(exception, ExportError) and not exception.retryable:
+            return RetryDecision.fail(f"{type(exception).__name__} is not retryable")
+        until = getattr(exception, "retry_until", None)
+        wait = self.delay(try_number, until, datetime.now(UTC))
+        window = f"; window closes {until:%Y-%m-%dT%H:%M:%SZ}" if until else ""
+        return RetryDecision.retry(delay=wait, reason=f"retry in {wait}{window}")
+
+    def retries_for(self, window: timedelta) -> int:
+        """Enough retries for the backoff schedule to outlast ``window`` (plus one at its end)."""
+        total, tries = timedelta(0), 0
+        while total < window:
+            tries += 1
+            total += min(self.base * 2 ** min(tries - 1, 40), self.cap)
+        return tries + 1
+
+    def serialize(self) -> dict[str, Any]:
+        return {"base": self.base.total_seconds(), "cap": self.cap.total_seconds()}
+
+    @classmethod
+    def deserialize(cls, data: dict[str, Any]) -> DeliveryWindowPolicy:
+        return cls(timedelta(seconds=data["base"]), timedelta(seconds=data["cap"]))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
@@ -14,13 +14,14 @@ NOW = datetime(2026, 3, 29, 6, 0, tzinfo=UTC)
 RUN_KEY = "acme/daily-spend/2026-03-28"
 PERIOD = "2026-03-28"
 OWNER = "alice@acme.example"
+WINDOW_END = NOW + timedelta(days=5)  # the default retry window of a slot at NOW
 
 
 def run(engine: sa.Engine, destination: Destination, artifact: DeliverableArtifact,
         **overrides: Any) -> DeliveryOutcome:
     kwargs: dict[str, Any] = {
         "run_key": RUN_KEY, "period_label": PERIOD, "owner": OWNER,
-        "authorized": {OWNER}, "max_attempts": 5, "now": NOW,
+        "authorized": {OWNER}, "retry_until": WINDOW_END, "now": NOW,
     }
     kwargs.update(overrides)
     return deliver(engine, destination, artifact, **kwargs)

@@ -174,9 +174,11 @@ def test_unreachable_ledger_is_a_retryable_ledger_error(
     assert not (tmp_path / "acme").exists()
 
 
-def test_max_attempts_must_be_positive(sqlite_engine: sa.Engine,
-                                       make_artifact: ArtifactFactory) -> None:
+def test_retry_until_must_be_aware(sqlite_engine: sa.Engine,
+                                   make_artifact: ArtifactFactory) -> None:
+    from datetime import datetime
+
     from export_lib.errors import ConfigError
 
-    with pytest.raises(ConfigError, match="max_attempts must be at least 1, got 0"):
-        run(sqlite_engine, ARCHIVE, make_artifact(), max_attempts=0)
+    with pytest.raises(ConfigError, match=r"retry_until 2026-04-03T06:00:00 is naive"):
+        run(sqlite_engine, ARCHIVE, make_artifact(), retry_until=datetime(2026, 4, 3, 6))

@@ -20,7 +20,7 @@ def _new(destination: str = "archive", version: int = 1) -> rec.NewDelivery:
         delivery_id=delivery_id(RUN_KEY, version, destination), run_key=RUN_KEY,
         artifact_version=version, destination_id=destination, destination_type="local",
         destination_config="{}", target=f"/exports/{destination}", artifact_name="f.csv",
-        artifact_sha256="0" * 64, artifact_bytes=10,
+        artifact_sha256="0" * 64, artifact_bytes=10, retry_until=NOW + timedelta(days=5),
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from datetime import timedelta
 from urllib.parse import quote
 
 import pytest
@@ -52,7 +53,7 @@ def test_stored_then_stalled_past_the_timeout_is_processed_once(
 ) -> None:
     artifact = make_artifact()
     hook.stall_next(1.2)  # stores the delivery, then answers after the client gave up
-    with pytest.raises(DeliveryError, match="attempt 1 of 5 failed, will retry.*timed out") as info:
+    with pytest.raises(DeliveryError, match="attempt 1 failed, will retry until.*timed out") as info:
         run(ledger_engine, HOOK, artifact)
     assert info.value.retryable is True
     outcome = run(ledger_engine, HOOK, artifact)
@@ -73,7 +74,7 @@ def test_retryable_statuses_are_retried_until_accepted(
     artifact = make_artifact()
     hook.fail_next(2, status)
     for attempt in (1, 2):
-        with pytest.raises(DeliveryError, match=f"attempt {attempt} of 5 failed.*HTTP {status}"):
+        with pytest.raises(DeliveryError, match=f"attempt {attempt} failed, will retry until.*HTTP {status}"):
             run(sqlite_engine, HOOK, artifact)
     assert run(sqlite_engine, HOOK, artifact).attempts == 3
     assert hook.state.processed == {KEY: 1}
@@ -87,28 +88,31 @@ def test_429_error_mentions_retry_after(
         run(sqlite_engine, HOOK, make_artifact())
 
 
-def test_exhausting_the_budget_leaves_exhausted_with_the_last_error(
+def test_a_closed_window_leaves_exhausted_with_the_last_error(
     ledger_engine: sa.Engine, hook: WebhookReceiver, make_artifact: ArtifactFactory,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
+    from tests.delivery.support import NOW, WINDOW_END
+
     artifact = make_artifact()
     hook.fail_next(10, 503)
-    for _ in range(2):
-        with pytest.raises(DeliveryError) as info:
-            run(ledger_engine, HOOK, artifact, max_attempts=3)
-        assert info.value.retryable is True
+    for minutes in (0, 10):  # inside the window: retryable, with the window's end attached
+        with pytest.raises(DeliveryError, match="will retry until 2026-04-03T06:00:00Z") as info:
+            run(ledger_engine, HOOK, artifact, now=NOW + timedelta(minutes=minutes))
+        assert (info.value.retryable, info.value.retry_until) == (True, WINDOW_END)
     with caplog.at_level(logging.ERROR, logger="export_lib.delivery.engine"), \
-            pytest.raises(DeliveryError, match="exhausted its 3 attempts.*HTTP 503") as info:
-        run(ledger_engine, HOOK, artifact, max_attempts=3)
-    assert info.value.retryable is False
+            pytest.raises(DeliveryError, match="exhausted: its retry window closed at "
+                          "2026-04-03T06:00:00Z.*HTTP 503") as info:
+        run(ledger_engine, HOOK, artifact, now=WINDOW_END)
+    assert (info.value.retryable, info.value.retry_until) == (False, None)
     record = only_record(ledger_engine)
     assert (record["state"], record["attempts"]) == ("exhausted", 3)
     assert "answered HTTP 503" in record["last_error"]
     assert [h["outcome"] for h in record["history"]] == ["retryable_failure"] * 3
-    assert any("exhausted its 3 attempts" in r.getMessage() and "company=acme" in r.getMessage()
+    assert any("retry window closed" in r.getMessage() and "company=acme" in r.getMessage()
                for r in caplog.records)
     with pytest.raises(DeliveryError, match="is exhausted after 3 attempt"):
-        run(ledger_engine, HOOK, artifact, max_attempts=3)
+        run(ledger_engine, HOOK, artifact, now=WINDOW_END + timedelta(hours=1))
     assert len(hook.state.requests) == 3  # no retry storm after exhaustion
 
 
@@ -196,15 +200,19 @@ def test_requeued_exhausted_delivery_is_delivered_by_the_next_call(
     from tests.delivery.support import NOW
 
     artifact = make_artifact()
-    hook.fail_next(1, 500)
-    with pytest.raises(DeliveryError, match="exhausted its 1 attempts"):
-        run(sqlite_engine, HOOK, artifact, max_attempts=1)
-    requeue(sqlite_engine, KEY, now=NOW)
-    outcome = run(sqlite_engine, HOOK, artifact, max_attempts=1)
-    assert (outcome.state, outcome.attempts) == ("acknowledged", 2)
+    hook.fail_next(2, 500)
+    late = NOW + timedelta(days=6)  # the window closed a day ago
+    with pytest.raises(DeliveryError, match="exhausted: its retry window closed"):
+        run(sqlite_engine, HOOK, artifact, now=late)
+    record = requeue(sqlite_engine, KEY, now=late)
+    assert (record.state, record.retry_until) == ("pending", late + timedelta(days=5))
+    with pytest.raises(DeliveryError, match="will retry until 2026-04-09T06:00:00Z"):
+        run(sqlite_engine, HOOK, artifact, now=late)  # a fresh window from the requeue
+    outcome = run(sqlite_engine, HOOK, artifact, now=late + timedelta(minutes=10))
+    assert (outcome.state, outcome.attempts) == ("acknowledged", 3)
     history = only_record(sqlite_engine)["history"]
-    assert [(h["attempt"], h["outcome"]) for h in history] == [(1, "retryable_failure"),
-                                                                (2, "delivered")]
+    assert [(h["attempt"], h["outcome"]) for h in history] == [
+        (1, "retryable_failure"), (2, "retryable_failure"), (3, "delivered")]
 
 
 def test_signed_body_is_verified_by_the_receiver(

@@ -94,7 +94,7 @@ def _sqlite_ddl(engine: sa.Engine) -> dict[str, str]:
 def test_autogenerate_proposes_no_change_on_a_fresh_ledger(new_database: NewDatabase) -> None:
     engine = new_database()
     upgrade(engine)
-    assert current(engine) == head() == "0002_deliveries"
+    assert current(engine) == head() == "0003_delivery_window"
     assert set(sa.inspect(engine).get_table_names()) == set(metadata.tables) | {
         "export_alembic_version"}
     assert proposed_changes(engine) == []
@@ -123,7 +123,8 @@ def test_autogenerate_notices_a_schema_change(new_database: NewDatabase) -> None
 
 def test_old_and_frozen_revisions_build_the_same_schema(new_database: NewDatabase) -> None:
     old, new, mixed = new_database(), new_database(), new_database()
-    upgrade_with_old_code(old)  # what existing installations hold
+    upgrade_with_old_code(old)  # what existing installations hold ...
+    upgrade(old)  # ... upgraded by this code (0003 adds deliveries.retry_until)
     upgrade(new)
     upgrade_with_old_code(mixed, "0001_ledger")  # installed before deliveries existed ...
     upgrade(mixed)  # ... and upgraded by this code
@@ -139,8 +140,9 @@ def test_a_ledger_made_by_the_old_code_keeps_working(new_database: NewDatabase) 
     engine = new_database()
     upgrade_with_old_code(engine)
     ledger = Ledger(engine)
-    ledger.ensure_schema()  # already at head: nothing to do, no error
-    upgrade(engine)  # idempotent on an old installation
+    upgrade(engine)  # an old installation upgrades to the newest revision
+    ledger.ensure_schema()  # now at head: nothing to do, no error
+    upgrade(engine)  # idempotent
     run, created = ledger.register(registration(), NOW)
     assert created
     attempt = ledger.claim_attempt(run.run_key, origin="t", now=NOW,
@@ -155,7 +157,7 @@ def _delivery(run_key: str) -> NewDelivery:
         delivery_id=deliveries.delivery_id(run_key, 1, "archive"), run_key=run_key,
         artifact_version=1, destination_id="archive", destination_type="local",
         destination_config="{}", target="/exports/archive", artifact_name="f.csv",
-        artifact_sha256="a" * 64, artifact_bytes=10,
+        artifact_sha256="a" * 64, artifact_bytes=10, retry_until=NOW + timedelta(days=5),
     )
 
 

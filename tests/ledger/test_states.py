@@ -91,7 +91,7 @@ def test_delivery_repository_refuses_an_illegal_move(sqlite_ledger) -> None:
     record = deliveries.ensure_record(engine, NewDelivery(
         delivery_id=the_id, run_key="acme/x", artifact_version=1, destination_id="archive",
         destination_type="local", destination_config="{}", target="/out",
-        artifact_name="f.csv", artifact_sha256="0" * 64, artifact_bytes=1), now=NOW)
+        artifact_name="f.csv", artifact_sha256="0" * 64, artifact_bytes=1, retry_until=NOW), now=NOW)
     with engine.begin() as conn, pytest.raises(
         IllegalTransitionError,
         match=f"^delivery {the_id}: cannot go from pending to exhausted; "
