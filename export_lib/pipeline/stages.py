@@ -228,8 +228,8 @@ def deliver_run(ledger: Ledger, run_key: str, destination_id: str, *, now: datet
     authorisation (revoking access stops deliveries of runs registered before the change) and
     the destination itself — one removed from the config (from the version in force for the
     run's slot) before delivery is recorded ``refused`` with the reason, and the call returns.
-    A retryable failure is retried until the delivery's window closes: the run's slot (or its
-    registration, if later) + the destination's ``retry_window``; then it is ``exhausted``.
+    A retryable failure is retried until the delivery's window closes (:func:`retry_window_end`:
+    the run's slot + the destination's ``retry_window``); then it is ``exhausted``.
     The destination's and the artifact store's connections resolve through ``resolver`` (the
     environment when None).
     """
@@ -285,9 +285,11 @@ def deliver_run(ledger: Ledger, run_key: str, destination_id: str, *, now: datet
 
 def retry_window_end(run: RunRecord, destination: Any) -> datetime:
     """When a delivery of ``run`` to ``destination`` stops retrying: the slot + the
-    destination's ``retry_window`` — counted from the registration instead for a run
-    registered after its slot (catch-up, backfill), so an old period still gets its window."""
-    return max(run.slot, run.created_at) + destination.retry_window
+    destination's ``retry_window``. A run registered after its deadline (catch-up after an
+    outage, a backfill — the runs ADR 0003 gives no Deadline Alert) counts from its
+    registration instead, so an old period still gets the whole window."""
+    late = run.deadline is not None and run.created_at > run.deadline
+    return (run.created_at if late else run.slot) + destination.retry_window
 
 
 @dataclass(frozen=True)

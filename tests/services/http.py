@@ -122,11 +122,13 @@ class WebhookReceiver:
             self.state.stalls.append(seconds)
 
 
-def start_receiver(tls_context: ssl.SSLContext | None = None) -> WebhookReceiver:
-    """The receiver on a free port; with ``tls_context`` it speaks HTTPS."""
-    state = ReceiverState()
+def start_receiver(tls_context: ssl.SSLContext | None = None, *, port: int = 0,
+                   state: ReceiverState | None = None) -> WebhookReceiver:
+    """The receiver on a free port (or ``port``: a receiver started again after an outage,
+    keeping ``state``); with ``tls_context`` it speaks HTTPS."""
+    state = state or ReceiverState()
     handler = type("Handler", (_Handler,), {"state": state})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server = ThreadingHTTPServer(("127.0.0.1", port), handler)
     server.daemon_threads = True
     if tls_context is not None:
         # Handshake lazily in the handler thread, so a client that rejects the certificate
