@@ -64,8 +64,8 @@ def _relative(field: str, value: str) -> str:
 
 
 # How long a delivery keeps retrying (seed 000: 5 days), counted from the run's slot (or its
-# registration, for a run registered after its slot: a catch-up or backfill). Bounded so a typo
-# neither gives up at once nor keeps a failing delivery unresolved for months.
+# registration, for a run registered after its deadline: catch-up, backfill; ADR 0005). Bounded
+# so a typo neither gives up at once nor keeps a failing delivery unresolved for months.
 DEFAULT_RETRY_WINDOW = timedelta(days=5)
 MIN_RETRY_WINDOW = timedelta(minutes=1)
 MAX_RETRY_WINDOW = timedelta(days=30)

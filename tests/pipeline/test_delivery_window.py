@@ -13,6 +13,8 @@ import pytest
 from export_lib.errors import DeliveryError
 from tests.services.http import WebhookReceiver, start_receiver, stop_receiver
 
+pytestmark = pytest.mark.integration  # a real HTTP server, stopped and started again
+
 SLOT = datetime(2026, 3, 29, 5, 0, tzinfo=UTC)  # acme/daily-spend, 07:00 Berlin
 NEXT_SLOT = datetime(2026, 3, 30, 5, 0, tzinfo=UTC)
 NOW = SLOT + timedelta(minutes=5)
