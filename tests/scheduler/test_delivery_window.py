@@ -60,7 +60,7 @@ def stack(receiver: WebhookReceiver) -> Iterator[Stack]:
     delivery retries; always stopped and deleted."""
     root = scratch_dir("export-delivery-")
     stack = Stack.in_copy(
-        root / "project", EXPORT_CATCHUP_LOOKBACK_HOURS="0",
+        root / "project", EXPORT_CATCHUP_LOOKBACK_HOURS="0.01",  # no catch-up (a 0 serialises as "no bound")
         EXPORT_DELIVERY_RETRY_BASE_SECONDS="3", EXPORT_DELIVERY_RETRY_CAP_SECONDS="5",
         AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL="5",
         AIRFLOW_CONN_PARTNER_HOOK=f"http://127.0.0.1:{receiver.port}")
