@@ -130,4 +130,5 @@ def test_late_data_policies_shape_the_task_graph(tmp_path):
     assert restating.get_task("restate_due").downstream_task_ids == {"restate_render"}
     assert restating.get_task("restate_publish").correction is True
     plain = acme["widget_export__acme__hourly-clicks"]
-    assert {t.task_id for t in plain.tasks} == {"resolve_window", "render", "publish", "deliver"}
+    assert {t.task_id for t in plain.tasks} == {"resolve_window", "render", "publish",
+                                                "destinations", "deliver"}

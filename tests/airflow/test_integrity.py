@@ -24,7 +24,7 @@ from tests.conftest import AIRFLOW_ENV, REPO
 
 pytestmark = pytest.mark.airflow
 
-TASKS = ("resolve_window", "render", "publish", "deliver")
+TASKS = ("resolve_window", "render", "publish", "destinations", "deliver")
 DAGS = REPO / "dags"
 
 
@@ -115,13 +115,18 @@ def test_every_export_dag_runs_resolve_render_publish_then_mapped_deliver(shippe
         assert tasks["render"].upstream_task_ids == {"resolve_window",
                                                      chain[chain.index("render") - 1]}
         assert tasks["publish"].upstream_task_ids == {"render"}
-        assert tasks["deliver"].upstream_task_ids == {"publish"}
+        assert tasks["destinations"].upstream_task_ids == {"publish"}
+        assert tasks["deliver"].upstream_task_ids == {"publish", "destinations"}
         assert tasks[chain[-1]].downstream_task_ids == set()
         deliver = tasks["deliver"]
         assert isinstance(deliver, MappedOperator), dag.dag_id
-        assert deliver.expand_input.value == {
-            "destination_id": [d.id for d in schedule.destinations]}
-        assert not any(isinstance(tasks[t], MappedOperator) for t in TASKS[:3])
+        # mapped over the run's captured destinations (the destinations task), never over
+        # today's config: a destination added later must not fail earlier runs (ADR 0005)
+        (arg,) = deliver.expand_input.value.values()
+        assert arg.operator.task_id == "destinations"
+        assert type(deliver.retry_policy).__name__ == "DeliveryWindowPolicy"
+        assert deliver.partial_kwargs["retries"] >= 20  # 10 min doubling, 6 h cap, over 5 days
+        assert not any(isinstance(tasks[t], MappedOperator) for t in TASKS[:4])
 
 
 def test_every_export_dag_uses_the_export_timetable_of_its_config(shipped_exports):
