@@ -140,7 +140,8 @@ def runs_page(engine: Engine, f: RunFilter, *, now: datetime) -> RunsPage:
         dels = conn.execute(
             sa.select(deliveries.c.run_key, deliveries.c.destination_id, deliveries.c.state,
                       deliveries.c.artifact_version, deliveries.c.attempts, deliveries.c.receipt,
-                      deliveries.c.last_error, deliveries.c.acknowledged_at)
+                      deliveries.c.last_error, deliveries.c.acknowledged_at,
+                      deliveries.c.retry_until)
             .where(deliveries.c.run_key.in_(keys))
             .order_by(deliveries.c.run_key, deliveries.c.artifact_version,
                       deliveries.c.destination_id)
@@ -172,7 +173,8 @@ def runs_page(engine: Engine, f: RunFilter, *, now: datetime) -> RunsPage:
             "deliveries": [{"destination": d.destination_id, "state": d.state,
                             "version": d.artifact_version, "attempts": d.attempts,
                             "receipt": d.receipt, "last_error": d.last_error,
-                            "acknowledged_at_utc": _iso(d.acknowledged_at)}
+                            "acknowledged_at_utc": _iso(d.acknowledged_at),
+                            "retry_until_utc": _iso(d.retry_until)}
                            for d in by_key.get(r.run_key, [])],
         })
     return RunsPage(total=total, limit=f.limit, offset=f.offset, runs=tuple(rows))

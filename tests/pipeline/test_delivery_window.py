@@ -116,6 +116,7 @@ def test_destination_down_for_the_whole_window_is_exhausted_with_the_last_error(
     assert states == {"partner": ("exhausted", 4)}  # acme-dir was never delivered here
     (partner_row,) = run["deliveries"]
     assert "Connection refused" in partner_row["last_error"]
+    assert partner_row["retry_until_utc"] == "2026-04-03T05:00:00Z"
 
 
 def test_a_run_registered_after_its_slot_gets_the_whole_window(export_world, partner) -> None:
