@@ -182,3 +182,27 @@ def test_retry_until_must_be_aware(sqlite_engine: sa.Engine,
 
     with pytest.raises(ConfigError, match=r"retry_until 2026-04-03T06:00:00 is naive"):
         run(sqlite_engine, ARCHIVE, make_artifact(), retry_until=datetime(2026, 4, 3, 6))
+
+
+def test_a_record_from_before_the_retry_window_keeps_delivering(
+    ledger_engine: sa.Engine, make_artifact: ArtifactFactory, tmp_path: Path
+) -> None:
+    """Revision 0003: a record written before ``retry_window`` existed (its stored config lacks
+    the field, ``retry_until`` is NULL) is the same delivery, with the default window from its
+    creation — not a "destination changed" error."""
+    from export_lib.delivery.engine import window_of
+
+    artifact = make_artifact()
+    with pytest.raises(AuthorizationError):  # records the delivery, sends nothing
+        run(ledger_engine, ARCHIVE, artifact, exports_root=tmp_path, authorized=set())
+    old_config = '{"id":"archive","type":"local","path":"acme/daily"}'  # as 0002-era code wrote
+    with ledger_engine.begin() as conn:
+        conn.execute(rec.deliveries.update().values(destination_config=old_config,
+                                                    retry_until=None))
+    (record,) = [rec.get_record(ledger_engine, delivery_id(RUN_KEY, 1, "archive"))]
+    assert window_of(record) == NOW + timedelta(days=5)
+    outcome = run(ledger_engine, ARCHIVE, artifact, exports_root=tmp_path)
+    assert (outcome.state, outcome.attempts) == ("acknowledged", 1)
+    moved = LocalDestination(id="archive", path="acme/elsewhere")  # identity still guarded
+    with pytest.raises(DeliveryError, match="changed since delivery"):
+        run(ledger_engine, moved, artifact, exports_root=tmp_path)
