@@ -55,3 +55,24 @@ def test_test_settings_shorten_the_schedule(monkeypatch) -> None:
     monkeypatch.setenv("EXPORT_DELIVERY_RETRY_CAP_SECONDS", "5")
     policy = _policy()
     assert [policy.delay(n, None, NOW).total_seconds() for n in (1, 2, 3)] == [3, 5, 5]
+
+
+def test_an_edit_with_a_future_effective_from_no_longer_holds_the_dag(tmp_path) -> None:
+    """With the earlier version kept under ``history``, the DAG starts at the first version
+    (here: no start), not at the edit's effective_from (ADR 0005)."""
+    import shutil
+
+    from export_airflow.dag_factory import EPOCH, company_dags
+
+    from export_lib.config.loader import load_catalog
+    from tests.conftest import REPO
+    from tests.time.test_config_versions import ANCHOR, EDIT
+
+    config = tmp_path / "config"
+    shutil.copytree(REPO / "dags" / "config", config)
+    before = load_catalog(config).schedule("acme/daily-spend").config_version[:12]
+    path = config / "acme.yaml"
+    path.write_text(path.read_text().replace(ANCHOR, EDIT, 1))
+    dag = {d.dag_id: d for d in company_dags(config, "acme")}["widget_export__acme__daily-spend"]
+    assert dag.start_date == EPOCH
+    assert f"from 2026-12-01T00:00+0100; earlier: `{before}`" in dag.doc_md
