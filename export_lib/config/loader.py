@@ -32,6 +32,7 @@ from export_lib.config.models import (
     Schedule,
     WidgetExportConfig,
 )
+from export_lib.config.versions import history_issues, with_history
 from export_lib.errors import ConfigError
 from export_lib.periods.timing import Timing
 
@@ -221,7 +222,7 @@ def _load_company(path: Path, defaults: DefaultsFile
     data, issues = read_yaml(path)
     if data is None:
         return None, [], issues
-    issues = _identity_issues(path, data) + _history_issues(path, data)
+    issues = _identity_issues(path, data) + history_issues(path, data)
     try:
         parsed = CompanyFile.model_validate(_with_defaults(data, defaults))
     except ValidationError as exc:
@@ -237,58 +238,13 @@ def _with_defaults(data: dict[str, Any], defaults: DefaultsFile) -> dict[str, An
     merged = dict(data)
     widgets = data.get("widget_exports")
     if isinstance(widgets, list):
-        merged["widget_exports"] = [_with_history(w, lambda v: _layer(policies, v))
+        merged["widget_exports"] = [with_history(w, lambda v: _layer(policies, v))
                                     if isinstance(w, dict) else w for w in widgets]
     channels = data.get("data_exports")
     if isinstance(channels, list):
         merged["data_exports"] = [_data_export_with_defaults(c, defaults, policies)
                                   if isinstance(c, dict) else c for c in channels]
     return merged
-
-
-# Keys an earlier version (``history``) cannot change: they name the schedule or set its slots,
-# and one DAG has one timetable (ADR 0005).
-FIXED_ACROSS_VERSIONS = ("id", "export_hour", "interval_hours", "cron", "timezone", "dst_gap",
-                         "dst_fold", "history")
-
-
-def _with_history(own: dict[str, Any], layered: Any) -> dict[str, Any]:
-    """``own`` with defaults (``layered``), and each ``history`` entry made a whole version:
-    the entry's keys over the current version's (``effective_from`` is never inherited)."""
-    result = layered(own)
-    history = own.get("history")
-    if isinstance(history, list):
-        current = {k: v for k, v in own.items() if k not in ("history", "effective_from")}
-        result["history"] = [layered({**current, **entry}) if isinstance(entry, dict) else entry
-                             for entry in history]
-    return result
-
-
-def _history_issues(path: Path, data: dict[str, Any]) -> list[str]:
-    """History entries that try to change what every version must share."""
-    issues: list[str] = []
-    places: list[tuple[str, Any]] = []
-    for index, widget in enumerate(_list(data.get("widget_exports"))):
-        places.append((f"widget_exports[{index}]", widget))
-    for index, channel in enumerate(_list(data.get("data_exports"))):
-        for kind in ("primary", "secondary"):
-            if isinstance(channel, dict):
-                places.append((f"data_exports[{index}].{kind}", channel.get(kind)))
-    for where, export in places:
-        if not isinstance(export, dict):
-            continue
-        for number, entry in enumerate(_list(export.get("history"))):
-            fixed = sorted(k for k in (entry if isinstance(entry, dict) else ())
-                           if k in FIXED_ACROSS_VERSIONS)
-            if fixed:
-                issues.append(f"{path}: {where}.history[{number}]: {', '.join(fixed)} cannot "
-                              "change between versions (one DAG has one timetable); remove "
-                              "them from the entry, or make a new export for the new timing")
-    return issues
-
-
-def _list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
 
 
 def _layer(base: dict[str, Any], own: dict[str, Any]) -> dict[str, Any]:
@@ -328,7 +284,7 @@ def _data_export_with_defaults(entry: dict[str, Any], defaults: DefaultsFile,
                 out["window"] = {**kind_defaults["window"], **window}
             return out
 
-        result[kind] = _with_history(own, layered)
+        result[kind] = with_history(own, layered)
     return result
 
 

@@ -1,0 +1,59 @@
+"""Config versions in a company file (ADR 0005): ``history`` entries made whole versions, and
+the keys every version of an export must share.
+
+An export's top-level keys are its current version (in force from its ``effective_from``);
+each ``history`` entry lists only what differed in an earlier version, with its own
+``effective_from`` (the oldest may have none). The loader merges each entry over the current
+version before validation, so every version is validated like an export and gets its own
+``config_version``; :meth:`Schedule.version_for` picks the one in force for a slot.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+# Keys an earlier version (``history``) cannot change: they name the schedule or set its slots,
+# and one DAG has one timetable (ADR 0005).
+FIXED_ACROSS_VERSIONS = ("id", "export_hour", "interval_hours", "cron", "timezone", "dst_gap",
+                         "dst_fold", "history")
+
+
+def with_history(own: dict[str, Any], layered: Callable[[dict[str, Any]], dict[str, Any]]) -> dict[str, Any]:
+    """``own`` with defaults (``layered``), and each ``history`` entry made a whole version:
+    the entry's keys over the current version's (``effective_from`` is never inherited)."""
+    result = layered(own)
+    history = own.get("history")
+    if isinstance(history, list):
+        current = {k: v for k, v in own.items() if k not in ("history", "effective_from")}
+        result["history"] = [layered({**current, **entry}) if isinstance(entry, dict) else entry
+                             for entry in history]
+    return result
+
+
+def history_issues(path: Path, data: dict[str, Any]) -> list[str]:
+    """History entries that try to change what every version must share."""
+    issues: list[str] = []
+    places: list[tuple[str, Any]] = []
+    for index, widget in enumerate(_list(data.get("widget_exports"))):
+        places.append((f"widget_exports[{index}]", widget))
+    for index, channel in enumerate(_list(data.get("data_exports"))):
+        for kind in ("primary", "secondary"):
+            if isinstance(channel, dict):
+                places.append((f"data_exports[{index}].{kind}", channel.get(kind)))
+    for where, export in places:
+        if not isinstance(export, dict):
+            continue
+        for number, entry in enumerate(_list(export.get("history"))):
+            fixed = sorted(k for k in (entry if isinstance(entry, dict) else ())
+                           if k in FIXED_ACROSS_VERSIONS)
+            if fixed:
+                issues.append(f"{path}: {where}.history[{number}]: {', '.join(fixed)} cannot "
+                              "change between versions (one DAG has one timetable); remove "
+                              "them from the entry, or make a new export for the new timing")
+    return issues
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
