@@ -20,7 +20,10 @@ FIXED_ACROSS_VERSIONS = ("id", "export_hour", "interval_hours", "cron", "timezon
                          "dst_fold", "history")
 
 
-def with_history(own: dict[str, Any], layered: Callable[[dict[str, Any]], dict[str, Any]]) -> dict[str, Any]:
+Layer = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+def with_history(own: dict[str, Any], layered: Layer) -> dict[str, Any]:
     """``own`` with defaults (``layered``), and each ``history`` entry made a whole version:
     the entry's keys over the current version's (``effective_from`` is never inherited)."""
     result = layered(own)

@@ -108,3 +108,16 @@ def test_bad_versions_are_refused_naming_file_and_field(versioned: Path, new: st
     catalog = load_catalog(versioned)
     lines = catalog.error_lines
     assert any(message in line and str(versioned / "acme.yaml") in line for line in lines), lines
+
+
+def test_a_data_export_keeps_its_earlier_version_too(versioned: Path) -> None:
+    """``history`` under a data export kind: the defaults layer under every version."""
+    _edit(versioned, "      window: {days: 90}\n      effective_from: 2026-12-01T00:00:00Z\n"
+                     "      history:\n        - window: {days: 30}\n",
+          old="      window: {days: 90}      # refines the default trailing_days window to 90 days\n")
+    catalog = load_catalog(versioned)
+    assert catalog.ok, catalog.error_lines
+    primary = catalog.schedule("acme/google-ads/primary")
+    assert primary.version_for(BEFORE).window.days == 30
+    assert primary.version_for(AFTER).window.days == 90
+    assert primary.version_for(BEFORE).destinations == primary.destinations  # from defaults
