@@ -79,6 +79,14 @@ def stack(receiver: WebhookReceiver) -> Iterator[Stack]:
             shutil.rmtree(root, ignore_errors=True)
 
 
+def _api(stack: Stack) -> Api:
+    """A logged-in client, once the export DAG (not only manual_export) is parsed."""
+    api = _api(stack)
+    wait_for(lambda: api.call("GET", f"/api/v2/dags/{DAG}")[0] == 200, 120, interval=1,
+             what=f"{DAG} to be parsed")
+    return api
+
+
 def _trigger(api: Api, slot: str) -> str:
     return api.ok("POST", f"/api/v2/dags/{DAG}/dagRuns",
                   {"logical_date": slot, "conf": {}})["dag_run_id"]
@@ -116,7 +124,7 @@ def test_a_destination_added_while_an_earlier_run_is_registered_applies_to_later
     stack: Stack, receiver: WebhookReceiver
 ) -> None:
     started = time.monotonic()
-    api = stack.api()
+    api = _api(stack)
     early = _trigger(api, SLOTS["early"])
     wait_for(lambda: _tasks(api, early).get("resolve_window", {}).get("state") == "success",
              90, interval=1, what="the early run to be registered")
@@ -142,7 +150,7 @@ def test_a_destination_down_then_back_gets_its_file_once_through_airflow_retries
     stack: Stack, receiver: WebhookReceiver
 ) -> None:
     started = time.monotonic()
-    api = stack.api()
+    api = _api(stack)
     before = len(receiver.state.requests)
     port, state = receiver.port, receiver.state
     stop_receiver(receiver)  # the partner is down
