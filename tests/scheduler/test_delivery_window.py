@@ -81,7 +81,7 @@ def stack(receiver: WebhookReceiver) -> Iterator[Stack]:
 
 def _api(stack: Stack) -> Api:
     """A logged-in client, once the export DAG (not only manual_export) is parsed."""
-    api = _api(stack)
+    api = stack.api()
     wait_for(lambda: api.call("GET", f"/api/v2/dags/{DAG}")[0] == 200, 120, interval=1,
              what=f"{DAG} to be parsed")
     return api
