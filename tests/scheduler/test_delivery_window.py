@@ -6,17 +6,18 @@ through Airflow's own retries (shortened by the documented test settings
 
 from __future__ import annotations
 
+import os
 import shutil
+import signal
 import time
 from collections.abc import Iterator
 
 import pytest
 
 from tests.services.http import WebhookReceiver, start_receiver, stop_receiver
-from tests.soak.conftest import stop_and_sweep
 from tests.soak.stack import Api, Stack, scratch_dir, wait_for
 
-pytestmark = pytest.mark.scheduler
+pytestmark = [pytest.mark.scheduler, pytest.mark.slow]
 
 DAG = "widget_export__acme__daily-spend"
 SCHEDULE = "acme/daily-spend"
@@ -44,6 +45,18 @@ widget_exports:
 {extra}"""
 PARTNER = ("      - {id: partner, type: webhook, conn_id: partner_hook, endpoint: /hooks/exports,"
            " retry_window: 1d}\n")
+
+
+def _stop_and_sweep(stack: Stack) -> None:
+    """`make stop`, then end whatever of this stack it left (by pid, as the soak tests do)."""
+    try:
+        stack.stop()
+    finally:
+        for pid in stack.processes():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +87,7 @@ def stack(receiver: WebhookReceiver) -> Iterator[Stack]:
         yield stack
     finally:
         try:
-            stop_and_sweep(stack)
+            _stop_and_sweep(stack)
         finally:
             shutil.rmtree(root, ignore_errors=True)
 
