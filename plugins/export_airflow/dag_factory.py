@@ -64,9 +64,11 @@ def retry_args(schedule: Any) -> dict[str, Any]:
 
 def delivery_policy() -> DeliveryWindowPolicy:
     """The deliver tasks' retry schedule: 10 minutes doubling, at most 6 h between tries, until
-    the delivery's window closes. ``EXPORT_DELIVERY_RETRY_BASE_SECONDS`` (600) and
-    ``EXPORT_DELIVERY_RETRY_CAP_SECONDS`` (21600) shorten it for tests only."""
-    base = float(os.environ.get("EXPORT_DELIVERY_RETRY_BASE_SECONDS", "600"))
+    the delivery's window closes. ``EXPORT_DELIVERY_RETRY_BASE_SECONDS`` (else the harness's
+    ``EXPORT_RETRY_DELAY_SECONDS``, else 600) and ``EXPORT_DELIVERY_RETRY_CAP_SECONDS`` (21600)
+    shorten it for tests only."""
+    base = float(os.environ.get("EXPORT_DELIVERY_RETRY_BASE_SECONDS")
+                 or retry_delay().total_seconds())
     cap = float(os.environ.get("EXPORT_DELIVERY_RETRY_CAP_SECONDS", str(6 * 3600)))
     return DeliveryWindowPolicy(timedelta(seconds=base), timedelta(seconds=max(cap, base)))
 

@@ -24,6 +24,7 @@ def _policy():
 def test_defaults_back_off_from_10_minutes_to_6_hours_and_outlast_5_days(monkeypatch) -> None:
     monkeypatch.delenv("EXPORT_DELIVERY_RETRY_BASE_SECONDS", raising=False)
     monkeypatch.delenv("EXPORT_DELIVERY_RETRY_CAP_SECONDS", raising=False)
+    monkeypatch.delenv("EXPORT_RETRY_DELAY_SECONDS", raising=False)
     policy = _policy()
     far = NOW + timedelta(days=5)
     waits = [policy.delay(n, far, NOW).total_seconds() / 60 for n in range(1, 9)]
@@ -48,6 +49,12 @@ def test_the_last_retry_lands_when_the_window_closes() -> None:
 def test_an_exhausted_delivery_fails_the_task_at_once() -> None:
     decision = _policy().evaluate(DeliveryError("exhausted", retryable=False), 3, 30)
     assert decision.action.value == "fail"
+
+
+def test_the_harness_retry_delay_shortens_deliveries_too(monkeypatch) -> None:
+    monkeypatch.delenv("EXPORT_DELIVERY_RETRY_BASE_SECONDS", raising=False)
+    monkeypatch.setenv("EXPORT_RETRY_DELAY_SECONDS", "5")
+    assert _policy().base.total_seconds() == 5
 
 
 def test_test_settings_shorten_the_schedule(monkeypatch) -> None:
