@@ -2,9 +2,11 @@
 
 Installed by ``make setup`` as ``$AIRFLOW_HOME/config/airflow_local_settings.py`` (see
 ``deploy/airflow_local_settings.py``). Airflow calls ``task_instance_mutation_hook`` in the
-scheduler before queueing a task instance; render tasks of backfill runs, and of scheduled
-runs queued long after their slot (catch-up after an outage), move to the ``export_catchup``
-pool, while on-time renders share ``export_render``.
+scheduler when it creates a task instance. Render tasks of backfill runs (the recovery of missed
+slots, ADR 0005, and operators' backfills), and of scheduled runs queued long after their slot,
+move to the ``export_catchup`` pool, while on-time renders share ``export_render``. Every task of
+such a catch-up run also loses priority, so when executor slots are scarce an on-time task is
+queued first (Airflow breaks priority ties by the older logical date, i.e. the catch-up run).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ RENDER_POOL = "export_render"
 CATCHUP_POOL = "export_catchup"
 CATCHUP_AFTER = timedelta(hours=1)
 EXPORT_DAG_PREFIXES = ("widget_export__", "data_export__")
+CATCHUP_PRIORITY_PENALTY = 100
 
 
 def is_catch_up(run_type: str, logical_date: datetime | None, queued_at: datetime | None,
@@ -31,8 +34,12 @@ def is_catch_up(run_type: str, logical_date: datetime | None, queued_at: datetim
 def task_instance_mutation_hook(task_instance: Any, dag_run: Any = None) -> None:
     if not str(task_instance.dag_id).startswith(EXPORT_DAG_PREFIXES):
         return
-    if task_instance.task_id != "render" or dag_run is None:
+    if dag_run is None:
         return
-    if is_catch_up(dag_run.run_type, dag_run.logical_date, dag_run.queued_at, datetime.now(UTC)):
+    if not is_catch_up(dag_run.run_type, dag_run.logical_date, dag_run.queued_at,
+                       datetime.now(UTC)):
+        return
+    task_instance.priority_weight = (task_instance.priority_weight or 1) - CATCHUP_PRIORITY_PENALTY
+    if task_instance.task_id == "render":
         task_instance.pool = CATCHUP_POOL
         task_instance.pool_slots = 1

@@ -43,24 +43,24 @@ def test_deadline_alert_survives_dag_serialization(tmp_path):
     assert "export_airflow.deadlines.on_deadline_missed" in blob
 
 
-@pytest.mark.parametrize(("run_type", "lag", "pool"), [
-    ("scheduled", timedelta(minutes=5), "export_render"),
-    ("scheduled", timedelta(hours=3), "export_catchup"),
-    ("backfill", timedelta(minutes=5), "export_catchup"),
-    ("manual", timedelta(days=3), "export_render"),
+@pytest.mark.parametrize(("run_type", "lag", "pool", "weight"), [
+    ("scheduled", timedelta(minutes=5), "export_render", 3),
+    ("scheduled", timedelta(hours=3), "export_catchup", -97),
+    ("backfill", timedelta(minutes=5), "export_catchup", -97),
+    ("manual", timedelta(days=3), "export_render", 3),
 ])
-def test_catch_up_renders_move_to_their_own_pool(run_type, lag, pool):
+def test_catch_up_renders_move_to_their_own_pool_and_lose_priority(run_type, lag, pool, weight):
     from export_airflow.cluster_policy import task_instance_mutation_hook
 
     ti = SimpleNamespace(dag_id="widget_export__acme__daily-spend", task_id="render",
-                         pool="export_render", pool_slots=1)
+                         pool="export_render", pool_slots=2, priority_weight=3)
     run = SimpleNamespace(run_type=run_type, logical_date=SLOT, queued_at=SLOT + lag)
     task_instance_mutation_hook(ti, run)
-    assert ti.pool == pool
+    assert (ti.pool, ti.priority_weight) == (pool, weight)
     other = SimpleNamespace(dag_id="widget_export__acme__daily-spend", task_id="publish",
-                            pool="default_pool", pool_slots=1)
+                            pool="default_pool", pool_slots=1, priority_weight=3)
     task_instance_mutation_hook(other, run)
-    assert other.pool == "default_pool"
+    assert (other.pool, other.priority_weight) == ("default_pool", weight)
 
 
 def test_manual_retry_policy_waits_30s_2min_10min_then_fails():
