@@ -63,6 +63,20 @@ def test_catch_up_renders_move_to_their_own_pool_and_lose_priority(run_type, lag
     assert (other.pool, other.priority_weight) == ("default_pool", weight)
 
 
+@pytest.mark.parametrize(("run_type", "state"), [
+    ("scheduled", None), ("backfill", "skipped"), ("manual", "skipped")])
+def test_recover_missed_is_created_skipped_outside_scheduled_runs(run_type, state):
+    from export_airflow.cluster_policy import task_instance_mutation_hook
+
+    ti = SimpleNamespace(dag_id="data_export__acme__google-ads__primary", task_id="recover_missed",
+                         pool="default_pool", pool_slots=1, priority_weight=1, state=None,
+                         start_date=None, end_date=None)
+    run = SimpleNamespace(run_type=run_type, logical_date=SLOT, queued_at=SLOT + timedelta(days=3))
+    task_instance_mutation_hook(ti, run)
+    assert (ti.state, ti.priority_weight) == (state, 1)
+    assert (ti.end_date is not None) is (state is not None)
+
+
 def test_manual_retry_policy_waits_30s_2min_10min_then_fails():
     from airflow.sdk.definitions.retry_policy import RetryAction
     from export_airflow.retry_policy import MANUAL_RETRY

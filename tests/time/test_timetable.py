@@ -162,3 +162,16 @@ def test_pre_adr_0005_serializations_still_load():
            "lookback_seconds": 172800.0, "recovery": "latest"}
     assert ExportTimetable.deserialize(old) == ExportTimetable(Timing(timezone="UTC",
                                                                       cron="0 14 * * *"))
+
+
+def test_after_48_missed_hourly_slots_the_scheduler_creates_the_current_hour():
+    from export_airflow.timetable import ExportTimetable
+
+    table = ExportTimetable(Timing(timezone="UTC", cron="0 * * * *"))
+    last = table.infer_manual_data_interval(run_after=utc("2026-11-28T12:00Z"))
+    info = table.next_run_info(last, restriction(utc("2020-01-01T00:00Z"), catchup=False),
+                               now=utc("2026-11-30T12:00:30Z"))
+    assert info.logical_date.isoformat() == "2026-11-30T12:00:00+00:00"
+    # the 47 hours between are recover_missed's backfill, listed slot by slot
+    assert len(_iterate(table, utc("2026-11-28T13:00Z"), utc("2026-11-30T11:00Z"), True,
+                        utc("2026-11-30T12:00:30Z"))) == 47
