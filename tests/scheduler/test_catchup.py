@@ -70,11 +70,11 @@ def old_backfill(catchup: CatchupStack) -> dict:
     return {"slots": _day_slots(start, end, 3, 0), "created": now}
 
 
-def test_on_time_slot_starts_within_60s_while_30_missed_slots_recover(catchup, old_backfill):
+def test_on_time_slot_starts_within_60s_while_missed_slots_recover(catchup, old_backfill):
     slot = catchup.slot
     # The scheduler created yesterday's slot at once and its recover_missed the backfill.
     wait_for(lambda: len(catchup.runs(ONTIME)) >= MISSED, 120, interval=2,
-             what="the 30 missed slots to be queued")
+             what=f"the {MISSED} missed slots to be queued")
     assert now_utc() < slot, "the catch-up was not under way before the on-time slot"
 
     def on_time_run():
@@ -134,7 +134,7 @@ def test_a_deadline_miss_shows_in_browse_deadlines_and_catch_up_runs_do_not(catc
     assert any(_t(r["logical_date"]) == slot - timedelta(days=1) for r in misser_runs.values())
 
 
-def test_all_30_missed_slots_exported_oldest_first_within_the_budget(catchup):
+def test_all_missed_slots_exported_oldest_first_within_the_budget(catchup):
     slot = catchup.slot
 
     def finished():
@@ -143,7 +143,7 @@ def test_all_30_missed_slots_exported_oldest_first_within_the_budget(catchup):
             r["state"] in ("success", "failed") for r in runs) else None
 
     started = time.monotonic()
-    runs = wait_for(finished, 900, interval=5, what="the 30 missed slots to be exported")
+    runs = wait_for(finished, 540, interval=5, what=f"the {MISSED} missed slots to be exported")
     print(f"\ncatch-up finished {time.monotonic() - started:.0f} s after the on-time checks")
     assert [r["state"] for r in runs] == ["success"] * MISSED
     backfills = [r for r in runs if r["run_type"] == "backfill"]
