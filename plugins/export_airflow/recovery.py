@@ -116,8 +116,10 @@ class RecoverMissedOperator(BaseOperator):
     ui_color = "#f0f0f0"
 
     def __init__(self, *, schedule_id: str, config_dir: str, **kwargs: Any) -> None:
-        kwargs.setdefault("retries", 3)
-        kwargs.setdefault("retry_delay", timedelta(minutes=2))
+        # Its own retry budget, not the export's 5-day one (default_args are merged in before
+        # __init__, so these are set, not defaulted): an unreachable API is an incident.
+        kwargs.update(retries=3, retry_delay=timedelta(minutes=2), retry_exponential_backoff=0,
+                      execution_timeout=timedelta(minutes=5))
         super().__init__(**kwargs)
         self.schedule_id = schedule_id
         self.config_dir = config_dir

@@ -145,3 +145,18 @@ def test_late_data_policies_shape_the_task_graph(tmp_path):
     assert restating.get_task("restate_publish").correction is True
     plain = acme["widget_export__acme__hourly-clicks"]
     assert {t.task_id for t in plain.tasks} == {"resolve_window", "render", "publish", "deliver"}
+
+
+def test_recover_missed_has_its_own_short_retry_budget(tmp_path):
+    from datetime import timedelta as td
+
+    from export_airflow.dag_factory import company_dags
+
+    from tests.world import build_world
+
+    world = build_world(tmp_path, days=1)
+    dags = {d.dag_id: d for d in company_dags(world.config, "acme")}
+    task = dags["widget_export__acme__daily-spend"].task_dict["recover_missed"]
+    assert (task.retries, task.retry_delay, task.execution_timeout) == (3, td(minutes=2),
+                                                                         td(minutes=5))
+    assert "recover_missed" not in dags["widget_export__acme__hourly-clicks"].task_dict  # latest
