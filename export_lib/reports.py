@@ -3,9 +3,10 @@
 A page is read with a fixed number of statements whatever its size (count, one page of runs,
 their artifacts, their deliveries): filtering, ordering (newest slot first) and pagination
 happen in SQL, never by loading the ledger and slicing it in Python. Lateness is computed here,
-from the run's deadline and the time its first version was published (or ``now`` while it has
-none), so every reader shows the same verdict. Every ledger timestamp reads back aware UTC
-(``UtcDateTime``), on SQLite too.
+from the run's deadline and the time its first delivery was acknowledged (the deadline is
+"delivered within ... of the slot"; ``now`` while nothing was delivered), so every reader shows
+the same verdict — catch-up and backfill runs included, which raise no Deadline Alert. Every
+ledger timestamp reads back aware UTC (``UtcDateTime``), on SQLite too.
 """
 
 from __future__ import annotations
@@ -97,16 +98,17 @@ def _minutes(delta: timedelta) -> int:
     return int(delta.total_seconds() // 60)
 
 
-def _lateness(deadline: datetime | None, ready_at: datetime | None, state: str,
+def _lateness(deadline: datetime | None, delivered_at: datetime | None, state: str,
               now: datetime) -> dict[str, Any]:
-    """``on_time`` / ``late`` (published after the deadline) / ``overdue`` (no artifact and the
-    deadline passed) / ``pending`` (deadline ahead) / ``none`` (no deadline, or skipped)."""
+    """``on_time`` / ``late`` (first delivered after the deadline) / ``overdue`` (nothing
+    delivered and the deadline passed) / ``pending`` (deadline ahead) / ``none`` (no deadline,
+    or skipped)."""
     if deadline is None or state in (RunState.SKIPPED, RunState.CANCELLED):
         return {"deadline_status": "none", "late_by_minutes": None}
-    if ready_at is not None:
-        late = ready_at > deadline
+    if delivered_at is not None:
+        late = delivered_at > deadline
         return {"deadline_status": "late" if late else "on_time",
-                "late_by_minutes": _minutes(ready_at - deadline) if late else 0}
+                "late_by_minutes": _minutes(delivered_at - deadline) if late else 0}
     if now > deadline:
         return {"deadline_status": "overdue", "late_by_minutes": _minutes(now - deadline)}
     return {"deadline_status": "pending", "late_by_minutes": None}
@@ -156,6 +158,8 @@ def runs_page(engine: Engine, f: RunFilter, *, now: datetime) -> RunsPage:
     for r in page:
         versions = by_run.get(r.id, [])
         ready_at = versions[0].generated_at if versions else None
+        acked = [d.acknowledged_at for d in by_key.get(r.run_key, []) if d.acknowledged_at]
+        delivered_at = min(acked) if acked else None
         rows.append({
             "run_key": r.run_key, "state": r.state, "reason": r.reason, "company": r.company,
             "schedule": r.schedule_id, "trigger": r.trigger, "owner": r.owner,
@@ -164,8 +168,8 @@ def runs_page(engine: Engine, f: RunFilter, *, now: datetime) -> RunsPage:
             "window_end_utc": _iso(r.window_end), "timezone": r.timezone,
             "period": period_label(r.window_start, r.window_end, r.timezone),
             "config_version": r.config_version, "deadline_utc": _iso(r.deadline),
-            "ready_at_utc": _iso(ready_at),
-            **_lateness(r.deadline, ready_at, r.state, now),
+            "ready_at_utc": _iso(ready_at), "delivered_at_utc": _iso(delivered_at),
+            **_lateness(r.deadline, delivered_at, r.state, now),
             "artifacts": [{"version": a.version, "sha256": a.sha256, "uri": a.uri, "rows": a.rows,
                            "bytes": a.bytes, "supersedes": a.supersedes,
                            "correction": bool(a.correction),

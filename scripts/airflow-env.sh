@@ -61,6 +61,9 @@ export AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL=30
 # A scheduler that was killed leaves queued/running task instances behind; its successor resets
 # them after it has seen the dead one miss its heartbeat (30 s), checked every 30 s (default 300).
 export AIRFLOW__SCHEDULER__ORPHANED_TASKS_CHECK_INTERVAL=30
+# recover_missed (ADR 0006) creates the backfills of missed slots through the REST API as this
+# user; production defines the connection in the UI or a secrets backend instead.
+export AIRFLOW_CONN_EXPORT_AIRFLOW_API="${AIRFLOW_CONN_EXPORT_AIRFLOW_API:-http://admin:admin@localhost:$PORT}"
 export EXPORT_ARTIFACT_ROOT="${EXPORT_ARTIFACT_ROOT:-$ROOT/exports/artifacts}"
 export EXPORT_DEMO_FEED=1                         # demo_feed may write to this demo source
 

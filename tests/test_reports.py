@@ -121,3 +121,25 @@ def test_unresolved_deliveries_filter(ledger_with_runs):
     assert [r["run_key"] for r in page.runs] == [key] and page.total == 1
     assert [(d["destination"], d["state"], d["attempts"]) for d in page.runs[0]["deliveries"]] == [
         ("acme-dir", "pending", 0)]
+
+
+def test_a_late_run_shows_deadline_delivered_at_and_late_by(export_world, capsys):
+    """A catch-up or backfill run raises no Deadline Alert (ADR 0003/0006) but the ledger shows
+    it late: judged on its first acknowledged delivery, in the table and in --json."""
+    import json
+
+    from export_lib.cli.commands import run_one
+    from export_lib.cli.main import main
+
+    delivered = datetime(2026, 3, 30, tzinfo=UTC)
+    run_one(str(export_world.config), "acme/daily-spend", "2026-03-29T05:00Z", now=delivered)
+    assert main(["runs", "--json"]) == 0
+    (run,) = json.loads(capsys.readouterr().out)
+    assert (run["deadline_utc"], run["delivered_at_utc"], run["deadline_status"],
+            run["late_by_minutes"]) == ("2026-03-29T07:00:00Z", "2026-03-30T00:00:00Z", "late",
+                                        17 * 60)
+    assert main(["runs"]) == 0
+    header, row = capsys.readouterr().out.splitlines()
+    assert header.split()[:6] == ["RUN", "STATE", "DEADLINE", "DELIVERED", "AT", "LATE"]
+    assert row.split()[:6] == ["acme/daily-spend/2026-03-29T05:00Z", "ready",
+                               "2026-03-29T07:00:00Z", "2026-03-30T00:00:00Z", "1020", "min"]

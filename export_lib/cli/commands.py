@@ -127,12 +127,18 @@ def cmd_runs(args: argparse.Namespace) -> int:
         return 0
     if not page.runs:
         print("no runs recorded yet" if page.total == 0 else "no runs on this page")
+        return 0
+    print(f"{'RUN':<55} {'STATE':<10} {'DEADLINE':<20} {'DELIVERED AT':<20} {'LATE BY':<9} "
+          "WINDOW / ARTIFACTS / DELIVERIES")
     for r in page.runs:
         versions = ", ".join(f"v{a['version']} {a['sha256'][:12]}" for a in r["artifacts"]) or "-"
         dels = ", ".join(f"{d['destination']}={d['state']}" for d in r["deliveries"]) or "-"
-        late = f" late {r['late_by_minutes']} min" if r["deadline_status"] in ("late", "overdue") \
-            else ""
-        print(f"{r['run_key']:<55} {r['state']:<10}{late} {r['window_start_utc']} → "
+        late = (f"{r['late_by_minutes']} min" if r["deadline_status"] in ("late", "overdue")
+                else "-")
+        if r["deadline_status"] == "overdue":
+            late += " (overdue)"
+        print(f"{r['run_key']:<55} {r['state']:<10} {r['deadline_utc'] or '-':<20} "
+              f"{r['delivered_at_utc'] or '-':<20} {late:<9} {r['window_start_utc']} → "
               f"{r['window_end_utc']}  artifacts: {versions}  deliveries: {dels}")
     return 0
 

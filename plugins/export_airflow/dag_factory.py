@@ -24,6 +24,7 @@ from export_airflow.operators import (
     RenderCsvOperator,
     ResolveWindowOperator,
 )
+from export_airflow.recovery import RecoverMissedOperator
 from export_airflow.retry_policy import DeliveryWindowPolicy
 from export_airflow.sensors import RestateDueSensor, WatermarkSensor
 from export_airflow.timetable import ExportTimetable
@@ -32,15 +33,10 @@ from export_lib.config.dag_loaders import LOADER_PREFIX, removed_company
 # Channel size → share of the global render budget (pool export_render, 4 slots; seed 000 gives
 # large channels more memory, here they also take more of the source's capacity).
 POOL_SLOTS = {"small": 1, "medium": 1, "large": 2}
-# Airflow needs a start date for catch-up; the timetable itself bounds how far back a new DAG
-# catches up (see ExportTimetable's lookback), so this only has to be old enough.
+# The earliest slot a backfill may ask for when the schedule has no effective_from. The
+# scheduler itself never goes back (catchup=False, ADR 0006): recover_missed bounds recovery
+# by EXPORT_CATCHUP_LOOKBACK_HOURS and the previous run.
 EPOCH = datetime(2020, 1, 1, tzinfo=UTC)
-
-
-def catchup_lookback() -> timedelta:
-    """How far back a new DAG catches up on its first scheduling (``EXPORT_CATCHUP_LOOKBACK_HOURS``,
-    default 48 h): the demo exports its last few periods at once, production can widen it."""
-    return timedelta(hours=float(os.environ.get("EXPORT_CATCHUP_LOOKBACK_HOURS", "48")))
 
 
 def retry_delay() -> timedelta:
@@ -141,15 +137,16 @@ def build_dag(schedule: Any, config_dir: str) -> DAG:
     tags = [f"company:{schedule.company.id}", f"kind:{schedule.kind}"]
     if schedule.channel:
         tags.append(f"channel:{schedule.channel}")
-    recovery = schedule.policies.recovery
     with DAG(
         dag_id=schedule.dag_id,
-        schedule=ExportTimetable(schedule.timing, lookback=catchup_lookback(),
-                                 recovery="latest" if recovery == "latest" else "each"),
+        schedule=ExportTimetable(schedule.timing),
         # Earlier versions (``history``) cover the slots before the current effective_from;
         # only the first version's effective_from starts the DAG (ADR 0005).
         start_date=schedule.first_effective or EPOCH,
-        catchup=recovery != "none",
+        # ADR 0006: the scheduler creates the newest due slot only, so the current slot never
+        # waits behind a backlog; recover_missed backfills missed slots (recovery: each), the
+        # ledger records them skipped (latest / none). Backfill runs are not counted here.
+        catchup=False,
         max_active_runs=2,
         tags=sorted(tags),
         doc_md=doc_for(schedule),
@@ -162,6 +159,10 @@ def build_dag(schedule: Any, config_dir: str) -> DAG:
     ) as dag:
         resolve = ResolveWindowOperator(task_id="resolve_window",
                                         schedule_id=schedule.schedule_id, config_dir=config_dir)
+        if schedule.policies.recovery == "each":
+            # No upstream: a skipped or held current slot still recovers the missed ones.
+            RecoverMissedOperator(task_id="recover_missed", schedule_id=schedule.schedule_id,
+                                  config_dir=config_dir)
         late_data = schedule.policies.late_data
         if late_data.policy == "wait_for_watermark":
             wait = WatermarkSensor(task_id="wait_for_watermark", run=resolve.output,

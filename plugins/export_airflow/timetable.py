@@ -32,22 +32,21 @@ def _pendulum(instant: datetime) -> pendulum.DateTime:
 class ExportTimetable(Timetable):
     """One run per slot of a :class:`~export_lib.periods.timing.Timing` (local hours or cron).
 
+    Export DAGs are built with ``catchup=False`` (ADR 0006): the scheduler always creates the
+    newest due slot and never works through a backlog itself, so the current slot is never
+    queued behind missed ones; missed slots are recovered as Airflow backfills under the
+    catch-up budget. Backfills (CLI, REST, the UI dialog) iterate this timetable with
+    ``catchup=True`` from the requested start, so a backfill lists exactly the slots of its
+    range, however old.
+
     :param timing: the schedule's timing, or its JSON dict (as stored by :meth:`serialize`).
-    :param lookback: how far back a DAG's *first* scheduling catches up (None: to start_date).
-        A new or re-enabled DAG with ``start_date`` years ago would otherwise queue every slot
-        since then; after the first run, missed slots are all caught up (recovery ``each``).
-    :param recovery: ``each`` (every missed slot, oldest first) or ``latest`` (jump to the
-        newest slot at or before now; the ledger records the skipped ones).
     """
 
-    periodic = True
+    periodic = True  # Airflow refuses backfills of non-periodic timetables
     run_ordering = ("logical_date",)
 
-    def __init__(self, timing: Timing | dict[str, Any], *, lookback: timedelta | None = None,
-                 recovery: str = "each") -> None:
+    def __init__(self, timing: Timing | dict[str, Any]) -> None:
         self.timing = timing if isinstance(timing, Timing) else Timing.model_validate(timing)
-        self.lookback = lookback
-        self.recovery = recovery
         self.description = f"Export slots: {self.timing.summary} (runs keyed by slot)"
 
     @property
@@ -56,25 +55,19 @@ class ExportTimetable(Timetable):
         return self.timing.summary
 
     def serialize(self) -> dict[str, Any]:
-        return {"timing": self.timing.model_dump(mode="json"),
-                "lookback_seconds": self.lookback.total_seconds() if self.lookback else None,
-                "recovery": self.recovery}
+        return {"timing": self.timing.model_dump(mode="json")}
 
     @classmethod
     def deserialize(cls, data: dict[str, Any]) -> ExportTimetable:
-        seconds = data.get("lookback_seconds")
-        return cls(Timing.model_validate(data["timing"]),
-                   lookback=timedelta(seconds=seconds) if seconds is not None else None,
-                   recovery=data.get("recovery", "each"))
-
-    def _key(self) -> tuple:
-        return (self.timing, self.lookback, self.recovery)
+        # Serializations written before ADR 0006 also carry lookback_seconds and recovery;
+        # recovery now lives in the DAG (recover_missed), so they are ignored.
+        return cls(Timing.model_validate(data["timing"]))
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, ExportTimetable) and other._key() == self._key()
+        return isinstance(other, ExportTimetable) and other.timing == self.timing
 
     def __hash__(self) -> int:
-        return hash(self._key())
+        return hash(self.timing)
 
     def infer_manual_data_interval(self, *, run_after: pendulum.DateTime) -> DataInterval:
         """A manual run maps to a slot: ``run_after`` itself if it is a slot, else the latest
@@ -95,10 +88,13 @@ class ExportTimetable(Timetable):
         """:meth:`next_dagrun_info` with ``now`` passed in (pure; what the tests drive).
 
         * after a run: the first slot strictly after its slot;
-        * first run: the first slot at or after ``restriction.earliest`` (start_date), or the
-          latest slot at or before ``now`` without a start date;
-        * ``catchup=False``: never older than the latest slot at or before ``now``;
-        * nothing after ``restriction.latest`` (end_date).
+        * first run: the first slot at or after ``restriction.earliest`` (start_date, or a
+          backfill's ``from_date``), or the latest slot at or before ``now`` without one;
+        * ``catchup=False`` (the scheduler, ADR 0006): never older than the latest slot at or
+          before ``now``, so the newest due slot is created at once and missed ones are left
+          to backfills;
+        * ``catchup=True`` (how Airflow iterates a backfill's range): every slot in turn;
+        * nothing after ``restriction.latest`` (end_date, or a backfill's ``to_date``).
         """
         candidates: list[datetime] = []
         if last is not None:
@@ -108,9 +104,7 @@ class ExportTimetable(Timetable):
             candidates += [first] if first is not None else next_slots(self.timing, now, 1)
         if restriction.earliest is not None:
             candidates += next_slots(self.timing, restriction.earliest, 1)
-        if last is None and self.lookback is not None:
-            candidates += next_slots(self.timing, now - self.lookback, 1)
-        if not restriction.catchup or self.recovery == "latest":
+        if not restriction.catchup:
             current = latest_slot_at_or_before(self.timing, now)
             candidates += [current] if current is not None else []
         if not candidates:

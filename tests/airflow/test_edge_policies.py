@@ -43,24 +43,38 @@ def test_deadline_alert_survives_dag_serialization(tmp_path):
     assert "export_airflow.deadlines.on_deadline_missed" in blob
 
 
-@pytest.mark.parametrize(("run_type", "lag", "pool"), [
-    ("scheduled", timedelta(minutes=5), "export_render"),
-    ("scheduled", timedelta(hours=3), "export_catchup"),
-    ("backfill", timedelta(minutes=5), "export_catchup"),
-    ("manual", timedelta(days=3), "export_render"),
+@pytest.mark.parametrize(("run_type", "lag", "pool", "weight"), [
+    ("scheduled", timedelta(minutes=5), "export_render", 3),
+    ("scheduled", timedelta(hours=3), "export_catchup", -97),
+    ("backfill", timedelta(minutes=5), "export_catchup", -97),
+    ("manual", timedelta(days=3), "export_render", 3),
 ])
-def test_catch_up_renders_move_to_their_own_pool(run_type, lag, pool):
+def test_catch_up_renders_move_to_their_own_pool_and_lose_priority(run_type, lag, pool, weight):
     from export_airflow.cluster_policy import task_instance_mutation_hook
 
     ti = SimpleNamespace(dag_id="widget_export__acme__daily-spend", task_id="render",
-                         pool="export_render", pool_slots=1)
+                         pool="export_render", pool_slots=2, priority_weight=3)
     run = SimpleNamespace(run_type=run_type, logical_date=SLOT, queued_at=SLOT + lag)
     task_instance_mutation_hook(ti, run)
-    assert ti.pool == pool
+    assert (ti.pool, ti.priority_weight) == (pool, weight)
     other = SimpleNamespace(dag_id="widget_export__acme__daily-spend", task_id="publish",
-                            pool="default_pool", pool_slots=1)
+                            pool="default_pool", pool_slots=1, priority_weight=3)
     task_instance_mutation_hook(other, run)
-    assert other.pool == "default_pool"
+    assert (other.pool, other.priority_weight) == ("default_pool", weight)
+
+
+@pytest.mark.parametrize(("run_type", "state"), [
+    ("scheduled", None), ("backfill", "skipped"), ("manual", "skipped")])
+def test_recover_missed_is_created_skipped_outside_scheduled_runs(run_type, state):
+    from export_airflow.cluster_policy import task_instance_mutation_hook
+
+    ti = SimpleNamespace(dag_id="data_export__acme__google-ads__primary", task_id="recover_missed",
+                         pool="default_pool", pool_slots=1, priority_weight=1, state=None,
+                         start_date=None, end_date=None)
+    run = SimpleNamespace(run_type=run_type, logical_date=SLOT, queued_at=SLOT + timedelta(days=3))
+    task_instance_mutation_hook(ti, run)
+    assert (ti.state, ti.priority_weight) == (state, 1)
+    assert (ti.end_date is not None) is (state is not None)
 
 
 def test_manual_retry_policy_waits_30s_2min_10min_then_fails():
@@ -132,3 +146,18 @@ def test_late_data_policies_shape_the_task_graph(tmp_path):
     plain = acme["widget_export__acme__hourly-clicks"]
     assert {t.task_id for t in plain.tasks} == {"resolve_window", "render", "publish",
                                                 "destinations", "deliver"}
+
+
+def test_recover_missed_has_its_own_short_retry_budget(tmp_path):
+    from datetime import timedelta as td
+
+    from export_airflow.dag_factory import company_dags
+
+    from tests.world import build_world
+
+    world = build_world(tmp_path, days=1)
+    dags = {d.dag_id: d for d in company_dags(world.config, "acme")}
+    task = dags["widget_export__acme__daily-spend"].task_dict["recover_missed"]
+    assert (task.retries, task.retry_delay, task.execution_timeout) == (3, td(minutes=2),
+                                                                         td(minutes=5))
+    assert "recover_missed" not in dags["widget_export__acme__hourly-clicks"].task_dict  # latest

@@ -107,7 +107,13 @@ def test_every_export_dag_runs_resolve_render_publish_then_mapped_deliver(shippe
     for schedule, dag in shipped_exports:
         tasks = dag.task_dict
         chain = _expected_chain(schedule)
-        assert set(tasks) == set(chain), dag.dag_id
+        # recovery: each adds recover_missed, on its own (ADR 0006)
+        recover = {"recover_missed"} if schedule.policies.recovery == "each" else set()
+        assert set(tasks) == set(chain) | recover, dag.dag_id
+        if recover:
+            assert tasks["recover_missed"].upstream_task_ids == set(), dag.dag_id
+            assert tasks["recover_missed"].downstream_task_ids == set(), dag.dag_id
+        assert dag.catchup is False, dag.dag_id
         for upstream, downstream in zip(chain, chain[1:], strict=False):
             assert downstream in tasks[upstream].downstream_task_ids, (dag.dag_id, upstream)
         assert tasks["resolve_window"].upstream_task_ids == set()
@@ -274,7 +280,7 @@ def test_a_worker_parse_builds_only_the_dag_it_runs(dags_copy, monkeypatch):
 
     assert bag.import_errors == {}
     assert set(bag.dags) == {wanted}
-    assert set(bag.dags[wanted].task_dict) == set(TASKS)
+    assert set(bag.dags[wanted].task_dict) == {*TASKS, "recover_missed"}  # recovery: each
 
 
 def test_a_worker_parse_still_reports_a_broken_company_file(dags_copy, monkeypatch):

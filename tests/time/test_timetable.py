@@ -116,3 +116,62 @@ def test_now_is_read_only_at_the_airflow_edge():
     info = table.next_dagrun_info(last_automated_data_interval=None,
                                   restriction=restriction(None, catchup=False))
     assert info.logical_date <= datetime.now(UTC)
+
+
+def _iterate(table, earliest: datetime, latest: datetime, catchup: bool, now: datetime):
+    """What Airflow's ``iter_dagrun_infos_between`` does for a backfill (catchup=True)."""
+    infos, last = [], None
+    while (info := table.next_run_info(last, restriction(earliest, catchup=catchup,
+                                                         latest=latest), now=now)) is not None:
+        infos.append(info.logical_date.strftime("%Y-%m-%dT%H:%MZ"))
+        last = info.data_interval
+    return infos
+
+
+def test_a_backfill_lists_every_slot_of_its_range_however_old():
+    from export_airflow.timetable import ExportTimetable
+
+    table = ExportTimetable(Timing(timezone="UTC", cron="0 14 * * *"))
+    now = utc("2026-11-30T12:00Z")
+    assert _iterate(table, utc("2026-11-20T00:00Z"), utc("2026-11-23T23:59Z"), True, now) == [
+        "2026-11-20T14:00Z", "2026-11-21T14:00Z", "2026-11-22T14:00Z", "2026-11-23T14:00Z"]
+    # a range holding no slot lists nothing (Airflow then says "No runs to create")
+    assert _iterate(table, utc("2026-11-20T00:00Z"), utc("2026-11-20T13:59Z"), True, now) == []
+
+
+def test_the_scheduler_always_jumps_to_the_newest_due_slot():
+    """catchup=False (ADR 0006): after a 30-day outage the next run is the newest due slot,
+    never the oldest missed one; missed slots are recover_missed's backfill."""
+    from export_airflow.timetable import ExportTimetable
+
+    table = ExportTimetable(Timing(timezone="UTC", cron="0 14 * * *"))
+    last = table.infer_manual_data_interval(run_after=utc("2026-10-31T14:00Z"))
+    now = utc("2026-11-30T13:58Z")
+    info = table.next_run_info(last, restriction(utc("2020-01-01T00:00Z"), catchup=False),
+                               now=now)
+    assert info.logical_date.isoformat() == "2026-11-29T14:00:00+00:00"
+    after = table.next_run_info(info.data_interval, restriction(utc("2020-01-01T00:00Z"),
+                                                                catchup=False), now=now)
+    assert after.run_after.isoformat() == "2026-11-30T14:00:00+00:00"
+
+
+def test_pre_adr_0006_serializations_still_load():
+    from export_airflow.timetable import ExportTimetable
+
+    old = {"timing": Timing(timezone="UTC", cron="0 14 * * *").model_dump(mode="json"),
+           "lookback_seconds": 172800.0, "recovery": "latest"}
+    assert ExportTimetable.deserialize(old) == ExportTimetable(Timing(timezone="UTC",
+                                                                      cron="0 14 * * *"))
+
+
+def test_after_48_missed_hourly_slots_the_scheduler_creates_the_current_hour():
+    from export_airflow.timetable import ExportTimetable
+
+    table = ExportTimetable(Timing(timezone="UTC", cron="0 * * * *"))
+    last = table.infer_manual_data_interval(run_after=utc("2026-11-28T12:00Z"))
+    info = table.next_run_info(last, restriction(utc("2020-01-01T00:00Z"), catchup=False),
+                               now=utc("2026-11-30T12:00:30Z"))
+    assert info.logical_date.isoformat() == "2026-11-30T12:00:00+00:00"
+    # the 47 hours between are recover_missed's backfill, listed slot by slot
+    assert len(_iterate(table, utc("2026-11-28T13:00Z"), utc("2026-11-30T11:00Z"), True,
+                        utc("2026-11-30T12:00:30Z"))) == 47
