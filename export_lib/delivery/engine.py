@@ -35,7 +35,7 @@ from typing import Any, NoReturn
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import OperationalError
 
-from export_lib.config.destinations import Destination, parse_destination
+from export_lib.config.destinations import Destination, EmailDestination, parse_destination
 from export_lib.delivery.artifact import DeliverableArtifact
 from export_lib.delivery.transports import DeliveryContext, Transport, transport_for
 from export_lib.errors import (
@@ -142,7 +142,8 @@ def _deliver(engine: Engine, destination: Destination, artifact: DeliverableArti
             f"{record.attempts} attempt(s); last error: {record.last_error}. Fix the cause, then "
             "requeue it (export_lib.delivery.requeue)"
         )
-    record = _authorize(engine, record, owner, authorized, now, labels)
+    recipients = destination.to if isinstance(destination, EmailDestination) else ()
+    record = _authorize(engine, record, owner, authorized, now, labels, recipients)
     record = _begin(engine, record, now, stale_after)
     ctx = DeliveryContext(record.delivery_id, run_key, period_label, destination.id)
     window_end = window_of(record)
@@ -224,8 +225,11 @@ def _check_same_delivery(record: rec.DeliveryRecord, destination: Destination,
 
 def _authorize(engine: Engine, record: rec.DeliveryRecord, owner: str,
                authorized: Collection[str], now: datetime,
-               labels: tuple[str, str, str]) -> rec.DeliveryRecord:
-    if owner in authorized:
+               labels: tuple[str, str, str], recipients: Collection[str] = ()
+               ) -> rec.DeliveryRecord:
+    allowed = {identity.lower() for identity in authorized}
+    strangers = sorted(r for r in recipients if r.lower() not in allowed)
+    if owner.lower() in allowed and not strangers:
         if record.state == rec.REFUSED:  # the owner was authorised again since the refusal
             with engine.begin() as conn:
                 rec.transition(conn, record, rec.PENDING, now=now)
@@ -233,6 +237,10 @@ def _authorize(engine: Engine, record: rec.DeliveryRecord, owner: str,
         return record
     reason = (f"owner {owner!r} is no longer authorised for this company; restore the owner's "
               "access or transfer the schedule to an authorised owner, then requeue")
+    if owner.lower() in allowed:
+        reason = (f"e-mail recipient(s) {', '.join(strangers)} are neither the company's owner "
+                  "nor in its 'authorized' list; add them to company.authorized or remove them "
+                  "from the destination's 'to', then requeue")
     if record.state == rec.PENDING:
         with engine.begin() as conn:
             rec.transition(conn, record, rec.REFUSED, now=now, last_error=reason)

@@ -219,8 +219,8 @@ def test_source_down_is_retryable_naming_the_connection_with_the_password_masked
     from tests.services.ports import free_port
 
     conn = parse_connection("warehouse", f"postgresql://reader:S3cr3t-pw@127.0.0.1:{free_port()}/db")
-    with pytest.raises(SourceError, match=r"source 'warehouse' \(postgresql://reader:\*\*\*@"
-                                          r"127\.0\.0\.1:\d+/db\): connecting failed") as info:
+    with pytest.raises(SourceError, match=r"source 'warehouse' \(postgresql://"
+                                          r"127\.0\.0\.1:\d+\): connecting failed") as info:
         with open_source(conn):
             pass
     assert info.value.retryable is True
