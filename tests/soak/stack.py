@@ -134,7 +134,7 @@ class Api:
                 "window_start": start.isoformat(), "window_end": (start + timedelta(days=1)).isoformat(),
                 "columns": [], "format": "csv", "destinations": [], "reason": reason,
                 "regenerate": False}
-        return self.ok("POST", "/api/v2/dags/manual_export/dagRuns",
+        return self.ok("POST", f"/api/v2/dags/manual_export__{company}/dagRuns",
                        {"logical_date": None, "conf": conf})
 
     def clear_random_task(self, rng: random.Random) -> tuple[str, str, str] | None:
@@ -206,10 +206,10 @@ class Stack:
         return json.loads(out.stdout)
 
     def api(self) -> Api:
-        """A logged-in API client, once the dag-processor has parsed manual_export."""
+        """A logged-in API client, once the dag-processor has parsed manual_export__acme."""
         api = Api(f"http://127.0.0.1:{self.port or self.remembered()['PORT']}")
         api.login()
-        wait_for(lambda: api.call("GET", "/api/v2/dags/manual_export")[0] == 200, 120,
+        wait_for(lambda: api.call("GET", "/api/v2/dags/manual_export__acme")[0] == 200, 120,
                  interval=1, what="the DAGs to be parsed")
         return api
 
