@@ -121,3 +121,20 @@ def test_unresolved_deliveries_filter(ledger_with_runs):
     assert [r["run_key"] for r in page.runs] == [key] and page.total == 1
     assert [(d["destination"], d["state"], d["attempts"]) for d in page.runs[0]["deliveries"]] == [
         ("acme-dir", "pending", 0)]
+
+
+def test_visible_companies_come_from_readable_dag_ids_and_bound_every_page(ledger_with_runs):
+    from export_lib.reports import run_filter, runs_page
+    from export_lib.visibility import companies_of
+
+    readable = {"widget_export__kiwi-outdoors__six-hourly-orders", "manual_export__kiwi-outdoors",
+                "demo_feed", "manual_export", "widget_export__"}
+    assert companies_of(readable) == {"kiwi-outdoors"}
+    engine = ledger_with_runs.engine
+    kiwi = runs_page(engine, run_filter(visible_companies=companies_of(readable), limit=500),
+                     now=HOUR)
+    assert (kiwi.total, {r["company"] for r in kiwi.runs}) == (3, {"kiwi-outdoors"})
+    asked_for_acme = run_filter(company="acme", visible_companies=frozenset({"kiwi-outdoors"}))
+    assert runs_page(engine, asked_for_acme, now=HOUR).total == 0
+    assert runs_page(engine, run_filter(visible_companies=frozenset()), now=HOUR).total == 0
+    assert runs_page(engine, run_filter(limit=500), now=HOUR).total == 33  # None: no restriction

@@ -82,3 +82,29 @@ def test_connection_repr_and_masked_form_hide_password_path_and_extra_values() -
                           "'signing_secret', 'token'])")
     assert conn.scrub(f"GET /services/{SECRET} failed (token {SECRET})") == (
         "GET /*** failed (token ***)")
+
+
+def test_an_unexpected_error_quoting_the_connection_is_scrubbed_everywhere(
+    sqlite_engine: sa.Engine, webhook: WebhookReceiver,  # noqa: F811
+    make_artifact: ArtifactFactory, monkeypatch: pytest.MonkeyPatch,  # noqa: F811
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The last line of defence: a bug (here, our own send raising with the full URL and
+    token in its message) must not carry a secret into the ledger, the raised error or logs."""
+    from export_lib.delivery.transports.webhook import WebhookTransport
+
+    def buggy_send(self: WebhookTransport, artifact: object, ctx: object) -> str:
+        raise RuntimeError(f"bug while posting to {self.url()} with token "
+                           f"{self._conn.extra['token']}")  # type: ignore[union-attr]
+
+    monkeypatch.setattr(WebhookTransport, "send", buggy_send)
+    monkeypatch.setenv("AIRFLOW_CONN_ACME_HOOK", f"https://127.0.0.1:{webhook.port}/hooks/"
+                       f"{SECRET}-path?token={SECRET}-token")
+    with caplog.at_level("DEBUG"), pytest.raises(
+            DeliveryError, match=r"unexpected RuntimeError: bug while posting to "
+                                 r"https://127\.0\.0\.1:\d+/\*\*\*/exports with token \*\*\*") as info:
+        run(sqlite_engine, HOOK, make_artifact())
+    assert info.value.__cause__ is None and info.value.__suppress_context__ is True
+    shown = [str(info.value), str(only_record(sqlite_engine)), caplog.text]
+    assert "Traceback" in caplog.text  # the bug's traceback is logged, scrubbed
+    assert not [text for text in shown if SECRET in text]

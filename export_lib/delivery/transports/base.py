@@ -53,6 +53,12 @@ class Transport(ABC):
     def close(self) -> None:  # noqa: B027 - optional hook; stateless transports need nothing
         """Release the connection (idempotent)."""
 
+    def scrub(self, text: str) -> str:
+        """``text`` without any secret of this transport's connection (the last line of
+        defence for library messages; our own messages show only scheme, host and port)."""
+        conn = getattr(self, "_conn", None)
+        return conn.scrub(text) if isinstance(conn, Connection) else text
+
     @abstractmethod
     def target(self, artifact: DeliverableArtifact) -> str:
         """Where the artifact goes, as a credential-free location for the ledger and logs."""
