@@ -89,3 +89,37 @@ def test_link_is_a_presigned_url_that_expires_never_the_internal_uri(
     assert abs((expires - datetime.now(UTC)) - timedelta(hours=24)) < timedelta(minutes=1)
     # Not fetched here: moto's server with IAM auth switched on answers 500 to any pre-signed
     # (query-string) request, so only the URL's shape and expiry are checked.
+
+
+def test_the_documented_receiver_example_runs_and_accepts_only_signed_notices(
+    sqlite_engine: sa.Engine, make_artifact: ArtifactFactory, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``python docs/examples/webhook_receiver.py PORT``, as the docs say, behind a real delivery."""
+    import subprocess
+    import sys
+
+    from export_lib.errors import DeliveryError
+    from tests.services.http import RECEIVER_EXAMPLE
+    from tests.services.ports import free_port, stop_process, wait_for_port
+
+    port = free_port()
+    server = subprocess.Popen([sys.executable, str(RECEIVER_EXAMPLE), str(port)],
+                              env={"EXPORT_SIGNING_SECRET": "whsec_doc", "PATH": "/usr/bin"},
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for_port(port, what="the receiver example")
+        monkeypatch.setenv("AIRFLOW_CONN_ACME_HOOK", f"http://127.0.0.1:{port}/hooks")
+        with pytest.raises(DeliveryError, match="answered HTTP 401"):  # unsigned: refused
+            run(sqlite_engine, HOOK, make_artifact())
+        monkeypatch.setenv("AIRFLOW_CONN_ACME_HOOK",
+                           f"http://127.0.0.1:{port}/hooks?signing_secret=whsec_other")
+        other = HOOK.model_copy(update={"id": "notify-other"})
+        with pytest.raises(DeliveryError, match="answered HTTP 401"):  # wrong secret: refused
+            run(sqlite_engine, other, make_artifact())
+        monkeypatch.setenv("AIRFLOW_CONN_ACME_HOOK",
+                           f"http://127.0.0.1:{port}/hooks?signing_secret=whsec_doc")
+        signed = HOOK.model_copy(update={"id": "notify-signed"})
+        outcome = run(sqlite_engine, signed, make_artifact())
+        assert (outcome.state, outcome.receipt) == ("acknowledged", "HTTP 200")
+    finally:
+        stop_process(server)

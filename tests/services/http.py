@@ -30,12 +30,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-_EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "webhook_receiver.py"
+RECEIVER_EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "webhook_receiver.py"
 
 
 def receiver_example() -> Any:
     """The receiver example of the docs, imported from its file (tests run the documented code)."""
-    spec = importlib.util.spec_from_file_location("webhook_receiver_example", _EXAMPLE)
+    spec = importlib.util.spec_from_file_location("webhook_receiver_example", RECEIVER_EXAMPLE)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
