@@ -190,3 +190,21 @@ def test_relay_requiring_starttls_refuses_plain_mail_permanently(
     with pytest.raises(DeliveryError, match="answered 530") as info:
         run(sqlite_engine, MAIL, make_artifact())
     assert info.value.retryable is False
+
+
+def test_too_large_artifact_in_s3_is_linked_with_a_presigned_url(
+    sqlite_engine: sa.Engine, relay: SmtpRelay, make_artifact: ArtifactFactory,
+    s3_server: Any, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    artifact = make_artifact(5000)
+    monkeypatch.setenv("AIRFLOW_CONN_EXPORT_ARTIFACTS", s3_server.connection_uri())
+    monkeypatch.setenv("EXPORT_ARTIFACT_CONN", "export_artifacts")
+    run(sqlite_engine, MAIL.model_copy(update={"max_attachment_bytes": 1000}), artifact)
+    (message,) = relay.messages
+    assert not [p for p in message.walk() if p.get_filename()]
+    text = " ".join(message.get_payload(decode=True).decode().split())
+    assert "so it is not attached. Download it until " in text
+    link = text.split(" UTC from: ", 1)[1].split()[0]
+    assert link.startswith(f"{s3_server.endpoint}/exports-internal/acme/daily-spend/"
+                           f"{artifact.name}?") and "X-Amz-Signature=" in link
+    assert "s3://" not in text and s3_server.secret_key not in text

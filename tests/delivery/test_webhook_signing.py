@@ -3,6 +3,7 @@ and linked to the artifact only through a time-limited pre-signed URL."""
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -123,3 +124,21 @@ def test_the_documented_receiver_example_runs_and_accepts_only_signed_notices(
         assert (outcome.state, outcome.receipt) == ("acknowledged", "HTTP 200")
     finally:
         stop_process(server)
+
+
+def test_no_link_when_the_store_cannot_sign_never_the_bucket_uri(
+    sqlite_engine: sa.Engine, webhook: WebhookReceiver, make_artifact: ArtifactFactory,
+    gcs_server: object, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The GCS emulator's anonymous credentials cannot sign: the notice goes without a link."""
+    artifact = make_artifact()
+    artifact = type(artifact)(**{**artifact.__dict__, "uri": f"gs://exports-int/{artifact.name}"})
+    monkeypatch.setenv("AIRFLOW_CONN_EXPORT_ARTIFACTS", gcs_server.connection_uri())  # type: ignore[attr-defined]
+    monkeypatch.setenv("EXPORT_ARTIFACT_CONN", "export_artifacts")
+    monkeypatch.setenv("AIRFLOW_CONN_ACME_HOOK", webhook.connection_uri("hooks"))
+    with caplog.at_level("WARNING", logger="export_lib.delivery.links"):
+        assert run(sqlite_engine, HOOK, artifact).state == "acknowledged"
+    body = webhook.state.bodies[KEY]
+    assert (body["link"], body["link_expires_at"]) == (None, None)
+    assert "gs://" not in json.dumps(body)
+    assert "no pre-signed link for gs://exports-int" in caplog.text
