@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from urllib.parse import urlsplit
 
 from export_lib.masking import mask_uri
+from export_lib.source.connections import ConnectionResolver
 
 log = logging.getLogger(__name__)
 
@@ -27,18 +28,21 @@ class Link:
     expires_at: datetime
 
 
-def shareable_link(uri: str, *, now: datetime, ttl: timedelta = LINK_TTL) -> Link | None:
-    """A pre-signed URL for the published artifact at ``uri``, or None when none can be made."""
+def shareable_link(uri: str, *, now: datetime, ttl: timedelta = LINK_TTL,
+                   resolver: ConnectionResolver | None = None) -> Link | None:
+    """A pre-signed URL for the published artifact at ``uri``, or None when none can be made.
+    The artifact store's connection (``EXPORT_ARTIFACT_CONN``) resolves through ``resolver``
+    (the environment when None), as in :func:`export_lib.storage.stores.open_store`."""
     parts = urlsplit(uri)
     if parts.scheme not in ("s3", "gs") or not parts.netloc:
         return None
-    from export_lib.source.connections import get_connection
+    from export_lib.source.connections import resolve
     from export_lib.storage.clients import gcs_client, s3_client
 
     default = "aws_default" if parts.scheme == "s3" else "google_cloud_default"
     bucket, key = parts.netloc, parts.path.lstrip("/")
     try:
-        conn = get_connection(os.environ.get("EXPORT_ARTIFACT_CONN", default))
+        conn = resolve(os.environ.get("EXPORT_ARTIFACT_CONN", default), resolver)
         if parts.scheme == "s3":
             url = s3_client(conn, signature_version="s3v4").generate_presigned_url(
                 "get_object", Params={"Bucket": bucket, "Key": key},

@@ -69,7 +69,7 @@ def message_id(ctx: DeliveryContext, sender: str) -> str:
 
 def build_message(
     destination: EmailDestination, artifact: DeliverableArtifact, ctx: DeliveryContext, sender: str,
-    now: datetime | None = None,
+    now: datetime | None = None, resolver: ConnectionResolver | None = None,
 ) -> EmailMessage:
     """The message; the attachment is read only when it fits the configured limit."""
     msg = EmailMessage()
@@ -94,7 +94,7 @@ def build_message(
     if attach:
         lines.append("The file is attached.")
     else:
-        link = shareable_link(artifact.uri, now=now or datetime.now(UTC))
+        link = shareable_link(artifact.uri, now=now or datetime.now(UTC), resolver=resolver)
         where = (f"Download it until {link.expires_at:%Y-%m-%d %H:%M} UTC from: {link.url}"
                  if link else "No download link can be made for this export's store; ask the "
                  "export's owner for the file.")
@@ -156,11 +156,12 @@ class EmailTransport(Transport):
                 f"connection {conn.conn_id!r} has no sender: add ?from=exports%40example.com "
                 "(extra.from, or extra.from_email as Airflow's SMTP form names it) to its URI"
             )
-        if conn.login and conn.conn_type != "smtps" and not flag(conn.extra.get("starttls")):
+        if conn.login and not any(tls_mode(conn)):
             raise DeliveryError(
                 f"connection {conn.conn_id!r} ({conn.masked_uri()}) would send its SMTP login "
-                "without TLS; use smtps:// or add ?starttls=true to "
-                f"AIRFLOW_CONN_{conn.conn_id.upper()} (nothing was sent)"
+                "without TLS; use smtps:// or add ?starttls=true (Airflow's SMTP form: leave "
+                f"disable_ssl or disable_tls false) in the connection {conn.conn_id!r} "
+                "(nothing was sent)"
             )
         self._smtp = self._guard(self._connect)
         return self
@@ -197,7 +198,7 @@ class EmailTransport(Transport):
         conn, smtp = self._conn, self._smtp
         assert conn is not None and smtp is not None
         from_ = sender(conn)
-        msg = build_message(self.destination, artifact, ctx, from_)
+        msg = build_message(self.destination, artifact, ctx, from_, resolver=self._resolver)
 
         def transact() -> tuple[int, bytes]:
             smtp.ehlo_or_helo_if_needed()

@@ -73,10 +73,10 @@ _REQUEST_ID_HEADERS = ("X-Request-Id", "Request-Id", "X-Amzn-RequestId", "X-Deli
 MAX_ANSWER_BYTES = 4096
 
 
-def payload(artifact: DeliverableArtifact, ctx: DeliveryContext,
-            now: datetime | None = None) -> dict[str, object]:
+def payload(artifact: DeliverableArtifact, ctx: DeliveryContext, now: datetime | None = None,
+            resolver: ConnectionResolver | None = None) -> dict[str, object]:
     """The JSON body: everything a receiver needs to fetch, verify and deduplicate the file."""
-    link = shareable_link(artifact.uri, now=now or datetime.now(UTC))
+    link = shareable_link(artifact.uri, now=now or datetime.now(UTC), resolver=resolver)
     return {
         "delivery_id": ctx.delivery_id,
         "run_key": ctx.run_key,
@@ -122,8 +122,8 @@ class WebhookTransport(Transport):
         if scheme != "https" and (conn.extra.get("token") or conn.login or conn.password):
             raise DeliveryError(
                 f"connection {conn.conn_id!r} ({conn.masked_uri()}) sends credentials over plain "
-                f"http; use an https:// URI in AIRFLOW_CONN_{conn.conn_id.upper()} (nothing was "
-                "sent)"
+                f"http; use an https:// URI for the connection {conn.conn_id!r} (Airflow's HTTP "
+                "form: schema https) — nothing was sent"
             )
         return self
 
@@ -174,7 +174,7 @@ class WebhookTransport(Transport):
     def send(self, artifact: DeliverableArtifact, ctx: DeliveryContext) -> str:
         conn = self._conn
         assert conn is not None
-        body = json.dumps(payload(artifact, ctx), sort_keys=True).encode()
+        body = json.dumps(payload(artifact, ctx, resolver=self._resolver), sort_keys=True).encode()
         try:
             with self._client() as client, client.stream(
                     "POST", self.url(), content=body, headers=self._headers(ctx, body)) as resp:
@@ -203,7 +203,7 @@ class WebhookTransport(Transport):
                 f"{where} answered HTTP {status}{ident}, a redirect to "
                 f"{mask_uri(location) if location else 'no Location'}; redirects are not followed "
                 "(credentials and signatures go to the configured host only): put the final URL "
-                f"in AIRFLOW_CONN_{conn.conn_id.upper()}, then requeue the delivery",
+                f"in the connection {conn.conn_id!r}, then requeue the delivery",
                 retryable=False,
             )
         if status in (401, 403):
