@@ -5,9 +5,10 @@ Run from the repository root::
     python bench/parse.py --companies 500 --json
 
 Generates ``--companies`` companies into a temporary ``dags/`` folder: ``config/defaults.yaml``
-and any shipped DAG file other than the company loaders (e.g. ``manual_export.py``) copied
+and any shipped DAG file other than the company loaders (e.g. ``demo_feed.py``) copied
 from ``dags/``; one ``config/<id>.yaml`` per company with 2 widget exports and 3 data
-channels (each a primary and a secondary export: 8 DAGs per company); and one loader
+channels (each a primary and a secondary export: 8 export DAGs per company, plus the company's
+``manual_export__<id>``); and one loader
 ``company_<id>.py`` per company, made from a shipped loader with the company id replaced (the
 same text as ``dags/company_*.py``). Each figure is measured in a fresh subprocess with its own
 ``AIRFLOW_HOME`` (no database or network is touched), ``--repeat`` times (default 3,
@@ -18,8 +19,8 @@ interleaved); the minimum of each figure is kept, the usual estimate of the undi
   fixed cost every parse pays before reading a single config file (interpreter start excluded).
 * ``parse_seconds``: the same imports **plus** ``DagBag(dag_folder=<tmp dags>)`` over every
   loader, as the dag-processor does (asserting zero import errors and the expected DAG count).
-* ``dags``: how many DAGs that parse produced: ``8 × companies`` plus those of any other
-  shipped DAG file copied along (e.g. ``dags/manual_export.py``, which sees every company).
+* ``dags``: how many DAGs that parse produced: ``9 × companies`` (8 exports and the manual
+  DAG) plus those of any other shipped DAG file copied along (e.g. ``dags/demo_feed.py``).
 * ``ms_per_dag``: ``(parse_seconds - import_seconds) / dags * 1000``, the per-DAG cost.
 * ``worker_parse_seconds``: how Airflow's task runner parses for one task instance
   (``airflow.sdk.execution_time.task_runner.parse``): with ``_AIRFLOW_PARSING_CONTEXT_DAG_ID`` /
@@ -131,7 +132,7 @@ def write_config(dags: Path, companies: int) -> list[str]:
     config.mkdir(parents=True)
     shutil.copy(SHIPPED_DAGS / "config" / "defaults.yaml", config / "defaults.yaml")
     template = (SHIPPED_DAGS / f"company_{TEMPLATE_COMPANY}.py").read_text(encoding="utf-8")
-    for extra in SHIPPED_DAGS.glob("*.py"):  # e.g. manual_export.py: part of a full parse
+    for extra in SHIPPED_DAGS.glob("*.py"):  # e.g. demo_feed.py: part of a full parse
         if not extra.name.startswith("company_"):
             shutil.copy(extra, dags / extra.name)
     ids = [f"co{n:05d}" for n in range(companies)]
@@ -199,7 +200,7 @@ def measure(companies: int, repeat: int, clock: str = "wall",
         worker_company = ids[len(ids) // 2]
         loader = dags / f"company_{worker_company}.py"
         dag_id, task_id = f"data_export__{worker_company}__{CHANNELS[-1]}__secondary", "render"
-        if worker_file is not None:  # another shipped DAG file, e.g. manual_export.py
+        if worker_file is not None:  # another shipped DAG file, e.g. demo_feed.py
             loader = dags / worker_file
             if not loader.is_file():
                 raise SystemExit(f"--worker-file {worker_file}: no such file in {SHIPPED_DAGS}")

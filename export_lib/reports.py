@@ -38,6 +38,8 @@ class RunFilter(BaseModel):
     since: datetime | None = None  # slots at or after
     until: datetime | None = None  # slots before
     unresolved_deliveries: bool = False
+    # The companies the reader may see (None: no restriction, e.g. the CLI; empty: none at all).
+    visible_companies: frozenset[str] | None = None
     limit: int = Field(default=50, ge=1, le=MAX_LIMIT)
     offset: int = Field(default=0, ge=0)
 
@@ -77,6 +79,9 @@ class RunsPage(BaseModel):
 
 def _where(f: RunFilter) -> list[Any]:
     clauses: list[Any] = []
+    if f.visible_companies is not None:
+        clauses.append(runs.c.company.in_(sorted(f.visible_companies)) if f.visible_companies
+                       else sa.false())
     if f.company:
         clauses.append(runs.c.company == f.company)
     if f.schedule_id:

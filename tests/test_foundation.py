@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import ast
+import base64
+import os
+import re
 import shutil
 import subprocess
 import sys
@@ -101,11 +104,56 @@ def _compose_cmd() -> list[str] | None:
     return None
 
 
-def test_compose_config_validates():
+def _compose(cmd: list[str], *args: str, env_file: Path | None = None
+             ) -> subprocess.CompletedProcess[str]:
+    """``compose config`` of the project's file, from an empty directory (no stray .env)."""
+    files = ["-f", str(REPO / "docker-compose.yaml")]
+    if env_file is not None:
+        files += ["--env-file", str(env_file)]
+    env = {k: v for k, v in os.environ.items() if k not in COMPOSE_SECRETS}
+    return subprocess.run([*cmd, *files, "config", *args], cwd=env_file.parent if env_file
+                          else REPO / "deploy", capture_output=True, text=True, env=env)
+
+
+COMPOSE_SECRETS = ("POSTGRES_PASSWORD", "REDIS_PASSWORD", "MINIO_ROOT_USER",
+                   "MINIO_ROOT_PASSWORD", "AIRFLOW_FERNET_KEY", "AIRFLOW_JWT_SECRET",
+                   "AIRFLOW_API_SECRET_KEY")
+
+
+def test_compose_config_validates(tmp_path: Path):
+    """With the .env that scripts/compose-env.sh generates, the file validates; every secret
+    comes from it (none is written in the file) and every published port is on 127.0.0.1."""
     cmd = _compose_cmd()
     if cmd is None:
         pytest.fail("neither 'docker compose' nor 'docker-compose' is installed; "
                     "run scripts/ensure-debian-packages.sh")
-    result = subprocess.run([*cmd, "-f", str(REPO / "docker-compose.yaml"), "config", "-q"],
-                            cwd=REPO, capture_output=True, text=True)
+    generated = subprocess.run(["bash", str(REPO / "scripts" / "compose-env.sh")],
+                               capture_output=True, text=True, check=True).stdout
+    values = dict(line.split("=", 1) for line in generated.splitlines() if "=" in line)
+    assert set(values) == set(COMPOSE_SECRETS)
+    fernet = base64.urlsafe_b64decode(values["AIRFLOW_FERNET_KEY"])
+    assert len(fernet) == 32
+    env_file = tmp_path / ".env"
+    env_file.write_text(generated)
+    result = _compose(cmd, "-q", env_file=env_file)
     assert result.returncode == 0, result.stderr
+    resolved = yaml.safe_load(_compose(cmd, env_file=env_file).stdout)
+    common = resolved["services"]["airflow-scheduler"]["environment"]
+    assert common["AIRFLOW__CORE__FERNET_KEY"] == values["AIRFLOW_FERNET_KEY"]
+    assert values["POSTGRES_PASSWORD"] in common["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"]
+    published = [(name, port) for name, svc in resolved["services"].items()
+                 for port in svc.get("ports", [])]
+    assert {name for name, _ in published} == {"minio", "airflow-apiserver"}
+    # docker compose prints ports long-form (host_ip), docker-compose v1 as "ip:host:container".
+    assert all(port.get("host_ip") == "127.0.0.1" if isinstance(port, dict)
+               else str(port).startswith("127.0.0.1:") for _, port in published), published
+
+    missing = _compose(cmd, "-q")
+    assert missing.returncode != 0
+    assert re.search(r"set (POSTGRES_PASSWORD|REDIS_PASSWORD|MINIO_ROOT_\w+|AIRFLOW_\w+) in "
+                     r"\.env", missing.stderr), missing.stderr
+
+    text = (REPO / "docker-compose.yaml").read_text()
+    for default in ("airflow:airflow@", "minio-secret", "POSTGRES_PASSWORD: airflow",
+                    'FERNET_KEY: ""', "_AIRFLOW_WWW_USER_PASSWORD"):
+        assert default not in text

@@ -143,3 +143,20 @@ def test_a_late_run_shows_deadline_delivered_at_and_late_by(export_world, capsys
     assert header.split()[:6] == ["RUN", "STATE", "DEADLINE", "DELIVERED", "AT", "LATE"]
     assert row.split()[:6] == ["acme/daily-spend/2026-03-29T05:00Z", "ready",
                                "2026-03-29T07:00:00Z", "2026-03-30T00:00:00Z", "1020", "min"]
+
+
+def test_visible_companies_come_from_readable_dag_ids_and_bound_every_page(ledger_with_runs):
+    from export_lib.reports import run_filter, runs_page
+    from export_lib.visibility import companies_of
+
+    readable = {"widget_export__kiwi-outdoors__six-hourly-orders", "manual_export__kiwi-outdoors",
+                "demo_feed", "manual_export", "widget_export__"}
+    assert companies_of(readable) == {"kiwi-outdoors"}
+    engine = ledger_with_runs.engine
+    kiwi = runs_page(engine, run_filter(visible_companies=companies_of(readable), limit=500),
+                     now=HOUR)
+    assert (kiwi.total, {r["company"] for r in kiwi.runs}) == (3, {"kiwi-outdoors"})
+    asked_for_acme = run_filter(company="acme", visible_companies=frozenset({"kiwi-outdoors"}))
+    assert runs_page(engine, asked_for_acme, now=HOUR).total == 0
+    assert runs_page(engine, run_filter(visible_companies=frozenset()), now=HOUR).total == 0
+    assert runs_page(engine, run_filter(limit=500), now=HOUR).total == 33  # None: no restriction

@@ -191,7 +191,9 @@ class EmailDestination(_Destination):
     type: Literal["email"] = "email"
     conn_id: str = Field(default="smtp_default", pattern=_CONN_ID)
     to: tuple[str, ...] = Field(min_length=1)
-    max_attachment_bytes: int = Field(default=10 * 1024 * 1024, ge=0)
+    # Above it the message links the file (pre-signed) instead; 25 MiB is what common relays
+    # accept at all, and the attachment is read into memory.
+    max_attachment_bytes: int = Field(default=10 * 1024 * 1024, ge=0, le=25 * 1024 * 1024)
 
     @field_validator("to")
     @classmethod

@@ -32,6 +32,7 @@ from export_lib.config.models import (
     Schedule,
     WidgetExportConfig,
 )
+from export_lib.config.recipients import recipient_issues
 from export_lib.config.versions import history_issues, with_history
 from export_lib.errors import ConfigError
 from export_lib.periods.timing import Timing
@@ -229,7 +230,11 @@ def _load_company(path: Path, defaults: DefaultsFile
         return None, [], issues_from_validation(str(path), CompanyFile, exc) + issues
     if issues:
         return None, [], issues
-    return parsed.company, build_schedules(parsed), []
+    schedules = build_schedules(parsed)
+    issues = recipient_issues(path, schedules)
+    if issues:
+        return None, [], issues
+    return parsed.company, schedules, []
 
 
 def _with_defaults(data: dict[str, Any], defaults: DefaultsFile) -> dict[str, Any]:

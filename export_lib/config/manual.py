@@ -78,7 +78,8 @@ def manual_schedule(catalog: Any, request: ManualRequest, *, run_id: str):
     query = base.query.model_copy(update={"columns": request.columns}) if request.columns \
         else base.query
     temp = base.model_copy(update={
-        "schedule_id": f"{request.company}/manual-{tag}", "dag_id": "manual_export",
+        "schedule_id": f"{request.company}/manual-{tag}",
+        "dag_id": f"manual_export__{request.company}",
         "kind": "manual", "query": query, "format": request.format or base.format,
         "destinations": destinations,
     })

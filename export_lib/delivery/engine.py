@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import time
+import traceback
 from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -35,7 +36,7 @@ from typing import Any, NoReturn
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import OperationalError
 
-from export_lib.config.destinations import Destination, parse_destination
+from export_lib.config.destinations import Destination, EmailDestination, parse_destination
 from export_lib.delivery.artifact import DeliverableArtifact
 from export_lib.delivery.transports import DeliveryContext, Transport, transport_for
 from export_lib.errors import (
@@ -142,7 +143,8 @@ def _deliver(engine: Engine, destination: Destination, artifact: DeliverableArti
             f"{record.attempts} attempt(s); last error: {record.last_error}. Fix the cause, then "
             "requeue it (export_lib.delivery.requeue)"
         )
-    record = _authorize(engine, record, owner, authorized, now, labels)
+    recipients = destination.to if isinstance(destination, EmailDestination) else ()
+    record = _authorize(engine, record, owner, authorized, now, labels, recipients)
     record = _begin(engine, record, now, stale_after)
     ctx = DeliveryContext(record.delivery_id, run_key, period_label, destination.id)
     window_end = window_of(record)
@@ -224,8 +226,11 @@ def _check_same_delivery(record: rec.DeliveryRecord, destination: Destination,
 
 def _authorize(engine: Engine, record: rec.DeliveryRecord, owner: str,
                authorized: Collection[str], now: datetime,
-               labels: tuple[str, str, str]) -> rec.DeliveryRecord:
-    if owner in authorized:
+               labels: tuple[str, str, str], recipients: Collection[str] = ()
+               ) -> rec.DeliveryRecord:
+    allowed = {identity.lower() for identity in authorized}
+    strangers = sorted(r for r in recipients if r.lower() not in allowed)
+    if owner.lower() in allowed and not strangers:
         if record.state == rec.REFUSED:  # the owner was authorised again since the refusal
             with engine.begin() as conn:
                 rec.transition(conn, record, rec.PENDING, now=now)
@@ -233,6 +238,10 @@ def _authorize(engine: Engine, record: rec.DeliveryRecord, owner: str,
         return record
     reason = (f"owner {owner!r} is no longer authorised for this company; restore the owner's "
               "access or transfer the schedule to an authorised owner, then requeue")
+    if owner.lower() in allowed:
+        reason = (f"e-mail recipient(s) {', '.join(strangers)} are neither the company's owner "
+                  "nor in its 'authorized' list; add them to company.authorized or remove them "
+                  "from the destination's 'to', then requeue")
     if record.state == rec.PENDING:
         with engine.begin() as conn:
             rec.transition(conn, record, rec.REFUSED, now=now, last_error=reason)
@@ -272,15 +281,16 @@ def _run(transport: Transport, artifact: DeliverableArtifact, attempt: _Attempt)
             present = receipt is not None
             if receipt is None:
                 receipt = transport.send(artifact, attempt.ctx)
-    except DeliveryError as exc:
-        _fail(attempt, exc, started)
     except ExportError as exc:
-        _fail(attempt, DeliveryError(str(exc), retryable=exc.retryable), started)
+        _fail(attempt, DeliveryError(transport.scrub(str(exc)), retryable=exc.retryable), started)
     except Exception as exc:  # a bug or an unmapped library error: record it, never retry blind
-        log.exception("delivery %s: unexpected error", attempt.ctx.delivery_id)
-        _fail(attempt, DeliveryError(f"unexpected {type(exc).__name__}: {exc}"), started)
+        log.error("company=%s schedule=%s period=%s delivery %s: unexpected error\n%s",
+                  *attempt.labels, attempt.ctx.delivery_id,
+                  transport.scrub(traceback.format_exc()))
+        _fail(attempt, DeliveryError(f"unexpected {type(exc).__name__}: "
+                                     f"{transport.scrub(str(exc))}"), started)
     except BaseException as exc:
-        _interrupted(attempt, exc, started)
+        _interrupted(attempt, transport.scrub(f"{type(exc).__name__}: {exc}"), started)
         raise
     else:
         return _succeed(attempt, receipt, present, started)
@@ -315,18 +325,20 @@ def _succeed(attempt: _Attempt, receipt: str, present: bool, started: float) -> 
 def _fail(attempt: _Attempt, error: DeliveryError, started: float) -> NoReturn:
     message, exhausted = _record_failure(attempt, error, started)
     record = attempt.record
+    # Not chained: the cause's text is in the (scrubbed) message; a chained library exception
+    # would print its own, unscrubbed, in the task log's traceback.
     raise DeliveryError(f"delivery {record.delivery_id} to {record.target} {message}: {error}",
                         retryable=not exhausted,
-                        retry_until=None if exhausted else attempt.retry_until) from error
+                        retry_until=None if exhausted else attempt.retry_until) from None
 
 
-def _interrupted(attempt: _Attempt, exc: BaseException, started: float) -> None:
+def _interrupted(attempt: _Attempt, what: str, started: float) -> None:
     """The task was stopped mid-attempt (Airflow's timeout or SIGTERM raise BaseException).
 
     Free the record now, so the next try need not wait ``stale_after`` for a takeover. Best
     effort: if this fails too, the takeover still recovers the record.
     """
-    error = DeliveryError(f"interrupted: {type(exc).__name__}: {exc}", retryable=True)
+    error = DeliveryError(f"interrupted: {what}", retryable=True)
     try:
         _record_failure(attempt, error, started)
     except Exception:  # noqa: BLE001 - never mask the interruption itself

@@ -4,11 +4,11 @@ for messages, and an engine configured per backend."""
 from __future__ import annotations
 
 import os
-import re
 
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Engine, make_url
-from sqlalchemy.exc import ArgumentError
+
+from export_lib.masking import mask_uri
 
 
 def ledger_url(explicit: str | None = None) -> str:
@@ -24,10 +24,8 @@ def ledger_url(explicit: str | None = None) -> str:
 
 
 def masked(url: str) -> str:
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except ArgumentError:  # not even a URL: still never print what could be a password
-        return re.sub(r"://([^:/@]*):[^@]*@", r"://\1:***@", url)
+    """Scheme, host and port of the ledger URL (the one masking function; SQLite keeps its path)."""
+    return mask_uri(url)
 
 
 def make_engine(url: str) -> Engine:

@@ -163,14 +163,25 @@ def start_run(ledger: Ledger, schedule: Any, slot: datetime, *, now: datetime,
 
 
 def start_manual(ledger: Ledger, config_dir: str, params: dict[str, Any], *, run_id: str,
-                 requested_at: datetime, now: datetime, ctx: Any) -> RunSummary:
+                 requested_at: datetime, now: datetime, ctx: Any, company: str | None = None,
+                 requested_by: str | None = None) -> RunSummary:
     """Register the manual export a trigger form (or API call) asked for. The request is
     validated before any file is read; nothing is registered when it is invalid. The owner's
-    authorisation and the company's status apply as for scheduled runs."""
+    authorisation and the company's status apply as for scheduled runs.
+
+    ``company`` is the company of the DAG that was triggered (``manual_export__<company>``):
+    a request for any other company is refused, so Airflow's permission to trigger that DAG is
+    the permission to export that company's data. ``requested_by`` (the triggering user) goes
+    on the run's event log."""
     from export_lib.config.loader import load_catalog
     from export_lib.config.manual import manual_registration, manual_schedule, parse_request
 
     request = parse_request(params)
+    if company is not None and request.company != company:
+        raise AuthorizationError(
+            f"manual_export__{company}: company: {request.company!r} is not this DAG's company; "
+            f"a manual export of {request.company!r} is triggered from manual_export__"
+            f"{request.company} (nothing was registered)")
     catalog = load_catalog(config_dir, only=request.company)
     schedule = manual_schedule(catalog, request, run_id=run_id)
     if not schedule.company.may_receive(schedule.owner):
@@ -180,8 +191,9 @@ def start_manual(ledger: Ledger, config_dir: str, params: dict[str, Any], *, run
                               slot=datetime.fromtimestamp(requested_at.timestamp(), UTC))
     run, created = ledger.register(reg, now)
     if created:
-        ledger.note(run.run_key, f"manual export requested ({request.reason}); based on "
-                                 f"{request.base_export}; airflow run {run_id}", now)
+        ledger.note(run.run_key, f"manual export requested by {requested_by or 'unknown user'} "
+                                 f"({request.reason}); based on {request.base_export}; "
+                                 f"airflow run {run_id}", now)
     summary = _summary(ledger, run, created=created)
     log.info("company=%s schedule=%s period=%s: manual run %s %s: %s", *summary.log_fields(),
              run.run_key, "registered" if created else "found", request.reason)

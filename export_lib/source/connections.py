@@ -30,9 +30,13 @@ from typing import Any
 from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
 from export_lib.errors import ConfigError
+from export_lib.masking import mask_uri, scrub
+
+# Extras that configure, rather than authenticate (shown by name in repr, never by value).
+_SECRET_HINTS = ("token", "secret", "password", "passwd", "key", "credential", "auth", "sig")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Connection:
     """A resolved connection. ``extra`` holds query-string / JSON extras (strings from a URI;
     JSON values from Airflow's JSON form or an Airflow connection).
@@ -44,6 +48,8 @@ class Connection:
       transaction);
     * ``"s3"``: ``(connect_timeout=, read_timeout=, max_attempts=) -> boto3 S3 client``;
     * ``"gcs"``: ``() -> google.cloud.storage.Client``.
+
+    ``repr`` shows neither the password, the path nor any ``extra`` value (only extra names).
     """
 
     conn_id: str
@@ -51,21 +57,52 @@ class Connection:
     host: str | None = None
     port: int | None = None
     login: str | None = None
-    password: str | None = field(default=None, repr=False)
+    password: str | None = None
     schema: str | None = None
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
     clients: Mapping[str, Callable[..., Any]] = field(default_factory=dict, repr=False,
                                                       compare=False)
 
+    def __repr__(self) -> str:
+        return (f"Connection(conn_id={self.conn_id!r}, location={self.masked_uri()!r}, "
+                f"login={self.login!r}, password={'***' if self.password else None!r}, "
+                f"extra_keys={sorted(self.extra)!r})")
+
     def masked_uri(self) -> str:
-        """The URI with the password replaced by ``***``: safe for logs and error messages."""
-        auth = ""
-        if self.login:
-            auth = quote(self.login, safe="") + (":***" if self.password else "") + "@"
-        host = self.host or ""
-        port = f":{self.port}" if self.port else ""
-        path = f"/{self.schema}" if self.schema else ""
-        return f"{self.conn_type}://{auth}{host}{port}{path}"
+        """Scheme, host and port only (:func:`export_lib.masking.mask_uri`): safe anywhere."""
+        if self.conn_type in ("sqlite", "file") and not self.host:
+            return mask_uri(f"{self.conn_type}:///{self.schema or ''}")
+        scheme, host = self.conn_type, self.host or ""
+        if "://" in host:  # HttpHook's host may carry its own scheme and base path
+            scheme, host = host.split("://", 1)
+            host = host.split("/", 1)[0].rsplit("@", 1)[-1]
+        elif self.conn_type == "http" and self.schema in ("http", "https"):
+            scheme = self.schema  # HttpHook: schema is the scheme
+        host = quote(host, safe=".-:[]")
+        shown = mask_uri(f"{scheme}://{host}{f':{self.port}' if self.port else ''}")
+        endpoint = self.extra.get("endpoint_url") or self.extra.get("endpoint")
+        if not self.host and isinstance(endpoint, str) and endpoint:
+            shown += f" (endpoint {mask_uri(endpoint)})"
+        return shown
+
+    def secret_values(self) -> list[str]:
+        """Every value of this connection that must never be shown: the password, secret-looking
+        extras, and (for http connections) the path, which often carries a webhook's secret."""
+        values = [self.password or ""]
+        values += [str(v) for k, v in self.extra.items()
+                   if any(hint in k.lower() for hint in _SECRET_HINTS) and v is not None]
+        if self.conn_type in ("http", "https") and self.schema not in (None, "", "http", "https"):
+            values += [self.schema, quote(self.schema, safe="/")]
+        if self.host and "://" in self.host:  # HttpHook's https://host/base: the base path
+            parts = urlsplit(self.host)
+            base = parts.path.strip("/")
+            values += [base, quote(base, safe="/")] if base else []
+            values += [parts.password or ""]
+        return [v for v in values if v]
+
+    def scrub(self, text: object) -> str:
+        """``text`` with this connection's secret values replaced by ``***``."""
+        return scrub(str(text), self.secret_values())
 
 
 def project_root() -> Path:

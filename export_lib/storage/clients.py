@@ -21,8 +21,8 @@ from export_lib.source.connections import Connection
 
 
 def s3_client(conn: Connection, *, connect_timeout: float = 10, read_timeout: float = 120,
-              max_attempts: int = 3) -> Any:
-    if "s3" in conn.clients:
+              max_attempts: int = 3, signature_version: str | None = None) -> Any:
+    if "s3" in conn.clients:  # the resolver's client (its own signing config applies)
         return conn.clients["s3"](connect_timeout=connect_timeout, read_timeout=read_timeout,
                                   max_attempts=max_attempts)
     import boto3
@@ -37,7 +37,8 @@ def s3_client(conn: Connection, *, connect_timeout: float = 10, read_timeout: fl
         aws_secret_access_key=conn.password or extra.get("aws_secret_access_key") or None,
         aws_session_token=extra.get("aws_session_token") or None,
         config=Config(connect_timeout=connect_timeout, read_timeout=read_timeout,
-                      retries={"max_attempts": max_attempts, "mode": "standard"}),
+                      retries={"max_attempts": max_attempts, "mode": "standard"},
+                      signature_version=signature_version),
     )
 
 

@@ -207,17 +207,25 @@ def _restatement(schedule: Any, resolve: Any, delivered: Any, destinations: Any,
 
 
 def company_dags(config_dir: Path, company_id: str, only_dag: str | None = None) -> list[DAG]:
-    """The DAGs of one company; a config problem raises one ConfigError naming file and field.
+    """The DAGs of one company — its exports and its ``manual_export__<company>`` DAG; a config
+    problem raises one ConfigError naming file and field.
 
     ``only_dag`` builds just that DAG (none if it is not this company's); the whole company
     file is still validated, so a broken file fails a worker exactly as it fails the parser.
     """
+    from export_airflow.manual_dag import build_manual_dag, manual_dag_id
     from export_lib.config.loader import load_catalog
 
     catalog = load_catalog(config_dir, only=company_id)
     catalog.raise_for_errors()
-    return [build_dag(s, str(config_dir)) for s in catalog.for_company(company_id)
+    schedules = catalog.for_company(company_id)
+    dags = [build_dag(s, str(config_dir)) for s in schedules
             if only_dag is None or s.dag_id == only_dag]
+    if only_dag is None or only_dag == manual_dag_id(company_id):
+        # A worker running a manual task needs no form enums (see manual_dag.manual_params).
+        form = None if only_dag is not None else schedules
+        dags.append(build_manual_dag(config_dir, company_id, form))
+    return dags
 
 
 def register_company_dags(loader_file: str, namespace: dict[str, Any]) -> None:

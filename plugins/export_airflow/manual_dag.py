@@ -1,13 +1,17 @@
-"""The ``manual_export`` DAG: one-off exports from the Airflow UI trigger form (seed 000).
+"""The ``manual_export__<company>`` DAGs: one-off exports from the Airflow UI trigger form (seed
+000), one DAG per company so Airflow's own DAG permissions decide who may export what.
 
-The form is built from the catalog (company and base export are enums); destinations can only be
-narrowed to configured ones. The temporary config is validated in ``resolve_window`` — an invalid
-request fails that task with the reason and registers nothing — captured on the run, and never
-persisted as a schedule. Retries: 3, after 30 s, 2 min and 10 min (seed 002).
+Each company's loader (``dags/company_<id>.py``) registers its manual DAG next to its scheduled
+ones, built from the same catalog: the form lists only that company's exports and destinations,
+and ``resolve_window`` refuses a request naming another company (the REST API lets a caller
+send any ``conf``). The temporary config is validated in ``resolve_window`` — an invalid request
+fails that task with the reason and registers nothing — captured on the run with the triggering
+user, and never persisted as a schedule. Retries: 3, after 30 s, 2 min and 10 min (seed 002).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -22,31 +26,32 @@ from export_airflow.operators import (
 )
 from export_airflow.retry_policy import MANUAL_RETRY
 
-DOC = """### Manual export
+DOC = """### Manual export of company `{company}`
 
 Exports one window of a configured export once, for the reason you give. Pick the company, the
 export to base it on (its query, tenant scoping and destinations apply), the window
 (`[start, end)`, ISO 8601; no offset means UTC), optionally explicit columns, the format and a
 subset of the configured destinations. Nothing is saved as a schedule. The run, its artifact and
-deliveries are in the ledger: `exportctl runs --company <id>`.
+deliveries are in the ledger: `exportctl runs --company {company}`. Who triggered the run is
+recorded on it.
 """
 
 
-def manual_params(catalog: Any | None) -> dict[str, Param]:
-    """The trigger form. ``catalog=None`` (a worker running this DAG's task) builds the same
-    fields without the enums: the form is rendered from the serialized DAG, and
-    ``resolve_window`` re-checks company, export and destinations against the catalog."""
-    if catalog is None:
-        return _open_params()
-    companies = sorted(catalog.companies)
-    exports = sorted(s.schedule_id for s in catalog.schedules)
-    destinations = sorted({d.id for s in catalog.schedules for d in s.destinations})
+def manual_params(company: str, schedules: Sequence[Any] | None) -> dict[str, Param]:
+    """The trigger form of ``company``'s manual DAG. ``schedules=None`` (a worker running this
+    DAG's task) builds the same fields without the enums: the form is rendered from the
+    serialized DAG, and ``resolve_window`` re-checks export and destinations against the
+    catalog."""
+    if schedules is None:
+        return _open_params(company)
+    exports = sorted(s.schedule_id for s in schedules)
+    destinations = sorted({d.id for s in schedules for d in s.destinations})
     return {
-        "company": Param(companies[0] if companies else "", type="string", enum=companies or [""],
-                         title="Company", description="Whose data to export."),
+        "company": Param(company, type="string", enum=[company], title="Company",
+                         description="This DAG exports this company's data only."),
         "base_export": Param(exports[0] if exports else "", type="string", enum=exports or [""],
                              title="Based on export",
-                             description="A configured export of that company (schedule id)."),
+                             description="A configured export of this company (schedule id)."),
         "window_start": Param("", type="string", title="Window start",
                               description="ISO 8601, inclusive, e.g. 2026-11-01T00:00:00+01:00"),
         "window_end": Param("", type="string", title="Window end",
@@ -72,10 +77,11 @@ def requested_destinations(resolved: dict[str, Any]) -> list[str]:
     return list(resolved["destinations"])
 
 
-def _open_params() -> dict[str, Param]:
+def _open_params(company: str) -> dict[str, Param]:
     text = {"type": "string"}
     return {
-        "company": Param("", **text), "base_export": Param("", **text),
+        "company": Param(company, type="string", enum=[company]),
+        "base_export": Param("", **text),
         "window_start": Param("", **text), "window_end": Param("", **text),
         "columns": Param([], type="array", items=text),
         "format": Param("csv", type="string", enum=["csv", "parquet"]),
@@ -85,27 +91,24 @@ def _open_params() -> dict[str, Param]:
     }
 
 
-def build_manual_dag(config_dir: Path) -> DAG:
-    from airflow.sdk import get_parsing_context
+def manual_dag_id(company: str) -> str:
+    return f"manual_export__{company}"
 
-    from export_lib.config.loader import load_catalog
 
-    # A worker running one of this DAG's tasks needs no form: skip reading every company file
-    # (500 companies: 0.8 s → 0.2 s). The dag-processor builds the full form.
-    worker = get_parsing_context().dag_id == "manual_export"
-    catalog = None if worker else load_catalog(config_dir)  # broken files: left out of the form
+def build_manual_dag(config_dir: Path, company: str, schedules: Sequence[Any] | None) -> DAG:
+    """``company``'s manual DAG; ``schedules=None`` when a worker builds it to run a task."""
     with DAG(
-        dag_id="manual_export",
+        dag_id=manual_dag_id(company),
         schedule=None,
-        tags=["kind:manual"],
-        doc_md=DOC,
-        params=manual_params(catalog),
+        tags=[f"company:{company}", "kind:manual"],
+        doc_md=DOC.format(company=company),
+        params=manual_params(company, schedules),
         default_args={"owner": "exports", "retries": 3, "retry_delay": timedelta(seconds=30),
                       "retry_policy": MANUAL_RETRY},
         max_active_runs=4,
     ) as dag:
         resolve = ResolveWindowOperator(task_id="resolve_window", schedule_id=None,
-                                        config_dir=str(config_dir))
+                                        config_dir=str(config_dir), company=company)
         rendered = RenderCsvOperator(task_id="render", run=resolve.output, pool="export_render",
                                      regenerate="{{ params.regenerate }}")
         published = PublishOperator(task_id="publish", rendered=rendered.output)

@@ -57,18 +57,21 @@ class ResolveWindowOperator(BaseOperator):
     """Register (or find) the run of this slot, resolve its reporting window and apply the
     start policies (paused company, owner authorisation, late start, recovery bookkeeping).
 
-    :param schedule_id: the schedule, e.g. ``acme/daily-spend`` (templated); ``None`` for the
-        ``manual_export`` DAG, whose trigger form (``params``) describes the export
+    :param schedule_id: the schedule, e.g. ``acme/daily-spend`` (templated); ``None`` for a
+        ``manual_export__<company>`` DAG, whose trigger form (``params``) describes the export
     :param config_dir: the config catalog directory (templated)
+    :param company: the manual DAG's company; a request for another company is refused
     """
 
     template_fields: Sequence[str] = ("schedule_id", "config_dir")
     ui_color = "#e8f4fd"
 
-    def __init__(self, *, schedule_id: str | None, config_dir: str, **kwargs: Any) -> None:
+    def __init__(self, *, schedule_id: str | None, config_dir: str, company: str | None = None,
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.schedule_id = schedule_id
         self.config_dir = config_dir
+        self.company = company
 
     def execute(self, context: Any) -> dict[str, Any]:
         from export_lib.config.loader import load_catalog
@@ -81,7 +84,9 @@ class ResolveWindowOperator(BaseOperator):
             if self.schedule_id is None:
                 summary = start_manual(ledger, self.config_dir, dict(context["params"]),
                                        run_id=dag_run.run_id, requested_at=dag_run.run_after,
-                                       now=now, ctx=_ctx(context, "manual"))
+                                       now=now, ctx=_ctx(context, "manual"), company=self.company,
+                                       requested_by=getattr(dag_run, "triggering_user_name",
+                                                            None))
             else:
                 company = self.schedule_id.split("/", 1)[0]
                 schedule = load_catalog(self.config_dir, only=company).schedule(self.schedule_id)

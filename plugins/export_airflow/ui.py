@@ -4,9 +4,14 @@ Support staff and analysts see, per run, newest slot first: the period in the co
 timezone and the window in UTC, state and reason, the deadline with a verdict (on time, late by
 how much, overdue), artifact versions with checksums, and every delivery's state. Filters:
 company, schedule, state, unresolved deliveries; pages of ``limit`` runs read in SQL
-(``export_lib.reports``). Plugin FastAPI apps are not authenticated by Airflow, so every route
-requires a logged-in user allowed to read DAGs (Airflow's own dependency; the UI's JWT cookie
-authenticates the iframe).
+(``export_lib.reports``).
+
+Per-tenant visibility: a reader sees only the companies whose DAGs Airflow's auth manager lets
+them read (``get_authorized_dag_ids`` → companies, ``export_lib.visibility``); a reader allowed
+every DAG sees every company. Plugin FastAPI apps are not authenticated by Airflow, so every
+route — ``/docs`` and ``/openapi.json`` included — requires a logged-in user (Airflow's own
+``get_user``; the UI's JWT cookie authenticates the iframe), and a user who may read no export
+DAG gets 403.
 """
 
 from __future__ import annotations
@@ -16,11 +21,41 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlencode
 
-from airflow.api_fastapi.core_api.security import requires_access_dag
-from fastapi import Depends, FastAPI, HTTPException, Query
-from fastapi.responses import HTMLResponse
+from airflow.api_fastapi.app import get_auth_manager
+from airflow.api_fastapi.core_api.security import GetUserDep
+from fastapi import Depends, FastAPI, HTTPException, Query, Request
+from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.responses import HTMLResponse, JSONResponse
 
-app = FastAPI(title="Export runs", dependencies=[Depends(requires_access_dag("GET"))])
+# FastAPI's own /docs and /openapi.json would be public: they are served below, behind a login.
+app = FastAPI(title="Export runs", docs_url=None, redoc_url=None, openapi_url=None)
+
+
+def visible_companies(user: GetUserDep) -> frozenset[str] | None:
+    """The companies this user may see (None: every company), or 403 when none."""
+    from export_lib.visibility import companies_of
+
+    manager = get_auth_manager()
+    if manager.is_authorized_dag(method="GET", user=user):  # every DAG, not one of them
+        return None
+    companies = companies_of(manager.get_authorized_dag_ids(user=user, method="GET"))
+    if not companies:
+        raise HTTPException(status_code=403, detail="you may read no export DAG")
+    return companies
+
+
+Visible = Depends(visible_companies)
+
+
+@app.get("/openapi.json", include_in_schema=False)
+def openapi(_: frozenset[str] | None = Visible) -> JSONResponse:
+    return JSONResponse(app.openapi())
+
+
+@app.get("/docs", include_in_schema=False)
+def docs(request: Request, _: frozenset[str] | None = Visible) -> HTMLResponse:
+    root = request.scope.get("root_path", "").rstrip("/")
+    return get_swagger_ui_html(openapi_url=f"{root}/openapi.json", title="Export runs API")
 
 
 def _page(**filters: Any) -> Any:
@@ -40,9 +75,11 @@ def _page(**filters: Any) -> Any:
 @app.get("/runs.json")
 def runs_json(company: str | None = None, schedule: str | None = None, state: str | None = None,
               unresolved: bool = False, limit: int = Query(50, ge=1, le=500),
-              offset: int = Query(0, ge=0)) -> dict[str, Any]:
+              offset: int = Query(0, ge=0),
+              visible: frozenset[str] | None = Visible) -> dict[str, Any]:
     return _page(company=company, schedule_id=schedule, state=state,
-                 unresolved_deliveries=unresolved, limit=limit, offset=offset).as_json()
+                 unresolved_deliveries=unresolved, limit=limit, offset=offset,
+                 visible_companies=visible).as_json()
 
 
 def _cell(value: Any) -> str:
@@ -72,9 +109,10 @@ def _value(text: str | None) -> str:
 @app.get("/", response_class=HTMLResponse)
 def page(company: str | None = None, schedule: str | None = None, state: str | None = None,
          unresolved: bool = False, limit: int = Query(50, ge=1, le=500),
-         offset: int = Query(0, ge=0)) -> str:
+         offset: int = Query(0, ge=0), visible: frozenset[str] | None = Visible) -> str:
     result = _page(company=company, schedule_id=schedule, state=state,
-                   unresolved_deliveries=unresolved, limit=limit, offset=offset)
+                   unresolved_deliveries=unresolved, limit=limit, offset=offset,
+                   visible_companies=visible)
     rows = []
     for r in result.runs:
         arts = ", ".join(f"v{a['version']} ({a['rows']} rows, {a['sha256'][:12]})"

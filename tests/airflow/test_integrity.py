@@ -49,9 +49,11 @@ def _expected_id(schedule) -> str:
 
 
 def _expected_ids(folder: Path = DAGS) -> set[str]:
-    """Every export of the catalog, plus one DAG per other DAG file (``manual_export.py`` →
-    ``manual_export``, ``demo_feed.py`` → ``demo_feed``) when those files exist."""
-    ids = {_expected_id(s) for s in _catalog(folder / "config").schedules}
+    """Every export of the catalog, each company's ``manual_export__<company>``, plus one DAG
+    per other DAG file (``demo_feed.py`` → ``demo_feed``) when those files exist."""
+    catalog = _catalog(folder / "config")
+    ids = {_expected_id(s) for s in catalog.schedules}
+    ids |= {f"manual_export__{company}" for company in catalog.companies}
     return ids | {p.stem for p in folder.glob("*.py")
                   if not p.name.startswith("company_") and p.name != "config_check.py"}
 
@@ -79,7 +81,8 @@ def test_shipped_dag_ids_are_exactly_the_configured_exports(shipped_bag):
     assert {"widget_export__acme__daily-spend", "widget_export__acme__hourly-clicks",
             "widget_export__kiwi-outdoors__six-hourly-orders",
             "data_export__acme__google-ads__primary", "data_export__acme__google-ads__secondary",
-            "data_export__dentsu-happiness__tiktok__secondary"} <= expected
+            "data_export__dentsu-happiness__tiktok__secondary", "manual_export__acme",
+            "manual_export__kiwi-outdoors"} <= expected
 
 
 @pytest.fixture(scope="module")
@@ -190,6 +193,10 @@ BROKEN_ACME = {
 }
 
 
+def _of_acme(dag_id: str) -> bool:
+    return "__acme__" in dag_id or dag_id == "manual_export__acme"
+
+
 @pytest.mark.parametrize("breakage", sorted(BROKEN_ACME))
 def test_a_broken_company_file_is_one_import_error_and_the_rest_load(dags_copy, breakage):
     edit, expected_text = BROKEN_ACME[breakage]
@@ -205,9 +212,9 @@ def test_a_broken_company_file_is_one_import_error_and_the_rest_load(dags_copy, 
     assert str(yaml_file) in error
     for text in expected_text:
         assert text in error, (text, error[-1500:])
-    others = {i for i in _expected_ids(DAGS) if "__acme__" not in i}
+    others = {i for i in _expected_ids(DAGS) if not _of_acme(i)}
     assert set(bag.dags) == others
-    assert others and not any("__acme__" in i for i in bag.dags)
+    assert others and not any(_of_acme(i) for i in bag.dags)
 
 
 def test_a_loader_whose_yaml_was_deleted_is_one_import_error_naming_the_file(dags_copy):
@@ -222,7 +229,8 @@ def test_a_loader_whose_yaml_was_deleted_is_one_import_error_naming_the_file(dag
     assert "no config file for company 'kiwi-outdoors'" in bag.import_errors[loader]
     assert (f"{loader}: DAG loader without a company file {dags_copy}/config/kiwi-outdoors.yaml; "
             f"remove it with: exportctl loaders {dags_copy}") in bag.import_errors[check]
-    assert set(bag.dags) == {i for i in _expected_ids(DAGS) if "__kiwi-outdoors__" not in i}
+    assert set(bag.dags) == {i for i in _expected_ids(DAGS) if "__kiwi-outdoors__" not in i
+                             and i != "manual_export__kiwi-outdoors"}
 
 
 
@@ -281,6 +289,21 @@ def test_a_worker_parse_builds_only_the_dag_it_runs(dags_copy, monkeypatch):
     assert bag.import_errors == {}
     assert set(bag.dags) == {wanted}
     assert set(bag.dags[wanted].task_dict) == {*TASKS, "recover_missed"}  # recovery: each
+
+
+def test_each_company_has_a_manual_dag_whose_form_lists_only_its_own_exports(shipped_bag):
+    catalog = _catalog()
+    for company in catalog.companies:
+        dag = shipped_bag.dags[f"manual_export__{company}"]
+        params = dag.params.dump()
+        schedules = catalog.for_company(company)
+        assert params["company"] == company
+        assert dag.params.get_param("company").schema["enum"] == [company]
+        assert dag.params.get_param("base_export").schema["enum"] == sorted(
+            s.schedule_id for s in schedules)
+        assert dag.params.get_param("destinations").schema["items"]["enum"] == sorted(
+            {d.id for s in schedules for d in s.destinations})
+        assert f"company:{company}" in dag.tags
 
 
 def test_a_worker_parse_still_reports_a_broken_company_file(dags_copy, monkeypatch):

@@ -50,11 +50,12 @@ def test_retrigger_and_rerun_keep_one_artifact_and_one_delivery(airflow_db, expo
 
 def test_manual_export_from_the_trigger_form(airflow_db, export_world, tmp_path):
     from airflow.utils.state import DagRunState
-    from export_airflow.manual_dag import build_manual_dag
+    from export_airflow.dag_factory import company_dags
 
     from export_lib.ledger import open_ledger
 
-    dag = build_manual_dag(tmp_path / "dags" / "config")
+    (dag,) = company_dags(tmp_path / "dags" / "config", "acme", only_dag="manual_export__acme")
+    assert dag.params["company"] == "acme"
     conf = {"company": "acme", "base_export": "acme/daily-spend", "reason": "quarterly audit",
             "window_start": "2026-03-27T00:00:00+01:00", "window_end": "2026-03-28T00:00:00+01:00",
             "columns": ["company_id", "widget_id", "value"], "format": "csv"}
@@ -69,4 +70,5 @@ def test_manual_export_from_the_trigger_form(airflow_db, export_world, tmp_path)
     delivered = list((export_world.outbox / "acme/daily-spend").glob("*manual*.csv"))
     assert len(delivered) == 1
     assert delivered[0].read_text().splitlines()[0] == "company_id,widget_id,value"
-    assert any("quarterly audit" in (e["detail"] or "") for e in ledger.events(manual.run_key))
+    assert any("requested by dag_test (quarterly audit)" in (e["detail"] or "")
+               for e in ledger.events(manual.run_key))

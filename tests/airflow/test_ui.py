@@ -35,3 +35,7 @@ def test_status_page_requires_login_and_lists_runs(airflow_db, export_world, tmp
     assert client.get("/exports/?company=nobody", headers=headers).text.count("<tr>") == 1
     bad = client.get("/exports/runs.json?state=done", headers=headers)
     assert bad.status_code == 422 and "unknown run state 'done'" in bad.text
+    for path in ("/exports/docs", "/exports/openapi.json"):
+        assert client.get(path).status_code == 401
+        assert client.get(path, headers=headers).status_code == 200
+    assert "/runs.json" in client.get("/exports/openapi.json", headers=headers).json()["paths"]

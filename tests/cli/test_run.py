@@ -162,7 +162,7 @@ def test_unreachable_ledger_is_one_clear_line_with_the_password_masked(tmp_path:
     home = tmp_path / "w"
     shutil.copytree(REPO / "dags" / "config", home / "config")  # valid: the ledger is what fails
     env = clean_env(EXPORT_HOME=str(home), EXPORT_LEDGER_URL=url)
-    shown = url.split("?")[0].replace("s3cr3t-pw", "***")
+    shown = "postgresql://127.0.0.1:9"  # scheme, host and port only
     for args in (("run", "config", "--schedule", DAILY, "--slot", DAILY_SLOT), ("runs",)):
         result = exportctl(*args, cwd=home, env=env)
         assert result.returncode == 1

@@ -13,7 +13,7 @@ from export_lib.config.destinations import EmailDestination, S3Destination, Webh
 from export_lib.errors import ConfigError, ConnectionLookupError, DeliveryError
 from export_lib.source.connections import Connection, parse_connection
 from tests.delivery.conftest import ArtifactFactory
-from tests.delivery.support import only_record, run
+from tests.delivery.support import OWNER, only_record, run
 from tests.services.http import WebhookReceiver
 from tests.services.s3 import S3Server
 from tests.services.smtp import SmtpRelay
@@ -106,7 +106,8 @@ def test_an_airflow_smtp_form_connection_delivers_mail(
                                  "disable_tls": True})
 
     mail = EmailDestination(id="mail", conn_id="smtp_default", to=("ops@acme.example",))
-    outcome = run(sqlite_engine, mail, make_artifact(), resolver=resolver)
+    outcome = run(sqlite_engine, mail, make_artifact(), resolver=resolver,
+                  authorized={OWNER, "ops@acme.example"})  # recipients must be authorised
 
     assert outcome.state == "acknowledged"
     assert smtp.handler.envelopes == [("exports@example.com", ["ops@acme.example"])]

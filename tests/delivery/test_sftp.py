@@ -114,7 +114,7 @@ def test_wrong_password_is_permanent_and_masked(
     make_artifact: ArtifactFactory, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("AIRFLOW_CONN_ACME_SFTP", sftp_server.connection_uri(password="guess"))
-    with pytest.raises(DeliveryError, match=r"connection 'acme_sftp' \(sftp://exports:\*\*\*@"
+    with pytest.raises(DeliveryError, match=r"connection 'acme_sftp' \(sftp://"
                        r"127\.0\.0\.1:\d+\) was refused: SSH authentication failed") as info:
         run(sqlite_engine, SftpDestination(id="customer-sftp", conn_id="acme_sftp",
                                            path=upload_dir), make_artifact())

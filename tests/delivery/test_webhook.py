@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from datetime import timedelta
 from urllib.parse import quote
 
@@ -28,6 +29,25 @@ def hook(webhook: WebhookReceiver, monkeypatch: pytest.MonkeyPatch) -> WebhookRe
     return webhook
 
 
+@pytest.fixture()
+def tls_hook(https_webhook_server: WebhookReceiver, certificates: ServerCertificates,
+             monkeypatch: pytest.MonkeyPatch) -> Callable[[str], WebhookReceiver]:
+    """The HTTPS receiver (private CA trusted via ca_file); call with the URI's credential part
+    (``"?token=t"``, ``"user:pw@"``) to set AIRFLOW_CONN_ACME_HOOK."""
+    https_webhook_server.state.reset()
+
+    def use(credentials: str = "") -> WebhookReceiver:
+        userinfo, _, query = credentials.partition("?")
+        ca = f"ca_file={quote(str(certificates.ca_file), safe='')}"
+        monkeypatch.setenv(
+            "AIRFLOW_CONN_ACME_HOOK",
+            f"https://{userinfo}127.0.0.1:{https_webhook_server.port}/hooks?{ca}"
+            + (f"&{query}" if query else ""))
+        return https_webhook_server
+
+    return use
+
+
 def test_webhook_posts_the_delivery_once_with_its_idempotency_key(
     sqlite_engine: sa.Engine, hook: WebhookReceiver, make_artifact: ArtifactFactory
 ) -> None:
@@ -42,10 +62,9 @@ def test_webhook_posts_the_delivery_once_with_its_idempotency_key(
         "name": artifact.name, "version": 1, "rows": artifact.rows, "bytes": artifact.bytes,
         "sha256": artifact.sha256, "format": "csv",
         "window_start": "2026-03-28T00:00:00+00:00", "window_end": "2026-03-29T00:00:00+00:00",
-        "link": artifact.uri,
+        "link": None, "link_expires_at": None,  # no artifact-store connection: no link at all
     }
-    assert first.receipt is not None and first.receipt.startswith(
-        f"HTTP 200 x-request-id=req-{KEY[-8:]}-1 body=")
+    assert first.receipt == f"HTTP 200 x-request-id=req-{KEY[-8:]}-1"
 
 
 def test_stored_then_stalled_past_the_timeout_is_processed_once(
@@ -61,7 +80,7 @@ def test_stored_then_stalled_past_the_timeout_is_processed_once(
     assert hook.state.processed == {KEY: 1}
     assert [r["key"] for r in hook.state.requests] == [KEY, KEY]
     record = only_record(ledger_engine)
-    assert '"status": "duplicate"' in record["receipt"]
+    assert record["receipt"] == f"HTTP 200 x-request-id=req-{KEY[-8:]}-2"  # the duplicate's
     receipts = [h["receipt"] for h in record["history"] if h["receipt"]]
     assert receipts == [record["receipt"]]
     assert [h["outcome"] for h in record["history"]] == ["retryable_failure", "delivered"]
@@ -127,28 +146,43 @@ def test_client_error_is_permanent(
 
 
 def test_wrong_credentials_are_permanent_and_name_the_connection_masked(
-    sqlite_engine: sa.Engine, webhook: WebhookReceiver, make_artifact: ArtifactFactory,
-    monkeypatch: pytest.MonkeyPatch,
+    sqlite_engine: sa.Engine, tls_hook: Callable[[str], WebhookReceiver],
+    make_artifact: ArtifactFactory,
 ) -> None:
-    webhook.state.token = "right-token"
-    monkeypatch.setenv("AIRFLOW_CONN_ACME_HOOK",
-                       f"http://svc:hunter2@127.0.0.1:{webhook.port}/hooks")
-    with pytest.raises(DeliveryError, match=r"connection 'acme_hook' \(http://svc:\*\*\*@127"
-                       r".*was refused: webhook answered HTTP 401") as info:
+    receiver = tls_hook("svc:hunter2@")
+    receiver.state.token = "right-token"
+    with pytest.raises(DeliveryError, match=r"connection 'acme_hook' \(https://127\.0\.0\.1:"
+                       r"\d+\) was refused: webhook answered HTTP 401") as info:
         run(sqlite_engine, HOOK, make_artifact())
     assert info.value.retryable is False and "hunter2" not in str(info.value)
+    assert "svc" not in str(info.value) and "/hooks" not in str(info.value)
     assert only_record(sqlite_engine)["state"] == "exhausted"
-    assert len(webhook.state.requests) == 1
+    assert len(receiver.state.requests) == 1
 
 
 def test_bearer_token_from_the_connection_is_sent(
-    sqlite_engine: sa.Engine, webhook: WebhookReceiver, make_artifact: ArtifactFactory,
-    monkeypatch: pytest.MonkeyPatch,
+    sqlite_engine: sa.Engine, tls_hook: Callable[[str], WebhookReceiver],
+    make_artifact: ArtifactFactory,
 ) -> None:
-    webhook.state.token = "right-token"
-    monkeypatch.setenv("AIRFLOW_CONN_ACME_HOOK",
-                       f"http://127.0.0.1:{webhook.port}/hooks?token=right-token")
+    receiver = tls_hook("?token=right-token")
+    receiver.state.token = "right-token"
     assert run(sqlite_engine, HOOK, make_artifact()).state == "acknowledged"
+    assert receiver.state.requests[0]["authorization"] == "Bearer right-token"
+
+
+@pytest.mark.parametrize("credentials", ["?token=t0ken-over-http", "svc:pw-over-http@"])
+def test_credentials_over_plain_http_are_refused_before_sending(
+    sqlite_engine: sa.Engine, webhook: WebhookReceiver, make_artifact: ArtifactFactory,
+    monkeypatch: pytest.MonkeyPatch, credentials: str,
+) -> None:
+    userinfo, _, query = credentials.partition("?")
+    monkeypatch.setenv("AIRFLOW_CONN_ACME_HOOK", f"http://{userinfo}127.0.0.1:{webhook.port}/hooks"
+                       + (f"?{query}" if query else ""))
+    with pytest.raises(DeliveryError, match=r"connection 'acme_hook' \(http://127\.0\.0\.1:\d+\) "
+                       r"sends credentials over plain http; use an https:// URI") as info:
+        run(sqlite_engine, HOOK, make_artifact())
+    assert info.value.retryable is False and "over-http" not in str(info.value)
+    assert webhook.state.requests == []
 
 
 def test_unreachable_receiver_is_retryable(
@@ -157,7 +191,7 @@ def test_unreachable_receiver_is_retryable(
     from tests.services.ports import free_port
 
     monkeypatch.setenv("AIRFLOW_CONN_ACME_HOOK", f"http://127.0.0.1:{free_port()}/hooks")
-    with pytest.raises(DeliveryError, match="ConnectionRefusedError") as info:
+    with pytest.raises(DeliveryError, match="ConnectError: .*Connection refused") as info:
         run(sqlite_engine, HOOK, make_artifact())
     assert info.value.retryable is True
     assert only_record(sqlite_engine)["state"] == "pending"

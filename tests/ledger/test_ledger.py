@@ -131,7 +131,7 @@ def test_failed_attempt_marks_the_run_failed(sqlite_ledger):
 def test_unreachable_ledger_names_the_url_with_the_password_masked(postgres_server):
     url = f"postgresql://exports:s3cret-pw@127.0.0.1:{postgres_server.port}/no_such_db"
     with pytest.raises(LedgerError, match=r"cannot reach the export ledger at "
-                       r"postgresql://exports:\*\*\*@127\.0\.0\.1:\d+/no_such_db") as info:
+                       r"postgresql://127\.0\.0\.1:\d+: ") as info:
         open_ledger(url)
     assert "s3cret-pw" not in str(info.value)
 

@@ -78,3 +78,26 @@ def test_paused_company_and_revoked_owner(export_world, tmp_path):
     with pytest.raises(AuthorizationError, match="owner leaver@acme.example is no longer "
                                                  "authorised for company acme"):
         _resolve(config, "acme/daily-spend", slot2, slot2)
+
+
+def test_a_manual_dag_refuses_a_request_for_another_company_and_records_the_requester(
+        export_world, tmp_path):
+    from export_lib.ledger import open_ledger
+    from export_lib.pipeline import RunContext, start_manual
+
+    config = str(tmp_path / "dags" / "config")
+    params = {"company": "kiwi-outdoors", "base_export": "kiwi-outdoors/six-hourly-orders",
+              "reason": "audit", "window_start": "2026-03-27T00:00:00Z",
+              "window_end": "2026-03-28T00:00:00Z"}
+    ledger, now = open_ledger(), datetime(2026, 3, 30, 12, tzinfo=UTC)
+    kwargs = {"run_id": "manual__1", "requested_at": now, "now": now,
+              "ctx": RunContext(origin="test", trigger="manual")}
+    with pytest.raises(AuthorizationError, match=r"manual_export__acme: company: 'kiwi-outdoors' "
+                       r"is not this DAG's company.*\(nothing was registered\)"):
+        start_manual(ledger, config, params, company="acme", requested_by="mallory", **kwargs)
+    assert ledger.list_runs("kiwi-outdoors") == []
+    summary = start_manual(ledger, config, params, company="kiwi-outdoors",
+                           requested_by="kiwi-analyst", **kwargs)
+    events = ledger.events(summary.run_key)
+    assert any((e["detail"] or "").startswith("manual export requested by kiwi-analyst (audit)")
+               for e in events), events

@@ -219,8 +219,8 @@ def test_source_down_is_retryable_naming_the_connection_with_the_password_masked
     from tests.services.ports import free_port
 
     conn = parse_connection("warehouse", f"postgresql://reader:S3cr3t-pw@127.0.0.1:{free_port()}/db")
-    with pytest.raises(SourceError, match=r"source 'warehouse' \(postgresql://reader:\*\*\*@"
-                                          r"127\.0\.0\.1:\d+/db\): connecting failed") as info:
+    with pytest.raises(SourceError, match=r"source 'warehouse' \(postgresql://"
+                                          r"127\.0\.0\.1:\d+\): connecting failed") as info:
         with open_source(conn):
             pass
     assert info.value.retryable is True
@@ -258,7 +258,7 @@ def test_watermark_is_the_max_ingested_at(any_source):
 def test_source_lost_after_opening_is_retryable(pg, pg_schema, postgres_server):
     with psycopg.connect(postgres_server.dsn, autocommit=True) as admin:
         admin.execute("SELECT pg_terminate_backend(%s)", (pg.connection.info.backend_pid,))
-    with pytest.raises(SourceError, match=r"source 'src' \(postgresql://exports:\*\*\*@.*\): "
+    with pytest.raises(SourceError, match=r"source 'src' \(postgresql://127\.0\.0\.1:\d+\): "
                                           r"reading the columns of 'ad_metrics' failed") as info:
         run(pg, spec(table_schema=pg_schema))
     assert info.value.retryable is True

@@ -8,22 +8,38 @@ misbehaviour for the next requests:
 * ``stall_next(seconds)`` — store and process the delivery, then stall past the client timeout
   before answering (the "stored, but the response was lost" case);
 * ``token`` — require ``Authorization: Bearer <token>`` (401 otherwise);
-* ``signing_secret`` — require a valid ``X-Export-Signature`` HMAC of the body (401 otherwise).
+* ``signing_secret`` — require a valid, fresh ``X-Export-Timestamp`` + ``X-Export-Signature``
+  (verified by the documented receiver example, ``docs/examples/webhook_receiver.py``);
+* ``redirect_next(location, status)`` — answer the next POST with a redirect;
+* ``echo_secret`` — put this text in every answer's body (receipts must not keep bodies).
+
+Every request is logged, GETs included (a client following a redirect would GET).
 
 ``processed`` counts deliveries processed per key; ``requests`` logs every request received.
 """
 
 from __future__ import annotations
 
-import hashlib
-import hmac
+import importlib.util
 import json
 import ssl
 import threading
 import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
+
+RECEIVER_EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "webhook_receiver.py"
+
+
+def receiver_example() -> Any:
+    """The receiver example of the docs, imported from its file (tests run the documented code)."""
+    spec = importlib.util.spec_from_file_location("webhook_receiver_example", RECEIVER_EXAMPLE)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 @dataclass
@@ -35,6 +51,8 @@ class ReceiverState:
     requests: list[dict[str, Any]] = field(default_factory=list)
     failures: list[int] = field(default_factory=list)
     stalls: list[float] = field(default_factory=list)
+    redirects: list[tuple[int, str]] = field(default_factory=list)
+    echo_secret: str | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def reset(self) -> None:
@@ -46,6 +64,8 @@ class ReceiverState:
             self.requests.clear()
             self.failures.clear()
             self.stalls.clear()
+            self.redirects.clear()
+            self.echo_secret = None
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -54,17 +74,33 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet test output
         pass
 
+    def _record(self, body: bytes) -> str:
+        key = self.headers.get("Idempotency-Key") or ""
+        self.state.requests.append({
+            "method": self.command, "path": self.path, "key": key,
+            "authorization": self.headers.get("Authorization"),
+            "signature": self.headers.get("X-Export-Signature"),
+            "timestamp": self.headers.get("X-Export-Timestamp"), "body": body})
+        return key
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server naming
+        with self.state.lock:
+            self._record(b"")
+        self._answer(200, {"status": "fetched"})
+
     def do_POST(self) -> None:  # noqa: N802 - http.server naming
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        key = self.headers.get("Idempotency-Key") or ""
         state = self.state
         with state.lock:
-            state.requests.append({"path": self.path, "key": key,
-                                   "authorization": self.headers.get("Authorization")})
+            key = self._record(body)
+            if state.redirects:
+                status, location = state.redirects.pop(0)
+                return self._answer(status, {"moved": location}, {"Location": location})
             if state.token and self.headers.get("Authorization") != f"Bearer {state.token}":
                 return self._answer(401, {"error": "bad token"})
-            if state.signing_secret and not _signed(state.signing_secret, body,
-                                                     self.headers.get("X-Export-Signature")):
+            if state.signing_secret and not receiver_example().verify(
+                    state.signing_secret, self.headers.get("X-Export-Timestamp"),
+                    self.headers.get("X-Export-Signature"), body):
                 return self._answer(401, {"error": "bad signature"})
             if state.failures:
                 status = state.failures.pop(0)
@@ -82,6 +118,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _answer(self, status: int, payload: dict[str, Any],
                 headers: dict[str, str] | None = None) -> None:
+        if self.state.echo_secret:
+            payload = {**payload, "echo": self.state.echo_secret}
         data = json.dumps(payload).encode()
         try:
             self.send_response(status)
@@ -95,11 +133,6 @@ class _Handler(BaseHTTPRequestHandler):
             pass
 
 
-def _signed(secret: str, body: bytes, header: str | None) -> bool:
-    expected = "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
-    return header is not None and hmac.compare_digest(expected, header)
-
-
 @dataclass
 class WebhookReceiver:
     server: ThreadingHTTPServer
@@ -110,8 +143,16 @@ class WebhookReceiver:
     def port(self) -> int:
         return self.server.server_address[1]
 
+    @property
+    def host(self) -> str:
+        return str(self.server.server_address[0])
+
     def connection_uri(self, path: str = "hooks") -> str:
-        return f"{self.scheme}://127.0.0.1:{self.port}/{path}"
+        return f"{self.scheme}://{self.host}:{self.port}/{path}"
+
+    def redirect_next(self, location: str, status: int = 302) -> None:
+        with self.state.lock:
+            self.state.redirects.append((status, location))
 
     def fail_next(self, times: int, status: int = 503) -> None:
         with self.state.lock:
@@ -123,12 +164,12 @@ class WebhookReceiver:
 
 
 def start_receiver(tls_context: ssl.SSLContext | None = None, *, port: int = 0,
-                   state: ReceiverState | None = None) -> WebhookReceiver:
-    """The receiver on a free port (or ``port``: a receiver started again after an outage,
-    keeping ``state``); with ``tls_context`` it speaks HTTPS."""
+                   state: ReceiverState | None = None, host: str = "127.0.0.1") -> WebhookReceiver:
+    """The receiver on a free port of ``host`` (or ``port``: a receiver started again after an
+    outage, keeping ``state``); with ``tls_context`` it speaks HTTPS."""
     state = state or ReceiverState()
     handler = type("Handler", (_Handler,), {"state": state})
-    server = ThreadingHTTPServer(("127.0.0.1", port), handler)
+    server = ThreadingHTTPServer((host, port), handler)
     server.daemon_threads = True
     if tls_context is not None:
         # Handshake lazily in the handler thread, so a client that rejects the certificate

@@ -86,7 +86,7 @@ def test_soak_catch_up_with_manual_exports_and_clears(soak_stack: Stack):
     airflow_runs, ledger = settle(soak_stack, api, TERMINAL_WITHIN)
     elapsed = time.monotonic() - started
     assert_all_succeeded(soak_stack, airflow_runs)
-    by_id = {r["dag_run_id"]: r for r in airflow_runs if r["dag_id"] == "manual_export"}
+    by_id = {r["dag_run_id"]: r for r in airflow_runs if r["dag_id"] == "manual_export__acme"}
     assert set(manual_ids) <= set(by_id), "a triggered manual export is missing"
     scheduled = [r for r in airflow_runs if r["run_type"] == "scheduled"
                  and r["dag_id"] != "demo_feed"]

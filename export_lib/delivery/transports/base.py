@@ -53,6 +53,12 @@ class Transport(ABC):
     def close(self) -> None:  # noqa: B027 - optional hook; stateless transports need nothing
         """Release the connection (idempotent)."""
 
+    def scrub(self, text: str) -> str:
+        """``text`` without any secret of this transport's connection (the last line of
+        defence for library messages; our own messages show only scheme, host and port)."""
+        conn = getattr(self, "_conn", None)
+        return conn.scrub(text) if isinstance(conn, Connection) else text
+
     @abstractmethod
     def target(self, artifact: DeliverableArtifact) -> str:
         """Where the artifact goes, as a credential-free location for the ledger and logs."""
@@ -92,7 +98,7 @@ def conflict(target: str, found: str, expected: str) -> DeliveryError:
 def auth_failure(conn: Connection, detail: str) -> DeliveryError:
     """Permanent: wrong credentials never get better by retrying (no retry storm)."""
     return DeliveryError(
-        f"connection {conn.conn_id!r} ({conn.masked_uri()}) was refused: {detail}; "
+        f"connection {conn.conn_id!r} ({conn.masked_uri()}) was refused: {conn.scrub(detail)}; "
         f"fix the credentials in the connection (the Airflow connection {conn.conn_id!r}, or "
         f"AIRFLOW_CONN_{conn.conn_id.upper()} for exportctl), then requeue the delivery",
         retryable=False,
@@ -102,7 +108,8 @@ def auth_failure(conn: Connection, detail: str) -> DeliveryError:
 def network_failure(conn: Connection, exc: BaseException) -> DeliveryError:
     """Retryable: the destination may be reachable on the next attempt."""
     return DeliveryError(
-        f"connection {conn.conn_id!r} ({conn.masked_uri()}): {type(exc).__name__}: {exc}",
+        f"connection {conn.conn_id!r} ({conn.masked_uri()}): {type(exc).__name__}: "
+        f"{conn.scrub(exc)}",
         retryable=True,
     )
 
@@ -111,7 +118,7 @@ def untrusted_certificate(conn: Connection, exc: BaseException) -> DeliveryError
     """Permanent: a certificate the client does not trust will not become trusted by retrying."""
     return DeliveryError(
         f"connection {conn.conn_id!r} ({conn.masked_uri()}): the server's TLS certificate is not "
-        f"trusted ({getattr(exc, 'verify_message', exc)}); set extra.ca_file to the CA bundle "
+        f"trusted ({conn.scrub(getattr(exc, 'verify_message', exc))}); set extra.ca_file to the CA bundle "
         "that signed it, or fix the server's certificate"
     )
 

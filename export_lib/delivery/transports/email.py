@@ -14,9 +14,16 @@ to ``SmtpHook`` (implicit TLS unless ``disable_ssl``; else STARTTLS unless ``dis
 TLS certificates are verified against the system CAs, or ``extra.ca_file`` for a private CA;
 an untrusted certificate is a permanent failure.
 
+A login is only ever sent over TLS: a connection with a user name must be ``smtps://`` or set
+``starttls=true``, else the delivery fails permanently before connecting. Every recipient must
+be the company's owner or in its ``authorized`` list (checked at config load and again before
+each delivery, by the engine).
+
 ``extra.from`` is the sender (required). The artifact is attached when it is at most the
-destination's ``max_attachment_bytes``; otherwise the body says the file was too large to
-attach and gives the link (the artifact's published URI) instead.
+destination's ``max_attachment_bytes`` (default 10 MiB); above it the body says the file was too
+large to attach and gives a time-limited pre-signed download link when the artifact store is S3
+or GCS (:mod:`export_lib.delivery.links`), else says to ask the export's owner — never an
+internal path.
 
 **Weaker guarantee.** "Acknowledged" means the relay accepted the message (``250`` after
 ``DATA``; its queue id, when given, is the receipt). It does not prove delivery to a mailbox,
@@ -32,12 +39,14 @@ from __future__ import annotations
 import re
 import smtplib
 import ssl
+from datetime import UTC, datetime
 from email import policy
 from email.message import EmailMessage
 from email.utils import formatdate, parseaddr
 
 from export_lib.config.destinations import EmailDestination
 from export_lib.delivery.artifact import DeliverableArtifact
+from export_lib.delivery.links import shareable_link
 from export_lib.delivery.transports.base import (
     DeliveryContext,
     Transport,
@@ -59,7 +68,8 @@ def message_id(ctx: DeliveryContext, sender: str) -> str:
 
 
 def build_message(
-    destination: EmailDestination, artifact: DeliverableArtifact, ctx: DeliveryContext, sender: str
+    destination: EmailDestination, artifact: DeliverableArtifact, ctx: DeliveryContext, sender: str,
+    now: datetime | None = None, resolver: ConnectionResolver | None = None,
 ) -> EmailMessage:
     """The message; the attachment is read only when it fits the configured limit."""
     msg = EmailMessage()
@@ -82,12 +92,16 @@ def build_message(
     ]
     attach = artifact.bytes <= destination.max_attachment_bytes
     if attach:
-        lines.append(f"The file is attached. It is also available at: {artifact.uri}")
+        lines.append("The file is attached.")
     else:
+        link = shareable_link(artifact.uri, now=now or datetime.now(UTC), resolver=resolver)
+        where = (f"Download it until {link.expires_at:%Y-%m-%d %H:%M} UTC from: {link.url}"
+                 if link else "No download link can be made for this export's store; ask the "
+                 "export's owner for the file.")
         lines.append(
             f"The file is too large to attach ({artifact.bytes} bytes; the limit for this "
             f"destination is {destination.max_attachment_bytes} bytes), so it is not attached. "
-            f"Download it from: {artifact.uri}"
+            + where
         )
     msg.set_content("\n".join(lines) + "\n")
     if attach:
@@ -142,6 +156,13 @@ class EmailTransport(Transport):
                 f"connection {conn.conn_id!r} has no sender: add ?from=exports%40example.com "
                 "(extra.from, or extra.from_email as Airflow's SMTP form names it) to its URI"
             )
+        if conn.login and not any(tls_mode(conn)):
+            raise DeliveryError(
+                f"connection {conn.conn_id!r} ({conn.masked_uri()}) would send its SMTP login "
+                "without TLS; use smtps:// or add ?starttls=true (Airflow's SMTP form: leave "
+                f"disable_ssl or disable_tls false) in the connection {conn.conn_id!r} "
+                "(nothing was sent)"
+            )
         self._smtp = self._guard(self._connect)
         return self
 
@@ -177,7 +198,7 @@ class EmailTransport(Transport):
         conn, smtp = self._conn, self._smtp
         assert conn is not None and smtp is not None
         from_ = sender(conn)
-        msg = build_message(self.destination, artifact, ctx, from_)
+        msg = build_message(self.destination, artifact, ctx, from_, resolver=self._resolver)
 
         def transact() -> tuple[int, bytes]:
             smtp.ehlo_or_helo_if_needed()
@@ -198,7 +219,7 @@ class EmailTransport(Transport):
         code, reply = self._guard(transact)
         text = reply.decode("utf-8", "replace")
         found = _QUEUE_ID.search(text)
-        queued = f" queue_id={found.group(1)}" if found else f" reply={text[:120]}"
+        queued = f" queue_id={found.group(1)[:64]}" if found else ""  # never the reply text
         return f"smtp {code}{queued} message_id={msg['Message-ID']}"
 
     def _guard(self, call):  # type: ignore[no-untyped-def]
@@ -212,12 +233,12 @@ class EmailTransport(Transport):
             (rcpt, (code, reply)), = exc.recipients.items()
             raise DeliveryError(
                 f"relay {conn.masked_uri()} refused recipient {rcpt!r}: {code} "
-                f"{reply.decode('utf-8', 'replace')}", retryable=400 <= code < 500,
+                f"{conn.scrub(reply.decode('utf-8', 'replace'))[:200]}", retryable=400 <= code < 500,
             ) from exc
         except smtplib.SMTPResponseException as exc:
             raise DeliveryError(
                 f"relay {conn.masked_uri()} (connection {conn.conn_id!r}) answered "
-                f"{exc.smtp_code} {exc.smtp_error.decode('utf-8', 'replace')}",
+                f"{exc.smtp_code} {conn.scrub(exc.smtp_error.decode('utf-8', 'replace'))[:200]}",
                 retryable=400 <= exc.smtp_code < 500,
             ) from exc
         except ssl.SSLCertVerificationError as exc:
@@ -226,6 +247,6 @@ class EmailTransport(Transport):
             raise network_failure(conn, exc) from exc
         except smtplib.SMTPException as exc:  # e.g. STARTTLS or AUTH not offered by the relay
             raise DeliveryError(
-                f"relay {conn.masked_uri()} (connection {conn.conn_id!r}): {exc}; check the "
+                f"relay {conn.masked_uri()} (connection {conn.conn_id!r}): {conn.scrub(exc)}; check the "
                 "connection's port and starttls/smtps settings"
             ) from exc

@@ -1,4 +1,4 @@
-"""Webhook destination: POST a JSON notice with ``Idempotency-Key: <delivery id>``.
+"""Webhook destination: POST a signed JSON notice with ``Idempotency-Key: <delivery id>``.
 
 Connection forms (``AIRFLOW_CONN_<ID>``)::
 
@@ -7,24 +7,34 @@ Connection forms (``AIRFLOW_CONN_<ID>``)::
     https://hooks.example.com/exports?token=abc    (``Authorization: Bearer abc``)
     https://hooks.example.com/exports?signing_secret=whsec_abc   (signed bodies)
     https://hooks.internal:8443/x?ca_file=%2Fetc%2Fssl%2Finternal-ca.pem  (private CA)
-    http://127.0.0.1:8080/                         (tests)
+    http://127.0.0.1:8080/                         (no credentials: plain http refuses them)
 
 The URL is the connection's scheme (``http``/``https``), host, port and path, followed by the
 destination's ``endpoint`` path: the host always comes from the connection. A connection made
 for Airflow's HTTP provider (conn type ``http``) reads as ``HttpHook`` reads it: ``schema``
 ``http``/``https`` is the scheme (not a path), and a host may carry its own
-``https://host/base``.
+``https://host/base``. Messages, the ledger and logs show only scheme, host and port
+(:func:`export_lib.masking.mask_uri`): the path often carries the receiver's secret.
 
 The body names the delivery: ``delivery_id``, ``run_key``, ``period``, ``destination_id``,
 ``name``, ``version``, ``rows``, ``bytes``, ``sha256``, ``format``, ``window_start``,
-``window_end`` and ``link`` (the published artifact's URI). Outcomes:
+``window_end``, and ``link`` with ``link_expires_at``: a time-limited pre-signed HTTPS URL when
+the artifact store is S3 or GCS, else ``null`` (never an internal path).
 
-With ``extra.signing_secret`` every request carries ``X-Export-Signature: sha256=<hex>``, the
-HMAC-SHA256 of the exact body bytes, so the receiver can reject forged notices.
+With ``extra.signing_secret`` every request carries ``X-Export-Timestamp: <unix seconds>`` and
+``X-Export-Signature: sha256=<hex>``, the HMAC-SHA256 of ``<timestamp>.<body>``: the receiver
+rejects forged, altered and replayed notices (``docs/examples/webhook_receiver.py`` verifies it).
 
-* 2xx acknowledges (receipt: status, request id header if any, body snippet);
-* 408, 429, 5xx, timeouts and connection errors are retryable;
-* 401/403 are permanent credential failures naming the connection; other 4xx are permanent.
+Transport rules (httpx): redirects are never followed — a 3xx is a permanent failure naming the
+redirect's host — so credentials and the signature go to the configured host only; credentials
+(``token``, user/password) are refused over plain ``http``; TLS certificates are verified (system
+CAs or ``extra.ca_file``); connect/read/write timeouts come from ``timeout_seconds``; at most
+4 KiB of any answer is read; proxies and ``.netrc`` from the environment are ignored.
+
+* 2xx acknowledges (receipt: status and request id header if any — never the body);
+* 408, 425, 429, 5xx, timeouts and connection errors are retryable;
+* 401/403 are permanent credential failures naming the connection; 3xx and other 4xx are
+  permanent.
 
 There is no way to ask a webhook whether it already holds the delivery, so idempotency rests on
 the receiver honouring ``Idempotency-Key``: a retry after "stored, then timed out" carries the
@@ -37,13 +47,15 @@ import hashlib
 import hmac
 import json
 import ssl
-import urllib.error
-import urllib.request
-from base64 import b64encode
+import time
+from datetime import UTC, datetime
 from urllib.parse import quote, urlsplit
+
+import httpx
 
 from export_lib.config.destinations import WebhookDestination
 from export_lib.delivery.artifact import DeliverableArtifact
+from export_lib.delivery.links import shareable_link
 from export_lib.delivery.transports.base import (
     DeliveryContext,
     Transport,
@@ -53,14 +65,18 @@ from export_lib.delivery.transports.base import (
     untrusted_certificate,
 )
 from export_lib.errors import DeliveryError
+from export_lib.masking import mask_uri
 from export_lib.source.connections import Connection, ConnectionResolver
 
 _RETRY_STATUSES = {408, 425, 429}
 _REQUEST_ID_HEADERS = ("X-Request-Id", "Request-Id", "X-Amzn-RequestId", "X-Delivery-Receipt")
+MAX_ANSWER_BYTES = 4096
 
 
-def payload(artifact: DeliverableArtifact, ctx: DeliveryContext) -> dict[str, object]:
+def payload(artifact: DeliverableArtifact, ctx: DeliveryContext, now: datetime | None = None,
+            resolver: ConnectionResolver | None = None) -> dict[str, object]:
     """The JSON body: everything a receiver needs to fetch, verify and deduplicate the file."""
+    link = shareable_link(artifact.uri, now=now or datetime.now(UTC), resolver=resolver)
     return {
         "delivery_id": ctx.delivery_id,
         "run_key": ctx.run_key,
@@ -74,8 +90,15 @@ def payload(artifact: DeliverableArtifact, ctx: DeliveryContext) -> dict[str, ob
         "format": artifact.format,
         "window_start": artifact.window_start.isoformat(),
         "window_end": artifact.window_end.isoformat(),
-        "link": artifact.uri,
+        "link": link.url if link else None,
+        "link_expires_at": link.expires_at.isoformat() if link else None,
     }
+
+
+def sign(secret: str, timestamp: int, body: bytes) -> str:
+    """``sha256=<hex>``: HMAC-SHA256 of ``<timestamp>.<body>`` (see the module docstring)."""
+    signed = str(timestamp).encode() + b"." + body
+    return "sha256=" + hmac.new(secret.encode(), signed, hashlib.sha256).hexdigest()
 
 
 class WebhookTransport(Transport):
@@ -88,12 +111,19 @@ class WebhookTransport(Transport):
         self._conn: Connection | None = None
 
     def __enter__(self) -> WebhookTransport:
-        self._conn = resolve_connection(self.destination.conn_id, self.destination.id,
-                                  self._resolver)
-        if self._conn.conn_type not in {"http", "https"}:
+        conn = resolve_connection(self.destination.conn_id, self.destination.id, self._resolver)
+        self._conn = conn
+        if conn.conn_type not in {"http", "https"}:
             raise DeliveryError(
-                f"connection {self.destination.conn_id!r} has type {self._conn.conn_type!r}; "
+                f"connection {self.destination.conn_id!r} has type {conn.conn_type!r}; "
                 "a webhook needs an http:// or https:// connection URI"
+            )
+        scheme = base_url(conn)[0]
+        if scheme != "https" and (conn.extra.get("token") or conn.login or conn.password):
+            raise DeliveryError(
+                f"connection {conn.conn_id!r} ({conn.masked_uri()}) sends credentials over plain "
+                f"http; use an https:// URI for the connection {conn.conn_id!r} (Airflow's HTTP "
+                "form: schema https) — nothing was sent"
             )
         return self
 
@@ -115,54 +145,73 @@ class WebhookTransport(Transport):
     def find_existing(self, artifact: DeliverableArtifact, ctx: DeliveryContext) -> str | None:
         return None  # not observable: the receiver deduplicates on Idempotency-Key
 
+    def _headers(self, ctx: DeliveryContext, body: bytes) -> dict[str, str]:
+        conn = self._conn
+        assert conn is not None
+        headers = {"Content-Type": "application/json", "Idempotency-Key": ctx.delivery_id,
+                   "User-Agent": "export-lib-delivery/1"}
+        if conn.extra.get("signing_secret"):
+            stamp = int(time.time())
+            headers["X-Export-Timestamp"] = str(stamp)
+            headers["X-Export-Signature"] = sign(conn.extra["signing_secret"], stamp, body)
+        return headers
+
+    def _client(self) -> httpx.Client:
+        conn = self._conn
+        assert conn is not None
+        auth = None
+        if conn.login and not conn.extra.get("token"):
+            auth = httpx.BasicAuth(conn.login, conn.password or "")
+        seconds = self.destination.timeout_seconds
+        return httpx.Client(
+            follow_redirects=False, trust_env=False, auth=auth,
+            verify=ssl.create_default_context(cafile=conn.extra.get("ca_file") or None),
+            timeout=httpx.Timeout(seconds, connect=min(seconds, 10.0)),
+            headers={"Authorization": f"Bearer {conn.extra['token']}"}
+            if conn.extra.get("token") else None,
+        )
+
     def send(self, artifact: DeliverableArtifact, ctx: DeliveryContext) -> str:
         conn = self._conn
         assert conn is not None
-        body = json.dumps(payload(artifact, ctx), sort_keys=True).encode()
-        request = urllib.request.Request(
-            self.url(),
-            data=body,
-            method="POST",
-            headers={"Content-Type": "application/json", "Idempotency-Key": ctx.delivery_id,
-                     "User-Agent": "export-lib-delivery/1"},
-        )
-        if conn.extra.get("signing_secret"):
-            digest = hmac.new(conn.extra["signing_secret"].encode(), body, hashlib.sha256)
-            request.add_header("X-Export-Signature", f"sha256={digest.hexdigest()}")
-        if conn.extra.get("token"):
-            request.add_header("Authorization", f"Bearer {conn.extra['token']}")
-        elif conn.login:
-            basic = b64encode(f"{conn.login}:{conn.password or ''}".encode()).decode()
-            request.add_header("Authorization", f"Basic {basic}")
-        context = ssl.create_default_context(cafile=conn.extra.get("ca_file") or None)
+        body = json.dumps(payload(artifact, ctx, resolver=self._resolver), sort_keys=True).encode()
         try:
-            with urllib.request.urlopen(request, timeout=self.destination.timeout_seconds,
-                                        context=context) as resp:
-                return _receipt(resp.status, resp.headers, resp.read(2048))
-        except urllib.error.HTTPError as exc:
-            raise self._http_error(exc) from exc
-        except urllib.error.URLError as exc:
-            if isinstance(exc.reason, ssl.SSLCertVerificationError):
-                raise untrusted_certificate(conn, exc.reason) from exc
-            raise network_failure(conn, exc.reason if isinstance(exc.reason, Exception)
-                                  else exc) from exc
-        except (TimeoutError, OSError) as exc:
-            raise network_failure(conn, exc) from exc
+            with self._client() as client, client.stream(
+                    "POST", self.url(), content=body, headers=self._headers(ctx, body)) as resp:
+                _read_bounded(resp)
+                return self._outcome(resp)
+        except httpx.ConnectError as exc:
+            cause = exc.__context__ or exc.__cause__
+            if isinstance(cause, ssl.SSLCertVerificationError) or "CERTIFICATE_VERIFY" in str(exc):
+                raise untrusted_certificate(conn, cause or exc) from None
+            raise network_failure(conn, exc) from None
+        except httpx.TransportError as exc:  # timeouts, resets, protocol errors
+            raise network_failure(conn, exc) from None
 
-    def _http_error(self, exc: urllib.error.HTTPError) -> DeliveryError:
+    def _outcome(self, resp: httpx.Response) -> str:
         conn = self._conn
         assert conn is not None
-        snippet = _snippet(exc.read(512))
-        if exc.code in (401, 403):
-            return auth_failure(conn, f"webhook answered HTTP {exc.code} {snippet}")
-        retryable = exc.code in _RETRY_STATUSES or exc.code >= 500
-        after = exc.headers.get("Retry-After") if exc.headers else None
-        hint = f" (Retry-After: {after})" if after else ""
-        return DeliveryError(
-            f"webhook {self.url()} via connection {conn.conn_id!r} answered HTTP {exc.code}"
-            f"{hint}: {snippet}",
-            retryable=retryable,
-        )
+        status = resp.status_code
+        request_id = _request_id(resp.headers)
+        if 200 <= status < 300:
+            return f"HTTP {status}" + (f" {request_id}" if request_id else "")
+        where = f"webhook {conn.masked_uri()} via connection {conn.conn_id!r}"
+        ident = f" ({request_id})" if request_id else ""
+        if 300 <= status < 400:
+            location = resp.headers.get("Location")
+            raise DeliveryError(
+                f"{where} answered HTTP {status}{ident}, a redirect to "
+                f"{mask_uri(location) if location else 'no Location'}; redirects are not followed "
+                "(credentials and signatures go to the configured host only): put the final URL "
+                f"in the connection {conn.conn_id!r}, then requeue the delivery",
+                retryable=False,
+            )
+        if status in (401, 403):
+            raise auth_failure(conn, f"webhook answered HTTP {status}{ident}")
+        after = resp.headers.get("Retry-After")
+        hint = f" (Retry-After: {after[:40]})" if after else ""
+        raise DeliveryError(f"{where} answered HTTP {status}{ident}{hint}",
+                            retryable=status in _RETRY_STATUSES or status >= 500)
 
 
 def base_url(conn: Connection) -> tuple[str, str, str]:
@@ -176,18 +225,19 @@ def base_url(conn: Connection) -> tuple[str, str, str]:
     return conn.conn_type, conn.host or "", conn.schema or ""
 
 
-def _snippet(body: bytes) -> str:
-    return body.decode("utf-8", "replace").strip().replace("\n", " ")[:200]
-
-
-def _receipt(status: int, headers: object, body: bytes) -> str:
-    parts = [f"HTTP {status}"]
-    for name in _REQUEST_ID_HEADERS:
-        value = headers.get(name) if hasattr(headers, "get") else None
-        if value:
-            parts.append(f"{name.lower()}={value}")
+def _read_bounded(resp: httpx.Response) -> None:
+    """Read at most MAX_ANSWER_BYTES of the answer (it is never stored; reading lets the
+    server finish cleanly), whatever Content-Length claims."""
+    seen = 0
+    for chunk in resp.iter_raw(1024):
+        seen += len(chunk)
+        if seen >= MAX_ANSWER_BYTES:
             break
-    snippet = _snippet(body)
-    if snippet:
-        parts.append(f"body={snippet}")
-    return " ".join(parts)
+
+
+def _request_id(headers: httpx.Headers) -> str | None:
+    for name in _REQUEST_ID_HEADERS:
+        value = headers.get(name)
+        if value:
+            return f"{name.lower()}={value[:100]}"
+    return None
