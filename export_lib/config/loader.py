@@ -11,6 +11,7 @@ from __future__ import annotations
 import difflib
 import functools
 import logging
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -18,12 +19,19 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
+from export_lib.config.isolation import (
+    company_issues,
+    shared_destination_issues,
+    source_issues,
+    with_company,
+)
+from export_lib.config.limits import MAX_FILE_BYTES, shown
 from export_lib.config.messages import issues_from_validation
 from export_lib.config.models import (
     POLICY_KEYS,
+    SLUG,
     CompanyConfig,
     CompanyFile,
     DataExportConfig,
@@ -34,6 +42,7 @@ from export_lib.config.models import (
 )
 from export_lib.config.recipients import recipient_issues
 from export_lib.config.versions import history_issues, with_history
+from export_lib.config.yaml_io import parse_yaml, read_yaml
 from export_lib.errors import ConfigError
 from export_lib.periods.timing import Timing
 
@@ -41,60 +50,6 @@ log = logging.getLogger(__name__)
 
 DEFAULTS_FILE = "defaults.yaml"
 _SHARED_OUTPUT_KEYS = ("format", "csv", "destinations")
-
-
-class _NoDuplicateKeys:
-    """Reject duplicate mapping keys (YAML silently keeps the last one)."""
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        seen: set[Any] = set()
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)  # type: ignore[attr-defined]
-            if key in seen:
-                mark = key_node.start_mark
-                raise yaml.constructor.ConstructorError(
-                    None, None, f"duplicate key {key!r} (line {mark.line + 1}); keep only one",
-                    mark)
-            seen.add(key)
-        return super().construct_mapping(node, deep=deep)  # type: ignore[misc]
-
-
-class _StrictLoader(_NoDuplicateKeys, yaml.SafeLoader):
-    """``yaml.safe_load`` that rejects duplicate keys (pure Python: the reference messages)."""
-
-
-# libyaml's C scanner/parser is ~10x faster than the pure-Python one and DAG parsing reads
-# every company file, so valid files go through it when PyYAML has it; a file it rejects is
-# re-read by the pure-Python loader, whose error messages are the ones users and tests know.
-_FastLoader = (type("_FastStrictLoader", (_NoDuplicateKeys, yaml.CSafeLoader), {})
-               if getattr(yaml, "__with_libyaml__", False) else _StrictLoader)
-
-
-def read_yaml(path: Path) -> tuple[dict[str, Any] | None, list[str]]:
-    """Parse one YAML file into a mapping, or return ``file: position: message`` issues."""
-    return parse_yaml(path, path.read_bytes())
-
-
-def parse_yaml(path: Path, raw: bytes) -> tuple[dict[str, Any] | None, list[str]]:
-    """:func:`read_yaml` on bytes already read (``path`` only names the file in messages)."""
-    try:
-        text = raw.decode("utf-8")
-        try:
-            data = yaml.load(text, Loader=_FastLoader)  # noqa: S506
-        except yaml.YAMLError:
-            data = yaml.load(text, Loader=_StrictLoader)  # noqa: S506
-    except UnicodeDecodeError:
-        return None, [f"{path}: (file): not a text file; config files are UTF-8 YAML"]
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1} column {mark.column + 1}" if mark else "(file)"
-        problem = getattr(exc, "problem", None) or str(exc)
-        return None, [f"{path}: {where}: not valid YAML: {problem}"]
-    if not isinstance(data, dict):
-        kind = "empty" if data is None else f"a {type(data).__name__}"
-        return None, [f"{path}: (file): the file is {kind}; expected a mapping with a "
-                      "'company' section"]
-    return data, []
 
 
 @dataclass(frozen=True)
@@ -149,27 +104,14 @@ def load_catalog(config_dir: str | Path, only: str | None = None) -> Catalog:
         raise ConfigError(f"{root}: config directory not found; pass the directory holding "
                           f"{DEFAULTS_FILE} and one <company>.yaml per company")
     errors: dict[str, list[str]] = {}
+    if only is not None and not re.fullmatch(SLUG, only):
+        errors[str(root)] = [f"{root}: (file): {shown(only)} is not a company id (lower-case "
+                             "letters, digits, '-' and '_'); no file was read"]
+        return _catalog(root, {}, errors)
     defaults = _load_defaults(root / DEFAULTS_FILE, errors)
-    schedules: list[Schedule] = []
-    companies: dict[str, CompanyConfig] = {}
-    if only is None:
-        paths = sorted(p for p in root.iterdir() if not p.name.startswith("."))
-    else:
-        # Look the file up instead of listing the directory: every loader of a DagBag does
-        # this, and listing N files N times made parsing quadratic in the company count.
-        paths = [p for p in (root / f"{only}.yaml", root / f"{only}.yml")
-                 if not p.name.startswith(".") and p.exists()]
-        if not paths:
-            errors[str(root / f"{only}.yaml")] = [
-                f"{root / f'{only}.yaml'}: (file): no config file for company {only!r}; create "
-                f"it or delete the DAG loader that asks for it"]
-    for path in paths:
-        if path.name == DEFAULTS_FILE or path.is_dir():
-            continue
-        if path.suffix not in (".yaml", ".yml"):
-            errors[str(path)] = [f"{path}: (file): not a YAML config file; config files are "
-                                 "named <company id>.yaml (move other files elsewhere)"]
-            continue
+    paths = _listed(root, only, errors)
+    loaded: dict[str, tuple[CompanyConfig, tuple[Schedule, ...]]] = {}
+    for path in _company_paths(paths, errors):
         if defaults is None:
             errors[str(path)] = [f"{path}: (file): not loaded because {root / DEFAULTS_FILE} "
                                  "is invalid; fix it first"]
@@ -177,11 +119,34 @@ def load_catalog(config_dir: str | Path, only: str | None = None) -> Catalog:
         company, found, issues = _load_company(path, defaults)
         if issues:
             errors[str(path)] = issues
-            log.warning("config file %s has %d error(s); its schedules are not loaded",
-                        path, len(issues))
         elif company is not None:
-            companies[company.id] = company
-            schedules.extend(found)
+            loaded[str(path)] = (company, tuple(found))
+    for path, lines in _cross_file_issues(loaded).items():
+        errors.setdefault(path, []).extend(lines)
+    for path in errors:
+        loaded.pop(path, None)
+        log.warning("config file %s has %d error(s); its schedules are not loaded",
+                    path, len(errors[path]))
+    return _catalog(root, loaded, errors)
+
+
+def _listed(root: Path, only: str | None, errors: dict[str, list[str]]) -> list[Path]:
+    if only is None:
+        return sorted(p for p in root.iterdir() if not p.name.startswith("."))
+    # Look the file up instead of listing the directory: every loader of a DagBag does this,
+    # and listing N files N times made parsing quadratic in the company count.
+    paths = [p for p in (root / f"{only}.yaml", root / f"{only}.yml") if p.exists()]
+    if not paths:
+        errors[str(root / f"{only}.yaml")] = [
+            f"{root / f'{only}.yaml'}: (file): no config file for company {only!r}; create "
+            f"it or delete the DAG loader that asks for it"]
+    return paths
+
+
+def _catalog(root: Path, loaded: Mapping[str, tuple[CompanyConfig, tuple[Schedule, ...]]],
+             errors: Mapping[str, list[str]]) -> Catalog:
+    companies = {company.id: company for company, _ in loaded.values()}
+    schedules = [s for _, found in loaded.values() for s in found]
     return Catalog(
         config_dir=root,
         schedules=tuple(sorted(schedules, key=lambda s: s.schedule_id)),
@@ -190,12 +155,57 @@ def load_catalog(config_dir: str | Path, only: str | None = None) -> Catalog:
     )
 
 
+def _company_paths(paths: list[Path], errors: dict[str, list[str]]) -> list[Path]:
+    """The company files among ``paths``; other files and a second file for the same company
+    (``acme.yaml`` + ``acme.yml``: which one wins?) are errors."""
+    found: dict[str, list[Path]] = {}
+    for path in paths:
+        if path.name == DEFAULTS_FILE or path.is_dir():
+            continue
+        if path.suffix not in (".yaml", ".yml"):
+            errors[str(path)] = [f"{path}: (file): not a YAML config file; config files are "
+                                 "named <company id>.yaml (move other files elsewhere)"]
+            continue
+        found.setdefault(path.stem, []).append(path)
+    out = []
+    for stem, same in found.items():
+        if len(same) == 1:
+            out.extend(same)
+            continue
+        for path in same:
+            others = ", ".join(p.name for p in same if p != path)
+            errors[str(path)] = [f"{path}: (file): company {stem!r} has more than one config "
+                                 f"file (also {others}); keep exactly one"]
+    return out
+
+
+def _cross_file_issues(loaded: Mapping[str, tuple[CompanyConfig, tuple[Schedule, ...]]]
+                       ) -> dict[str, list[str]]:
+    """Duplicate company or schedule ids across files, and destinations two companies share."""
+    issues: dict[str, list[str]] = {}
+    owner: dict[str, str] = {}
+    for path in sorted(loaded):
+        company, found = loaded[path]
+        for item in (company.id, *(s.schedule_id for s in found)):
+            first = owner.setdefault(item, path)
+            if first != path:
+                issues.setdefault(path, []).append(
+                    f"{path}: (file): id {item!r} is also defined in {first}; company and "
+                    "schedule ids are unique across the catalog")
+    for path, lines in shared_destination_issues(
+            {p: found for p, (_, found) in loaded.items()}).items():
+        issues.setdefault(path, []).extend(lines)
+    return issues
+
+
 def _load_defaults(path: Path, errors: dict[str, list[str]]) -> DefaultsFile | None:
     if not path.is_file():
         errors[str(path)] = [f"{path}: (file): missing; every config directory needs "
                              f"{DEFAULTS_FILE} (see dags/config/{DEFAULTS_FILE})"]
         return None
-    defaults, issues = _parse_defaults(str(path), path.read_bytes())
+    with open(path, "rb") as fh:
+        raw = fh.read(MAX_FILE_BYTES + 1)
+    defaults, issues = _parse_defaults(str(path), raw)
     if issues:
         errors[str(path)] = list(issues)
     return defaults
@@ -213,9 +223,12 @@ def _parse_defaults(path: str, raw: bytes) -> tuple[DefaultsFile | None, tuple[s
     if data is None:
         return None, tuple(issues)
     try:
-        return DefaultsFile.model_validate(data), ()
+        defaults = DefaultsFile.model_validate(data)
     except ValidationError as exc:
         return None, tuple(issues_from_validation(path, DefaultsFile, exc))
+    query = defaults.data_exports.query
+    issues = source_issues(query, defaults.sources, f"{path}: data_exports.query") if query else []
+    return (None, tuple(issues)) if issues else (defaults, ())
 
 
 def _load_company(path: Path, defaults: DefaultsFile
@@ -228,6 +241,7 @@ def _load_company(path: Path, defaults: DefaultsFile
         parsed = CompanyFile.model_validate(_with_defaults(data, defaults))
     except ValidationError as exc:
         return None, [], issues_from_validation(str(path), CompanyFile, exc) + issues
+    issues += company_issues(str(path), parsed, defaults.sources, defaults.local_mounts)
     if issues:
         return None, [], issues
     schedules = build_schedules(parsed)
@@ -246,9 +260,12 @@ def _with_defaults(data: dict[str, Any], defaults: DefaultsFile) -> dict[str, An
         merged["widget_exports"] = [with_history(w, lambda v: _layer(policies, v))
                                     if isinstance(w, dict) else w for w in widgets]
     channels = data.get("data_exports")
+    company = data.get("company")
+    company_id = company.get("id") if isinstance(company, dict) else None
     if isinstance(channels, list):
-        merged["data_exports"] = [_data_export_with_defaults(c, defaults, policies)
-                                  if isinstance(c, dict) else c for c in channels]
+        merged["data_exports"] = [
+            _data_export_with_defaults(c, defaults, policies, str(company_id))
+            if isinstance(c, dict) else c for c in channels]
     return merged
 
 
@@ -261,13 +278,16 @@ def _layer(base: dict[str, Any], own: dict[str, Any]) -> dict[str, Any]:
 
 
 def _data_export_with_defaults(entry: dict[str, Any], defaults: DefaultsFile,
-                               policies: dict[str, Any]) -> dict[str, Any]:
+                               policies: dict[str, Any], company: str) -> dict[str, Any]:
     """Layers, lowest first: policies, data_exports, data_exports.<kind>, channel, <kind>.
 
     A ``window`` with a ``kind`` replaces the default window; one with only ``days`` refines it.
+    Default destinations get ``{company}`` filled in (never one directory for everyone).
     """
     base = defaults.data_exports
     shared = base.model_dump(include=set(_SHARED_OUTPUT_KEYS), exclude_unset=True)
+    if "destinations" in shared:
+        shared["destinations"] = with_company(shared["destinations"], company)
     shared.update({k: entry[k] for k in _SHARED_OUTPUT_KEYS if k in entry})
     result = {k: v for k, v in entry.items() if k not in _SHARED_OUTPUT_KEYS}
     if "query" not in entry and base.query is not None:
@@ -278,6 +298,8 @@ def _data_export_with_defaults(entry: dict[str, Any], defaults: DefaultsFile,
         result["query"] = query
     for kind in ("primary", "secondary"):
         kind_defaults = getattr(base, kind).model_dump(exclude_unset=True)
+        if "destinations" in kind_defaults:
+            kind_defaults["destinations"] = with_company(kind_defaults["destinations"], company)
         own = entry.get(kind, {})
         if not isinstance(own, dict):
             result[kind] = own

@@ -14,6 +14,8 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from export_lib.config.limits import cut_line, shown
+
 _NO_VALUE_TYPES = {"missing", "extra_forbidden"}
 
 
@@ -67,16 +69,16 @@ def _walk(root: type[BaseModel], loc: tuple[Any, ...]) -> tuple[str, list[str] |
 def _message(error: dict[str, Any], allowed: list[str] | None, key: str) -> str:
     kind = error["type"]
     if kind == "extra_forbidden":
-        close = difflib.get_close_matches(key, allowed or [], n=1, cutoff=0.6)
+        close = difflib.get_close_matches(key[:100], allowed or [], n=1, cutoff=0.6)
         hint = f"did you mean '{close[0]}'? " if close else ""
         keys = f"allowed keys: {', '.join(allowed)}" if allowed else "remove it"
-        return f"unknown key {key!r}; {hint}{keys}"
+        return f"unknown key {shown(key)}; {hint}{keys}"
     if kind == "missing":
         return "required field is missing; add it"
     message = error["msg"]
     if kind.startswith("export_"):
         return message
-    return f"{message} (got {error.get('input')!r})"
+    return f"{message} (got {shown(error.get('input'))})"
 
 
 def issues_from_validation(file: str, root: type[BaseModel], exc: ValidationError) -> list[str]:
@@ -91,7 +93,7 @@ def issues_from_validation(file: str, root: type[BaseModel], exc: ValidationErro
             continue  # pydantic adds "too short" when an item failed; the item error says why
         path, allowed = _walk(root, loc)
         key = str(loc[-1]) if loc else ""
-        line = f"{file}: {path}: {_message(error, allowed, key)}"
+        line = cut_line(f"{file}: {path}: {_message(error, allowed, key)}")
         if line not in lines:
             lines.append(line)
     return lines

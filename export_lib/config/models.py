@@ -12,10 +12,28 @@ import re
 from datetime import datetime, timedelta
 from typing import Annotated, Any, Literal
 
-from pydantic import BeforeValidator, Field, TypeAdapter, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BeforeValidator,
+    Field,
+    TypeAdapter,
+    field_validator,
+    model_validator,
+)
 
 from export_lib.config.destinations import DEFAULT_RETRY_WINDOW, Destination
-from export_lib.config.query import QuerySpec
+from export_lib.config.limits import (
+    MAX_AUTHORIZED,
+    MAX_DESTINATIONS,
+    MAX_DURATION,
+    MAX_EXPORTS,
+    MAX_RETENTION_DAYS,
+    MAX_TEXT,
+    StrictBool,
+    StrictInt,
+    shown,
+)
+from export_lib.config.query import SOURCE_NAME, QuerySpec, check_identifier, check_not_system
 from export_lib.periods.timing import (
     DstFold,
     DstGap,
@@ -30,8 +48,11 @@ from export_lib.periods.timing import (
 )
 
 SLUG = r"^[a-z0-9]+(?:[-_][a-z0-9]+)*$"
-_EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
-_SHORT_DURATION = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
+_EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+")  # always fullmatch: '$' lets a '\n' through
+_SHORT_DURATION = re.compile(r"(?:(\d{1,9})d)?(?:(\d{1,9})h)?(?:(\d{1,9})m)?(?:(\d{1,9})s)?")
+_DURATION_HELP = "expected a duration such as '2h', '90m', '1h30m' or 'PT2H'"
+# Ids that name manual exports (``<company>/manual-<tag>``) are not available to configs.
+RESERVED_EXPORT_IDS = re.compile(r"manual(?:[-_].*)?")
 
 
 def parse_duration(value: Any) -> Any:
@@ -41,27 +62,40 @@ def parse_duration(value: Any) -> Any:
     if value == 0 and isinstance(value, int) and not isinstance(value, bool):
         return timedelta(0)
     if isinstance(value, bool) or not isinstance(value, str) or not value.strip():
-        raise invalid("duration", f"expected a duration such as '2h', '90m', '1h30m' or 'PT2H' "
-                      f"(got {value!r})")
+        raise invalid("duration", f"{_DURATION_HELP} (got {shown(value)})")
     text = value.strip()
-    match = _SHORT_DURATION.match(text)
+    match = _SHORT_DURATION.fullmatch(text)
     if match and any(match.groups()):
         days, hours, minutes, seconds = (int(g or 0) for g in match.groups())
-        return timedelta(days=days, hours=hours, minutes=minutes, seconds=seconds)
-    if text.upper().startswith("P"):
-        return text  # pydantic parses ISO 8601 durations
-    raise invalid("duration", f"expected a duration such as '2h', '90m', '1h30m' or 'PT2H' "
-                  f"(got {value!r})")
+        total = ((days * 24 + hours) * 60 + minutes) * 60 + seconds
+        if total > MAX_DURATION.total_seconds():
+            raise _too_long(value)
+        return timedelta(seconds=total)
+    if text.upper().startswith("P") and len(text) <= 40:
+        return text  # pydantic parses ISO 8601 durations; check_duration bounds them
+    raise invalid("duration", f"{_DURATION_HELP} (got {shown(value)})")
+
+
+def _too_long(value: Any) -> Exception:
+    return invalid("duration", f"duration {shown(value)} is longer than the maximum of "
+                   f"{MAX_DURATION.days} days; use a shorter one")
+
+
+def check_duration(value: timedelta) -> timedelta:
+    """Upper bound on every duration (parsed ISO 8601 ones included)."""
+    if value > MAX_DURATION:
+        raise _too_long(str(value))
+    return value
 
 
 def check_email(value: Any) -> Any:
-    if not isinstance(value, str) or not _EMAIL.match(value):
+    if not isinstance(value, str) or len(value) > 254 or not _EMAIL.fullmatch(value):
         raise invalid("email", f"expected an email address such as 'ops@example.com' "
-                      f"(got {value!r})")
+                      f"(got {shown(value)})")
     return value.lower()
 
 
-Duration = Annotated[timedelta, BeforeValidator(parse_duration)]
+Duration = Annotated[timedelta, BeforeValidator(parse_duration), AfterValidator(check_duration)]
 Email = Annotated[str, BeforeValidator(check_email)]
 Slug = Annotated[str, Field(pattern=SLUG, max_length=64)]
 TimezoneName = Annotated[str, BeforeValidator(check_timezone)]
@@ -72,10 +106,10 @@ class CompanyConfig(FrozenModel):
     """A company (tenant). ``authorized`` lists who may receive its data besides the owner."""
 
     id: Slug
-    name: str = Field(min_length=1)
+    name: str = Field(min_length=1, max_length=MAX_TEXT)
     timezone: TimezoneName
     owner: Email
-    authorized: tuple[Email, ...] = ()
+    authorized: tuple[Email, ...] = Field(default=(), max_length=MAX_AUTHORIZED)
     status: Literal["active", "paused"] = "active"
 
     def may_receive(self, identity: str) -> bool:
@@ -97,9 +131,9 @@ class PolicyFields(FrozenModel):
     late_start: Literal["finish", "skip", "hold"] = "finish"
     recovery: Literal["each", "latest", "none"] = "each"
     late_data: LateData = LateData()
-    retention_days: int = Field(default=90, ge=1)
-    legal_hold: bool = False
-    skip_empty: bool = False
+    retention_days: StrictInt = Field(default=90, ge=1, le=MAX_RETENTION_DAYS)
+    legal_hold: StrictBool = False
+    skip_empty: StrictBool = False
 
     @field_validator("deadline")
     @classmethod
@@ -113,8 +147,13 @@ POLICY_KEYS = tuple(PolicyFields.model_fields)
 
 
 class CsvOptions(FrozenModel):
+    """CSV output options. ``neutralize_formulas`` (on by default) prefixes ``'`` to text cells
+    starting with ``=``, ``+``, ``-``, ``@``, a tab or a CR, so a spreadsheet opening the file
+    shows them as text instead of running them as formulas (CSV injection)."""
+
     delimiter: str = Field(default=",", min_length=1, max_length=1)
     timestamps: Literal["utc", "local"] = "utc"
+    neutralize_formulas: StrictBool = True
 
 
 class _ExportFields(PolicyFields):
@@ -122,7 +161,7 @@ class _ExportFields(PolicyFields):
 
     format: Literal["csv", "parquet"] = "csv"
     csv: CsvOptions = CsvOptions()
-    destinations: tuple[Destination, ...] = Field(min_length=1)
+    destinations: tuple[Destination, ...] = Field(min_length=1, max_length=MAX_DESTINATIONS)
     dst_gap: DstGap = "shift"
     dst_fold: DstFold = "first"
     effective_from: datetime | None = None
@@ -134,6 +173,9 @@ class _ExportFields(PolicyFields):
         if value is not None and value.utcoffset() is None:
             raise invalid("effective_from", f"effective_from needs a UTC offset, e.g. "
                           f"'{value.isoformat()}Z' or '{value.isoformat()}+02:00'")
+        if value is not None and not 2000 <= value.year <= 2100:
+            raise invalid("effective_from", f"effective_from {value.isoformat()} is outside "
+                          "the years 2000 to 2100; use the date the export really starts")
         return value
 
     @model_validator(mode="after")
@@ -158,10 +200,20 @@ class _ExportFields(PolicyFields):
         return self
 
 
+def _not_reserved(value: str) -> str:
+    if RESERVED_EXPORT_IDS.fullmatch(value):
+        raise invalid("reserved", f"{value!r} is reserved for manual exports (ids 'manual' and "
+                      "'manual-…'); choose another name")
+    return value
+
+
+ExportId = Annotated[Slug, AfterValidator(_not_reserved)]
+
+
 class WidgetExportConfig(_ExportFields):
     """A widget export: fires at ``export_hour`` local time every ``interval_hours``."""
 
-    id: Slug
+    id: ExportId
     export_hour: ExportHour = 0
     interval_hours: IntervalHours = 24
     window: WindowSpec = WindowSpec()
@@ -183,7 +235,7 @@ class DataExportKindConfig(_ExportFields):
 class DataExportConfig(FrozenModel):
     """A data export channel: a primary (long trailing window) and a secondary (3 days)."""
 
-    channel: Slug
+    channel: ExportId
     size: Literal["small", "medium", "large"] = "small"
     query: QuerySpec
     primary: DataExportKindConfig
@@ -194,8 +246,8 @@ class CompanyFile(FrozenModel):
     """One ``dags/config/<company>.yaml``."""
 
     company: CompanyConfig
-    widget_exports: tuple[WidgetExportConfig, ...] = ()
-    data_exports: tuple[DataExportConfig, ...] = ()
+    widget_exports: tuple[WidgetExportConfig, ...] = Field(default=(), max_length=MAX_EXPORTS)
+    data_exports: tuple[DataExportConfig, ...] = Field(default=(), max_length=MAX_EXPORTS)
 
 
 class DataExportKindDefaults(_ExportFields):
@@ -215,11 +267,51 @@ class DataExportDefaults(FrozenModel):
     secondary: DataExportKindDefaults
 
 
-class DefaultsFile(FrozenModel):
-    """``dags/config/defaults.yaml``: policies for every export, data-export defaults."""
+class SourceTable(FrozenModel):
+    """One table exports may read, and the column that holds the company id on each row."""
 
+    tenant_column: str
+    table_schema: str | None = None
+
+    @field_validator("tenant_column", "table_schema")
+    @classmethod
+    def _plain_name(cls, value: str | None) -> str | None:
+        return None if value is None else check_identifier(value)
+
+
+class SourceConfig(FrozenModel):
+    """The tables of one source connection that exports may read (the allowlist)."""
+
+    tables: dict[str, SourceTable] = Field(min_length=1, max_length=MAX_EXPORTS)
+
+    @field_validator("tables")
+    @classmethod
+    def _plain_tables(cls, value: dict[str, SourceTable]) -> dict[str, SourceTable]:
+        for name, table in value.items():
+            check_identifier(name)
+            check_not_system(name, table.table_schema)
+        return value
+
+
+class DefaultsFile(FrozenModel):
+    """``dags/config/defaults.yaml``: policies for every export, data-export defaults, the
+    source tables exports may read (``sources``) and the mounted directories local
+    destinations may use besides the exports root (``local_mounts``)."""
+
+    sources: dict[Annotated[str, Field(pattern=SOURCE_NAME)], SourceConfig] = Field(
+        min_length=1, max_length=MAX_DESTINATIONS)
+    local_mounts: tuple[str, ...] = Field(default=(), max_length=MAX_DESTINATIONS)
     policies: PolicyFields = PolicyFields()
     data_exports: DataExportDefaults
+
+    @field_validator("local_mounts")
+    @classmethod
+    def _absolute(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for mount in value:
+            if not mount.startswith("/") or ".." in mount.split("/") or mount.rstrip("/") == "":
+                raise invalid("mount", f"local_mounts entry {shown(mount)} must be an absolute "
+                              "directory such as '/mnt/exports' (not '/', no '..')")
+        return value
 
 
 class Schedule(FrozenModel):

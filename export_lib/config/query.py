@@ -32,24 +32,48 @@ from pydantic import (
     model_validator,
 )
 
+from export_lib.config.limits import (
+    MAX_COLUMNS,
+    MAX_FILTER_VALUES,
+    MAX_FILTERS,
+    MAX_VALUE_TEXT,
+    shown,
+)
 from export_lib.errors import ConfigError, SchemaDriftError
 
 FilterOp = Literal["=", "!=", "<", "<=", ">", ">=", "in", "not_in", "is_null", "is_not_null"]
 Dialect = Literal["postgresql", "sqlite"]
 
-IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
+IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")  # always fullmatch ('$' allows '\n')
+SOURCE_NAME = r"^[a-z][a-z0-9_]{0,62}$"
+# Schemas no export may read: the catalog (``pg_authid``...) and the SQL standard views of it.
+SYSTEM_SCHEMAS = ("pg_catalog", "information_schema", "pg_toast")
+SYSTEM_TABLE_PREFIXES = ("pg_", "sqlite_")
 SCALARS = (str, int, float, Decimal, bool, date, datetime)
 LIST_OPS = ("in", "not_in")
 NULL_OPS = ("is_null", "is_not_null")
 
 
-def _check_identifier(value: str) -> str:
-    if not IDENTIFIER.match(value):
+def check_identifier(value: str) -> str:
+    if not isinstance(value, str) or not IDENTIFIER.fullmatch(value):
         raise ValueError(
-            f"{value!r} is not a plain column/table name: use letters, digits and _ only "
+            f"{shown(value)} is not a plain column/table name: use letters, digits and _ only "
             "(max 63 chars, not starting with a digit); expose other names through a view"
         )
     return value
+
+
+def check_not_system(table: str, schema: str | None) -> None:
+    """Refuse the database's own catalog: ``pg_catalog.pg_authid`` is not export data, and an
+    unqualified ``pg_*`` name resolves to ``pg_catalog`` whatever the ``search_path``."""
+    lowered = (schema or "").lower()
+    if lowered in SYSTEM_SCHEMAS or lowered.startswith("pg_"):
+        raise ValueError(f"table_schema {schema!r} is a system schema; exports read only the "
+                         "tables listed under 'sources' in defaults.yaml")
+    if table.lower().startswith(SYSTEM_TABLE_PREFIXES):
+        raise ValueError(f"table {table!r} looks like a system catalog table "
+                         f"({', '.join(SYSTEM_TABLE_PREFIXES)}*); exports read only the tables "
+                         "listed under 'sources' in defaults.yaml")
 
 
 class Filter(BaseModel):
@@ -61,10 +85,21 @@ class Filter(BaseModel):
     op: FilterOp
     value: Any = None
 
+    @field_validator("value")
+    @classmethod
+    def _bounded(cls, value: Any) -> Any:
+        items = value if isinstance(value, tuple) else (value,)
+        if len(items) > MAX_FILTER_VALUES:
+            raise ValueError(f"at most {MAX_FILTER_VALUES} values (got {len(items)}); filter on a "
+                             "column with fewer distinct values or use a view")
+        if any(isinstance(v, str) and len(v) > MAX_VALUE_TEXT for v in items):
+            raise ValueError(f"text values are at most {MAX_VALUE_TEXT} characters")
+        return value
+
     @field_validator("column")
     @classmethod
     def _plain_name(cls, value: str) -> str:
-        return _check_identifier(value)
+        return check_identifier(value)
 
     @field_validator("value", mode="before")
     @classmethod
@@ -75,11 +110,12 @@ class Filter(BaseModel):
     def _value_fits_op(self) -> Filter:
         if self.op in NULL_OPS:
             if self.value is not None:
-                raise ValueError(f"op {self.op!r} takes no value (got {self.value!r}); remove it")
+                raise ValueError(f"op {self.op!r} takes no value (got {shown(self.value)}); "
+                                 "remove it")
         elif self.op in LIST_OPS:
             if not isinstance(self.value, tuple) or not self.value:
                 raise ValueError(
-                    f"op {self.op!r} needs a non-empty list value (got {self.value!r})")
+                    f"op {self.op!r} needs a non-empty list value (got {shown(self.value)})")
             for item in self.value:
                 _check_scalar(item, self.op)
         else:
@@ -92,7 +128,7 @@ def _check_scalar(value: Any, op: str) -> None:
         raise ValueError(f"op {op!r} cannot compare with null; use op 'is_null' instead")
     if not isinstance(value, SCALARS):
         raise ValueError(
-            f"value {value!r} is a {type(value).__name__}; use a string, number, boolean, "
+            f"value {shown(value)} is a {type(value).__name__}; use a string, number, boolean, "
             "date or timestamp"
         )
 
@@ -110,27 +146,32 @@ class QuerySpec(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    source: str = "demo_source"
+    source: str = Field(default="demo_source", pattern=SOURCE_NAME)
     table: str
     table_schema: str | None = None
-    columns: tuple[str, ...] = Field(min_length=1)
+    columns: tuple[str, ...] = Field(min_length=1, max_length=MAX_COLUMNS)
     timestamp_column: str
     tenant_column: str
     ingested_column: str | None = None
-    filters: tuple[Filter, ...] = ()
-    order_by: tuple[str, ...] = ()
+    filters: tuple[Filter, ...] = Field(default=(), max_length=MAX_FILTERS)
+    order_by: tuple[str, ...] = Field(default=(), max_length=MAX_COLUMNS)
 
     @field_validator("table", "table_schema", "timestamp_column", "tenant_column",
                      "ingested_column")
     @classmethod
     def _plain_name(cls, value: str | None) -> str | None:
-        return None if value is None else _check_identifier(value)
+        return None if value is None else check_identifier(value)
+
+    @model_validator(mode="after")
+    def _not_a_system_table(self) -> QuerySpec:
+        check_not_system(self.table, self.table_schema)
+        return self
 
     @field_validator("columns", "order_by")
     @classmethod
     def _plain_names(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         for name in value:
-            _check_identifier(name)
+            check_identifier(name)
         if len(set(value)) != len(value):
             dupes = sorted({n for n in value if value.count(n) > 1})
             raise ValueError(f"names must be unique; {', '.join(dupes)} repeated")
@@ -168,7 +209,7 @@ def load_spec(data: dict[str, Any], *, where: str = "query") -> QuerySpec:
         issues = []
         for err in exc.errors():
             path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err["loc"])
-            issues.append(f"{where}{path}: {err['msg']} (got {err.get('input')!r})")
+            issues.append(f"{where}{path}: {err['msg']} (got {shown(err.get('input'))})")
         raise ConfigError("\n".join(issues), issues) from None
 
 

@@ -12,8 +12,14 @@ for a range of whole days (end exclusive), ``2026-03-28T0700--2026-03-28T1300`` 
 Generation time lives only in the manifest. Several runs can report the same period (a
 calendar-day window on a 6-hourly schedule, the previous business day on Saturday, Sunday and
 Monday), so the name also carries the run's slot:
-``acme_daily-spend_2026-03-28_slot-20260329T0500Z_v1.csv``. Every run thus owns its names and a
-published version is never overwritten by another run.
+``acme__daily-spend__2026-03-28__slot-20260329T0500Z__v1.csv``. Every run thus owns its names
+and a published version is never overwritten by another run.
+
+The parts are joined by ``__``, a separator no id can contain (ids are slugs: ``-`` and ``_``
+only *between* letters and digits, never doubled), so a name splits back into its parts in one
+way only: widget export ``google-ads-primary`` (``acme__google-ads-primary__…``) and channel
+``google-ads``'s primary export (``acme__google-ads__primary__…``), or company ``acme`` channel
+``x_y`` and company ``acme_x`` channel ``y``, can never produce the same file (issue 12).
 """
 
 from __future__ import annotations
@@ -72,10 +78,13 @@ def period_label(start: datetime, end: datetime, timezone: str) -> str:
     return f"{ls:%Y-%m-%dT%H%M}--{le:%Y-%m-%dT%H%M}"
 
 
+SEPARATOR = "__"
+
+
 def schedule_slug(schedule_id: str) -> str:
-    """``acme/facebook/primary`` → ``facebook-primary`` (the company is the folder already)."""
+    """``acme/facebook/primary`` → ``facebook__primary`` (the company is the folder already)."""
     parts = schedule_id.split("/")
-    return "-".join(parts[1:]) if len(parts) > 1 else parts[0]
+    return SEPARATOR.join(parts[1:]) if len(parts) > 1 else parts[0]
 
 
 def slot_tag(slot: datetime) -> str:
@@ -84,5 +93,8 @@ def slot_tag(slot: datetime) -> str:
 
 def artifact_key(company: str, schedule_id: str, period: str, slot: datetime, version: int,
                  ext: str) -> str:
+    """``<company>/<slug>/<company>__<slug>__<period>__<slot tag>__v<N>.<ext>``: unambiguous
+    (see the module docstring) and unique per run and version."""
     slug = schedule_slug(schedule_id)
-    return f"{company}/{slug}/{company}_{slug}_{period}_{slot_tag(slot)}_v{version}.{ext}"
+    name = SEPARATOR.join((company, slug, period, slot_tag(slot), f"v{version}"))
+    return f"{company}/{slug}/{name}.{ext}"

@@ -13,8 +13,17 @@ import functools
 from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
+
+from export_lib.config.limits import MAX_WINDOW_DAYS, MAX_WINDOW_HOURS, StrictInt, shown
 
 ALLOWED_INTERVAL_HOURS = tuple(range(1, 25))  # seed 000: any whole number of hours, 1 to 24
 CRON_ALIASES = ("@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly")
@@ -57,26 +66,26 @@ def timezone_suggestions(name: str, n: int = 3) -> list[str]:
 
 def check_timezone(name: Any) -> str:
     """Return ``name`` if it is a known IANA timezone, else raise a custom pydantic error."""
-    if not isinstance(name, str) or not name:
+    if not isinstance(name, str) or not name or len(name) > 64:
         raise invalid("timezone", f"timezone must be an IANA name such as 'Europe/Berlin' "
-                      f"(got {name!r})")
+                      f"(got {shown(name)})")
     try:
         zone(name)
     except (ZoneInfoNotFoundError, ValueError):
         hint = timezone_suggestions(name)
         fix = f"did you mean {', '.join(repr(h) for h in hint)}?" if hint else (
             "use an IANA name such as 'Europe/Berlin' or 'UTC'")
-        raise invalid("timezone", f"unknown timezone {name!r}; {fix}") from None
+        raise invalid("timezone", f"unknown timezone {shown(name)}; {fix}") from None
     return name
 
 
 def check_cron(expr: Any) -> str:
     """Return ``expr`` if it is a 5-field cron expression (or an @alias) croniter accepts."""
-    text = str(expr).strip()
-    if not _cron_ok(text):
+    text = str(expr).strip() if isinstance(expr, str) and len(expr) <= 100 else ""
+    if not text or not _cron_ok(text):
         raise invalid(
             "cron",
-            f"invalid cron expression {expr!r}; use 5 fields 'minute hour day month weekday' "
+            f"invalid cron expression {shown(expr)}; use 5 fields 'minute hour day month weekday' "
             f"such as '0 14 * * *', or one of {', '.join(CRON_ALIASES)}",
         )
     return text
@@ -104,8 +113,8 @@ def check_interval_hours(value: int) -> int:
     return value
 
 
-ExportHour = Annotated[int, AfterValidator(check_export_hour)]
-IntervalHours = Annotated[int, AfterValidator(check_interval_hours)]
+ExportHour = Annotated[StrictInt, AfterValidator(check_export_hour)]
+IntervalHours = Annotated[StrictInt, AfterValidator(check_interval_hours)]
 
 
 class Timing(FrozenModel):
@@ -187,8 +196,8 @@ class WindowSpec(FrozenModel):
     """Which period a slot reports (ADR 0001). ``days``/``hours`` only where the kind uses N."""
 
     kind: WindowKind = "calendar_day"
-    days: int | None = None
-    hours: int | None = None
+    days: StrictInt | None = Field(default=None, le=MAX_WINDOW_DAYS)
+    hours: StrictInt | None = Field(default=None, le=MAX_WINDOW_HOURS)
 
     @model_validator(mode="after")
     def _n_matches_kind(self) -> WindowSpec:

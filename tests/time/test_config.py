@@ -18,8 +18,8 @@ company: {id: %(id)s, name: Test, timezone: Europe/Berlin, owner: o@x.example}
 widget_exports:
   - id: daily
     export_hour: 7
-    query: {table: t, columns: [a], timestamp_column: a, tenant_column: c}
-    destinations: [{id: d, type: local, path: out}]
+    query: {table: widget_metrics, columns: [a], timestamp_column: a, tenant_column: company_id}
+    destinations: [{id: d, type: local, path: outbox/%(id)s}]
 """
 
 
@@ -110,7 +110,7 @@ def test_config_version_changes_with_content_but_not_with_pause(config_dir):
     pytest.param("export_hour: 7", "deadline: soon",
                  "widget_exports[0].deadline: expected a duration such as '2h', '90m', "
                  "'1h30m' or 'PT2H' (got 'soon')", id="bad-duration"),
-    pytest.param("path: out}", "paht: out}",
+    pytest.param("path: outbox/t}", "paht: outbox/t}",
                  "widget_exports[0].destinations[0].paht: unknown key 'paht'; did you mean "
                  "'path'? allowed keys: id, path, retry_window, type", id="destination-typo"),
 ])
@@ -167,6 +167,7 @@ def test_broken_defaults_is_an_error_for_everyone(config_dir):
     defaults = write(config_dir, "defaults.yaml", "policies: {deadline: 0h}\n")
     errors = load_catalog(config_dir).errors
     assert errors[defaults] == (
+        f"{defaults}: sources: required field is missing; add it",
         f"{defaults}: policies.deadline: deadline must be positive (got 0:00:00)",
         f"{defaults}: data_exports: required field is missing; add it")
     assert errors[str(config_dir / "t.yaml")] == (

@@ -1,0 +1,146 @@
+"""Reading config YAML safely: duplicate keys, size, alias and depth limits (issue 12).
+
+A config file is parsed by every DAG loader and by ``exportctl validate``; a hostile or broken
+file must cost milliseconds and kilobytes, and say what is wrong in one short line. The
+composed node graph is measured (aliases counted every time they are used) *before* anything
+is constructed, so a 1 KB alias bomb fails at once instead of expanding to gigabytes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from export_lib.config.limits import (
+    MAX_FILE_BYTES,
+    MAX_YAML_ALIASES,
+    MAX_YAML_DEPTH,
+    MAX_YAML_NODES,
+    cut_line,
+)
+
+
+class _NoDuplicateKeys:
+    """Reject duplicate mapping keys (YAML silently keeps the last one)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)  # type: ignore[attr-defined]
+            if key in seen:
+                mark = key_node.start_mark
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r} (line {mark.line + 1}); keep only one",
+                    mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)  # type: ignore[misc]
+
+
+class _Bounded:
+    """Refuse documents that expand too far: the composed node graph is measured (aliases
+    counted as often as they are used) before anything is constructed, so a 1 KB alias bomb
+    fails in milliseconds instead of building gigabytes of error text."""
+
+    def get_single_data(self) -> Any:
+        node = self.get_single_node()  # type: ignore[attr-defined]
+        if node is None:
+            return None
+        _check_size(node)
+        return self.construct_document(node)  # type: ignore[attr-defined]
+
+
+class _TooLarge(yaml.YAMLError):
+    def __init__(self, problem: str, mark: Any) -> None:
+        super().__init__(problem)
+        self.problem, self.problem_mark = problem, mark
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.MappingNode):
+        return [n for pair in node.value for n in pair]
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    return []
+
+
+def _check_size(root: yaml.Node) -> None:
+    """Expanded node count, depth and alias uses of a composed document, iteratively (a deep
+    document must not hit the recursion limit) and memoised per node (linear time)."""
+    sizes: dict[int, int] = {}
+    depth: dict[int, int] = {}
+    uses: dict[int, int] = {}
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    on_path: set[int] = set()
+    while stack:
+        node, done = stack.pop()
+        key = id(node)
+        if done:
+            kids = _children(node)
+            sizes[key] = 1 + sum(sizes[id(k)] for k in kids)
+            depth[key] = 1 + max((depth[id(k)] for k in kids), default=0)
+            on_path.discard(key)
+            if sizes[key] > MAX_YAML_NODES or depth[key] > MAX_YAML_DEPTH:
+                raise _TooLarge(
+                    f"the document expands to more than {MAX_YAML_NODES} values or nests deeper "
+                    f"than {MAX_YAML_DEPTH} levels (an alias bomb?); write it out plainly",
+                    node.start_mark)
+            continue
+        if key in sizes:
+            uses[key] = uses.get(key, 0) + 1
+            if sum(uses.values()) > MAX_YAML_ALIASES:
+                raise _TooLarge(f"more than {MAX_YAML_ALIASES} alias uses (*name); write the "
+                                "values out plainly", node.start_mark)
+            continue
+        if key in on_path:
+            raise _TooLarge("a recursive alias; write the value out plainly", node.start_mark)
+        on_path.add(key)
+        stack.append((node, True))
+        stack.extend((kid, False) for kid in _children(node))
+
+
+class _StrictLoader(_Bounded, _NoDuplicateKeys, yaml.SafeLoader):
+    """``yaml.safe_load`` that rejects duplicate keys (pure Python: the reference messages)."""
+
+
+# libyaml's C scanner/parser is ~10x faster than the pure-Python one and DAG parsing reads
+# every company file, so valid files go through it when PyYAML has it; a file it rejects is
+# re-read by the pure-Python loader, whose error messages are the ones users and tests know.
+_FastLoader = (type("_FastStrictLoader", (_Bounded, _NoDuplicateKeys, yaml.CSafeLoader), {})
+               if getattr(yaml, "__with_libyaml__", False) else _StrictLoader)
+
+
+def read_yaml(path: Path) -> tuple[dict[str, Any] | None, list[str]]:
+    """Parse one YAML file into a mapping, or return ``file: position: message`` issues."""
+    with open(path, "rb") as fh:
+        raw = fh.read(MAX_FILE_BYTES + 1)
+    return parse_yaml(path, raw)
+
+
+def parse_yaml(path: Path, raw: bytes) -> tuple[dict[str, Any] | None, list[str]]:
+    """:func:`read_yaml` on bytes already read (``path`` only names the file in messages)."""
+    if len(raw) > MAX_FILE_BYTES:
+        return None, [f"{path}: (file): larger than {MAX_FILE_BYTES // 1024} KiB; a config file "
+                      "is a few KB, split it or remove what does not belong"]
+    try:
+        text = raw.decode("utf-8")
+        try:
+            data = yaml.load(text, Loader=_FastLoader)  # noqa: S506
+        except yaml.YAMLError:
+            data = yaml.load(text, Loader=_StrictLoader)  # noqa: S506
+    except UnicodeDecodeError:
+        return None, [f"{path}: (file): not a text file; config files are UTF-8 YAML"]
+    except RecursionError:
+        return None, [f"{path}: (file): not valid YAML: nests deeper than {MAX_YAML_DEPTH} "
+                      "levels; write it out plainly"]
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1} column {mark.column + 1}" if mark else "(file)"
+        problem = getattr(exc, "problem", None) or str(exc)
+        return None, [cut_line(f"{path}: {where}: not valid YAML: {problem}")]
+    if not isinstance(data, dict):
+        kind = "empty" if data is None else f"a {type(data).__name__}"
+        return None, [f"{path}: (file): the file is {kind}; expected a mapping with a "
+                      "'company' section"]
+    return data, []
