@@ -60,6 +60,7 @@ class Catalog:
     schedules: tuple[Schedule, ...]
     companies: Mapping[str, CompanyConfig]
     errors: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    sources: Mapping[str, Any] = field(default_factory=dict)  # defaults.yaml ``sources``
 
     @property
     def ok(self) -> bool:
@@ -87,6 +88,14 @@ class Catalog:
             f"known schedules: {', '.join(known) or 'none'}")
         raise ConfigError(f"unknown schedule {schedule_id!r} in {self.config_dir}; {hint}")
 
+    def retention_days(self, source: str) -> int:
+        """How many days of data ``source`` keeps (``sources:`` in defaults.yaml)."""
+        listed = self.sources.get(source)
+        if listed is None:
+            raise ConfigError(f"source {source!r} is not listed under 'sources' in "
+                              f"{self.config_dir / DEFAULTS_FILE}")
+        return listed.retention_days
+
     def for_company(self, company_id: str) -> tuple[Schedule, ...]:
         return tuple(s for s in self.schedules if s.company.id == company_id)
 
@@ -107,7 +116,7 @@ def load_catalog(config_dir: str | Path, only: str | None = None) -> Catalog:
     if only is not None and not re.fullmatch(SLUG, only):
         errors[str(root)] = [f"{root}: (file): {shown(only)} is not a company id (lower-case "
                              "letters, digits, '-' and '_'); no file was read"]
-        return _catalog(root, {}, errors)
+        return _catalog(root, {}, errors, None)
     defaults = _load_defaults(root / DEFAULTS_FILE, errors)
     paths = _listed(root, only, errors)
     loaded: dict[str, tuple[CompanyConfig, tuple[Schedule, ...]]] = {}
@@ -127,7 +136,7 @@ def load_catalog(config_dir: str | Path, only: str | None = None) -> Catalog:
         loaded.pop(path, None)
         log.warning("config file %s has %d error(s); its schedules are not loaded",
                     path, len(errors[path]))
-    return _catalog(root, loaded, errors)
+    return _catalog(root, loaded, errors, defaults)
 
 
 def _listed(root: Path, only: str | None, errors: dict[str, list[str]]) -> list[Path]:
@@ -144,7 +153,7 @@ def _listed(root: Path, only: str | None, errors: dict[str, list[str]]) -> list[
 
 
 def _catalog(root: Path, loaded: Mapping[str, tuple[CompanyConfig, tuple[Schedule, ...]]],
-             errors: Mapping[str, list[str]]) -> Catalog:
+             errors: Mapping[str, list[str]], defaults: DefaultsFile | None) -> Catalog:
     companies = {company.id: company for company, _ in loaded.values()}
     schedules = [s for _, found in loaded.values() for s in found]
     return Catalog(
@@ -152,6 +161,7 @@ def _catalog(root: Path, loaded: Mapping[str, tuple[CompanyConfig, tuple[Schedul
         schedules=tuple(sorted(schedules, key=lambda s: s.schedule_id)),
         companies=MappingProxyType(dict(sorted(companies.items()))),
         errors=MappingProxyType({k: tuple(v) for k, v in sorted(errors.items())}),
+        sources=MappingProxyType(dict(defaults.sources) if defaults else {}),
     )
 
 

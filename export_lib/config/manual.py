@@ -5,20 +5,34 @@ Here the trigger form's values are validated into a :class:`ManualRequest`; the 
 schedule is derived from a configured export (its query, tenant scoping and destinations), is
 captured on the run like any other config, and is never written back as a schedule.
 Destinations can only be narrowed to configured ones — never an arbitrary host.
+
+Every field is checked against its pattern and bounds before any file is read (``company``
+names the config file to read, so ``../etc`` must never reach the filesystem); what needs the
+configuration is checked right after: ``columns`` must be a subset of the base export's
+configured columns (a trigger can only narrow what the config exports), and the window must lie
+within the source's ``retention_days`` (``sources:`` in ``defaults.yaml``) and not in the
+future (issue 12).
 """
 
 from __future__ import annotations
 
 import hashlib
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from export_lib.config.limits import MAX_COLUMNS, MAX_DESTINATIONS, MAX_REASON, StrictBool, shown
+from export_lib.config.models import SLUG
+from export_lib.config.query import IDENTIFIER
 from export_lib.errors import ConfigError
 from export_lib.ledger.records import RunRegistration
 
 MAX_WINDOW = timedelta(days=400)
+SCHEDULE_ID = r"^[a-z0-9]+(?:[-_][a-z0-9]+)*/[a-z0-9]+(?:[-_][a-z0-9]+)*(?:/(?:primary|secondary))?$"
+DESTINATION_ID = r"^[a-z0-9][a-z0-9_-]*$"
+Column = Annotated[str, Field(pattern=f"^{IDENTIFIER.pattern}$")]
+DestinationId = Annotated[str, Field(pattern=DESTINATION_ID, max_length=48)]
 
 
 class ManualRequest(BaseModel):
@@ -26,15 +40,15 @@ class ManualRequest(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    company: str = Field(min_length=1)
-    base_export: str = Field(min_length=1)
+    company: str = Field(pattern=SLUG, max_length=64)
+    base_export: str = Field(pattern=SCHEDULE_ID, max_length=140)
     window_start: datetime
     window_end: datetime
-    columns: tuple[str, ...] = ()
+    columns: tuple[Column, ...] = Field(default=(), max_length=MAX_COLUMNS)
     format: Literal["csv", "parquet"] | None = None
-    destinations: tuple[str, ...] = ()
-    reason: str = Field(min_length=3)
-    regenerate: bool = False
+    destinations: tuple[DestinationId, ...] = Field(default=(), max_length=MAX_DESTINATIONS)
+    reason: str = Field(min_length=3, max_length=MAX_REASON)
+    regenerate: StrictBool = False
 
     @field_validator("window_start", "window_end")
     @classmethod
@@ -45,12 +59,16 @@ class ManualRequest(BaseModel):
 def parse_request(params: dict[str, Any]) -> ManualRequest:
     """Validate trigger params; every problem in one ConfigError naming the field."""
     data = {k: v for k, v in params.items() if k in ManualRequest.model_fields and v not in (None, "")}
+    unknown = sorted(str(k)[:40] for k in params if k not in ManualRequest.model_fields)
     try:
         request = ManualRequest.model_validate(data)
     except ValidationError as exc:
-        issues = [f"manual_export: {'.'.join(map(str, e['loc']))}: {e['msg']} (got {e.get('input')!r})"
-                  for e in exc.errors()]
-        raise ConfigError("; ".join(issues), issues=issues) from exc
+        issues = [f"manual_export: {'.'.join(map(str, e['loc']))}: {e['msg']} "
+                  f"(got {shown(e.get('input'))})" for e in exc.errors()]
+        raise ConfigError("; ".join(issues), issues=issues) from None
+    if unknown:
+        raise ConfigError(f"manual_export: {unknown[0]}: unknown field; allowed fields: "
+                          f"{', '.join(ManualRequest.model_fields)}")
     if request.window_end <= request.window_start:
         raise ConfigError(
             f"manual_export: window_end {request.window_end.isoformat()} is not after window_start "
@@ -61,8 +79,34 @@ def parse_request(params: dict[str, Any]) -> ManualRequest:
     return request
 
 
-def manual_schedule(catalog: Any, request: ManualRequest, *, run_id: str):
-    """The temporary schedule of one manual export, derived from ``request.base_export``."""
+def check_window(request: ManualRequest, *, retention_days: int, now: datetime) -> None:
+    """The window must be over (not in the future) and within the source's retention."""
+    if request.window_end > now:
+        raise ConfigError(f"manual_export: window_end: {request.window_end.isoformat()} is in the "
+                          f"future (now {now.isoformat(timespec='seconds')}); export a period "
+                          "that is over")
+    oldest = now - timedelta(days=retention_days)
+    if request.window_start < oldest:
+        raise ConfigError(f"manual_export: window_start: {request.window_start.isoformat()} is "
+                          f"older than the source keeps data ({retention_days} days, so not "
+                          f"before {oldest.isoformat(timespec='seconds')}); pick a later start")
+
+
+def check_columns(request: ManualRequest, configured: tuple[str, ...]) -> None:
+    """Requested columns may only narrow the base export's configured columns."""
+    extra = [c for c in request.columns if c not in configured]
+    if extra:
+        raise ConfigError(f"manual_export: columns: {shown(extra)} are not columns of the base "
+                          f"export (configured: {', '.join(configured)}); a manual export can "
+                          "only leave columns out")
+
+
+def manual_schedule(catalog: Any, request: ManualRequest, *, run_id: str,
+                    now: datetime | None = None):
+    """The temporary schedule of one manual export, derived from ``request.base_export``.
+
+    :param now: the current time (aware); the window must end before it.
+    """
     from export_lib.config.destinations import select_destinations
 
     if request.company not in catalog.companies:
@@ -74,14 +118,18 @@ def manual_schedule(catalog: Any, request: ManualRequest, *, run_id: str):
         raise ConfigError(f"manual_export: base_export: {request.base_export!r} belongs to company "
                           f"{base.company.id!r}, not {request.company!r}")
     destinations = select_destinations(base.destinations, request.destinations or None)
+    check_columns(request, base.query.columns)
+    check_window(request, retention_days=catalog.retention_days(base.query.source),
+                 now=now or datetime.now(UTC))
     tag = hashlib.sha256(run_id.encode()).hexdigest()[:10]
-    query = base.query.model_copy(update={"columns": request.columns}) if request.columns \
-        else base.query
-    temp = base.model_copy(update={
-        "schedule_id": f"{request.company}/manual-{tag}",
-        "dag_id": f"manual_export__{request.company}",
-        "kind": "manual", "query": query, "format": request.format or base.format,
-        "destinations": destinations,
+    # Re-validated, never model_copy(update=...): a copy would skip the QuerySpec validators.
+    query = type(base.query).model_validate({**base.query.model_dump(),
+                                             "columns": request.columns}) \
+        if request.columns else base.query
+    temp = type(base).model_validate({
+        **base.model_dump(), "schedule_id": f"{request.company}/manual-{tag}",
+        "dag_id": f"manual_export__{request.company}", "kind": "manual", "query": query,
+        "format": request.format or base.format, "destinations": destinations,
     })
     return temp.with_version()
 

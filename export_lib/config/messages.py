@@ -75,9 +75,9 @@ def _message(error: dict[str, Any], allowed: list[str] | None, key: str) -> str:
         return f"unknown key {shown(key)}; {hint}{keys}"
     if kind == "missing":
         return "required field is missing; add it"
-    message = error["msg"]
-    if kind.startswith("export_"):
-        return message
+    message = error["msg"].removeprefix("Value error, ")
+    if kind.startswith("export_") or isinstance(error.get("input"), dict):
+        return message  # a whole section's input says nothing the message does not
     return f"{message} (got {shown(error.get('input'))})"
 
 

@@ -49,7 +49,7 @@ from export_lib.periods.timing import (
 
 SLUG = r"^[a-z0-9]+(?:[-_][a-z0-9]+)*$"
 _EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+")  # always fullmatch: '$' lets a '\n' through
-_SHORT_DURATION = re.compile(r"(?:(\d{1,9})d)?(?:(\d{1,9})h)?(?:(\d{1,9})m)?(?:(\d{1,9})s)?")
+_SHORT_DURATION = re.compile(r"(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")
 _DURATION_HELP = "expected a duration such as '2h', '90m', '1h30m' or 'PT2H'"
 # Ids that name manual exports (``<company>/manual-<tag>``) are not available to configs.
 RESERVED_EXPORT_IDS = re.compile(r"manual(?:[-_].*)?")
@@ -64,7 +64,7 @@ def parse_duration(value: Any) -> Any:
     if isinstance(value, bool) or not isinstance(value, str) or not value.strip():
         raise invalid("duration", f"{_DURATION_HELP} (got {shown(value)})")
     text = value.strip()
-    match = _SHORT_DURATION.fullmatch(text)
+    match = _SHORT_DURATION.fullmatch(text) if len(text) <= 40 else None
     if match and any(match.groups()):
         days, hours, minutes, seconds = (int(g or 0) for g in match.groups())
         total = ((days * 24 + hours) * 60 + minutes) * 60 + seconds
@@ -280,9 +280,11 @@ class SourceTable(FrozenModel):
 
 
 class SourceConfig(FrozenModel):
-    """The tables of one source connection that exports may read (the allowlist)."""
+    """The tables of one source connection that exports may read (the allowlist), and how many
+    days of data the source keeps (manual exports cannot ask for older windows)."""
 
     tables: dict[str, SourceTable] = Field(min_length=1, max_length=MAX_EXPORTS)
+    retention_days: StrictInt = Field(default=365, ge=1, le=MAX_RETENTION_DAYS)
 
     @field_validator("tables")
     @classmethod

@@ -258,6 +258,12 @@ class Ledger(LedgerAccess):
                     config_version=run.config_version, attempt_id=attempt_id, generated_at=now,
                     supersedes=latest.version if latest else None, correction=int(correction),
                 )
+                taken = conn.execute(select(artifacts.c.run_id).where(
+                    artifacts.c.uri == uri)).first()
+                if taken is not None:  # the unique index would refuse it too; say why
+                    raise PublishError(f"run {run_key}: {uri} is already recorded as an "
+                                       "artifact of another run; artifact names are unique "
+                                       "per run, nothing was recorded")
                 conn.execute(insert(artifacts).values(**values))
                 row = conn.execute(select(artifacts).where(
                     artifacts.c.run_id == run.id, artifacts.c.version == version)).one()

@@ -120,6 +120,8 @@ artifacts = Table(
     Column("supersedes", Integer, nullable=True),
     Column("correction", Integer, nullable=False, default=0),
     UniqueConstraint("run_id", "version", name="uq_export_artifacts_version"),
+    # One object, one artifact: a URI can never be recorded for two runs (revision 0004).
+    Index("uq_export_artifacts_uri", "uri", unique=True),
 )
 
 events = Table(

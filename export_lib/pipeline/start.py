@@ -176,14 +176,14 @@ def start_manual(ledger: Ledger, config_dir: str, params: dict[str, Any], *, run
     from export_lib.config.loader import load_catalog
     from export_lib.config.manual import manual_registration, manual_schedule, parse_request
 
-    request = parse_request(params)
+    request = parse_request(params)  # every field checked before the company's file is read
     if company is not None and request.company != company:
         raise AuthorizationError(
             f"manual_export__{company}: company: {request.company!r} is not this DAG's company; "
             f"a manual export of {request.company!r} is triggered from manual_export__"
             f"{request.company} (nothing was registered)")
     catalog = load_catalog(config_dir, only=request.company)
-    schedule = manual_schedule(catalog, request, run_id=run_id)
+    schedule = manual_schedule(catalog, request, run_id=run_id, now=now)
     if not schedule.company.may_receive(schedule.owner):
         raise AuthorizationError(f"manual export for {schedule.company.id}: owner {schedule.owner} "
                                  "is not authorised for the company")

@@ -26,6 +26,7 @@ from urllib.parse import urlsplit
 from export_lib.errors import StorageError
 from export_lib.source.connections import Connection
 from export_lib.storage.clients import gcs_client, s3_client
+from export_lib.storage.stores import check_owner, owner_of, unowned
 
 log = logging.getLogger(__name__)
 SPOOL_BYTES = 8 * 1024 * 1024
@@ -81,21 +82,41 @@ class _BucketStore:
         return target
 
     def promote(self, staging_uri: str, key: str, manifest: dict) -> tuple[str, str]:
+        """Claim the key (manifest created only if absent), then copy the object; a key
+        another run owns is refused (see :mod:`export_lib.storage.stores`)."""
         src = self._own(staging_uri)
         final = self._key(key)
+        manifest_key = final + ".manifest.json"
+        body = (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode()
+        fresh = self._claim(manifest_key, body, manifest["run_key"])
         existing = self._sha256_meta(final)
+        if fresh and existing is not None and existing != manifest["sha256"]:
+            self._delete(manifest_key)  # our claim; the object is someone else's
+            raise unowned(self._uri(final))
         if existing == manifest["sha256"]:
             log.info("artifact %s already holds this content", self._uri(final))
         else:
             if existing is not None:
-                log.warning("replacing unrecorded object %s left by an interrupted publication",
-                            self._uri(final))
+                log.warning("replacing unrecorded object %s left by an interrupted publication "
+                            "of run %s", self._uri(final), manifest["run_key"])
             self._copy(src, final, {"sha256": manifest["sha256"]})
         self._delete(src)
-        manifest_key = final + ".manifest.json"
-        body = (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode()
         self._put_bytes(manifest_key, body, "application/json")
         return self._uri(final), self._uri(manifest_key)
+
+    def _claim(self, manifest_key: str, body: bytes, run_key: str) -> bool:
+        """Create the manifest if absent (True) or confirm this run owns it (False).
+
+        Checked first, then written conditionally: the conditional write closes the race on
+        S3 and GCS; the emulator used in tests ignores GCS preconditions, where the check
+        alone holds (a documented limitation of that emulator, not of GCS).
+        """
+        current = self._get_bytes(manifest_key)
+        if current is None and self._put_if_absent(manifest_key, body):
+            return True
+        current = self._get_bytes(manifest_key) if current is None else current
+        check_owner(self._uri(manifest_key), owner_of(current or b""), run_key)
+        return False
 
     def delete(self, uri: str) -> None:
         self._delete(self._own(uri))
@@ -146,6 +167,25 @@ class S3Store(_BucketStore):
     def _put_bytes(self, key: str, body: bytes, content_type: str) -> None:
         self.client.put_object(Bucket=self.bucket, Key=key, Body=body, ContentType=content_type)
 
+    def _put_if_absent(self, key: str, body: bytes) -> bool:
+        from botocore.exceptions import ClientError
+
+        try:
+            self.client.put_object(Bucket=self.bucket, Key=key, Body=body, IfNoneMatch="*",
+                                   ContentType="application/json")
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in ("PreconditionFailed", "412",
+                                                             "ConditionalRequestConflict"):
+                return False
+            raise
+        return True
+
+    def _get_bytes(self, key: str) -> bytes | None:
+        try:
+            return self.client.get_object(Bucket=self.bucket, Key=key)["Body"].read()
+        except self.client.exceptions.NoSuchKey:
+            return None
+
 
 class GcsStore(_BucketStore):
     scheme = "gs"
@@ -192,3 +232,17 @@ class GcsStore(_BucketStore):
 
     def _put_bytes(self, key: str, body: bytes, content_type: str) -> None:
         self._bucket.blob(key).upload_from_string(body, content_type=content_type)
+
+    def _put_if_absent(self, key: str, body: bytes) -> bool:
+        from google.api_core.exceptions import PreconditionFailed
+
+        try:
+            self._bucket.blob(key).upload_from_string(body, content_type="application/json",
+                                                      if_generation_match=0)
+        except PreconditionFailed:
+            return False
+        return True
+
+    def _get_bytes(self, key: str) -> bytes | None:
+        blob = self._bucket.get_blob(key)
+        return None if blob is None else blob.download_as_bytes()

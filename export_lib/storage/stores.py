@@ -4,6 +4,13 @@ The local filesystem is the embedded default (``EXPORT_ARTIFACT_ROOT``, ``./expo
 Staging objects live under ``.staging/`` named by the attempt id, so a crashed attempt never
 leaves anything under a final name. Promotion is an atomic rename on the same filesystem and
 never overwrites a published artifact with different content.
+
+**Ownership** (issue 12): a final key belongs to the run whose ``run_key`` its manifest names.
+Promotion first *claims* the key by creating the manifest only if it does not exist (``os.link``
+of a complete temp file: create-if-absent, atomic; ``If-None-Match: *`` on S3,
+``if_generation_match=0`` on GCS), then places the object. A key claimed by another run, or an
+object nobody claimed, is refused with :class:`PublishError` and left untouched; only the same
+run's own unrecorded leftover (an interrupted publication) is replaced.
 """
 
 from __future__ import annotations
@@ -38,6 +45,29 @@ class ArtifactStore(Protocol):
     def delete(self, uri: str) -> None: ...
     def local_path(self, uri: str) -> Path | None: ...
     def exists(self, uri: str) -> bool: ...
+
+
+def owner_of(raw: bytes) -> str | None:
+    try:
+        owner = json.loads(raw).get("run_key")
+    except (ValueError, AttributeError):
+        return None
+    return owner if isinstance(owner, str) else None
+
+
+def check_owner(manifest_uri: str, owner: str | None, run_key: str) -> None:
+    """Refuse a key whose manifest names another run (or no readable run)."""
+    if owner != run_key:
+        raise PublishError(
+            f"{manifest_uri} says the object belongs to run {owner or '(unreadable)'}, not "
+            f"{run_key}; refusing to replace another run's artifact. Artifact names are unique "
+            "per run, so look for two configurations writing to one artifact root")
+
+
+def unowned(uri: str) -> PublishError:
+    return PublishError(
+        f"{uri} exists with other content and no run claims it (no manifest); refusing to "
+        "replace it. If no run recorded it ('exportctl runs'), move it away and publish again")
 
 
 def artifact_root() -> Path:
@@ -88,7 +118,8 @@ class LocalStore:
         return self._path(uri)
 
     def promote(self, staging_uri: str, key: str, manifest: dict) -> tuple[str, str]:
-        """Atomically move the staged object to ``key`` and write its manifest beside it."""
+        """Claim ``key`` for ``manifest["run_key"]``, move the staged object there and write
+        its manifest beside it. Refuses (``PublishError``) a key another run owns."""
         src = self._path(staging_uri)
         final = (self.root / key).resolve()
         if self.root.resolve() not in final.parents:
@@ -104,24 +135,43 @@ class LocalStore:
     def _promote(self, src: Path, final: Path, manifest: dict) -> tuple[str, str]:
         manifest_path = final.with_name(final.name + ".manifest.json")
         final.parent.mkdir(parents=True, exist_ok=True)
-        if final.exists():
+        text = json.dumps(manifest, indent=2, sort_keys=True) + "\n"
+        fresh = self._claim(manifest_path, text, manifest["run_key"])
+        try:
+            os.link(src, final)  # create-if-absent: never replaces anything
+        except FileExistsError:
             with open(final, "rb") as fh:
                 existing_sha, _ = sha256_stream(fh)
+            if fresh and existing_sha != manifest["sha256"]:
+                manifest_path.unlink()  # our claim; the object is someone else's
+                raise unowned(final.as_uri()) from None
             if existing_sha == manifest["sha256"]:
                 log.info("artifact %s already holds this content; nothing to move", final)
-                src.unlink(missing_ok=True)
             else:
-                # Only an interrupted earlier publication (object moved, ledger commit lost) can
-                # leave this: the ledger never recorded it, so no consumer was told about it.
-                log.warning("replacing unrecorded object %s left by an interrupted publication",
-                            final)
+                # Only this run's interrupted earlier publication (claimed, object placed,
+                # ledger commit lost) leaves this: no consumer was told about it.
+                log.warning("replacing unrecorded object %s left by an interrupted publication "
+                            "of run %s", final, manifest["run_key"])
                 os.replace(src, final)
-        else:
-            os.replace(src, final)
+        src.unlink(missing_ok=True)
         tmp = manifest_path.with_name(f".{manifest_path.name}.tmp")
-        tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+        tmp.write_text(text)
         os.replace(tmp, manifest_path)
         return final.as_uri(), manifest_path.as_uri()
+
+    @staticmethod
+    def _claim(manifest_path: Path, text: str, run_key: str) -> bool:
+        """Create the manifest if absent (True), or confirm this run owns it (False)."""
+        tmp = manifest_path.with_name(f".{manifest_path.name}.claim-{os.getpid()}")
+        tmp.write_text(text)
+        try:
+            os.link(tmp, manifest_path)
+            return True
+        except FileExistsError:
+            check_owner(manifest_path.as_uri(), owner_of(manifest_path.read_bytes()), run_key)
+            return False
+        finally:
+            tmp.unlink(missing_ok=True)
 
 
 def open_store(uri: str | None = None, *, resolver: ConnectionResolver | None = None

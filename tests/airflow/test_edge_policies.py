@@ -111,13 +111,14 @@ def test_manual_schedule_only_narrows_configured_destinations():
     request = parse_request({"company": "acme", "base_export": "acme/daily-spend",
                              "reason": "audit", "window_start": "2026-03-01T00:00:00Z",
                              "window_end": "2026-03-02T00:00:00Z", "destinations": ["sftp-evil"]})
+    now = datetime(2026, 3, 30, tzinfo=UTC)
     with pytest.raises(ConfigError, match="sftp-evil"):
-        manual_schedule(catalog, request, run_id="manual__1")
+        manual_schedule(catalog, request, run_id="manual__1", now=now)
     other = parse_request({"company": "kiwi-outdoors", "base_export": "acme/daily-spend",
                            "reason": "audit", "window_start": "2026-03-01T00:00:00Z",
                            "window_end": "2026-03-02T00:00:00Z"})
     with pytest.raises(ConfigError, match="belongs to company 'acme', not 'kiwi-outdoors'"):
-        manual_schedule(catalog, other, run_id="manual__1")
+        manual_schedule(catalog, other, run_id="manual__1", now=now)
 
 
 def test_late_data_policies_shape_the_task_graph(tmp_path):

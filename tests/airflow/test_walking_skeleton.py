@@ -42,7 +42,7 @@ def test_daily_widget_export_delivers_exactly_the_window_rows(airflow_db, export
             "AND event_time >= '2026-03-27 23:00:00' AND event_time < '2026-03-28 23:00:00' "
             "ORDER BY event_time, widget_id").fetchall()
     delivered = (export_world.outbox / "acme/daily-spend"
-                 / "acme_daily-spend_2026-03-28_slot-20260329T0500Z_v1.csv")
+                 / "acme__daily-spend__2026-03-28__slot-20260329T0500Z__v1.csv")
     with open(delivered, newline="") as fh:
         rows = list(csv.DictReader(fh))
     assert len(rows) == len(expected) == 72

@@ -25,8 +25,8 @@ from tests.world import (
 
 pytestmark = pytest.mark.integration
 
-ARTIFACT = "exports/artifacts/acme/daily-spend/acme_daily-spend_2026-03-28_slot-20260329T0500Z_v1.csv"
-OUTBOX = "exports/outbox/acme/daily-spend/acme_daily-spend_2026-03-28_slot-20260329T0500Z_v1.csv"
+ARTIFACT = "exports/artifacts/acme/daily-spend/acme__daily-spend__2026-03-28__slot-20260329T0500Z__v1.csv"
+OUTBOX = "exports/outbox/acme/daily-spend/acme__daily-spend__2026-03-28__slot-20260329T0500Z__v1.csv"
 
 
 def test_running_the_same_slot_twice_makes_one_run_and_one_artifact(world: World):
@@ -70,7 +70,7 @@ def test_running_the_same_slot_twice_makes_one_run_and_one_artifact(world: World
         ("acme-dir", "acknowledged", 1)]
 
 
-HOURLY = "acme_hourly-clicks_2026-03-28T1000--2026-03-28T1100_slot-20260328T1000Z_v1"
+HOURLY = "acme__hourly-clicks__2026-03-28T1000--2026-03-28T1100__slot-20260328T1000Z__v1"
 
 
 def test_runs_filters_by_company_and_schedule(sqlite_world: World):
@@ -229,7 +229,7 @@ def test_run_publishing_to_s3_and_delivering_from_it(tmp_path: Path, s3_server):
                         AIRFLOW_CONN_ARTIFACTS=s3_server.connection_uri())
     first, second = world.run(), world.run()
     assert second == first
-    key = "exports/acme/daily-spend/acme_daily-spend_2026-03-28_slot-20260329T0500Z_v1.csv"
+    key = "exports/acme/daily-spend/acme__daily-spend__2026-03-28__slot-20260329T0500Z__v1.csv"
     assert first["artifact"]["uri"] == f"s3://{bucket}/{key}"
     listed = sorted(o["Key"] for o in s3.list_objects_v2(Bucket=bucket)["Contents"])
     assert listed == [key, key + ".manifest.json"]

@@ -26,7 +26,7 @@ from tests.world import World
 pytestmark = pytest.mark.integration
 
 NOW = DAILY_SLOT + timedelta(minutes=5)
-NAME = "acme_daily-spend_2026-03-28_slot-20260329T0500Z"
+NAME = "acme__daily-spend__2026-03-28__slot-20260329T0500Z"
 
 
 @dataclass
@@ -85,7 +85,7 @@ def test_stage_validate_promote_noop_and_new_version(sqlite_ledger, world: World
     assert bucket.keys() == [staging]
     assert hashlib.sha256(bucket.get(staging)).hexdigest() == first["sha256"]
     v1 = publish_run(sqlite_ledger, store, key, first["attempt_id"], now=NOW)
-    final_v1 = f"exports/acme/daily-spend/{NAME}_v1.csv"
+    final_v1 = f"exports/acme/daily-spend/{NAME}__v1.csv"
     assert (v1["version"], v1["created"], v1["uri"]) == (
         1, True, f"{bucket.scheme}://{bucket.name}/{final_v1}")
     assert bucket.keys() == [final_v1, final_v1 + ".manifest.json"]  # staging deleted
@@ -106,7 +106,7 @@ def test_stage_validate_promote_noop_and_new_version(sqlite_ledger, world: World
     changed = render_run(sqlite_ledger, store, key, now=NOW + timedelta(hours=2), regenerate=True)
     v2 = publish_run(sqlite_ledger, store, key, changed["attempt_id"],
                      now=NOW + timedelta(hours=2))
-    final_v2 = f"exports/acme/daily-spend/{NAME}_v2.csv"
+    final_v2 = f"exports/acme/daily-spend/{NAME}__v2.csv"
     assert changed["sha256"] != first["sha256"]
     assert (v2["version"], v2["created"]) == (2, True)
     assert bucket.keys() == [final_v1, final_v1 + ".manifest.json",
@@ -120,7 +120,7 @@ def test_stage_validate_promote_noop_and_new_version(sqlite_ledger, world: World
     delivered = deliver_run(sqlite_ledger, key, "acme-dir", now=NOW + timedelta(hours=2))
     assert delivered["state"] == "acknowledged"
     outbox = world.outbox / "acme" / "daily-spend"
-    copy = outbox / f"{NAME}_v2.csv"
+    copy = outbox / f"{NAME}__v2.csv"
     assert hashlib.sha256(copy.read_bytes()).hexdigest() == changed["sha256"]
 
 

@@ -27,7 +27,7 @@ log = logging.getLogger(__name__)
 
 ROWS = 1_000_000
 SLOT = "2026-03-29T00:00Z"
-FINAL = "bigco/daily/bigco_daily_2026-03-28_slot-20260329T0000Z_v1.csv"
+FINAL = "bigco/daily/bigco__daily__2026-03-28__slot-20260329T0000Z__v1.csv"
 BIGCO = """\
 company: {id: bigco, name: Big Co, timezone: UTC, owner: data@bigco.example, status: active}
 widget_exports:
@@ -132,7 +132,7 @@ def test_sigkill_mid_render_then_retry_publishes_one_identical_artifact(
         (1, "abandoned"), (2, "published")]
     assert [a.attempt_id for a in ledger.staging_garbage()] == [killed.attempt_id]
     visible = world.visible_files()
-    outbox = "exports/outbox/bigco/daily/bigco_daily_2026-03-28_slot-20260329T0000Z_v1.csv"
+    outbox = "exports/outbox/bigco/daily/bigco__daily__2026-03-28__slot-20260329T0000Z__v1.csv"
     artifact = f"exports/artifacts/{FINAL}"
     assert sorted(visible) == sorted([artifact, artifact + ".manifest.json", outbox,
                                       outbox + ".sha256"])

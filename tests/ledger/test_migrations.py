@@ -94,7 +94,7 @@ def _sqlite_ddl(engine: sa.Engine) -> dict[str, str]:
 def test_autogenerate_proposes_no_change_on_a_fresh_ledger(new_database: NewDatabase) -> None:
     engine = new_database()
     upgrade(engine)
-    assert current(engine) == head() == "0003_delivery_window"
+    assert current(engine) == head() == "0004_unique_artifact_uri"
     assert set(sa.inspect(engine).get_table_names()) == set(metadata.tables) | {
         "export_alembic_version"}
     assert proposed_changes(engine) == []
@@ -124,7 +124,7 @@ def test_autogenerate_notices_a_schema_change(new_database: NewDatabase) -> None
 def test_old_and_frozen_revisions_build_the_same_schema(new_database: NewDatabase) -> None:
     old, new, mixed = new_database(), new_database(), new_database()
     upgrade_with_old_code(old)  # what existing installations hold ...
-    upgrade(old)  # ... upgraded by this code (0003 adds deliveries.retry_until)
+    upgrade(old)  # ... upgraded by this code (0003 retry_until, 0004 unique artifact URIs)
     upgrade(new)
     upgrade_with_old_code(mixed, "0001_ledger")  # installed before deliveries existed ...
     upgrade(mixed)  # ... and upgraded by this code

@@ -21,7 +21,7 @@ from tests.world import World
 pytestmark = pytest.mark.integration
 
 NOW = DAILY_SLOT + timedelta(minutes=5)
-FINAL = "acme/daily-spend/acme_daily-spend_2026-03-28_slot-20260329T0500Z_v1.csv"
+FINAL = "acme/daily-spend/acme__daily-spend__2026-03-28__slot-20260329T0500Z__v1.csv"
 VISIBLE = f"exports/artifacts/{FINAL}"  # as World.visible_files() names it
 
 
@@ -149,8 +149,8 @@ def test_publication_that_lost_its_ledger_commit_is_completed_by_the_retry(
     pg_ledger.advance(key, attempt.attempt_id, "validating", NOW)
 
     def promote_then_crash(version: int) -> tuple[str, str]:
-        world.store.promote(attempt.staging_uri, FINAL.replace("_v1", f"_v{version}"),
-                                 {"sha256": attempt.sha256, "version": version})
+        world.store.promote(attempt.staging_uri, FINAL.replace("__v1", f"__v{version}"),
+                            {"sha256": attempt.sha256, "version": version, "run_key": key})
         raise OSError("worker lost its ledger connection")
 
     with pytest.raises(OSError, match="lost its ledger connection"):
