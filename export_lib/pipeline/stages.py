@@ -88,7 +88,8 @@ def render_run(ledger: Ledger, store: ArtifactStore, run_key: str, *, now: datet
         ledger.advance(run_key, attempt.attempt_id, RunState.RENDERING, now)
         options = RenderOptions(format=fmt, timezone=run.timezone,
                                 delimiter=schedule.csv.delimiter,
-                                timestamps=schedule.csv.timestamps)
+                                timestamps=schedule.csv.timestamps,
+                                neutralize_formulas=schedule.csv.neutralize_formulas)
         with open_source(resolve(schedule.query.source, resolver)) as source, \
                 store.open_staging(attempt.staging_uri) as sink:
             result = render(

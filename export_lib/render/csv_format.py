@@ -18,6 +18,10 @@ The PostgreSQL fast path lets the server print (``COPY ... (FORMAT csv, HEADER)`
   ``< 1e6``), e.g. ``0.25``, ``1e-07``, ``1.5e+20`` (docs/adr/0004-float-text.md: every CSV
   reader parses it, and rewriting it cost the server ~8 % per float column).
 * Booleans ``true``/``false``; dates ``YYYY-MM-DD``.
+* Formula neutralisation (``csv.neutralize_formulas``, on by default): a value of a character
+  column (text, varchar, char) starting with ``=``, ``+``, ``-``, ``@``, a tab or a CR gets a
+  ``'`` in front, so a spreadsheet shows it as text instead of evaluating it (CSV injection).
+  The tenant column is left alone: it holds the company id, a slug that never starts so.
 """
 
 from __future__ import annotations
@@ -32,6 +36,12 @@ from typing import Any
 from export_lib.source.database import SqlType, parse_sqlite_timestamp
 
 Formatter = Callable[[Any], str]
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def neutralize(text: str) -> str:
+    """``'`` in front of a cell a spreadsheet would run as a formula."""
+    return "'" + text if text.startswith(FORMULA_STARTS) else text
 
 
 def csv_field(text: str, delimiter: str, *, single_column: bool = False) -> str:
@@ -146,9 +156,13 @@ def _to_text(value: Any) -> str:
 
 
 def field_formatter(
-    sql_type: SqlType, *, zone: tzinfo, delimiter: str, single_column: bool
+    sql_type: SqlType, *, zone: tzinfo, delimiter: str, single_column: bool,
+    neutralize_formulas: bool = False,
 ) -> Formatter:
-    """A function turning one non-NULL value of this column into its CSV field."""
+    """A function turning one non-NULL value of this column into its CSV field.
+
+    :param neutralize_formulas: prefix ``'`` to formula-like values of a character column.
+    """
     kind = sql_type.kind
     if kind == "int":
         return lambda v: str(int(v)) if isinstance(v, bool | float) else str(v)
@@ -166,6 +180,8 @@ def field_formatter(
             v if isinstance(v, datetime) else datetime.fromisoformat(v), None)
     if kind == "date":
         return lambda v: v.isoformat() if isinstance(v, date) else str(v)
+    if neutralize_formulas and sql_type.text:
+        return lambda v: csv_field(neutralize(_to_text(v)), delimiter, single_column=single_column)
     return lambda v: csv_field(_to_text(v), delimiter, single_column=single_column)
 
 

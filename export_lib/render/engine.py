@@ -50,6 +50,8 @@ class RenderOptions(BaseModel):
     row_group_bytes: int = Field(default=4 << 20, ge=1 << 20, le=1 << 30)
     row_group_rows: int | None = Field(default=None, ge=1_000, le=1_048_576)
     compression: Literal["snappy", "zstd", "gzip", "none"] = "snappy"
+    # CSV only: formula-like text cells get a leading ' (render/csv_format.py).
+    neutralize_formulas: bool = True
 
     @field_validator("timezone")
     @classmethod
@@ -162,6 +164,8 @@ def _copy_csv(source: Source, spec: QuerySpec, bounds: Bounds, types: dict[str, 
     for name, sql_type in types.items():
         if sql_type.kind == "bool":
             exprs[name] = "bool_text"
+        elif _neutralized(name, sql_type, spec, options):
+            exprs[name] = "neutral_text"
     query = sql.SQL("COPY ({}) TO STDOUT (FORMAT csv, HEADER, DELIMITER {})").format(
         build_postgres(spec, bounds, exprs, _order(spec, types)), sql.Literal(options.delimiter))
     _set_zone(source, options.output_zone)
@@ -170,6 +174,12 @@ def _copy_csv(source: Source, spec: QuerySpec, bounds: Bounds, types: dict[str, 
             out.write(chunk)
     source.connection.rollback()
     return copy.rows or 0
+
+
+def _neutralized(name: str, sql_type: SqlType, spec: QuerySpec, options: RenderOptions) -> bool:
+    """Whether a column's values get formula neutralisation: character columns, except the
+    tenant column (it holds the company id, a slug: never a formula)."""
+    return options.neutralize_formulas and sql_type.text and name != spec.tenant_column
 
 
 def _order(spec: QuerySpec, types: dict[str, SqlType]) -> tuple[str, ...]:
@@ -195,7 +205,8 @@ def _generic_csv(source: Source, spec: QuerySpec, bounds: Bounds, types: dict[st
     zone = ZoneInfo(options.output_zone)
     single = len(spec.columns) == 1
     encode = row_encoder(
-        [field_formatter(types[c], zone=zone, delimiter=options.delimiter, single_column=single)
+        [field_formatter(types[c], zone=zone, delimiter=options.delimiter, single_column=single,
+                         neutralize_formulas=_neutralized(c, types[c], spec, options))
          for c in spec.columns],
         options.delimiter,
     )

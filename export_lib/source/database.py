@@ -53,6 +53,7 @@ class SqlType:
     precision: int | None = None
     scale: int | None = None
     unordered: bool = False  # no ordering operator (json, xml): never a sort tie-breaker
+    text: bool = False  # character data (text, varchar, char): CSV formula neutralisation
 
 
 @dataclass
@@ -233,7 +234,16 @@ def classify(type_name: str, dialect: Dialect = "postgresql") -> SqlType:
     if t in ("smallint", "integer", "bigint", "int", "int2", "int4", "int8") or (
             dialect == "sqlite" and "int" in t):
         return SqlType("int")
-    return SqlType("string", unordered=dialect == "postgresql" and t in UNORDERED)
+    return SqlType("string", unordered=dialect == "postgresql" and t in UNORDERED,
+                   text=_is_text(t, dialect))
+
+
+def _is_text(t: str, dialect: Dialect) -> bool:
+    """Character types: PostgreSQL's text/varchar/char/citext/name; SQLite's TEXT affinity."""
+    if dialect == "sqlite":
+        return any(word in t for word in ("char", "clob", "text"))
+    return t in ("text", "citext", "name", "bpchar") or t.startswith(
+        ("character", "varchar", "char"))
 
 
 def watermark(source: Source, spec: QuerySpec, *, company_id: str | None = None) -> datetime | None:

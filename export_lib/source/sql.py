@@ -14,7 +14,10 @@ from typing import Any, Literal
 
 from export_lib.config.query import LIST_OPS, NULL_OPS, QuerySpec
 
-ColumnExpr = Literal["plain", "bool_text", "numeric_38_9"]
+ColumnExpr = Literal["plain", "bool_text", "numeric_38_9", "neutral_text"]
+# CSV formula neutralisation (csv_format.FORMULA_STARTS): tab, CR, '+', '-', '=', '@'.
+# ascii() of the first character is one integer comparison per row: cheaper than left()/~.
+_FORMULA_CODES = "9, 13, 43, 45, 61, 64"
 
 
 @dataclass(frozen=True)
@@ -63,6 +66,9 @@ def _pg_expr(name: str, kind: ColumnExpr) -> Any:
         return sql.SQL("{c}::text AS {c}").format(c=col)
     if kind == "numeric_38_9":
         return sql.SQL("{c}::numeric(38,9) AS {c}").format(c=col)
+    if kind == "neutral_text":
+        return sql.SQL("CASE WHEN ascii({c}) IN (" + _FORMULA_CODES + ") THEN '''' || {c} "
+                       "ELSE {c} END AS {c}").format(c=col)
     return col
 
 

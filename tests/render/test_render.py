@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import sqlite3
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
@@ -346,3 +347,41 @@ def test_unsupported_connection_type_is_a_config_error_listing_the_valid_ones():
                                           r"sqlite"):
         with open_source(conn):
             pass
+
+
+HOSTILE_CELLS = ("=HYPERLINK(\"http://evil\")", "+1+2", "-3", "@SUM(A1)", "\tx", "\rx",
+                 "plain", "a=b", "'=already", "")
+T5 = datetime(2026, 3, 5, tzinfo=UTC)
+
+
+def _add_hostile_rows(source) -> None:
+    rows = [("acme", T5 + timedelta(minutes=i), cell, i, None, None, None, T5)
+            for i, cell in enumerate(HOSTILE_CELLS)]
+    if source.dialect == "postgresql":
+        table = f'"{_schema(source)}".ad_metrics'
+        with psycopg.connect(source.connection.info.dsn, password="exports",
+                             autocommit=True) as conn, conn.cursor() as cur:
+            cur.executemany(f"INSERT INTO {table} VALUES (%s, %s, %s, %s, %s, %s, %s, %s)", rows)
+        return
+    path = source.connection.execute("PRAGMA database_list").fetchone()[2]
+    with sqlite3.connect(path) as db:
+        db.executemany("INSERT INTO ad_metrics VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                       [(r[0], r[1].isoformat(), *r[2:7], r[7].isoformat()) for r in rows])
+    db.close()
+
+
+def test_formula_cells_are_neutralized_identically_by_every_engine(any_source):
+    """CSV injection (issue 12): text cells starting with = + - @ tab CR get a leading ', in
+    the COPY expression and in the generic formatter alike; other columns are untouched."""
+    source, engine = any_source
+    _add_hostile_rows(source)
+    query = spec(table_schema=_schema(source), columns=("company_id", "campaign", "clicks"))
+    data, _ = run(source, query, start=T5, end=T5 + timedelta(days=1), cutoff=None,
+                  engine=engine)
+    assert data == (b"company_id,campaign,clicks\n"
+                    b"acme,\"'=HYPERLINK(\"\"http://evil\"\")\",0\n"
+                    b"acme,'+1+2,1\nacme,'-3,2\nacme,'@SUM(A1),3\nacme,'\tx,4\n"
+                    b"acme,\"'\rx\",5\nacme,plain,6\nacme,a=b,7\nacme,'=already,8\nacme,\"\",9\n")
+    off, _ = run(source, query, start=T5, end=T5 + timedelta(days=1), cutoff=None,
+                 engine=engine, neutralize_formulas=False)
+    assert b"acme,-3,2\n" in off and b"acme,+1+2,1\n" in off
