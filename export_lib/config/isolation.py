@@ -118,9 +118,9 @@ def confusable_issues(file: str, exports: Iterable[tuple[str, str]]) -> list[str
         plain = export.replace("/", "-").replace("_", "-")
         other = seen.setdefault(plain, export)
         if other != export:
-            issues.append(f"{file}: {field}: export {export!r} reads like {other!r} (their "
-                          "names differ only by separators, and so would their files); rename "
-                          "one")
+            issues.append(f"{file}: {field}: export {export!r} reads like {other!r} (the "
+                          "names differ only by separators, so their files would be told apart "
+                          "by '__' alone); rename one")
     return issues
 
 

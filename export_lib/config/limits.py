@@ -51,10 +51,14 @@ def shown(value: Any, limit: int = SHOWN_CHARS) -> str:
     """
     if isinstance(value, (dict, list, tuple, set)) and len(value) > 20:
         return f"<{type(value).__name__} of {len(value)} items>"
+    if isinstance(value, str):
+        if len(value) <= limit:
+            return repr(value)
+        return f"{repr(value[:limit])[:-1]}…({len(value)} chars)"
     text = reprlib_repr(value)
     if len(text) <= limit:
         return text
-    return f"{text[:limit]}…({len(text)} chars)"
+    return f"{text[:limit]}…(cut)"
 
 
 def reprlib_repr(value: Any) -> str:

@@ -127,7 +127,14 @@ def parse_yaml(path: Path, raw: bytes) -> tuple[dict[str, Any] | None, list[str]
         text = raw.decode("utf-8")
         try:
             data = yaml.load(text, Loader=_FastLoader)  # noqa: S506
-        except yaml.YAMLError:
+        except _TooLarge:
+            raise
+        except yaml.YAMLError as exc:
+            if "nesting depth" in str(getattr(exc, "problem", "")):
+                # libyaml's own depth limit: the pure-Python composer would recurse for seconds
+                # before hitting Python's recursion limit on the same input.
+                raise _TooLarge(f"nests deeper than {MAX_YAML_DEPTH} levels; write it out "
+                                "plainly", getattr(exc, "problem_mark", None)) from None
             data = yaml.load(text, Loader=_StrictLoader)  # noqa: S506
     except UnicodeDecodeError:
         return None, [f"{path}: (file): not a text file; config files are UTF-8 YAML"]
