@@ -85,7 +85,8 @@ def _stage(store, body: bytes) -> tuple[str, dict]:
     return uri, {"sha256": hashlib.sha256(body).hexdigest()}
 
 
-@pytest.fixture(params=["local", "s3", "gcs"])
+@pytest.fixture(params=["local", pytest.param("s3", marks=pytest.mark.integration),
+                        pytest.param("gcs", marks=pytest.mark.integration)])
 def store(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     from export_lib.storage.stores import LocalStore, open_store
 
