@@ -105,6 +105,19 @@ class World:
             monkeypatch.setenv(key, value)
         return self
 
+    def allow_table(self, source: str, table: str, *, tenant_column: str = "company_id",
+                    table_schema: str | None = None) -> None:
+        """Add a table to the ``sources:`` allowlist of this world's ``defaults.yaml``."""
+        import yaml
+
+        path = self.config / "defaults.yaml"
+        data = yaml.safe_load(path.read_text())
+        entry = {"tenant_column": tenant_column}
+        if table_schema:
+            entry["table_schema"] = table_schema
+        data["sources"].setdefault(source, {"tables": {}})["tables"][table] = entry
+        path.write_text(yaml.safe_dump(data, sort_keys=False))
+
     # -- the library's view ----------------------------------------------------------------
     def schedule(self, schedule_id: str = DAILY):
         from export_lib.config.loader import load_catalog
