@@ -25,7 +25,8 @@ def dags_copy(tmp_path: Path) -> Path:
 def test_a_new_company_file_is_never_silent(dags_copy):
     """A company file without a loader is a Broken DAG naming the fix; the fix makes its DAGs
     appear."""
-    text = (dags_copy / "config" / "acme.yaml").read_text().replace("id: acme\n", "id: newco\n", 1)
+    text = ((dags_copy / "config" / "acme.yaml").read_text().replace("id: acme\n", "id: newco\n", 1)
+            .replace("outbox/acme/", "outbox/newco/"))
     (dags_copy / "config" / "newco.yaml").write_text(text)
 
     bag = _dag_bag(dags_copy)
