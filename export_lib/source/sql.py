@@ -16,7 +16,10 @@ from export_lib.config.query import LIST_OPS, NULL_OPS, QuerySpec
 
 ColumnExpr = Literal["plain", "bool_text", "numeric_38_9", "neutral_text"]
 # CSV formula neutralisation (csv_format.FORMULA_STARTS): tab, CR, '+', '-', '=', '@'.
-# ascii() of the first character is one integer comparison per row: cheaper than left()/~.
+# Server CPU for 2 M rows with one text column (bench table, median of 7, interleaved): no
+# expression 2.46 s; ascii(c) IN (...) 2.65 s; left(c, 1) IN (...) 2.97 s; c ~ '^[...]' 2.92 s;
+# ascii(c) < 65 AND ascii(c) IN (...) 2.54 s — the range test rejects most values (letters)
+# before the list is compared, and costs about what ascii() alone does (2.57 s).
 _FORMULA_CODES = "9, 13, 43, 45, 61, 64"
 
 
@@ -67,8 +70,8 @@ def _pg_expr(name: str, kind: ColumnExpr) -> Any:
     if kind == "numeric_38_9":
         return sql.SQL("{c}::numeric(38,9) AS {c}").format(c=col)
     if kind == "neutral_text":
-        return sql.SQL("CASE WHEN ascii({c}) IN (" + _FORMULA_CODES + ") THEN '''' || {c} "
-                       "ELSE {c} END AS {c}").format(c=col)
+        return sql.SQL("CASE WHEN ascii({c}) < 65 AND ascii({c}) IN (" + _FORMULA_CODES + ") "
+                       "THEN '''' || {c} ELSE {c} END AS {c}").format(c=col)
     return col
 
 
