@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from export_lib.errors import ConfigError, PublishError
 from tests.world import DAILY, DAILY_SLOT
 
-OUTBOX_FILE = "exports/outbox/acme/daily-spend/acme_daily-spend_2026-03-28_slot-20260329T0500Z_v1.csv"
+OUTBOX_FILE = "exports/outbox/acme/daily-spend/acme__daily-spend__2026-03-28__slot-20260329T0500Z__v1.csv"
 NOW = datetime(2026, 3, 29, 9, 0, tzinfo=UTC)
 KEY = f"{DAILY}/{DAILY_SLOT}"
 

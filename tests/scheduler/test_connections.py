@@ -12,6 +12,7 @@ import subprocess
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
@@ -68,6 +69,18 @@ def _seed_second_source(server: PostgresServer, database: str) -> None:
             cur.executemany("INSERT INTO widget_metrics VALUES (%s, %s, %s, %s)", rows)
 
 
+def _write_config(root: Path) -> None:
+    """The company file, and its source table on the ``sources:`` allowlist of defaults.yaml
+    (a query may read only allowlisted tables, issue 12)."""
+    import yaml
+
+    defaults = root / "dags" / "config" / "defaults.yaml"
+    data = yaml.safe_load(defaults.read_text())
+    data["sources"][CONN_ID] = {"tables": {"widget_metrics": {"tenant_column": "company_id"}}}
+    defaults.write_text(yaml.safe_dump(data, sort_keys=False))
+    (root / "dags" / "config" / f"{COMPANY}.yaml").write_text(CONFIG)
+
+
 def _run(stack: Stack, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(list(args), cwd=stack.root, env=env, capture_output=True, text=True,
                           timeout=120, check=False)
@@ -119,7 +132,7 @@ def test_a_connection_added_with_the_cli_is_the_source_an_export_reads(stack):
     assert added.returncode == 0, added.stdout + added.stderr
     # An operator adds a company whose export reads that connection; the dag-processor picks
     # up the new loader and the scheduler runs the latest slot (recovery: latest).
-    (stack.root / "dags" / "config" / f"{COMPANY}.yaml").write_text(CONFIG)
+    _write_config(stack.root)
     loaders = _run(stack, env, "exportctl", "loaders", "dags")
     assert loaders.returncode == 0, loaders.stdout + loaders.stderr
     api = stack.api()
@@ -149,7 +162,7 @@ def test_exportctl_run_reads_the_same_id_from_the_environment_alone(stack):
     env = stack.stack_environ()
     config = stack.root / "dags" / "config" / f"{COMPANY}.yaml"
     if not config.exists():  # when run alone
-        config.write_text(CONFIG)
+        _write_config(stack.root)
     slot = (datetime.now(UTC) - timedelta(days=2)).strftime("%Y-%m-%dT00:00Z")
     args = ("exportctl", "run", "dags/config", "--schedule", f"{COMPANY}/daily", "--slot", slot,
             "--json")
