@@ -27,11 +27,12 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
 
+from export_lib.config.limits import MAX_AUTHORIZED, MAX_TEXT, StrictFloat, StrictInt
 from export_lib.errors import ConfigError
 from export_lib.periods.timing import invalid
 
 _CONN_ID = r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$"
-_EMAIL = re.compile(r"^[^@\s<>]+@[^@\s<>]+\.[^@\s<>]+$")
+_EMAIL = re.compile(r"[^@\s<>]+@[^@\s<>]+\.[^@\s<>]+")  # fullmatch: '$' lets a '\n' in
 
 
 def _segments(value: str) -> list[str]:
@@ -117,7 +118,7 @@ class LocalDestination(_Destination):
     absolute paths (a mounted share) are allowed, ``..`` segments are not."""
 
     type: Literal["local"] = "local"
-    path: str = Field(min_length=1)
+    path: str = Field(min_length=1, max_length=MAX_TEXT)
 
     @field_validator("path")
     @classmethod
@@ -131,7 +132,7 @@ class S3Destination(_Destination):
     type: Literal["s3"] = "s3"
     conn_id: str = Field(default="aws_default", pattern=_CONN_ID)
     bucket: str = Field(pattern=r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
-    prefix: str = ""
+    prefix: str = Field(default="", max_length=MAX_TEXT)
 
     @field_validator("prefix")
     @classmethod
@@ -145,7 +146,7 @@ class GcsDestination(_Destination):
     type: Literal["gcs"] = "gcs"
     conn_id: str = Field(default="google_cloud_default", pattern=_CONN_ID)
     bucket: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]$")
-    prefix: str = ""
+    prefix: str = Field(default="", max_length=MAX_TEXT)
 
     @field_validator("prefix")
     @classmethod
@@ -158,7 +159,7 @@ class SftpDestination(_Destination):
 
     type: Literal["sftp"] = "sftp"
     conn_id: str = Field(default="sftp_default", pattern=_CONN_ID)
-    path: str = Field(min_length=1)
+    path: str = Field(min_length=1, max_length=MAX_TEXT)
 
     @field_validator("path")
     @classmethod
@@ -171,8 +172,8 @@ class WebhookDestination(_Destination):
 
     type: Literal["webhook"] = "webhook"
     conn_id: str = Field(pattern=_CONN_ID)
-    endpoint: str = ""
-    timeout_seconds: float = Field(default=10.0, gt=0, le=300)
+    endpoint: str = Field(default="", max_length=MAX_TEXT)
+    timeout_seconds: StrictFloat = Field(default=10.0, gt=0, le=300)
 
     @field_validator("endpoint")
     @classmethod
@@ -190,15 +191,15 @@ class EmailDestination(_Destination):
 
     type: Literal["email"] = "email"
     conn_id: str = Field(default="smtp_default", pattern=_CONN_ID)
-    to: tuple[str, ...] = Field(min_length=1)
+    to: tuple[str, ...] = Field(min_length=1, max_length=MAX_AUTHORIZED)
     # Above it the message links the file (pre-signed) instead; 25 MiB is what common relays
     # accept at all, and the attachment is read into memory.
-    max_attachment_bytes: int = Field(default=10 * 1024 * 1024, ge=0, le=25 * 1024 * 1024)
+    max_attachment_bytes: StrictInt = Field(default=10 * 1024 * 1024, ge=0, le=25 * 1024 * 1024)
 
     @field_validator("to")
     @classmethod
     def _addresses(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        bad = [address for address in value if not _EMAIL.match(address)]
+        bad = [address for address in value if not _EMAIL.fullmatch(address)]
         if bad:
             raise ValueError(
                 f"to has invalid address(es) {bad!r}; write plain addresses like 'ops@example.com'"

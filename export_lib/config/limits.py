@@ -42,6 +42,7 @@ MAX_REASON = 500  # a manual export's reason
 
 StrictInt = Annotated[int, Strict()]
 StrictBool = Annotated[bool, Strict()]
+StrictFloat = Annotated[float, Strict()]  # ints pass, booleans and text do not
 
 
 def shown(value: Any, limit: int = SHOWN_CHARS) -> str:
