@@ -12,7 +12,7 @@ import pytest
 from export_lib.config.loader import load_catalog
 
 ANCHOR = "      - {id: acme-dir, type: local, path: outbox/acme/daily-spend}\n"
-EDIT = ANCHOR + """      - {id: partner, type: local, path: outbox/partner, retry_window: 2d}
+EDIT = ANCHOR + """      - {id: partner, type: local, path: outbox/acme/partner, retry_window: 2d}
     effective_from: 2026-12-01T00:00:00+01:00
     history:
       - destinations:
