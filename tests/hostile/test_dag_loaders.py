@@ -35,4 +35,7 @@ def test_one_import_error_per_hostile_company_and_the_others_load(tmp_path: Path
         assert f"{dags / 'config' / path.name}: {expected(path)}" in error
     companies = {dag_id.split("__")[1] for dag_id in bag.dag_ids if "__" in dag_id}
     assert companies == {"acme", "dentsu-happiness", "kiwi-outdoors"}
-    assert len([d for d in bag.dag_ids if "__" in d]) == 10
+    exports = [d for d in bag.dag_ids if d.startswith(("widget_export__", "data_export__"))]
+    assert len(exports) == 10
+    assert sorted(d for d in bag.dag_ids if d.startswith("manual_export__")) == [
+        "manual_export__acme", "manual_export__dentsu-happiness", "manual_export__kiwi-outdoors"]
