@@ -64,6 +64,13 @@ class LedgerError(ExportError):
     retryable = True
 
 
+class RenderBudgetError(ExportError):
+    """The render budget (source queries at once, globally and per company) is full. Retryable:
+    the Airflow edge reschedules the render, nothing was claimed or changed."""
+
+    retryable = True
+
+
 class IllegalTransitionError(ExportError):
     """A run was asked to move between states the state machine does not allow."""
 

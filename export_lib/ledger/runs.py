@@ -20,6 +20,7 @@ from sqlalchemy.exc import ArgumentError, IntegrityError, OperationalError
 
 from export_lib.errors import FencingError, LedgerError, PublishError
 from export_lib.ledger.access import LedgerAccess
+from export_lib.ledger.budget import RenderBudget, check_budget, live_renders, lock_budget
 from export_lib.ledger.database import ledger_url, make_engine, masked
 from export_lib.ledger.records import ArtifactRecord, AttemptRecord, RunRecord, RunRegistration
 from export_lib.ledger.schema import artifacts, attempts, events, runs
@@ -28,6 +29,9 @@ from export_lib.ledger.states import RUN_STATES, AttemptState, RunState, check_t
 log = logging.getLogger(__name__)
 
 DEFAULT_LEASE = timedelta(hours=1)
+# A render renews its lease this often while it reads (a killed worker frees its place in the
+# render budget within RENDER_LEASE).
+RENDER_LEASE = timedelta(minutes=5)
 
 
 def open_ledger(url: str | None = None) -> Ledger:
@@ -124,17 +128,25 @@ class Ledger(LedgerAccess):
     def claim_attempt(
         self, run_key: str, *, origin: str, staging_uri: Callable[[str], str], now: datetime,
         lease: timedelta = DEFAULT_LEASE, regenerate: bool = False,
+        budget: RenderBudget | None = None,
     ) -> AttemptRecord:
         """Start a new attempt with the next generation; older running attempts are abandoned
         (their staging objects stay recorded for clean-up). A READY run is only re-opened with
-        ``regenerate=True``."""
+        ``regenerate=True``. With ``budget``, the claim is refused (RenderBudgetError, nothing
+        changed) when the render budget is full; check and claim are one serialised
+        transaction (export_lib/ledger/budget.py)."""
         attempt_id = uuid.uuid4().hex
         with self._tx() as conn:
+            if budget is not None:
+                lock_budget(conn)  # before the run's row lock: one lock order for every claim
             run = self._lock_run(conn, run_key)
             if run.state == RunState.READY and not regenerate:
                 raise PublishError(
                     f"run {run_key} is already ready; pass regenerate to publish a new version"
                 )
+            if budget is not None:
+                check_budget(conn, budget, company=run.company, run_id=run.id, run_key=run_key,
+                             now=now)
             generation = run.current_generation + 1
             stale = conn.execute(
                 update(attempts)
@@ -362,11 +374,17 @@ class Ledger(LedgerAccess):
                                                     runs.c.slot < before)
             ).scalar_one_or_none()
 
-    def inflight_renders(self, company: str, now: datetime) -> int:
-        """Attempts of ``company`` rendering right now (running, lease not expired)."""
-        with self.engine.connect() as conn:
+    def renew_lease(self, attempt_id: str, until: datetime) -> bool:
+        """Extend a running attempt's lease (its place in the render budget); False once the
+        attempt is no longer running (staged, failed or abandoned meanwhile)."""
+        with self._tx() as conn:
             return conn.execute(
-                select(func.count()).select_from(attempts.join(runs, runs.c.id == attempts.c.run_id))
-                .where(runs.c.company == company, attempts.c.state == AttemptState.RUNNING.value,
-                       attempts.c.lease_expires_at > now)
-            ).scalar_one()
+                update(attempts).where(attempts.c.attempt_id == attempt_id,
+                                       attempts.c.state == AttemptState.RUNNING.value)
+                .values(lease_expires_at=until)
+            ).rowcount == 1
+
+    def live_renders(self, now: datetime) -> dict[str, int]:
+        """Company → renders holding a place in the render budget right now."""
+        with self._read() as conn:
+            return live_renders(conn, now)

@@ -20,6 +20,7 @@ from typing import Any
 from export_lib.checksums import sha256_stream
 from export_lib.errors import ArtifactValidationError, ExportError, PublishError
 from export_lib.ledger import Ledger, RunState
+from export_lib.ledger.budget import RenderBudget
 from export_lib.ledger.records import RunRecord
 from export_lib.periods.names import artifact_key, period_label
 from export_lib.source.connections import ConnectionResolver
@@ -52,11 +53,16 @@ def schedule_of(run: RunRecord):
 
 def render_run(ledger: Ledger, store: ArtifactStore, run_key: str, *, now: datetime,
                ctx: RunContext = RunContext(), regenerate: bool = False,
-               resolver: ConnectionResolver | None = None) -> dict[str, Any]:
-    """Claim a new attempt and render the captured query into its staging object.
+               resolver: ConnectionResolver | None = None,
+               budget: RenderBudget | None = None) -> dict[str, Any]:
+    """Claim a new attempt within the render budget (``budget``, default from the environment:
+    4 at once, 2 per company; RenderBudgetError when full) and render the captured query into
+    its staging object, keeping the attempt's lease alive while the source is read.
 
     The query's source connection is resolved through ``resolver`` (the environment when None).
     """
+    from export_lib.ledger.runs import RENDER_LEASE
+    from export_lib.pipeline.lease import LeaseKeeper
     from export_lib.render.engine import RenderOptions, render
     from export_lib.source.connections import resolve
     from export_lib.source.database import open_source
@@ -73,6 +79,7 @@ def render_run(ledger: Ledger, store: ArtifactStore, run_key: str, *, now: datet
         attempt = ledger.claim_attempt(
             run_key, origin=ctx.origin, now=now, regenerate=regenerate,
             staging_uri=lambda attempt_id: store.staging_uri(attempt_id, EXT[fmt]),
+            budget=budget or RenderBudget.from_env(), lease=RENDER_LEASE,
         )
     except PublishError:
         # A concurrent trigger of the same slot published while we looked: that is our result.
@@ -90,7 +97,8 @@ def render_run(ledger: Ledger, store: ArtifactStore, run_key: str, *, now: datet
                                 delimiter=schedule.csv.delimiter,
                                 timestamps=schedule.csv.timestamps,
                                 neutralize_formulas=schedule.csv.neutralize_formulas)
-        with open_source(resolve(schedule.query.source, resolver)) as source, \
+        with LeaseKeeper(ledger, attempt.attempt_id, RENDER_LEASE), \
+                open_source(resolve(schedule.query.source, resolver)) as source, \
                 store.open_staging(attempt.staging_uri) as sink:
             result = render(
                 source, schedule.query, company_id=run.company, window_start=run.window_start,
@@ -99,8 +107,9 @@ def render_run(ledger: Ledger, store: ArtifactStore, run_key: str, *, now: datet
             )
         ledger.record_staged(run_key, attempt.attempt_id, rows=result.rows, nbytes=result.bytes,
                              sha256=result.sha256, now=now)
-    except ExportError as exc:
-        ledger.fail(run_key, attempt.attempt_id, str(exc), now)
+    except BaseException as exc:  # a task timeout or kill too: give the budget place back
+        reason = str(exc) if isinstance(exc, ExportError) else f"interrupted: {exc!r}"
+        ledger.fail(run_key, attempt.attempt_id, reason, now)
         raise
     log.info("%s: rendered %d rows, %d bytes, sha256 %s (attempt %s, generation %d)",
              _label(run), result.rows, result.bytes, result.sha256[:16], attempt.attempt_id[:12],

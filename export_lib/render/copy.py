@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import io
 import select
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -47,9 +48,13 @@ class CopyOut:
 
         pgconn = self._pgconn
         pgconn.send_query(self._query)
-        while pgconn.flush():  # 1 while the query is not fully sent
-            self._wait(write=True)
-        result = self._result()
+        try:
+            while pgconn.flush():  # 1 while the query is not fully sent
+                self._wait(write=True)
+            result = self._result()  # a sorting query sends nothing for a while
+        except BaseException:
+            self.__exit__(*sys.exc_info())
+            raise
         if result is None or result.status != pq.ExecStatus.COPY_OUT:
             self._drain()
             if result is None:
@@ -59,9 +64,22 @@ class CopyOut:
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         if exc_type is not None and not self._done:
-            # Mid-stream failure (e.g. the sink is full, a signal): the protocol state is
-            # unknown, so the connection is not reusable; closing it stops the server's work.
+            # Mid-stream failure (the sink is full, a task timeout's exception): the protocol
+            # state is unknown, so the connection is not reusable. Closing the socket alone
+            # would leave the server sorting until it next sends a row: cancel first.
+            self.cancel()
             self._conn.close()
+
+    def cancel(self) -> None:
+        """Ask the server to stop this COPY (libpq's cancel request on its own connection);
+        safe from another thread or a signal handler. The reader then sees the server's
+        ``QueryCanceled`` error."""
+        from export_lib.source.session import cancel_connection
+
+        try:
+            cancel_connection(self._conn, "postgresql")
+        except Exception:  # the server is unreachable: closing the socket is all we can do
+            pass
 
     def fill(self, buf: bytearray, size: int) -> bool:
         """Append rows to ``buf`` until it holds ``size`` bytes (all if < 0); True at the end."""

@@ -26,6 +26,7 @@ from export_lib.errors import (
     SchemaDriftError,
     SourceError,
 )
+from export_lib.source import session
 from export_lib.source.connections import Connection
 from export_lib.source.sql import quote_sqlite
 
@@ -34,7 +35,7 @@ log = logging.getLogger(__name__)
 POSTGRES_TYPES = ("postgres", "postgresql")
 # libpq parameters a connection's extras may carry through to psycopg.
 LIBPQ_EXTRAS = ("sslmode", "sslrootcert", "sslcert", "sslkey", "connect_timeout", "options",
-                "target_session_attrs", "application_name")
+                "target_session_attrs", "application_name", "tcp_user_timeout")
 
 # libpq parameters every source session gets unless the connection sets its own.
 LIBPQ_DEFAULTS: dict[str, Any] = {"connect_timeout": 10, "application_name": "export_lib",
@@ -65,6 +66,12 @@ class Source:
     connection: Any
     masked_uri: str
     password: str | None = field(default=None, repr=False)
+    cancelled: str | None = None  # why this process cancelled the running query, if it did
+
+    def cancel(self, reason: str) -> None:
+        """Stop the query running on this source (from another thread or a signal handler)."""
+        self.cancelled = reason
+        session.cancel_connection(self.connection, self.dialect)
 
     def error(self, exc: BaseException, doing: str) -> ExportError:
         """Map a driver exception to the export hierarchy, password scrubbed from the text."""
@@ -72,6 +79,9 @@ class Source:
         if self.password:
             text = text.replace(self.password, "***")
         msg = f"source {self.conn_id!r} ({self.masked_uri}): {doing} failed: {text}"
+        if self.cancelled:
+            return SourceError(f"{msg}; the query was cancelled ({self.cancelled}), "
+                               "nothing is left running on the source")
         if _is_drift(exc):
             return SchemaDriftError(msg + "; the source schema changed, update the config")
         if _is_unreachable(exc):
@@ -128,9 +138,11 @@ def open_source(conn: Connection) -> Iterator[Source]:
             f"valid options are: {', '.join(POSTGRES_TYPES)}, sqlite"
         )
     source = opener(conn)
+    session.register(source)
     try:
         yield source
     finally:
+        session.unregister(source)
         try:
             source.connection.close()
         except Exception:  # closing a broken connection must not hide the real error
@@ -140,10 +152,14 @@ def open_source(conn: Connection) -> Iterator[Source]:
 def _open_postgres(conn: Connection) -> Source:
     import psycopg
 
+    # No runaway work (export_lib/source/session.py): statement_timeout, keepalives both ways.
+    settings = {"TimeZone": "UTC", "DateStyle": "ISO, YMD", "extra_float_digits": "1",
+                **session.session_settings(conn.conn_id, conn.extra)}
+    defaults = {**LIBPQ_DEFAULTS, **session.keepalive_params(conn.extra)}
     source = Source(conn.conn_id, "postgresql", None, conn.masked_uri(), conn.password)
     with source.guarded("connecting"):
         if "postgres" in conn.clients:  # the resolver's own (e.g. Airflow's PostgresHook)
-            pg = conn.clients["postgres"](**LIBPQ_DEFAULTS)
+            pg = conn.clients["postgres"](**defaults)
             if not isinstance(pg, psycopg.Connection):
                 pg.close()
                 raise ConfigError(
@@ -160,15 +176,16 @@ def _open_postgres(conn: Connection) -> Source:
             params: dict[str, Any] = {
                 "host": conn.host or "localhost", "port": conn.port or 5432,
                 "user": conn.login, "password": conn.password, "dbname": conn.schema,
-                **LIBPQ_DEFAULTS,
+                **defaults,
             }
             params.update({k: v for k, v in conn.extra.items() if k in LIBPQ_EXTRAS})
             pg = psycopg.connect(**{k: v for k, v in params.items() if v is not None})
         pg.read_only = True
+        if pg.info.server_version < 140000:  # client_connection_check_interval is 14+
+            settings.pop("client_connection_check_interval")
         # Timestamps cross the wire as UTC; render sets the company zone where asked.
-        pg.execute("SELECT set_config('TimeZone', 'UTC', false), "
-                   "set_config('DateStyle', 'ISO, YMD', false), "
-                   "set_config('extra_float_digits', '1', false)")
+        pg.execute("SELECT " + ", ".join("set_config(%s, %s, false)" for _ in settings),
+                   [v for item in settings.items() for v in item])
         pg.commit()
     source.connection = pg
     return source

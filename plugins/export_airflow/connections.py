@@ -94,7 +94,12 @@ def _postgres_client(found: Any, **libpq_defaults: Any) -> Any:
     from airflow.providers.postgres.hooks.postgres import PostgresHook
     from airflow.sdk import Connection as AirflowConnection
 
-    extra = {**libpq_defaults, **found.extra_dejson}
+    from export_lib.source.session import EXPORT_EXTRAS
+
+    # export_lib's own extras (statement_timeout) are no libpq options: the hook would pass
+    # them to psycopg.connect, which rejects them; export_lib applies them per session.
+    extra = {**libpq_defaults, **{k: v for k, v in found.extra_dejson.items()
+                                  if k not in EXPORT_EXTRAS}}
     copy = AirflowConnection(
         conn_id=found.conn_id, conn_type=found.conn_type, host=found.host,
         schema=found.schema, login=found.login, password=found.password, port=found.port,

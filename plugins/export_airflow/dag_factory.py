@@ -16,6 +16,7 @@ from typing import Any
 from airflow.sdk import DAG, Param, get_parsing_context
 
 from export_airflow.deadlines import deadline_alert
+from export_airflow.limits import task_timeout
 from export_airflow.operators import (
     CapturedDestinationsOperator,
     DeliverOperator,
@@ -179,9 +180,11 @@ def build_dag(schedule: Any, config_dir: str) -> DAG:
         # Mapped over the run's own captured destinations (not today's config): a destination
         # added later applies to later slots only (ADR 0005).
         destinations = CapturedDestinationsOperator(task_id="destinations",
-                                                    published=published.output)
+                                                    published=published.output,
+                                                    execution_timeout=task_timeout("small"))
         delivered = DeliverOperator.partial(task_id="deliver", published=published.output,
                                             pool="export_deliver", config_dir=config_dir,
+                                            execution_timeout=task_timeout("deliver"),
                                             **deliver_args(schedule)).expand(
             destination_id=destinations.output)
         if late_data.policy == "restate":
@@ -202,6 +205,7 @@ def _restatement(schedule: Any, resolve: Any, delivered: Any, destinations: Any,
     corrected = PublishOperator(task_id="restate_publish", rendered=again.output, correction=True)
     DeliverOperator.partial(task_id="restate_deliver", published=corrected.output,
                             pool="export_deliver", config_dir=config_dir,
+                            execution_timeout=task_timeout("deliver"),
                             **deliver_args(schedule)).expand(
         destination_id=destinations.output)
 

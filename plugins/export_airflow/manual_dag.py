@@ -18,6 +18,7 @@ from typing import Any
 
 from airflow.sdk import DAG, Param, task
 
+from export_airflow.limits import task_timeout
 from export_airflow.operators import (
     DeliverOperator,
     PublishOperator,
@@ -71,7 +72,7 @@ def manual_params(company: str, schedules: Sequence[Any] | None) -> dict[str, Pa
     }
 
 
-@task(task_id="destinations")
+@task(task_id="destinations", execution_timeout=task_timeout("small"))
 def requested_destinations(resolved: dict[str, Any]) -> list[str]:
     """The validated destination ids of this manual run (deliver maps over them)."""
     return list(resolved["destinations"])
@@ -114,6 +115,7 @@ def build_manual_dag(config_dir: Path, company: str, schedules: Sequence[Any] | 
         published = PublishOperator(task_id="publish", rendered=rendered.output)
         DeliverOperator.partial(task_id="deliver", published=published.output,
                                 pool="export_deliver",
+                                execution_timeout=task_timeout("deliver"),
                                 config_dir=str(config_dir)).expand(
             destination_id=requested_destinations(resolve.output))
     return dag

@@ -23,10 +23,11 @@ from airflow.sdk.exceptions import (
     AirflowSkipException,
 )
 
-from export_lib.errors import ExportError
+from export_airflow.limits import task_timeout
+from export_lib.errors import ExportError, RenderBudgetError
 
-MAX_RENDERS_PER_COMPANY = 2
-COMPANY_WAIT = timedelta(seconds=60)
+# A render refused by the render budget (export_lib/ledger/budget.py) tries again this much later.
+BUDGET_WAIT = timedelta(seconds=60)
 
 
 @contextmanager
@@ -68,6 +69,7 @@ class ResolveWindowOperator(BaseOperator):
 
     def __init__(self, *, schedule_id: str | None, config_dir: str, company: str | None = None,
                  **kwargs: Any) -> None:
+        kwargs.setdefault("execution_timeout", task_timeout("resolve"))
         super().__init__(**kwargs)
         self.schedule_id = schedule_id
         self.config_dir = config_dir
@@ -102,7 +104,28 @@ class ResolveWindowOperator(BaseOperator):
         return summary.as_xcom()
 
 
-class RenderCsvOperator(BaseOperator):
+class CancelsSourceQueries:
+    """``on_kill`` cancels the query this task runs on a source (no runaway work, seed 002).
+
+    Airflow 3.3's task runner calls ``on_kill`` from its SIGTERM handler, in the task's main
+    thread, when the task is cleared or marked while running, or its worker shuts down (the
+    supervisor's heartbeat is refused and it sends SIGTERM), and after an
+    ``execution_timeout``. The handler interrupts the render's ``select()`` wait; libpq's
+    cancel request stops the server-side query, the read loop then ends with the server's
+    error and the connection is closed.
+    """
+
+    log: Any
+
+    def on_kill(self) -> None:
+        from export_lib.source.session import cancel_running
+
+        count = cancel_running(f"Airflow stopped task {getattr(self, 'task_id', '?')}")
+        self.log.warning("on_kill: cancelled %d running source quer%s", count,
+                         "y" if count == 1 else "ies")
+
+
+class RenderCsvOperator(CancelsSourceQueries, BaseOperator):
     """Render the run's captured query into a staging object (CSV or Parquet despite the name).
 
     :param run: the summary pushed by ResolveWindowOperator (templated / XComArg)
@@ -114,6 +137,7 @@ class RenderCsvOperator(BaseOperator):
     ui_color = "#fdf5e8"
 
     def __init__(self, *, run: Any, regenerate: bool | str = False, **kwargs: Any) -> None:
+        kwargs.setdefault("execution_timeout", task_timeout("render"))
         super().__init__(**kwargs)
         self.run = run
         self.regenerate = regenerate
@@ -128,16 +152,17 @@ class RenderCsvOperator(BaseOperator):
         now = _now()
         with export_errors():
             run = RunSummary.from_xcom(self.run)
-            ledger = open_ledger()
-            busy = ledger.inflight_renders(run.company, now)
-            if busy >= MAX_RENDERS_PER_COMPANY:
-                # Seed 002: the database cannot take many full scans; per company at most 2.
-                self.log.info("company=%s schedule=%s period=%s: %d renders of this company in "
-                              "flight; rescheduling in %s", *run.log_fields(), busy, COMPANY_WAIT)
-                raise AirflowRescheduleException(now + COMPANY_WAIT)
-            resolver = airflow_resolver()
-            result = render_run(ledger, open_store(resolver=resolver), run.run_key, now=now,
-                                ctx=_ctx(context), regenerate=regenerate, resolver=resolver)
+        try:
+            with export_errors():
+                resolver = airflow_resolver()
+                result = render_run(open_ledger(), open_store(resolver=resolver), run.run_key,
+                                    now=now, ctx=_ctx(context), regenerate=regenerate,
+                                    resolver=resolver)
+        except RenderBudgetError as exc:
+            # Seed 002: at most 4 source queries at once, 2 per company; nothing was claimed.
+            self.log.info("company=%s schedule=%s period=%s: %s; rescheduling in %s",
+                          *run.log_fields(), exc, BUDGET_WAIT)
+            raise AirflowRescheduleException(now + BUDGET_WAIT) from exc
         if result.get("skipped"):
             raise AirflowSkipException(result["skipped"])
         return result
@@ -154,6 +179,7 @@ class PublishOperator(BaseOperator):
     ui_color = "#eefde8"
 
     def __init__(self, *, rendered: Any, correction: bool = False, **kwargs: Any) -> None:
+        kwargs.setdefault("execution_timeout", task_timeout("publish"))
         super().__init__(**kwargs)
         self.rendered = rendered
         self.correction = correction
@@ -209,6 +235,7 @@ class DeliverOperator(BaseOperator):
 
     def __init__(self, *, published: Any, destination_id: str, config_dir: str | None = None,
                  **kwargs: Any) -> None:
+        kwargs.setdefault("execution_timeout", task_timeout("deliver"))
         super().__init__(**kwargs)
         self.published = published
         self.destination_id = destination_id

@@ -14,16 +14,18 @@ from typing import Any
 
 from airflow.sdk import BaseSensorOperator
 
-from export_airflow.operators import export_errors
+from export_airflow.limits import task_timeout
+from export_airflow.operators import CancelsSourceQueries, export_errors
 
 
-class WatermarkSensor(BaseSensorOperator):
+class WatermarkSensor(CancelsSourceQueries, BaseSensorOperator):
     """:param run: the summary pushed by ResolveWindowOperator (templated / XComArg)"""
 
     template_fields = ("run",)
 
     def __init__(self, *, run: Any, **kwargs: Any) -> None:
         kwargs.setdefault("mode", "reschedule")
+        kwargs.setdefault("execution_timeout", task_timeout("sensor"))  # per poke
         kwargs.setdefault("poke_interval", 300)
         super().__init__(**kwargs)
         self.run = run
@@ -49,6 +51,7 @@ class RestateDueSensor(BaseSensorOperator):
 
     def __init__(self, *, run: Any, grace_seconds: float, **kwargs: Any) -> None:
         kwargs.setdefault("mode", "reschedule")
+        kwargs.setdefault("execution_timeout", task_timeout("sensor"))  # per poke
         kwargs.setdefault("poke_interval", 600)
         super().__init__(**kwargs)
         self.run = run

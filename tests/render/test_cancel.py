@@ -1,0 +1,137 @@
+"""No runaway work on the source: a cancelled or abandoned COPY leaves no query on the server,
+and every source session carries statement_timeout and TCP keepalives (seed 002's incident)."""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+
+import psycopg
+import pytest
+
+from export_lib.errors import ConfigError, SourceError
+from export_lib.render.copy import CopyOut
+from export_lib.source import session
+from export_lib.source.connections import parse_connection
+from export_lib.source.database import open_source
+
+pytestmark = pytest.mark.integration
+
+# Streams rows slowly (a sleep every 1000 rows) so a reader is mid-stream for ~20 s.
+SLOW_COPY = (b"COPY (SELECT g, repeat('x', 200) FROM generate_series(1, 20000000) g "
+             b"WHERE g % 1000 <> 0 OR pg_sleep(0.001) IS NOT NULL) TO STDOUT")
+# Sends nothing for 30 s: closing the socket alone leaves it running until it next writes.
+SILENT_COPY = b"COPY (SELECT pg_sleep(30)) TO STDOUT"
+
+
+def backend_query(dsn: str, pid: int) -> tuple[str, str] | None:
+    """(state, query) of backend ``pid``, None once it is gone."""
+    with psycopg.connect(dsn, autocommit=True) as admin:
+        row = admin.execute("SELECT state, query FROM pg_stat_activity WHERE pid = %s",
+                            (pid,)).fetchone()
+    return row
+
+
+def seconds_until_no_query(dsn: str, pid: int, limit: float = 5.0) -> float:
+    """Seconds until backend ``pid`` runs nothing (gone, or idle); fails after ``limit``."""
+    started = time.monotonic()
+    while time.monotonic() - started < limit:
+        row = backend_query(dsn, pid)
+        if row is None or row[0] != "active":
+            return time.monotonic() - started
+        time.sleep(0.05)
+    raise AssertionError(f"backend {pid} still runs {row} after {limit} s")
+
+
+def test_cancel_running_stops_a_copy_mid_stream(postgres_server):
+    conn = parse_connection("src", postgres_server.dsn)
+    received = 0
+    with open_source(conn) as source:
+        pid = source.connection.info.backend_pid
+        with pytest.raises(SourceError, match=r"cancelled \(task killed\)"), \
+                source.guarded("rendering"):
+            with CopyOut(source.connection, SLOW_COPY) as copy:
+                for chunk in copy.chunks(1 << 16):
+                    received += len(chunk)
+                    if received > 1 << 20:  # mid-stream: another thread cancels, as on_kill does
+                        threading.Thread(target=session.cancel_running,
+                                         args=("task killed",)).start()
+        elapsed = seconds_until_no_query(postgres_server.dsn, pid)
+    assert received > 1 << 20
+    assert backend_query(postgres_server.dsn, pid) is None  # connection closed with the source
+    print(f"query gone {elapsed:.2f} s after the cancel")
+
+
+def test_cancel_from_a_signal_handler_interrupts_the_wait(postgres_server):
+    """Airflow's task runner calls on_kill from its SIGTERM handler in the main thread, while
+    the reader sleeps in select(): the handler's cancel must end the COPY."""
+    conn = parse_connection("src", postgres_server.dsn)
+    previous = signal.signal(signal.SIGALRM, lambda *_: session.cancel_running("SIGTERM"))
+    try:
+        with open_source(conn) as source:
+            pid = source.connection.info.backend_pid
+            signal.setitimer(signal.ITIMER_REAL, 0.5)
+            started = time.monotonic()
+            with pytest.raises(SourceError, match=r"cancelled \(SIGTERM\)"), \
+                    source.guarded("rendering"), CopyOut(source.connection, SILENT_COPY) as copy:
+                list(copy.chunks())
+            assert time.monotonic() - started < 5
+            seconds_until_no_query(postgres_server.dsn, pid)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def test_an_exception_mid_copy_cancels_before_closing(postgres_server):
+    """A task timeout raises inside the read loop: the server must stop at once, not when its
+    silent 30 s sort would next write to the closed socket."""
+    conn = parse_connection("src", postgres_server.dsn)
+
+    def timeout(*_):
+        raise TimeoutError("execution_timeout")
+
+    previous = signal.signal(signal.SIGALRM, timeout)
+    try:
+        with open_source(conn) as source:
+            pid = source.connection.info.backend_pid
+            signal.setitimer(signal.ITIMER_REAL, 0.5)
+            with pytest.raises(TimeoutError, match="execution_timeout"), \
+                    CopyOut(source.connection, SILENT_COPY) as copy:
+                list(copy.chunks())
+            elapsed = seconds_until_no_query(postgres_server.dsn, pid, limit=3.0)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert elapsed < 3.0
+
+
+def test_source_sessions_carry_statement_timeout_and_keepalives(postgres_server, monkeypatch):
+    monkeypatch.delenv(session.STATEMENT_TIMEOUT_ENV, raising=False)
+    with open_source(parse_connection("src", postgres_server.dsn)) as source:
+        shown = {name: source.connection.execute(f"SHOW {name}").fetchone()[0]
+                 for name in ("statement_timeout", "tcp_keepalives_idle",
+                              "client_connection_check_interval")}
+        assert source.connection.info.get_parameters()["keepalives_idle"] == "60"
+    assert shown == {"statement_timeout": "30min", "tcp_keepalives_idle": "60",
+                     "client_connection_check_interval": "5s"}
+
+    monkeypatch.setenv(session.STATEMENT_TIMEOUT_ENV, "2h")
+    with open_source(parse_connection("src", postgres_server.dsn + "?keepalives_idle=30")) as src:
+        assert src.connection.execute("SHOW statement_timeout").fetchone()[0] == "2h"
+        assert src.connection.execute("SHOW tcp_keepalives_idle").fetchone()[0] == "30"
+
+
+def test_statement_timeout_per_source_stops_a_long_query(postgres_server):
+    conn = parse_connection("src", postgres_server.dsn + "?statement_timeout=1s")
+    with open_source(conn) as source, pytest.raises(SourceError, match="statement timeout"), \
+            source.guarded("rendering"), CopyOut(source.connection, SILENT_COPY) as copy:
+        list(copy.chunks())
+
+
+def test_a_bad_statement_timeout_names_the_extra_and_the_fix(postgres_server):
+    conn = parse_connection("src", postgres_server.dsn + "?statement_timeout=soon")
+    with pytest.raises(ConfigError, match=r"connection 'src' extra statement_timeout: 'soon' is "
+                                          r"not a duration; use PostgreSQL units"):
+        with open_source(conn):
+            pass
