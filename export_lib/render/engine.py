@@ -148,9 +148,15 @@ def _check_bounds(company_id: str, start: datetime, end: datetime,
         raise RenderError("company_id is empty; every export is scoped to one company")
 
 
-def _set_zone(source: Source, zone: str) -> None:
-    # Transaction-local: the COPY below runs in the same transaction, nothing leaks.
-    source.connection.execute("SELECT set_config('TimeZone', %s, true)", (zone,))
+RENDER_APP_PREFIX = "export_lib render "
+
+
+def _set_zone(source: Source, zone: str, company_id: str) -> None:
+    # Transaction-local: the COPY below runs in the same transaction, nothing leaks. The
+    # application name shows a DBA whose export a query in pg_stat_activity is.
+    source.connection.execute(
+        "SELECT set_config('TimeZone', %s, true), set_config('application_name', %s, true)",
+        (zone, (RENDER_APP_PREFIX + company_id)[:63]))
 
 
 def _copy_csv(source: Source, spec: QuerySpec, bounds: Bounds, types: dict[str, SqlType],
@@ -168,7 +174,7 @@ def _copy_csv(source: Source, spec: QuerySpec, bounds: Bounds, types: dict[str, 
             exprs[name] = "neutral_text"
     query = sql.SQL("COPY ({}) TO STDOUT (FORMAT csv, HEADER, DELIMITER {})").format(
         build_postgres(spec, bounds, exprs, _order(spec, types)), sql.Literal(options.delimiter))
-    _set_zone(source, options.output_zone)
+    _set_zone(source, options.output_zone, bounds.company_id)
     with CopyOut(source.connection, query) as copy:
         for chunk in copy.chunks():
             out.write(chunk)
@@ -257,7 +263,7 @@ def _copy_parquet(source: Source, spec: QuerySpec, bounds: Bounds, types: dict[s
         c: "numeric_38_9" for c, t in types.items() if t.kind == "decimal" and not t.precision}
     query = sql.SQL("COPY ({}) TO STDOUT (FORMAT csv)").format(
         build_postgres(spec, bounds, exprs, _order(spec, types)))
-    _set_zone(source, "UTC")
+    _set_zone(source, "UTC", bounds.company_id)
     writer = RowGroupWriter(out, schema, group_bytes=options.row_group_bytes,
                             max_rows=options.row_group_rows, compression=options.compression)
     try:
