@@ -12,7 +12,7 @@ with DAG(dag_id="demo_feed", schedule=DeltaDataIntervalTimetable(timedelta(minut
          start_date=datetime(2026, 1, 1, tzinfo=UTC), catchup=False,
          tags=["demo"], doc_md=__doc__):
 
-    @task
+    @task(execution_timeout=timedelta(minutes=10))
     def ingest() -> int:
         from export_airflow.connections import airflow_resolver
 

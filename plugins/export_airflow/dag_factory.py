@@ -26,8 +26,9 @@ from export_airflow.operators import (
     ResolveWindowOperator,
 )
 from export_airflow.recovery import RecoverMissedOperator
+from export_airflow.restatement import RestateLaterOperator
 from export_airflow.retry_policy import DeliveryWindowPolicy
-from export_airflow.sensors import RestateDueSensor, WatermarkSensor
+from export_airflow.sensors import WatermarkSensor
 from export_airflow.timetable import ExportTimetable
 from export_lib.config.dag_loaders import LOADER_PREFIX, removed_company
 
@@ -188,26 +189,11 @@ def build_dag(schedule: Any, config_dir: str) -> DAG:
                                             **deliver_args(schedule)).expand(
             destination_id=destinations.output)
         if late_data.policy == "restate":
-            _restatement(schedule, resolve, delivered, destinations, config_dir)
+            # Its own short run of export_restatement at window end + grace: this run ends
+            # with the first delivery and holds no max_active_runs slot meanwhile.
+            delivered >> RestateLaterOperator(task_id="restate_later", run=resolve.output,
+                                              grace_seconds=late_data.grace.total_seconds())
     return dag
-
-
-def _restatement(schedule: Any, resolve: Any, delivered: Any, destinations: Any,
-                 config_dir: str) -> None:
-    """``late_data: restate``: after window end + grace, re-render the period with a fresh source
-    cutoff; changed content is published as a correction (version N+1) and delivered."""
-    due = RestateDueSensor(task_id="restate_due", run=resolve.output,
-                           grace_seconds=schedule.policies.late_data.grace.total_seconds())
-    delivered >> due
-    again = RenderCsvOperator(task_id="restate_render", run=resolve.output, regenerate=True,
-                              pool="export_catchup")
-    due >> again
-    corrected = PublishOperator(task_id="restate_publish", rendered=again.output, correction=True)
-    DeliverOperator.partial(task_id="restate_deliver", published=corrected.output,
-                            pool="export_deliver", config_dir=config_dir,
-                            execution_timeout=task_timeout("deliver"),
-                            **deliver_args(schedule)).expand(
-        destination_id=destinations.output)
 
 
 def company_dags(config_dir: Path, company_id: str, only_dag: str | None = None) -> list[DAG]:

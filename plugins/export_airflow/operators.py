@@ -208,6 +208,7 @@ class CapturedDestinationsOperator(BaseOperator):
     ui_color = "#f3e8fd"
 
     def __init__(self, *, published: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("execution_timeout", task_timeout("small"))
         super().__init__(**kwargs)
         self.published = published
 

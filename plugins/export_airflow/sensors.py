@@ -2,9 +2,10 @@
 
 * :class:`WatermarkSensor` — ``late_data: wait_for_watermark``: render only once the source's
   ingestion watermark passed the window end + grace, or at the run's deadline at the latest.
-* :class:`RestateDueSensor` — ``late_data: restate``: wait until window end + grace, then the
-  DAG's restatement tasks re-render the period with a fresh cutoff; different content becomes
-  version N+1, marked as a correction that supersedes the earlier version.
+* :class:`RestateDueSensor` — ``late_data: restate``: in the ``export_restatement`` DAG
+  (export_airflow/restatement.py), wait until window end + grace, then the restatement tasks
+  re-render the period with a fresh cutoff; different content becomes version N+1, marked as a
+  correction that supersedes the earlier version.
 """
 
 from __future__ import annotations
@@ -45,11 +46,12 @@ class WatermarkSensor(CancelsSourceQueries, BaseSensorOperator):
 
 
 class RestateDueSensor(BaseSensorOperator):
-    """:param run: the ResolveWindowOperator summary; :param grace_seconds: late-data grace"""
+    """:param run: the ResolveWindowOperator summary; :param grace_seconds: late-data grace
+    (both templated: the ``export_restatement`` DAG passes them as params)"""
 
-    template_fields = ("run",)
+    template_fields = ("run", "grace_seconds")
 
-    def __init__(self, *, run: Any, grace_seconds: float, **kwargs: Any) -> None:
+    def __init__(self, *, run: Any, grace_seconds: float | str, **kwargs: Any) -> None:
         kwargs.setdefault("mode", "reschedule")
         kwargs.setdefault("execution_timeout", task_timeout("sensor"))  # per poke
         kwargs.setdefault("poke_interval", 600)
@@ -62,7 +64,7 @@ class RestateDueSensor(BaseSensorOperator):
 
         with export_errors():
             run = RunSummary.from_xcom(self.run)
-        due = run.window.end + timedelta(seconds=self.grace_seconds)
+        due = run.window.end + timedelta(seconds=float(self.grace_seconds))
         now = datetime.now(UTC)
         self.log.info("company=%s schedule=%s period=%s: restatement %s at %s", *run.log_fields(),
                       "due" if now >= due else "waits until", due.isoformat())

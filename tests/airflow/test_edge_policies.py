@@ -141,9 +141,18 @@ def test_late_data_policies_shape_the_task_graph(tmp_path):
     assert waiting.get_task("wait_for_watermark").mode == "reschedule"
     acme = {d.dag_id: d for d in company_dags(config, "acme")}
     restating = acme["widget_export__acme__daily-spend"]
-    assert restating.get_task("deliver").downstream_task_ids == {"restate_due"}
-    assert restating.get_task("restate_due").downstream_task_ids == {"restate_render"}
-    assert restating.get_task("restate_publish").correction is True
+    assert restating.get_task("deliver").downstream_task_ids == {"restate_later"}
+    assert restating.get_task("restate_later").trigger_dag_id == "export_restatement"
+    assert restating.get_task("restate_later").grace_seconds == 86400
+    assert restating.max_active_runs == 2  # the restatement waits in a run of its own
+
+    from export_airflow.restatement import build_restatement_dag
+
+    restatement = build_restatement_dag(str(config))
+    assert restatement.get_task("restate_due").downstream_task_ids == {"restate_render"}
+    assert restatement.get_task("restate_due").mode == "reschedule"
+    assert restatement.get_task("restate_publish").correction is True
+    assert restatement.get_task("restate_render").pool == "export_catchup"
     plain = acme["widget_export__acme__hourly-clicks"]
     assert {t.task_id for t in plain.tasks} == {"resolve_window", "render", "publish",
                                                 "destinations", "deliver"}

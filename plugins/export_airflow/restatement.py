@@ -1,0 +1,108 @@
+"""``late_data: restate`` as its own short DAG run, so a period waiting for its restatement holds
+no ``max_active_runs`` slot of its export DAG (docs/adr/0005-restatement-runs.md).
+
+The export DAG run ends with ``restate_later`` right after its first delivery (so its deadline
+is judged on that delivery): it triggers a run of ``export_restatement`` whose ``run_after`` is
+the window end + grace. Airflow's scheduler starts no DAG run before its ``run_after``, so the
+restatement waits as a queued run, using no worker, pool or run slot of the export DAG. Then
+``restate_due`` checks the time (a run triggered early by hand waits, rescheduling),
+``restate_render`` re-renders with a fresh source cutoff within the render budget,
+``restate_publish`` publishes changed content as version N+1 marked as a correction
+(unchanged content keeps version N) and ``restate_deliver`` delivers it to the run's captured
+destinations. The restatement run id is derived from the run key, so a cleared or retried
+``restate_later`` finds the existing run and is skipped instead of restating twice.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOperator
+from airflow.sdk import DAG, Param
+
+from export_airflow.limits import task_timeout
+from export_airflow.operators import (
+    CapturedDestinationsOperator,
+    DeliverOperator,
+    PublishOperator,
+    RenderCsvOperator,
+    export_errors,
+)
+from export_airflow.sensors import RestateDueSensor
+
+RESTATEMENT_DAG_ID = "export_restatement"
+_RUN_ID_UNSAFE = re.compile(r"[^A-Za-z0-9_.~:+-]")
+
+
+def restatement_run_id(run_key: str) -> str:
+    """``restate__acme_daily-spend_2026-03-29T05:00Z``: one restatement run per export run."""
+    return "restate__" + _RUN_ID_UNSAFE.sub("_", run_key)
+
+
+class RestateLaterOperator(TriggerDagRunOperator):
+    """Trigger this period's restatement run, to start at window end + grace.
+
+    :param run: the summary pushed by ResolveWindowOperator (templated / XComArg)
+    :param grace_seconds: the schedule's late-data grace
+    """
+
+    template_fields = (*TriggerDagRunOperator.template_fields, "run")
+
+    def __init__(self, *, run: Any, grace_seconds: float, **kwargs: Any) -> None:
+        kwargs.setdefault("execution_timeout", task_timeout("small"))
+        super().__init__(trigger_dag_id=RESTATEMENT_DAG_ID, skip_when_already_exists=True,
+                         logical_date=None, openlineage_inject_parent_info=False, **kwargs)
+        self.run = run
+        self.grace_seconds = grace_seconds
+
+    def execute(self, context: Any) -> Any:
+        from export_lib.pipeline import RunSummary
+
+        with export_errors():
+            summary = RunSummary.from_xcom(self.run)
+        due = summary.window.end + timedelta(seconds=self.grace_seconds)
+        self.trigger_run_id = restatement_run_id(summary.run_key)
+        self.run_after = max(due, datetime.now(UTC))
+        self.conf = {"run": summary.as_xcom(), "grace_seconds": self.grace_seconds}
+        self.log.info("company=%s schedule=%s period=%s: restatement run %s starts at %s "
+                      "(window end + grace)", *summary.log_fields(), self.trigger_run_id,
+                      due.isoformat())
+        return super().execute(context)
+
+
+def build_restatement_dag(config_dir: str) -> DAG:
+    from export_airflow.dag_factory import delivery_policy  # it imports this module
+    from export_lib.config.destinations import DEFAULT_RETRY_WINDOW
+
+    with DAG(
+        dag_id=RESTATEMENT_DAG_ID,
+        schedule=None,
+        tags=["kind:restatement"],
+        doc_md=__doc__,
+        render_template_as_native_obj=True,
+        params={"run": Param({}, type="object", description="The export run's summary."),
+                "grace_seconds": Param(0, type="number")},
+        default_args={"owner": "exports", "retries": 3, "retry_delay": timedelta(minutes=10)},
+        max_active_runs=8,
+    ) as dag:
+        due = RestateDueSensor(task_id="restate_due", run="{{ params.run }}",
+                               grace_seconds="{{ params.grace_seconds }}", poke_interval=60)
+        again = RenderCsvOperator(task_id="restate_render", run="{{ params.run }}",
+                                  regenerate=True, pool="export_catchup")
+        due >> again
+        corrected = PublishOperator(task_id="restate_publish", rendered=again.output,
+                                    correction=True)
+        # The run's captured destinations, retried like the export's own deliveries (inside
+        # the default retry window; the ledger decides when a delivery's window has closed).
+        destinations = CapturedDestinationsOperator(task_id="restate_destinations",
+                                                    published=corrected.output)
+        policy = delivery_policy()
+        DeliverOperator.partial(
+            task_id="restate_deliver", published=corrected.output, pool="export_deliver",
+            execution_timeout=task_timeout("deliver"), config_dir=config_dir,
+            retries=policy.retries_for(DEFAULT_RETRY_WINDOW), retry_delay=policy.base,
+            retry_exponential_backoff=2.0, max_retry_delay=policy.cap, retry_policy=policy,
+        ).expand(destination_id=destinations.output)
+    return dag
