@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import os
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -27,7 +28,8 @@ class WatermarkSensor(CancelsSourceQueries, BaseSensorOperator):
     def __init__(self, *, run: Any, **kwargs: Any) -> None:
         kwargs.setdefault("mode", "reschedule")
         kwargs.setdefault("execution_timeout", task_timeout("sensor"))  # per poke
-        kwargs.setdefault("poke_interval", 300)
+        kwargs.setdefault("poke_interval", float(os.environ.get("EXPORT_WATERMARK_POKE_SECONDS",
+                                                                "300")))
         super().__init__(**kwargs)
         self.run = run
 

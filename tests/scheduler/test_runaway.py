@@ -1,30 +1,52 @@
-"""No runaway work on a real scheduler: clearing a *running* render of a 5 M-row export leaves no
-query on the source (seed 002's connection-pool incident, issue 11 item 10).
+"""No runaway work and late data on a real scheduler (issue 11, items 10 and 9).
 
-One `make run` stack (tests/soak/stack.py) in a copy of the project whose catalog holds only
-``bigco``: one widget export over ``big_metrics``, 5 M rows of one day, seeded into the stack's
-own demo database. A manual export of that day is triggered through the REST API; once its COPY
-is active in ``pg_stat_activity`` the render task is cleared through the REST API, as an
-operator does in the UI. Airflow's supervisor sees the refused heartbeat, SIGTERMs the task,
-``on_kill`` cancels the query.
+One `make run` stack (tests/soak/stack.py) in a copy of the project whose catalog holds only two
+fixture companies reading a fixture source (a database of the session's PostgreSQL, seeded
+before the stack starts, so no scheduled run ever sees a missing table):
+
+* ``bigco``: one widget export over ``big_metrics``, 5 M rows of one day. A manual export of
+  that day is triggered through the REST API; once its COPY is active in ``pg_stat_activity``
+  the render task is cleared through the REST API, as an operator does in the UI. Airflow's
+  supervisor sees the refused heartbeat and SIGTERMs the task; ``on_kill`` cancels the query.
+* ``lateco``: an hourly export with ``late_data: restate`` (grace 2 h) and one with
+  ``wait_for_watermark`` whose deadline falls ~150 s after the fixture wrote the config; the
+  source's watermark never passes, so the sensor reschedules until the deadline, then exports.
 """
 
 from __future__ import annotations
 
-import os
 import shutil
 import time
-from datetime import timedelta
+import uuid
+from datetime import UTC, datetime, timedelta
 
 import psycopg
 import pytest
 
 from tests.soak.conftest import stop_and_sweep
-from tests.soak.stack import Stack, now_utc, scratch_dir, wait_for
+from tests.soak.stack import Api, Stack, scratch_dir, wait_for
 
 pytestmark = [pytest.mark.scheduler, pytest.mark.slow]
 
 ROWS = 5_000_000
+
+
+def _clock() -> datetime:
+    """Now, out of the last 4 minutes of an hour (the scheduler must create the run of the
+    same latest hourly slot the fixtures seed for, ~1 min after collection)."""
+    now = datetime.now(UTC)
+    if now.minute >= 56:
+        time.sleep(3600 - now.minute * 60 - now.second + 5)
+        now = datetime.now(UTC)
+    return now
+
+
+NOW = _clock()
+S0 = NOW.replace(minute=0, second=0, microsecond=0)  # the latest hourly slot at collection
+BIG_DAY = (NOW - timedelta(days=3)).replace(hour=0, minute=0, second=0, microsecond=0)
+PAST_SLOT = S0 - timedelta(hours=3)  # restated at once: window end + grace has passed
+LATE_ROWS, ON_TIME_ROWS = 5, 100
+
 BIGCO = """\
 company: {id: bigco, name: Big Co, timezone: UTC, owner: data@bigco.example, status: active}
 widget_exports:
@@ -33,7 +55,7 @@ widget_exports:
     interval_hours: 24
     window: {kind: calendar_day}
     query:
-      source: demo_source
+      source: fixture_source
       table: big_metrics
       columns: [company_id, event_time, n, pad]
       timestamp_column: event_time
@@ -44,22 +66,97 @@ widget_exports:
     deadline: 2h
     recovery: none
 """
+LATECO = """\
+company: {id: lateco, name: Late Co, timezone: UTC, owner: data@lateco.example, status: active}
+widget_exports:
+  - id: restated
+    export_hour: 0
+    interval_hours: 1
+    window: {kind: interval}
+    query:
+      source: fixture_source
+      table: late_metrics
+      columns: [company_id, event_time, value]
+      timestamp_column: event_time
+      tenant_column: company_id
+      ingested_column: ingested_at
+    format: csv
+    destinations:
+      - {id: lateco-dir, type: local, path: outbox/lateco}
+    deadline: 30m
+    recovery: latest
+    late_data: {policy: restate, grace: 2h}
+  - id: watermarked
+    export_hour: 0
+    interval_hours: 1
+    window: {kind: interval}
+    query:
+      source: fixture_source
+      table: wm_metrics
+      columns: [company_id, event_time, value]
+      timestamp_column: event_time
+      tenant_column: company_id
+      ingested_column: ingested_at
+    format: csv
+    destinations:
+      - {id: lateco-dir, type: local, path: outbox/lateco-wm}
+    deadline: %(wm_deadline)ds
+    recovery: latest
+    late_data: {policy: wait_for_watermark, grace: 1m}
+"""
 
 
-def only_bigco(stack: Stack) -> None:
-    """The copy's catalog: bigco alone (nothing else catches up and loads the 2 cores)."""
+def seed_fixture_source(dsn: str) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(
+            "CREATE UNLOGGED TABLE big_metrics AS SELECT 'bigco'::text AS company_id, "
+            "%s::timestamptz + g * interval '17 ms' AS event_time, g::bigint AS n, "
+            "md5(g::text) AS pad FROM generate_series(0, %s) g", (BIG_DAY, ROWS - 1))
+        for table in ("late_metrics", "wm_metrics"):
+            conn.execute(f"CREATE TABLE {table} (company_id text, event_time timestamptz, "
+                         "value numeric(12, 2), ingested_at timestamptz)")
+        # The past slot's window, every row in before the run registers.
+        conn.execute("INSERT INTO late_metrics SELECT 'lateco', %s + g * interval '30 s', g, "
+                     "%s + g * interval '30 s' + interval '1 min' FROM generate_series(1, %s) g",
+                     (PAST_SLOT - timedelta(hours=1), PAST_SLOT - timedelta(hours=1),
+                      ON_TIME_ROWS))
+        # The watermark stays short of S0's window end + grace (S0 + 1 min) for good.
+        conn.execute("INSERT INTO wm_metrics SELECT 'lateco', %s + g * interval '1 min', g, "
+                     "%s + g * interval '1 min' FROM generate_series(0, 50) g",
+                     (S0 - timedelta(hours=1), S0 - timedelta(hours=1)))
+
+
+def fixture_catalog(stack: Stack, wm_deadline: timedelta) -> None:
+    """The copy's catalog: bigco and lateco only (nothing else loads the 2 cores)."""
     dags = stack.root / "dags"
     for path in [*dags.glob("company_*.py"), *dags.glob("config/*.yaml")]:
         if path.name != "defaults.yaml":
             path.unlink()
     (dags / "config" / "bigco.yaml").write_text(BIGCO)
+    (dags / "config" / "lateco.yaml").write_text(
+        LATECO % {"wm_deadline": int(wm_deadline.total_seconds())})
 
 
 @pytest.fixture(scope="module")
-def bigco_stack():
+def fixture_dsn(postgres_server):
+    name = f"runaway_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(postgres_server.dsn, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    dsn = postgres_server.dsn.rsplit("/", 1)[0] + f"/{name}"
+    seed_fixture_source(dsn)
+    yield dsn
+    with psycopg.connect(postgres_server.dsn, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(scope="module")
+def stack(fixture_dsn):
     root = scratch_dir("export-runaway-")
-    stack = Stack.in_copy(root / "project")
-    only_bigco(stack)
+    stack = Stack.in_copy(root / "project", AIRFLOW_CONN_FIXTURE_SOURCE=fixture_dsn,
+                          EXPORT_WATERMARK_POKE_SECONDS="10")
+    # The watermark never passes: the sensor reschedules until this deadline, then exports.
+    wm_deadline_at = datetime.now(UTC) + timedelta(seconds=150)
+    fixture_catalog(stack, wm_deadline_at.replace(microsecond=0) - S0)
     try:
         stack.start()
         yield stack
@@ -70,8 +167,12 @@ def bigco_stack():
             shutil.rmtree(root, ignore_errors=True)
 
 
-def demo_dsn(stack: Stack) -> str:
-    return f"postgresql://exports:exports@127.0.0.1:{stack.pgport}/demo"
+@pytest.fixture(scope="module")
+def api(stack) -> Api:
+    api = stack.api()
+    # Late rows arrive only when the test says so: hold restatement runs until then.
+    api.ok("PATCH", "/api/v2/dags/export_restatement", {"is_paused": True})
+    return api
 
 
 def export_queries(dsn: str, day: str) -> list[tuple[int, str]]:
@@ -84,20 +185,21 @@ def export_queries(dsn: str, day: str) -> list[tuple[int, str]]:
             ("%big_metrics%", f"%{day}%")).fetchall()
 
 
-def test_clearing_a_running_render_leaves_no_query_on_the_source(bigco_stack: Stack):
-    day = (now_utc() - timedelta(days=3)).replace(hour=0, minute=0, second=0, microsecond=0)
-    dsn = demo_dsn(bigco_stack)
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(
-            "CREATE UNLOGGED TABLE big_metrics AS SELECT 'bigco'::text AS company_id, "
-            "%s::timestamptz + g * interval '17 ms' AS event_time, g::bigint AS n, "
-            "md5(g::text) AS pad FROM generate_series(0, %s) g", (day, ROWS - 1))
-    api = bigco_stack.api()
-    run = api.trigger_manual("bigco", "bigco/full-dump", day, "runaway test")
-    run_id = run["dag_run_id"]
-    day_text = f"{day:%Y-%m-%d}"
+def task_logs(stack: Stack, dag_id: str, run_id: str, task_id: str) -> str:
+    folder = (stack.root / ".airflow" / "logs" / f"dag_id={dag_id}" / f"run_id={run_id}"
+              / f"task_id={task_id}")
+    return "\n".join(p.read_text(errors="replace") for p in sorted(folder.glob("**/*.log")))
 
-    active = wait_for(lambda: [p for p, s in export_queries(dsn, day_text) if s == "active"],
+
+def dag_runs(api: Api, dag_id: str) -> list[dict]:
+    return api.ok("GET", f"/api/v2/dags/{dag_id}/dagRuns?limit=100&order_by=id")["dag_runs"]
+
+
+def test_clearing_a_running_render_leaves_no_query_on_the_source(stack, api, fixture_dsn):
+    run_id = api.trigger_manual("bigco", "bigco/full-dump", BIG_DAY, "runaway test")["dag_run_id"]
+    day_text = f"{BIG_DAY:%Y-%m-%d}"
+    active = wait_for(lambda: [p for p, s in export_queries(fixture_dsn, day_text)
+                               if s == "active"],
                       180, interval=0.2, what="the render's COPY to be active on the source")
     (pid,) = set(active)
     ti = api.ok("GET", f"/api/v2/dags/manual_export/dagRuns/{run_id}/taskInstances/render")
@@ -108,17 +210,76 @@ def test_clearing_a_running_render_leaves_no_query_on_the_source(bigco_stack: St
     cleared = time.monotonic()
 
     def original_gone() -> bool:
-        return all(p != pid for p, _ in export_queries(dsn, day_text))
+        return all(p != pid for p, _ in export_queries(fixture_dsn, day_text))
 
     wait_for(original_gone, 30, interval=0.1, what=f"backend {pid} to leave pg_stat_activity")
     gone_after = time.monotonic() - cleared
-    print(f"cleared a running render of {ROWS} rows: backend {pid} gone from "
-          f"pg_stat_activity {gone_after:.2f} s after the clear")
+    print(f"cleared a running render of {ROWS} rows: backend {pid} (and its parallel workers) "
+          f"gone from pg_stat_activity {gone_after:.2f} s after the clear")
     assert gone_after <= 5.0
-
-    # The ledger says why the attempt ended; the cleared task runs again (a new attempt).
-    log_dir = (bigco_stack.root / ".airflow" / "logs" / "dag_id=manual_export"
-               / f"run_id={run_id}" / "task_id=render")
-    first_try = next(log_dir.glob("attempt=1*.log")).read_text(errors="replace")
+    first_try = task_logs(stack, "manual_export", run_id, "render")
     assert "on_kill: cancelled 1 running source query" in first_try
-    assert os.environ.get("KEEP_RUNAWAY_STACK") is None or print(bigco_stack.root)
+
+
+def test_restatement_runs_apart_and_publishes_a_correction(stack, api, fixture_dsn):
+    dag_id = "widget_export__lateco__restated"
+    past = api.ok("POST", f"/api/v2/dags/{dag_id}/dagRuns",
+                  {"logical_date": PAST_SLOT.isoformat(), "conf": {}})["dag_run_id"]
+
+    def export_runs_done() -> list[dict] | None:
+        runs = dag_runs(api, dag_id)
+        mine = [r for r in runs if r["dag_run_id"] == past]
+        return runs if mine and all(r["state"] == "success" for r in runs) else None
+
+    # The export runs end with their first delivery: the scheduled on-time run (restated at
+    # S0 + 2 h) and the past slot's run both finish, holding no max_active_runs slot.
+    runs = wait_for(export_runs_done, 150, interval=2, what=f"{dag_id} runs to succeed")
+    restatements = {datetime.fromisoformat(r["conf"]["run"]["slot"]): r
+                    for r in dag_runs(api, "export_restatement")}
+    assert set(restatements) >= {S0, PAST_SLOT} and len(runs) >= 2
+    on_time = restatements[S0]
+    assert on_time["state"] == "queued"
+    assert datetime.fromisoformat(on_time["run_after"]) == S0 + timedelta(hours=2)
+
+    # Rows arrive late, after the first delivery; then the restatement may run.
+    with psycopg.connect(fixture_dsn, autocommit=True) as conn:
+        conn.execute("INSERT INTO late_metrics SELECT 'lateco', %s + g * interval '1 min', "
+                     "1000 + g, now() - interval '1 s' FROM generate_series(1, %s) g",
+                     (PAST_SLOT - timedelta(minutes=30), LATE_ROWS))
+    api.ok("PATCH", "/api/v2/dags/export_restatement", {"is_paused": False})
+    restate_id = restatements[PAST_SLOT]["dag_run_id"]
+    wait_for(lambda: api.ok("GET", f"/api/v2/dags/export_restatement/dagRuns/{restate_id}")
+             ["state"] == "success", 150, interval=2, what="the restatement run to succeed")
+
+    (ledger,) = [r for r in stack.ledger_runs()
+                 if r["schedule"] == "lateco/restated" and r["slot_utc"].startswith(
+                     f"{PAST_SLOT:%Y-%m-%dT%H:%M}")]
+    v1, v2 = ledger["artifacts"]
+    assert (v1["rows"], v1["correction"]) == (ON_TIME_ROWS, False)
+    assert (v2["rows"], v2["correction"], v2["supersedes"]) == (ON_TIME_ROWS + LATE_ROWS, True, 1)
+    assert ledger["ready_at_utc"] == v1["generated_at_utc"]  # the deadline is judged on v1
+    assert sorted((d["version"], d["state"]) for d in ledger["deliveries"]) == [
+        (1, "acknowledged"), (2, "acknowledged")]
+
+
+def test_watermark_sensor_reschedules_then_exports_at_the_deadline(stack, api):
+    dag_id = "widget_export__lateco__watermarked"
+
+    def on_time_run() -> dict | None:
+        runs = [r for r in dag_runs(api, dag_id)
+                if r["logical_date"] and datetime.fromisoformat(r["logical_date"]) == S0]
+        return runs[0] if runs and runs[0]["state"] in ("success", "failed") else None
+
+    run = wait_for(on_time_run, 240, interval=3, what=f"{dag_id}'s run of {S0} to finish")
+    assert run["state"] == "success", run
+    (ledger,) = [r for r in stack.ledger_runs() if r["schedule"] == "lateco/watermarked"
+                 and r["slot_utc"].startswith(f"{S0:%Y-%m-%dT%H:%M}")]
+    deadline = datetime.fromisoformat(ledger["deadline_utc"])
+    render = api.ok("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run['dag_run_id']}"
+                           "/taskInstances/render")
+    assert datetime.fromisoformat(render["start_date"]) >= deadline
+    pokes = task_logs(stack, dag_id, run["dag_run_id"], "wait_for_watermark")
+    waits = pokes.count("waiting for the watermark to pass")
+    assert waits >= 2, pokes[-2000:]  # rescheduled (no worker held), poked again
+    assert "reached; exporting what has arrived" in pokes
+    print(f"watermark sensor: {waits} pokes waited, then gave up at the deadline {deadline}")
