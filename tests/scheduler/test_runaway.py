@@ -16,6 +16,7 @@ before the stack starts, so no scheduled run ever sees a missing table):
 from __future__ import annotations
 
 import shutil
+import threading
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -46,6 +47,9 @@ S0 = NOW.replace(minute=0, second=0, microsecond=0)  # the latest hourly slot at
 BIG_DAY = (NOW - timedelta(days=3)).replace(hour=0, minute=0, second=0, microsecond=0)
 PAST_SLOT = S0 - timedelta(hours=3)  # restated at once: window end + grace has passed
 LATE_ROWS, ON_TIME_ROWS = 5, 100
+# The watermark sensor's run reaches its deadline this long after the stack starts starting
+# (the stack is up after ~50 s, ~110 s on a busy machine; the sensor pokes every 10 s).
+WM_DEADLINE_AFTER = 150
 
 BIGCO = """\
 company: {id: bigco, name: Big Co, timezone: UTC, owner: data@bigco.example, status: active}
@@ -106,12 +110,19 @@ widget_exports:
 """
 
 
-def seed_fixture_source(dsn: str) -> None:
+def fill_big_metrics(dsn: str) -> None:
+    """5 M rows of BIG_DAY (~15 s; runs while the stack starts)."""
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(
-            "CREATE UNLOGGED TABLE big_metrics AS SELECT 'bigco'::text AS company_id, "
-            "%s::timestamptz + g * interval '17 ms' AS event_time, g::bigint AS n, "
-            "md5(g::text) AS pad FROM generate_series(0, %s) g", (BIG_DAY, ROWS - 1))
+            "INSERT INTO big_metrics SELECT 'bigco', %s::timestamptz + g * interval '17 ms', g, "
+            "md5(g::text) FROM generate_series(0, %s) g", (BIG_DAY, ROWS - 1))
+        conn.execute("ANALYZE big_metrics")
+
+
+def seed_fixture_source(dsn: str) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("CREATE UNLOGGED TABLE big_metrics (company_id text, "
+                     "event_time timestamptz, n bigint, pad text)")
         for table in ("late_metrics", "wm_metrics"):
             conn.execute(f"CREATE TABLE {table} (company_id text, event_time timestamptz, "
                          "value numeric(12, 2), ingested_at timestamptz)")
@@ -155,10 +166,13 @@ def stack(fixture_dsn):
     stack = Stack.in_copy(root / "project", AIRFLOW_CONN_FIXTURE_SOURCE=fixture_dsn,
                           EXPORT_WATERMARK_POKE_SECONDS="10")
     # The watermark never passes: the sensor reschedules until this deadline, then exports.
-    wm_deadline_at = datetime.now(UTC) + timedelta(seconds=150)
+    wm_deadline_at = datetime.now(UTC) + timedelta(seconds=WM_DEADLINE_AFTER)
     fixture_catalog(stack, wm_deadline_at.replace(microsecond=0) - S0)
+    filler = threading.Thread(target=fill_big_metrics, args=(fixture_dsn,))
+    filler.start()
     try:
         stack.start()
+        filler.join()
         yield stack
     finally:
         try:
@@ -280,6 +294,9 @@ def test_watermark_sensor_reschedules_then_exports_at_the_deadline(stack, api):
     assert datetime.fromisoformat(render["start_date"]) >= deadline
     pokes = task_logs(stack, dag_id, run["dag_run_id"], "wait_for_watermark")
     waits = pokes.count("waiting for the watermark to pass")
-    assert waits >= 2, pokes[-2000:]  # rescheduled (no worker held), poked again
+    # At least one poke found the watermark short and rescheduled the sensor (no worker held
+    # meanwhile); a later poke gave up at the deadline and the export went ahead.
+    assert waits >= 1, pokes[-2000:]
     assert "reached; exporting what has arrived" in pokes
+    assert "reschedul" in pokes.lower(), pokes[-2000:]
     print(f"watermark sensor: {waits} pokes waited, then gave up at the deadline {deadline}")
