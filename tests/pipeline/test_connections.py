@@ -81,6 +81,7 @@ def test_render_uses_the_client_a_resolver_offers(export_world, second_source):
 
     from export_lib.pipeline import render_run
     from export_lib.source.database import LIBPQ_DEFAULTS
+    from export_lib.source.session import KEEPALIVES
 
     calls: list[dict[str, Any]] = []
 
@@ -101,7 +102,7 @@ def test_render_uses_the_client_a_resolver_offers(export_world, second_source):
     result = render_run(export_world.ledger(), export_world.store, key, now=NOW,
                         resolver=resolver)
 
-    assert calls == [LIBPQ_DEFAULTS]
+    assert calls == [{**LIBPQ_DEFAULTS, **KEEPALIVES}]  # keepalives asked of the client too
     assert result["rows"] == 23
 
 
