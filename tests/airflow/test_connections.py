@@ -70,6 +70,8 @@ def test_the_postgres_client_is_the_hooks_psycopg3_connection(postgres_server: P
 
     assert opened({}) == ("export_lib", postgres_server.database)  # our default applies
     assert opened({"application_name": "team-etl"})[0] == "team-etl"  # the connection's wins
+    # export_lib's own extra is applied per session, never handed to libpq through the hook.
+    assert opened({"statement_timeout": "5min"}) == ("export_lib", postgres_server.database)
 
 
 def test_render_through_the_airflow_resolver_goes_through_the_postgres_hook(
