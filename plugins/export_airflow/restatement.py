@@ -10,7 +10,7 @@ restatement waits as a queued run, using no worker, pool or run slot of the expo
 ``restate_publish`` publishes changed content as version N+1 marked as a correction
 (unchanged content keeps version N) and ``restate_deliver`` delivers it to the run's captured
 destinations. The restatement run id is derived from the run key, so a cleared or retried
-``restate_later`` finds the existing run and is skipped instead of restating twice.
+``restate_later`` finds the existing run and succeeds without restating twice.
 """
 
 from __future__ import annotations
@@ -66,6 +66,11 @@ class RestateLaterOperator(TriggerDagRunOperator):
         self.trigger_run_id = restatement_run_id(summary.run_key)
         self.run_after = max(due, datetime.now(UTC))
         self.conf = {"run": summary.as_xcom(), "grace_seconds": self.grace_seconds}
+        if context["ti"].get_dr_count(RESTATEMENT_DAG_ID, run_ids=[self.trigger_run_id]):
+            # A cleared or retried task: the restatement is already scheduled, once.
+            self.log.info("company=%s schedule=%s period=%s: restatement run %s exists already",
+                          *summary.log_fields(), self.trigger_run_id)
+            return None
         self.log.info("company=%s schedule=%s period=%s: restatement run %s starts at %s "
                       "(window end + grace)", *summary.log_fields(), self.trigger_run_id,
                       due.isoformat())

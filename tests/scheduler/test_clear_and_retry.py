@@ -26,6 +26,8 @@ DAILY = "widget_export__clearco__daily"
 WATERMARK = "widget_export__markco__daily"
 RESTATE = "widget_export__restco__daily"
 FLAKY = "widget_export__flakyco__daily"
+# restco's restatement: a run of its own (ADR 0005), started at once (grace 0m).
+RESTATEMENT = "export_restatement"
 ALL_DAGS = (DAILY, WATERMARK, RESTATE, FLAKY)
 COUNTED = ("runs", "artifacts", "deliveries", "delivery_attempts")
 
@@ -63,8 +65,9 @@ def _counts(stack: SchedulerStack) -> dict[str, int]:
 
 
 def _run_id(stack: SchedulerStack, dag_id: str) -> str:
-    """The DAG's scheduled run (the one every test clears)."""
-    (run,) = [r for r in stack.dag_runs(dag_id) if r["run_type"] == "scheduled"]
+    """The DAG's scheduled run (the one every test clears); restco's restatement run."""
+    (run,) = [r for r in stack.dag_runs(dag_id)
+              if r["run_type"] == "scheduled" or dag_id == RESTATEMENT]
     return run["dag_run_id"]
 
 
@@ -76,7 +79,7 @@ def test_every_scheduled_run_succeeds_and_a_publish_retry_after_a_storage_error_
     stack.wait_for_task(FLAKY, stack.wait_for_run_id(FLAKY), "publish", states=("up_for_retry",),
                         timeout=240, interval=0.5)
     (stack.artifact_root / "flakyco").unlink()  # the storage is back
-    for dag_id in ALL_DAGS:
+    for dag_id in (*ALL_DAGS, RESTATEMENT):
         stack.wait_for_run(dag_id, timeout=240)
 
     publish = stack.task_instance(FLAKY, _run_id(stack, FLAKY), "publish")
@@ -110,14 +113,16 @@ LANES = {  # balanced: each lane takes ~45 s on 2 busy cores
         ("publish after it failed (marked failed, cleared only_failed)", "failed:publish",
          False, False),
     ],
+    # restco's export run, then its restatement run (one lane: both move the same ledger run).
     RESTATE: [
         ("publish alone (the reported IllegalTransitionError)", ["publish"], False, False),
-        ("restate_render alone", ["restate_render"], False, False),
-        ("restate_publish alone", ["restate_publish"], False, False),
-        ("restate_deliver alone", ["restate_deliver"], False, False),
-        ("restate_due with downstream", ["restate_due"], True, False),
+        ("restate_later alone (the restatement run exists)", ["restate_later"], False, False),
         ("render with upstream", ["render"], False, True),
         ("publish with upstream", ["publish"], False, True),
+        ("restate_render alone", ["restate_render"], False, False, RESTATEMENT),
+        ("restate_publish alone", ["restate_publish"], False, False, RESTATEMENT),
+        ("restate_deliver alone", ["restate_deliver"], False, False, RESTATEMENT),
+        ("restate_due with downstream", ["restate_due"], True, False, RESTATEMENT),
     ],
 }
 
@@ -144,9 +149,10 @@ def test_clearing_any_task_alone_or_with_downstream_or_upstream_changes_no_count
     problems: list[str] = []
     done: list[str] = []
 
-    def lane(dag_id: str) -> None:
-        run_id = _run_id(stack, dag_id)
-        for what, tasks, downstream, upstream in LANES[dag_id]:
+    def lane(lane_dag: str) -> None:
+        for what, tasks, downstream, upstream, *other in LANES[lane_dag]:
+            dag_id = other[0] if other else lane_dag
+            run_id = _run_id(stack, dag_id)
             started = time.monotonic()
             try:
                 acted_on = _clear(stack, dag_id, run_id, tasks, downstream, upstream)
