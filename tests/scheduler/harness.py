@@ -38,7 +38,8 @@ from tests.soak.stack import Api, Stack
 DONE = ("success", "failed", "skipped", "upstream_failed", "removed")
 # The project's own DAGs a fixture config keeps (the demo companies' loaders go, demo_feed
 # too: it would keep adding rows to the source the tests export).
-KEPT_DAG_FILES = ("config_check.py",)  # each company's loader brings its manual_export__<id>
+# each company's loader brings its manual_export__<id>; restatements run in export_restatement
+KEPT_DAG_FILES = ("export_restatement.py", "config_check.py")
 
 
 def daily_hour_far_from_now(now: datetime | None = None) -> int:
@@ -90,7 +91,7 @@ class SchedulerStack:
     def prepare(cls, root: Path, companies: dict[str, str | dict[str, Any]],
                 env: dict[str, str] | None = None) -> SchedulerStack:
         """A project copy in ``root`` whose ``dags/`` holds exactly ``companies`` (id → company
-        file) beside ``defaults.yaml`` and the loader check. Not started."""
+        file) beside ``defaults.yaml``, export_restatement and the loader check. Not started."""
         stack = Stack.in_copy(root, **(env or {}))
         dags = stack.root / "dags"
         for path in dags.glob("*.py"):
