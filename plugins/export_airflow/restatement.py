@@ -1,5 +1,5 @@
 """``late_data: restate`` as its own short DAG run, so a period waiting for its restatement holds
-no ``max_active_runs`` slot of its export DAG (docs/adr/0006-restatement-runs.md).
+no ``max_active_runs`` slot of its export DAG (docs/adr/0007-restatement-runs.md).
 
 The export DAG run ends with ``restate_later`` right after its first delivery (so its deadline
 is judged on that delivery): it triggers a run of ``export_restatement`` whose ``run_after`` is

@@ -26,7 +26,7 @@ DAILY = "widget_export__clearco__daily"
 WATERMARK = "widget_export__markco__daily"
 RESTATE = "widget_export__restco__daily"
 FLAKY = "widget_export__flakyco__daily"
-# restco's restatement: a run of its own (ADR 0006), started at once (grace 0m).
+# restco's restatement: a run of its own (ADR 0007), started at once (grace 0m).
 RESTATEMENT = "export_restatement"
 ALL_DAGS = (DAILY, WATERMARK, RESTATE, FLAKY)
 COUNTED = ("runs", "artifacts", "deliveries", "delivery_attempts")

@@ -197,6 +197,10 @@ def stack(fixture_dsn):
 @pytest.fixture(scope="module")
 def api(stack) -> Api:
     api = stack.api()
+    wanted = ("export_restatement", "manual_export__bigco", "widget_export__lateco__restated",
+              "widget_export__lateco__watermarked")
+    wait_for(lambda: all(api.call("GET", f"/api/v2/dags/{d}")[0] == 200 for d in wanted), 120,
+             interval=1, what=f"DAGs {wanted} to be parsed")
     # Late rows arrive only when the test says so: hold restatement runs until then.
     api.ok("PATCH", "/api/v2/dags/export_restatement", {"is_paused": True})
     return api
@@ -229,9 +233,10 @@ def test_clearing_a_running_render_leaves_no_query_on_the_source(stack, api, fix
                                if s == "active"],
                       180, interval=0.2, what="the render's COPY to be active on the source")
     (pid,) = set(active)
-    ti = api.ok("GET", f"/api/v2/dags/manual_export/dagRuns/{run_id}/taskInstances/render")
+    ti = api.ok("GET", f"/api/v2/dags/manual_export__bigco/dagRuns/{run_id}"
+                       "/taskInstances/render")
     assert ti["state"] == "running", ti
-    api.ok("POST", "/api/v2/dags/manual_export/clearTaskInstances",
+    api.ok("POST", "/api/v2/dags/manual_export__bigco/clearTaskInstances",
            {"dry_run": False, "dag_run_id": run_id, "task_ids": ["render"],
             "only_failed": False, "include_downstream": True, "reset_dag_runs": True})
     cleared = time.monotonic()
@@ -244,7 +249,7 @@ def test_clearing_a_running_render_leaves_no_query_on_the_source(stack, api, fix
     print(f"cleared a running render of {ROWS} rows: backend {pid} (and its parallel workers) "
           f"gone from pg_stat_activity {gone_after:.2f} s after the clear")
     assert gone_after <= 5.0
-    first_try = task_logs(stack, "manual_export", run_id, "render")
+    first_try = task_logs(stack, "manual_export__bigco", run_id, "render")
     assert "on_kill: cancelled 1 running source query" in first_try
 
 
