@@ -25,6 +25,7 @@ from datetime import UTC, datetime, timedelta
 
 import psycopg
 import pytest
+import yaml
 
 from tests.soak.stack import Api, Stack, scratch_dir, wait_for
 
@@ -87,7 +88,7 @@ widget_exports:
       ingested_column: ingested_at
     format: csv
     destinations:
-      - {id: lateco-dir, type: local, path: outbox/lateco}
+      - {id: lateco-restated, type: local, path: outbox/lateco/restated}
     deadline: 30m
     recovery: latest
     late_data: {policy: restate, grace: 2h}
@@ -104,7 +105,7 @@ widget_exports:
       ingested_column: ingested_at
     format: csv
     destinations:
-      - {id: lateco-dir, type: local, path: outbox/lateco-wm}
+      - {id: lateco-watermarked, type: local, path: outbox/lateco/watermarked}
     deadline: %(wm_deadline)ds
     recovery: latest
     late_data: {policy: wait_for_watermark, grace: 1m}
@@ -156,6 +157,11 @@ def fixture_catalog(stack: Stack, wm_deadline: timedelta) -> None:
     for path in [*dags.glob("company_*.py"), *dags.glob("config/*.yaml")]:
         if path.name != "defaults.yaml":
             path.unlink()
+    defaults = dags / "config" / "defaults.yaml"
+    data = yaml.safe_load(defaults.read_text())
+    data["sources"]["fixture_source"] = {"retention_days": 400, "tables": {
+        t: {"tenant_column": "company_id"} for t in ("big_metrics", "late_metrics", "wm_metrics")}}
+    defaults.write_text(yaml.safe_dump(data, sort_keys=False))
     (dags / "config" / "bigco.yaml").write_text(BIGCO)
     (dags / "config" / "lateco.yaml").write_text(
         LATECO % {"wm_deadline": int(wm_deadline.total_seconds())})
