@@ -6,7 +6,9 @@ developer's) is set here, before any test module can import airflow.
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -18,6 +20,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 _AIRFLOW_HOME = Path(tempfile.mkdtemp(prefix="export-airflow-home-"))
+# One per test session: removed when the session's process ends, not left in /tmp.
+atexit.register(shutil.rmtree, _AIRFLOW_HOME, ignore_errors=True)
 AIRFLOW_ENV = {
     "AIRFLOW_HOME": str(_AIRFLOW_HOME),
     "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
