@@ -108,3 +108,14 @@ def test_an_unexpected_error_quoting_the_connection_is_scrubbed_everywhere(
     shown = [str(info.value), str(only_record(sqlite_engine)), caplog.text]
     assert "Traceback" in caplog.text  # the bug's traceback is logged, scrubbed
     assert not [text for text in shown if SECRET in text]
+
+
+@pytest.mark.parametrize("timeout", ["soon", "0", "-5", "1e9", "nan", "inf"])
+def test_a_bad_smtp_timeout_extra_is_a_config_error_naming_the_connection(timeout: str) -> None:
+    from export_lib.delivery.transports.email import smtp_timeout
+    from export_lib.errors import ConfigError
+
+    conn = parse_connection("acme_smtp", f"smtps://mailer:pw@127.0.0.1:465?timeout={timeout}")
+    with pytest.raises(ConfigError, match=r"connection 'acme_smtp': extra 'timeout' is '"):
+        smtp_timeout(conn)
+    assert smtp_timeout(parse_connection("ok", "smtps://127.0.0.1:465?timeout=12.5")) == 12.5

@@ -56,7 +56,7 @@ from export_lib.delivery.transports.base import (
     resolve_connection,
     untrusted_certificate,
 )
-from export_lib.errors import DeliveryError
+from export_lib.errors import ConfigError, DeliveryError
 from export_lib.source.connections import Connection, ConnectionResolver
 
 _QUEUE_ID = re.compile(r"queued as\s+(\S+)", re.IGNORECASE)
@@ -124,6 +124,24 @@ def sender(conn: Connection) -> str:
     return str(conn.extra.get("from") or conn.extra.get("from_email") or "")
 
 
+MAX_TIMEOUT = 600.0
+
+
+def smtp_timeout(conn: Connection) -> float:
+    """The connection's ``timeout`` extra in seconds (default 60), checked before connecting."""
+    raw = conn.extra.get("timeout", 60)
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        value = float("nan")
+    if not 0 < value <= MAX_TIMEOUT:  # also false for NaN
+        shown = str(raw)[:40]
+        raise ConfigError(
+            f"connection {conn.conn_id!r}: extra 'timeout' is {shown!r}, not a number of seconds "
+            f"in (0, {MAX_TIMEOUT:g}]; fix the connection, e.g. ?timeout=60 (nothing was sent)")
+    return value
+
+
 def tls_mode(conn: Connection) -> tuple[bool, bool]:
     """(implicit TLS, STARTTLS): ``smtps://`` / ``starttls``, or SmtpHook's ``disable_ssl`` /
     ``disable_tls`` when the connection carries them."""
@@ -163,13 +181,14 @@ class EmailTransport(Transport):
                 f"disable_ssl or disable_tls false) in the connection {conn.conn_id!r} "
                 "(nothing was sent)"
             )
+        smtp_timeout(conn)  # a bad value is a config error, before anything is sent
         self._smtp = self._guard(self._connect)
         return self
 
     def _connect(self) -> smtplib.SMTP:
         conn = self._conn
         assert conn is not None
-        timeout = float(conn.extra.get("timeout", 60))
+        timeout = smtp_timeout(conn)
         context = ssl.create_default_context(cafile=conn.extra.get("ca_file") or None)
         implicit_tls, starttls = tls_mode(conn)
         if implicit_tls:
