@@ -18,13 +18,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import subprocess
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from tests.soak.stack import Api, Stack, now_utc, scratch_dir
+from tests.soak.stack import Api, Stack, now_utc, scratch_dir, stop_and_sweep
 
 COMPANY = "catchup-co"
 ONTIME = f"data_export__{COMPANY}__google-ads__primary"
@@ -105,17 +104,6 @@ def write_company(root: Path, now: datetime) -> datetime:
         COMPANY_YAML.format(minute=slot.minute, hour=slot.hour, far=FAR))
     (root / "dags" / f"company_{COMPANY}.py").write_text(LOADER)
     return slot
-
-
-def stop_and_sweep(stack: Stack) -> None:
-    try:
-        stack.stop()
-    finally:
-        for pid in stack.processes():
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
 
 
 def start_catchup_stack(root: Path) -> CatchupStack:

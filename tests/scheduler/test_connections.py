@@ -5,9 +5,7 @@ the source an export reads; ``exportctl run`` keeps working from ``AIRFLOW_CONN_
 from __future__ import annotations
 
 import csv
-import os
 import shutil
-import signal
 import subprocess
 import uuid
 from collections.abc import Iterator
@@ -17,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.services.postgres import PostgresServer
-from tests.soak.stack import Stack, scratch_dir, wait_for
+from tests.soak.stack import Stack, scratch_dir, stop_and_sweep, wait_for
 
 pytestmark = [pytest.mark.scheduler, pytest.mark.slow]
 
@@ -86,18 +84,6 @@ def _run(stack: Stack, env: dict[str, str], *args: str) -> subprocess.CompletedP
                           timeout=120, check=False)
 
 
-def _stop_and_sweep(stack: Stack) -> None:
-    """`make stop`, then end whatever of this stack it left (by pid, as the soak tests do)."""
-    try:
-        stack.stop()
-    finally:
-        for pid in stack.processes():
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-
-
 @pytest.fixture(scope="module")
 def stack(postgres_server: PostgresServer) -> Iterator[tuple[Stack, str]]:
     """`make run` in a copy without the demo companies; yields it and the second source's URI."""
@@ -115,7 +101,7 @@ def stack(postgres_server: PostgresServer) -> Iterator[tuple[Stack, str]]:
         yield stack, uri
     finally:
         try:
-            _stop_and_sweep(stack)
+            stop_and_sweep(stack)
         finally:
             shutil.rmtree(root, ignore_errors=True)
             import psycopg

@@ -6,16 +6,14 @@ through Airflow's own retries (shortened by the documented test settings
 
 from __future__ import annotations
 
-import os
 import shutil
-import signal
 import time
 from collections.abc import Iterator
 
 import pytest
 
 from tests.services.http import WebhookReceiver, start_receiver, stop_receiver
-from tests.soak.stack import Api, Stack, scratch_dir, wait_for
+from tests.soak.stack import Api, Stack, scratch_dir, stop_and_sweep, wait_for
 
 pytestmark = [pytest.mark.scheduler, pytest.mark.slow]
 
@@ -47,18 +45,6 @@ PARTNER = ("      - {id: partner, type: webhook, conn_id: partner_hook, endpoint
            " retry_window: 1d}\n")
 
 
-def _stop_and_sweep(stack: Stack) -> None:
-    """`make stop`, then end whatever of this stack it left (by pid, as the soak tests do)."""
-    try:
-        stack.stop()
-    finally:
-        for pid in stack.processes():
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-
-
 @pytest.fixture(scope="module")
 def receiver() -> Iterator[WebhookReceiver]:
     hook = start_receiver()
@@ -87,7 +73,7 @@ def stack(receiver: WebhookReceiver) -> Iterator[Stack]:
         yield stack
     finally:
         try:
-            _stop_and_sweep(stack)
+            stop_and_sweep(stack)
         finally:
             shutil.rmtree(root, ignore_errors=True)
 

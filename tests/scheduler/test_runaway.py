@@ -15,9 +15,7 @@ before the stack starts, so no scheduled run ever sees a missing table):
 
 from __future__ import annotations
 
-import os
 import shutil
-import signal
 import threading
 import time
 import uuid
@@ -27,7 +25,7 @@ import psycopg
 import pytest
 import yaml
 
-from tests.soak.stack import Api, Stack, scratch_dir, wait_for
+from tests.soak.stack import Api, Stack, scratch_dir, stop_and_sweep, wait_for
 
 pytestmark = [pytest.mark.scheduler, pytest.mark.slow]
 
@@ -119,18 +117,6 @@ def fill_big_metrics(dsn: str) -> None:
             "INSERT INTO big_metrics SELECT 'bigco', %s::timestamptz + g * interval '17 ms', g, "
             "md5(g::text) FROM generate_series(0, %s) g", (BIG_DAY, ROWS - 1))
         conn.execute("ANALYZE big_metrics")
-
-
-def stop_and_sweep(stack: Stack) -> None:
-    """`make stop`, then end whatever of this stack it left (by pid, as the soak tests do)."""
-    try:
-        stack.stop()
-    finally:
-        for pid in stack.processes():
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
 
 
 def seed_fixture_source(dsn: str) -> None:

@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import time
 import urllib.error
 import urllib.request
@@ -35,7 +34,7 @@ import sqlalchemy as sa
 
 from tests.services.http import WebhookReceiver, start_receiver, stop_receiver
 from tests.services.tls import make_certificates
-from tests.soak.stack import Api, Stack, now_utc, scratch_dir, wait_for
+from tests.soak.stack import Api, Stack, now_utc, scratch_dir, stop_and_sweep, wait_for
 
 pytestmark = [pytest.mark.scheduler, pytest.mark.slow]
 
@@ -77,17 +76,6 @@ def _login(api: Api, user: str, password: str) -> Api:
 def _terminal(api: Api, run: dict) -> dict | None:
     now = api.ok("GET", f"/api/v2/dags/{run['dag_id']}/dagRuns/{quote(run['dag_run_id'])}")
     return now if now["state"] in ("success", "failed") else None
-
-
-def _stop(stack: Stack) -> None:
-    try:
-        stack.stop()
-    finally:
-        for pid in stack.processes():
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
 
 
 @pytest.fixture(scope="module")
@@ -141,7 +129,7 @@ def world() -> Iterator[World]:
         yield World(stack, admin, analyst, ok, down, acme_run, kiwi_run)
     finally:
         try:
-            _stop(stack)
+            stop_and_sweep(stack)
         finally:
             stop_receiver(ok)
             stop_receiver(down)

@@ -2,27 +2,14 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 
 import pytest
 
-from tests.soak.stack import Stack, scratch_dir
+from tests.soak.stack import Stack, scratch_dir, stop_and_sweep
 
 # `make test` runs a bounded soak (48 h of demo slots, 5 manual exports, 4 random clears);
 # SOAK_LOOKBACK_HOURS=168 is the acceptance size.
 LOOKBACK_HOURS = int(os.environ.get("SOAK_LOOKBACK_HOURS", "48"))
-
-
-def stop_and_sweep(stack: Stack) -> None:
-    """`make stop`, then end anything it left (the test that checks it asserts separately)."""
-    try:
-        stack.stop()
-    finally:
-        for pid in stack.processes():
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
 
 
 @pytest.fixture(scope="module")

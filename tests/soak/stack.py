@@ -14,6 +14,7 @@ import math
 import os
 import random
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -237,6 +238,19 @@ class Stack:
         except (OSError, ValueError, IndexError):
             return False
         return True
+
+
+def stop_and_sweep(stack: Stack) -> None:
+    """`make stop`, then SIGKILL whatever of this stack it left (the test that checks `make
+    stop` itself asserts separately)."""
+    try:
+        stack.stop()
+    finally:
+        for pid in stack.processes():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
 
 def wait_for(predicate, timeout: float, interval: float = 2.0, what: str = "condition"):
