@@ -13,13 +13,7 @@ from export_lib.config.destinations import WebhookDestination
 from export_lib.errors import DeliveryError
 from export_lib.masking import mask_uri
 from export_lib.source.connections import parse_connection
-from tests.delivery.conftest import (  # noqa: F401 - fixtures used by name
-    ArtifactFactory,
-    make_artifact,
-    sqlite_engine,
-    webhook,
-    webhook_server,
-)
+from tests.delivery.conftest import ArtifactFactory
 from tests.delivery.support import only_record, run
 from tests.services.http import WebhookReceiver
 

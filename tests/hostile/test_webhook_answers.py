@@ -15,15 +15,7 @@ import sqlalchemy as sa
 
 from export_lib.config.destinations import WebhookDestination
 from export_lib.errors import DeliveryError
-from tests.delivery.conftest import (  # noqa: F401 - fixtures used by name
-    ArtifactFactory,
-    certificates,
-    https_webhook_server,
-    make_artifact,
-    sqlite_engine,
-    webhook,
-    webhook_server,
-)
+from tests.delivery.conftest import ArtifactFactory
 from tests.delivery.support import only_record, run
 from tests.services.http import WebhookReceiver, start_receiver, stop_receiver
 from tests.services.tls import ServerCertificates
