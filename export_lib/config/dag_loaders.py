@@ -9,6 +9,9 @@ and ``exportctl loaders`` (run by ``make setup``) writes the missing ones.
 
 from __future__ import annotations
 
+import json
+import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -117,3 +120,55 @@ def removed_company(dags_dir: Path | str, company: str) -> str | None:
     shown = Path(Path(dags_dir).name) / "config" / f"{company}.yaml"
     return (f"company {company!r} was removed from the config ({shown} is gone): this run is not "
             f"rendered, published or delivered; restore {shown} to export it")
+
+
+# --- The shape of a company's DAGs, remembered for after its removal -------------------------
+# When a company file is deleted, the dag-processor's next parse would produce no DAGs for its
+# loader; Airflow then marks them stale and never runs a task of theirs again, so a cleared task
+# sits queued forever with no word why. Each full parse therefore records the company's DAG ids
+# and task graph; after the removal the loader rebuilds the same DAG ids and task ids from this
+# record, every task failing at once with the one removal line (ADR 0006's "bad input" case).
+DAG_INDEX_ENV = "EXPORT_DAG_INDEX_DIR"
+TaskGraph = dict[str, list[str]]  # task id → its upstream task ids
+
+
+def dag_index_dir(environ: Mapping[str, str]) -> Path | None:
+    """Where the record lives: ``$EXPORT_DAG_INDEX_DIR``, else ``$AIRFLOW_HOME/export_dag_index``
+    (the dag-processor's own writable home; the dags folder may be mounted read-only)."""
+    if environ.get(DAG_INDEX_ENV):
+        return Path(environ[DAG_INDEX_ENV])
+    if environ.get("AIRFLOW_HOME"):
+        return Path(environ["AIRFLOW_HOME"]) / "export_dag_index"
+    return None
+
+
+def record_company_dags(index_dir: Path, company: str, dags: Mapping[str, TaskGraph]) -> bool:
+    """Remember ``company``'s DAGs (dag id → task graph); writes only when they changed and
+    atomically (a parse never sees half a file). Returns whether it wrote."""
+    path = index_dir / f"{company}.json"
+    text = json.dumps({dag: dict(sorted(graph.items())) for dag, graph in sorted(dags.items())},
+                      indent=1, sort_keys=True)
+    try:
+        if path.read_text() == text:
+            return False
+    except OSError:
+        pass
+    index_dir.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+    return True
+
+
+def recorded_company_dags(index_dir: Path | None, company: str) -> dict[str, TaskGraph]:
+    """The DAGs last recorded for ``company`` ({} when never recorded or unreadable)."""
+    if index_dir is None:
+        return {}
+    try:
+        data = json.loads((index_dir / f"{company}.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    return {str(dag): {str(t): [str(u) for u in ups] for t, ups in graph.items()}
+            for dag, graph in data.items() if isinstance(graph, dict)}

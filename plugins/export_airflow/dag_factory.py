@@ -8,6 +8,7 @@ DAGs keep loading, and a worker parses only the company it runs.
 from __future__ import annotations
 
 import functools
+import logging
 import os
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -30,10 +31,18 @@ from export_airflow.restatement import RestateLaterOperator
 from export_airflow.retry_policy import DeliveryWindowPolicy
 from export_airflow.sensors import WatermarkSensor
 from export_airflow.timetable import ExportTimetable
-from export_lib.config.dag_loaders import LOADER_PREFIX, removed_company
+from export_lib.config.dag_loaders import (
+    LOADER_PREFIX,
+    dag_index_dir,
+    record_company_dags,
+    recorded_company_dags,
+    removed_company,
+)
 
 # Channel size → share of the global render budget (pool export_render, 4 slots; seed 000 gives
 # large channels more memory, here they also take more of the source's capacity).
+log = logging.getLogger(__name__)
+
 POOL_SLOTS = {"small": 1, "medium": 1, "large": 2}
 # The earliest slot a backfill may ask for when the schedule has no effective_from. The
 # scheduler itself never goes back (catchup=False, ADR 0006): recover_missed bounds recovery
@@ -222,21 +231,47 @@ def register_company_dags(loader_file: str, namespace: dict[str, Any]) -> None:
     """Called by ``dags/company_<id>.py``: put that company's DAGs into the module namespace.
 
     A worker running a task sets the parsing context to its DAG: build only that one.
-    A worker running a task of a company whose file was removed since (a cleared task, a
-    queued one) gets a DAG whose only task fails at once with one line naming company and file.
+    When the company's file was removed, the same DAG ids and task ids stay (rebuilt from the
+    record of the last full parse), every task failing at once with one line naming company
+    and file — so a cleared or queued task of a run registered before the removal fails
+    visibly instead of waiting forever in a DAG Airflow would otherwise mark stale.
     """
     path = Path(loader_file)
     company_id = path.stem.removeprefix(LOADER_PREFIX)
     context = get_parsing_context()
+    index = dag_index_dir(os.environ)
     gone = removed_company(path.parent, company_id)
-    if gone is not None and context.dag_id and context.task_id:
-        namespace[context.dag_id] = _removed_company_dag(context.dag_id, context.task_id, gone)
-        return
-    for dag in company_dags(path.parent / "config", company_id, only_dag=context.dag_id):
+    if gone is not None:
+        if context.dag_id and context.task_id:
+            graphs = {context.dag_id: {context.task_id: []}}
+        else:
+            graphs = recorded_company_dags(index, company_id)
+        for dag_id, graph in graphs.items():
+            namespace[dag_id] = _removed_company_dag(dag_id, graph, gone)
+        if graphs:
+            return
+        # Never recorded (no writable index): the loader's import error says what is wrong.
+    dags = company_dags(path.parent / "config", company_id, only_dag=context.dag_id)
+    for dag in dags:
         namespace[dag.dag_id] = dag
+    if context.dag_id is None and index is not None:
+        graphs = {dag.dag_id: {task.task_id: sorted(task.upstream_task_ids) for task in dag.tasks}
+                  for dag in dags}
+        try:
+            record_company_dags(index, company_id, graphs)
+        except OSError as exc:  # the DAGs still load; only the after-removal stand-ins are lost
+            log.warning("company=%s schedule=- period=-: cannot record its DAG shape in %s (%s); "
+                        "if this company is removed, its cleared tasks will not fail visibly",
+                        company_id, index, exc)
 
 
-def _removed_company_dag(dag_id: str, task_id: str, reason: str) -> DAG:
-    with DAG(dag_id=dag_id, schedule=None, start_date=EPOCH, doc_md=reason) as dag:
-        RemovedCompanyOperator(task_id=task_id, reason=reason)
+def _removed_company_dag(dag_id: str, graph: dict[str, list[str]], reason: str) -> DAG:
+    with DAG(dag_id=dag_id, schedule=None, start_date=EPOCH, doc_md=reason,
+             tags=["removed-company"]) as dag:
+        tasks = {task_id: RemovedCompanyOperator(task_id=task_id, reason=reason)
+                 for task_id in graph}
+        for task_id, upstream in graph.items():
+            for up in upstream:
+                if up in tasks:
+                    tasks[up] >> tasks[task_id]
     return dag

@@ -53,12 +53,13 @@ def test_a_new_company_file_is_never_silent(dags_copy):
 
 
 def test_a_worker_running_a_task_of_a_removed_company_gets_a_one_line_failure(
-        dags_copy, monkeypatch):
+        dags_copy, tmp_path, monkeypatch):
     """The company file is gone, its loader stays: the worker's parse (parsing context set to
-    the task) gets that task, which fails at once naming company and file; the dag-processor's
-    parse still reports the Broken DAG."""
+    the task) gets that task, which fails at once naming company and file; with no record of
+    the company's DAGs, the dag-processor's parse reports the loader as a Broken DAG."""
     from airflow.sdk.exceptions import AirflowFailException
 
+    monkeypatch.setenv("EXPORT_DAG_INDEX_DIR", str(tmp_path / "never-recorded"))
     (dags_copy / "config" / "acme.yaml").unlink()
     monkeypatch.setenv("_AIRFLOW_PARSING_CONTEXT_DAG_ID", "widget_export__acme__daily-spend")
     monkeypatch.setenv("_AIRFLOW_PARSING_CONTEXT_TASK_ID", "publish")
@@ -78,3 +79,36 @@ def test_a_worker_running_a_task_of_a_removed_company_gets_a_one_line_failure(
     processor = _dag_bag(dags_copy)
     assert str(dags_copy / "company_acme.py") in processor.import_errors
     assert not any("__acme__" in i for i in processor.dags)
+
+
+def test_the_dag_processor_keeps_a_removed_companys_dags_as_failing_stand_ins(
+        dags_copy, tmp_path, monkeypatch):
+    """Each full parse records the company's DAG shape; after its file is removed the
+    dag-processor's parse rebuilds the same DAG ids, task ids and dependencies (so Airflow does
+    not mark them stale and a cleared task runs), each task failing with the one removal line,
+    no new run scheduled; the orphan loader is still a Broken DAG naming the fix."""
+    from airflow.sdk.exceptions import AirflowFailException
+
+    monkeypatch.setenv("EXPORT_DAG_INDEX_DIR", str(tmp_path / "index"))
+    before = _dag_bag(dags_copy)
+    shapes = {dag_id: {t.task_id: sorted(t.upstream_task_ids) for t in dag.tasks}
+              for dag_id, dag in before.dags.items() if "__acme" in dag_id}
+    assert "widget_export__acme__daily-spend" in shapes and "manual_export__acme" in shapes
+    assert (tmp_path / "index" / "acme.json").is_file()
+
+    (dags_copy / "config" / "acme.yaml").unlink()
+    after = _dag_bag(dags_copy)
+    assert str(dags_copy / "company_acme.py") not in after.import_errors
+    assert "DAG loader without a company file" in after.import_errors[
+        str(dags_copy / "config_check.py")]
+    stand_ins = {dag_id: dag for dag_id, dag in after.dags.items() if "__acme" in dag_id}
+    assert {dag_id: {t.task_id: sorted(t.upstream_task_ids) for t in dag.tasks}
+            for dag_id, dag in stand_ins.items()} == shapes
+    daily = stand_ins["widget_export__acme__daily-spend"]
+    assert type(daily.timetable).__name__ == "NullTimetable"  # no new runs
+    with pytest.raises(AirflowFailException, match=r"^company 'acme' was removed from the "
+                       r"config \(dags/config/acme.yaml is gone\)"):
+        daily.get_task("render").execute({})
+    # Another company's DAGs are untouched.
+    assert {i for i in after.dags if "__kiwi-outdoors" in i} == {
+        i for i in before.dags if "__kiwi-outdoors" in i}

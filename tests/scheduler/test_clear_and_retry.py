@@ -20,6 +20,7 @@ from tests.scheduler.harness import (
     daily_hour_far_from_now,
     widget_export,
 )
+from tests.soak.stack import wait_for
 
 HOUR = daily_hour_far_from_now()
 DAILY = "widget_export__clearco__daily"
@@ -46,10 +47,9 @@ COMPANIES = {
 STACK_ENV = {
     # Airflow's retry of a failed try comes 4-8 s later (the default first delay is 10 minutes).
     "EXPORT_RETRY_DELAY_SECONDS": "4",
-    # `make run` re-parses each DAG file every 30 s; once the dag-processor sees a company file
-    # gone, Airflow marks that company's DAGs stale and runs none of their tasks (nothing is
-    # exported then either). Parsing less often keeps the removed-company clear from racing it.
-    "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "600",
+    # A removed company's DAGs must survive the dag-processor's re-parse as failing stand-ins:
+    # parse often so the test sees that re-parse quickly.
+    "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "10",
 }
 
 
@@ -223,6 +223,11 @@ def test_a_task_of_a_removed_company_fails_in_one_line_and_exports_nothing(
     before = _counts(stack)
 
     stack.remove_company("flakyco")  # the loader stays: it is what Airflow parses
+    # Wait for the dag-processor's re-parse: without the stand-ins it would mark the DAG stale
+    # and the cleared task would sit queued forever.
+    wait_for(lambda: "removed-company" in {
+        t["name"] for t in stack.api.ok("GET", f"/api/v2/dags/{FLAKY}")["tags"]},
+        timeout=120, interval=3, what=f"the re-parse of {FLAKY} after its company was removed")
     stack.clear(FLAKY, run_id, ["render"], downstream=True)
     render = stack.wait_for_task(FLAKY, run_id, "render", states=("failed",), timeout=120)
 
