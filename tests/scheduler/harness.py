@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import time
 from collections.abc import Callable, Iterable
@@ -33,7 +32,7 @@ from typing import Any
 
 import yaml
 
-from tests.soak.stack import Api, Stack
+from tests.soak.stack import Api, Stack, stop_and_sweep
 
 DONE = ("success", "failed", "skipped", "upstream_failed", "removed")
 # The project's own DAGs a fixture config keeps (the demo companies' loaders go, demo_feed
@@ -113,23 +112,8 @@ class SchedulerStack:
         return self
 
     def stop(self) -> None:
-        """End the stack quickly: it is thrown away, so its Airflow processes are SIGKILLed
-        (the supervisor first, or it would restart them) instead of `make stop`'s orderly ~25 s;
-        then `make stop` stops PostgreSQL and sweeps. (`make stop` itself is tested in soak.)"""
-        try:
-            supervisor = self.stack.run_dir / "supervisor.pid"
-            if supervisor.is_file():
-                _kill(int(supervisor.read_text().split()[0]))
-            for pid in self.stack.processes():
-                if "postgres" not in _cmdline(pid):
-                    _kill(pid)
-            self.stack.stop()
-        finally:
-            for pid in self.stack.processes():
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+        """Tear the throw-away stack down (see :func:`tests.soak.stack.stop_and_sweep`)."""
+        stop_and_sweep(self.stack)
 
     @property
     def root(self) -> Path:
@@ -395,20 +379,6 @@ def _wait(predicate: Callable[[], bool], timeout: float, interval: float,
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout:.0f} s: " + describe())
         time.sleep(interval)
-
-
-def _kill(pid: int) -> None:
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-    except OSError:
-        return ""
 
 
 def keep_or_remove(root: Path) -> None:

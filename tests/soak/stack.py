@@ -241,16 +241,40 @@ class Stack:
 
 
 def stop_and_sweep(stack: Stack) -> None:
-    """`make stop`, then SIGKILL whatever of this stack it left (the test that checks `make
-    stop` itself asserts separately)."""
+    """Tear a throw-away stack down in ~2 s: SIGKILL its supervisor (or it would restart what
+    dies) and its Airflow processes, then `make stop` stops PostgreSQL and sweeps; SIGKILL
+    whatever is left. `make stop`'s orderly shutdown (~25 s) is asserted by the soak test
+    that calls it, not paid by every fixture."""
+    try:
+        supervisor = stack.run_dir / "supervisor.pid"
+        if supervisor.is_file():
+            _kill(int(supervisor.read_text().split()[0] or 0))
+        for pid in stack.processes():
+            if "postgres" not in _cmdline(pid):
+                _kill(pid)
+    except (OSError, ValueError, subprocess.CalledProcessError):
+        pass  # `make stop` below still ends everything, only slower
     try:
         stack.stop()
     finally:
         for pid in stack.processes():
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+            _kill(pid)
+
+
+def _kill(pid: int) -> None:
+    if pid <= 0:
+        return
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
 
 
 def wait_for(predicate, timeout: float, interval: float = 2.0, what: str = "condition"):
