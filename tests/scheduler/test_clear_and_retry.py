@@ -180,38 +180,47 @@ def test_clearing_any_task_alone_or_with_downstream_or_upstream_changes_no_count
         assert (run["state"], [a["version"] for a in run["artifacts"]]) == ("ready", [1]), run
 
 
-def test_clearing_a_deliver_task_whose_delivery_gave_up_requeues_and_delivers_it(
+def test_clearing_a_deliver_task_whose_delivery_gave_up_or_was_refused_requeues_and_delivers_it(
         scheduler_stack: SchedulerStack):
-    """Whatever made it exhausted (here: the record says so and the file is gone), a clear of
-    its deliver task is the operator's decision: requeued (recorded with who and why), then
-    delivered once."""
+    """Whatever made it exhausted or refused (here: the record says so and the file is gone),
+    a clear of its deliver task is the operator's decision: requeued (recorded with who and
+    why), then delivered once."""
     stack = scheduler_stack
     run_id = _run_id(stack, DAILY)
     run_key = next(r["run_key"] for r in stack.ledger_runs() if r["run_key"].startswith("clearco"))
     ledger = stack.ledger()
+    gave_up = {"box-a": ("refused", "owner no longer authorised"),
+               "box-b": ("exhausted", "disk full")}
     with ledger.engine.begin() as conn:
-        conn.execute(sa.text("UPDATE deliveries SET state = 'exhausted', last_error = 'disk full', "
-                             "receipt = NULL, acknowledged_at = NULL "
-                             "WHERE run_key = :k AND destination_id = 'box-b'"), {"k": run_key})
-    for path in (stack.outbox / "clearco" / "daily" / "box-b").iterdir():
-        path.unlink()
+        for dest, (state, error) in gave_up.items():
+            conn.execute(sa.text(
+                "UPDATE deliveries SET state = :s, last_error = :e, receipt = NULL, "
+                "acknowledged_at = NULL WHERE run_key = :k AND destination_id = :d"),
+                {"s": state, "e": error, "k": run_key, "d": dest})
+    for dest in gave_up:
+        for path in (stack.outbox / "clearco" / "daily" / dest).iterdir():
+            path.unlink()
     before = _counts(stack)
 
-    stack.clear(DAILY, run_id, [("deliver", 1)])
+    stack.clear(DAILY, run_id, [("deliver", 0), ("deliver", 1)])
     stack.wait_for_clear(DAILY, run_id)
 
     from export_lib.pipeline import operator_actions
 
-    (action,) = operator_actions(ledger, run_key)
-    assert action["detail"].startswith("operator action: requeued delivery dlv-box-b-")
-    assert "(was exhausted after 1 attempt(s); last error: disk full) by airflow:" \
-           f"{DAILY}/{run_id}/deliver[1]/try" in action["detail"]
-    assert action["detail"].endswith(": the deliver task was run again (cleared) in Airflow")
+    actions = sorted(a["detail"] for a in operator_actions(ledger, run_key))
+    assert len(actions) == 2, actions
+    for detail, (index, dest) in zip(actions, enumerate(sorted(gave_up)), strict=True):
+        state, error = gave_up[dest]
+        assert detail.startswith(f"operator action: requeued delivery dlv-{dest}-"), detail
+        assert (f"(was {state} after 1 attempt(s); last error: {error}) by airflow:"
+                f"{DAILY}/{run_id}/deliver[{index}]/try") in detail, detail
+        assert detail.endswith(": the deliver task was run again (cleared) in Airflow")
     (run,) = [r for r in stack.ledger_runs() if r["run_key"] == run_key]
     assert {d["destination"]: d["state"] for d in run["deliveries"]} == {
         "box-a": "acknowledged", "box-b": "acknowledged"}
-    assert len(list((stack.outbox / "clearco" / "daily" / "box-b").glob("*.csv"))) == 1
-    assert _counts(stack) == {**before, "delivery_attempts": before["delivery_attempts"] + 1}
+    for dest in gave_up:
+        assert len(list((stack.outbox / "clearco" / "daily" / dest).glob("*.csv"))) == 1
+    assert _counts(stack) == {**before, "delivery_attempts": before["delivery_attempts"] + 2}
 
 
 def test_a_task_of_a_removed_company_fails_in_one_line_and_exports_nothing(
