@@ -10,6 +10,8 @@ its on-time slot can be a few minutes ahead:
 * ``facebook`` primary: the same slot, deadline 30 s, delivered to a webhook nobody listens
   on: its on-time run misses its deadline (Browse → Deadlines), its catch-up run does not show;
 * ``adjust`` primary: 03:00 daily, recovery ``none``: backfilled by the tests over 10–7 days ago.
+  Its current version (window 3 days) is in force from ``ADJUST_EDIT_AGE`` ago; ``history``
+  keeps the one before (window 2 days), which the backfill's older slots must get.
 
 Secondaries start in 2030 (``effective_from``) so they create no runs.
 """
@@ -38,6 +40,7 @@ MISSED = int(os.environ.get("CATCHUP_MISSED", "30"))
 # (observed: all 29 queued ~40 s after the write).
 LEAD = timedelta(seconds=75)
 
+ADJUST_EDIT_AGE = timedelta(days=8)
 FAR = '{effective_from: "2030-01-01T00:00:00Z"}'
 COMPANY_YAML = """\
 company:
@@ -69,6 +72,9 @@ data_exports:
       cron: "0 3 * * *"
       window: {{days: 3}}
       recovery: none
+      effective_from: "{adjust_from}"
+      history:
+        - window: {{days: 2}}
     secondary: {far}
 """
 LOADER = '''"""Export DAGs of the test company catchup-co."""
@@ -97,11 +103,17 @@ class CatchupStack:
         return page["dag_runs"]
 
 
+def adjust_edit(now: datetime) -> datetime:
+    """When ``adjust``'s current version took effect: midnight UTC 8 days before ``now``."""
+    return (now - ADJUST_EDIT_AGE).replace(hour=0, minute=0, second=0, microsecond=0)
+
+
 def write_company(root: Path, now: datetime) -> datetime:
     """The fixture company, its on-time slot the first whole minute ``LEAD`` from now."""
     slot = (now + LEAD + timedelta(seconds=59)).replace(second=0, microsecond=0)
     (root / "dags" / "config" / f"{COMPANY}.yaml").write_text(
-        COMPANY_YAML.format(minute=slot.minute, hour=slot.hour, far=FAR))
+        COMPANY_YAML.format(minute=slot.minute, hour=slot.hour, far=FAR,
+                            adjust_from=f"{adjust_edit(now):%Y-%m-%dT%H:%M:%SZ}"))
     (root / "dags" / f"company_{COMPANY}.py").write_text(LOADER)
     return slot
 

@@ -20,6 +20,7 @@ from tests.scheduler._catchup_fixtures import (
     MISSER,
     ONTIME,
     CatchupStack,
+    adjust_edit,
     catchup_stack_fixture,
 )
 from tests.soak.stack import now_utc, wait_for
@@ -185,6 +186,15 @@ def test_backfill_create_over_an_old_range_exports_one_artifact_per_slot(catchup
               and r["trigger"] == "backfill"]
     assert sorted(r["slot_utc"] for r in ledger) == [f"{s:%Y-%m-%dT%H:%M:%SZ}" for s in slots]
     assert [[a["version"] for a in r["artifacts"]] for r in ledger] == [[1]] * len(slots)
+    # Each slot ran with the config version in force for it (ADR 0005): before the edit the
+    # window was 2 days, from it on 3 days, and the two versions are recorded apart.
+    edit = adjust_edit(catchup.written_at)
+    by_version: dict[str, set[int]] = {}
+    for r in ledger:
+        days = (_t(r["window_end_utc"]) - _t(r["window_start_utc"])).days
+        assert days == (2 if _t(r["slot_utc"]) < edit else 3), (edit, r)
+        by_version.setdefault(r["config_version"], set()).add(days)
+    assert sorted(by_version.values(), key=min) == [{2}, {3}], by_version
     before = {r["run_key"]: (r["artifacts"], r["deliveries"]) for r in ledger}
 
     # The UI's backfill dialog (the same REST call), reprocessing completed runs (the oldest
