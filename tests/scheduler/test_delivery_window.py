@@ -7,6 +7,7 @@ through Airflow's own retries (shortened by the documented test settings
 from __future__ import annotations
 
 import shutil
+import subprocess
 import time
 from collections.abc import Iterator
 
@@ -166,3 +167,33 @@ def test_a_destination_down_then_back_gets_its_file_once_through_airflow_retries
     assert partner["state"] == "acknowledged" and partner["attempts"] >= 2
     assert _tasks(api, outage)["deliver[1]"]["try_number"] == partner["attempts"]
     assert len(state.requests) - before == 1  # exactly one file reached the partner
+
+
+def test_a_destination_down_past_its_window_is_exhausted_with_its_last_error_and_unresolved(
+    stack: Stack, receiver: WebhookReceiver
+) -> None:
+    """The partner stays down (the previous test stopped it) and its window is 1 minute: the
+    deliver task is retried by Airflow until the window closes, then fails for good; the ledger
+    says exhausted with the last error and `exportctl runs --unresolved` lists it."""
+    started = time.monotonic()
+    api = _api(stack)
+    # The worker reads the config at registration: the new window applies to the next run.
+    (stack.root / "dags" / "config" / "acme.yaml").write_text(
+        ACME.format(extra=PARTNER.replace("retry_window: 1d", "retry_window: 1m")))
+    slot = "2026-11-27T06:00:00Z"
+    run_id = _trigger(api, slot)
+
+    assert _finished(api, run_id, 240) == "failed"
+    print(f"window scenario: {time.monotonic() - started:.0f} s")
+    tasks = _tasks(api, run_id)
+    assert (tasks["deliver[0]"]["state"], tasks["deliver[1]"]["state"]) == ("success", "failed")
+    deliveries = _deliveries(stack, slot)
+    assert deliveries["acme-dir"]["state"] == "acknowledged"
+    partner = deliveries["partner"]
+    assert partner["state"] == "exhausted" and partner["attempts"] >= 2, partner
+    assert "Connection refused" in (partner["last_error"] or ""), partner
+    assert tasks["deliver[1]"]["try_number"] == partner["attempts"]
+    unresolved = subprocess.run(["exportctl", "runs", "--unresolved"], cwd=stack.root,
+                                env=stack.stack_environ(), capture_output=True, text=True,
+                                check=True).stdout
+    assert f"{SCHEDULE}/{slot[:16]}Z" in unresolved, unresolved
