@@ -4,8 +4,10 @@ Defaults per task kind, each overridable from the environment the dag-processor 
 (``EXPORT_TIMEOUT_RENDER=3h``, ``EXPORT_TIMEOUT_DELIVER=90m``, …; ``1h30m``/``45s`` forms).
 Render's default (1 h) sits above the sources' ``statement_timeout`` (30 min,
 export_lib/source/session.py) plus the upload of what was read; a sensor's is per poke (its
-overall limit is the sensor's own ``timeout``). On a timeout Airflow raises in the task and then
-calls ``on_kill``, which cancels the source query (see RenderCsvOperator.on_kill).
+overall limit is the sensor's own ``timeout``). On a timeout Airflow raises in the task: the
+exception unwinds through the COPY reader, which cancels the source query and closes its
+connection (export_lib/render/copy.py); Airflow then calls ``on_kill`` as a backstop, which
+finds nothing left to cancel (tests/scheduler/test_runaway.py observes both).
 """
 
 from __future__ import annotations

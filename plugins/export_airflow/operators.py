@@ -109,10 +109,11 @@ class CancelsSourceQueries:
 
     Airflow 3.3's task runner calls ``on_kill`` from its SIGTERM handler, in the task's main
     thread, when the task is cleared or marked while running, or its worker shuts down (the
-    supervisor's heartbeat is refused and it sends SIGTERM), and after an
-    ``execution_timeout``. The handler interrupts the render's ``select()`` wait; libpq's
-    cancel request stops the server-side query, the read loop then ends with the server's
-    error and the connection is closed.
+    supervisor's heartbeat is refused and it sends SIGTERM): the handler interrupts the
+    render's ``select()`` wait; libpq's cancel request stops the server-side query, the read
+    loop then ends with the server's error and the connection is closed. After an
+    ``execution_timeout`` the timeout's exception has already unwound through the COPY reader
+    (which cancels the query itself) when ``on_kill`` runs, so it finds nothing left.
     """
 
     log: Any

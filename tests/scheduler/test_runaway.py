@@ -169,7 +169,7 @@ def fixture_dsn(postgres_server):
 def stack(fixture_dsn):
     root = scratch_dir("export-runaway-")
     stack = Stack.in_copy(root / "project", AIRFLOW_CONN_FIXTURE_SOURCE=fixture_dsn,
-                          EXPORT_WATERMARK_POKE_SECONDS="10")
+                          EXPORT_WATERMARK_POKE_SECONDS="10", EXPORT_TIMEOUT_RENDER="8s")
     # The watermark never passes: the sensor reschedules until this deadline, then exports.
     wm_deadline_at = datetime.now(UTC) + timedelta(seconds=WM_DEADLINE_AFTER)
     fixture_catalog(stack, wm_deadline_at.replace(microsecond=0) - S0)
@@ -218,7 +218,10 @@ def dag_runs(api: Api, dag_id: str) -> list[dict]:
     return api.ok("GET", f"/api/v2/dags/{dag_id}/dagRuns?limit=100&order_by=id")["dag_runs"]
 
 
-def test_clearing_a_running_render_leaves_no_query_on_the_source(stack, api, fixture_dsn):
+def test_a_cleared_and_a_timed_out_render_leave_no_query_on_the_source(stack, api, fixture_dsn):
+    """Both ways Airflow stops a running render end its COPY on the source within 5 s: a clear
+    (SIGTERM → on_kill), then the cleared render's next try meeting its execution_timeout
+    (EXPORT_TIMEOUT_RENDER=8s here) while the table is locked, so its COPY waits until then."""
     run_id = api.trigger_manual("bigco", "bigco/full-dump", BIG_DAY, "runaway test")["dag_run_id"]
     day_text = f"{BIG_DAY:%Y-%m-%d}"
     active = wait_for(lambda: [p for p, s in export_queries(fixture_dsn, day_text)
@@ -243,6 +246,45 @@ def test_clearing_a_running_render_leaves_no_query_on_the_source(stack, api, fix
     assert gone_after <= 5.0
     first_try = task_logs(stack, "manual_export__bigco", run_id, "render")
     assert "on_kill: cancelled 1 running source query" in first_try
+
+    # The next try waits on a lock we hold until its execution_timeout stops it.
+    locked, release = threading.Event(), threading.Event()
+
+    def hold_lock() -> None:
+        with psycopg.connect(fixture_dsn) as conn:
+            conn.execute("LOCK TABLE big_metrics IN ACCESS EXCLUSIVE MODE")
+            locked.set()
+            release.wait(120)
+
+    holder = threading.Thread(target=hold_lock)
+    holder.start()
+    try:
+        assert locked.wait(30), "could not lock big_metrics after the clear"
+        waiting = wait_for(lambda: [p for p, _ in export_queries(fixture_dsn, day_text)],
+                           120, interval=0.2, what="the render's next try to reach the source")
+        appeared = time.monotonic()
+        (retry_pid,) = set(waiting)
+        wait_for(lambda: all(p != retry_pid for p, _ in export_queries(fixture_dsn, day_text)),
+                 60, interval=0.1, what=f"backend {retry_pid} to leave pg_stat_activity")
+        gone_after = time.monotonic() - appeared
+    finally:
+        release.set()
+        holder.join()
+    print(f"timed-out render: backend {retry_pid} gone {gone_after:.2f} s after it appeared "
+          "(execution_timeout 8 s)")
+    assert gone_after <= 8.0 + 5.0
+    ti = wait_for(lambda: (t := api.ok("GET", f"/api/v2/dags/manual_export__bigco/dagRuns/"
+                                              f"{run_id}/taskInstances/render"))["state"]
+                  in ("up_for_retry", "failed") and t, 60, interval=1,
+                  what="the timed-out render to end its try")
+    assert ti["try_number"] == 2, ti
+    folder = (stack.root / ".airflow" / "logs" / "dag_id=manual_export__bigco"
+              / f"run_id={run_id}" / "task_id=render")
+    second_try = "\n".join(p.read_text(errors="replace") for p in folder.glob("**/attempt=2*"))
+    assert "AirflowTaskTimeout" in second_try, second_try[-3000:]
+    # The timeout's exception unwinds through the COPY reader, which cancels the query itself;
+    # Airflow's on_kill after a timeout then finds nothing left to cancel (its backstop).
+    assert "on_kill: cancelled 0 running source queries" in second_try, second_try[-3000:]
 
 
 def test_restatement_runs_apart_and_publishes_a_correction(stack, api, fixture_dsn):
