@@ -9,6 +9,7 @@ and ``exportctl loaders`` (run by ``make setup``) writes the missing ones.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from collections.abc import Mapping
@@ -132,14 +133,19 @@ DAG_INDEX_ENV = "EXPORT_DAG_INDEX_DIR"
 TaskGraph = dict[str, list[str]]  # task id → its upstream task ids
 
 
-def dag_index_dir(environ: Mapping[str, str]) -> Path | None:
-    """Where the record lives: ``$EXPORT_DAG_INDEX_DIR``, else ``$AIRFLOW_HOME/export_dag_index``
-    (the dag-processor's own writable home; the dags folder may be mounted read-only)."""
+def dag_index_dir(environ: Mapping[str, str], dags_dir: Path | str) -> Path | None:
+    """Where the record of ``dags_dir``'s companies lives: under ``$EXPORT_DAG_INDEX_DIR``, else
+    ``$AIRFLOW_HOME/export_dag_index`` (the dag-processor's own writable home; the dags folder
+    may be mounted read-only), in a subdirectory per dags folder, so two folders parsed with
+    one home (a copy, a test) never answer for each other's companies."""
     if environ.get(DAG_INDEX_ENV):
-        return Path(environ[DAG_INDEX_ENV])
-    if environ.get("AIRFLOW_HOME"):
-        return Path(environ["AIRFLOW_HOME"]) / "export_dag_index"
-    return None
+        base = Path(environ[DAG_INDEX_ENV])
+    elif environ.get("AIRFLOW_HOME"):
+        base = Path(environ["AIRFLOW_HOME"]) / "export_dag_index"
+    else:
+        return None
+    folder = str(Path(dags_dir).resolve())
+    return base / hashlib.sha256(folder.encode()).hexdigest()[:16]
 
 
 def record_company_dags(index_dir: Path, company: str, dags: Mapping[str, TaskGraph]) -> bool:

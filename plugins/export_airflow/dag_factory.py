@@ -239,7 +239,7 @@ def register_company_dags(loader_file: str, namespace: dict[str, Any]) -> None:
     path = Path(loader_file)
     company_id = path.stem.removeprefix(LOADER_PREFIX)
     context = get_parsing_context()
-    index = dag_index_dir(os.environ)
+    index = dag_index_dir(os.environ, path.parent)
     gone = removed_company(path.parent, company_id)
     if gone is not None:
         if context.dag_id and context.task_id:
