@@ -235,3 +235,21 @@ def test_exportctl_audit_prints_the_plan_and_applies_it_once(world):
     unknown = world.exportctl("audit", "--company", "nope", "--config", str(world.config))
     assert unknown.returncode == 2
     assert "unknown company 'nope'" in unknown.stderr
+
+
+def test_the_api_client_reads_the_export_airflow_api_connection():
+    from export_lib.errors import ConfigError
+    from export_lib.pipeline.backfills import AirflowApi
+    from export_lib.source.connections import parse_connection
+
+    api = AirflowApi.from_connection(parse_connection(
+        "export_airflow_api", "http://admin:s3cret@localhost:28080"))
+    assert (api.base_url, api.username, api.password) == ("http://localhost:28080", "admin",
+                                                          "s3cret")
+    based = AirflowApi.from_connection(parse_connection(
+        "export_airflow_api", '{"conn_type": "http", "login": "u", "password": "p", '
+                              '"extra": {"base_url": "https://airflow.example/"}}'))
+    assert based.base_url == "https://airflow.example"
+    with pytest.raises(ConfigError, match="connection 'export_airflow_api' has no host: set it "
+                                          "to the API server"):
+        AirflowApi.from_connection(parse_connection("export_airflow_api", '{"conn_type": "http"}'))
