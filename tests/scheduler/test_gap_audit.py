@@ -64,8 +64,9 @@ def test_an_outage_is_recovered_by_the_audit_and_a_second_audit_changes_nothing(
         scheduler_stack):
     stack = scheduler_stack
     stack.wait_for_dags(EACH, LATEST)
-    for dag_id in (EACH, LATEST):  # the newest due slot runs; the older ones never did
-        stack.wait_for_run(dag_id, stack.wait_for_run_id(dag_id), timeout=240)
+    first_runs = {d: stack.wait_for_run_id(d) for d in (EACH, LATEST)}
+    for dag_id, run_id in first_runs.items():  # the newest due slot runs, the older never did
+        stack.wait_for_task(dag_id, run_id, "resolve_window", timeout=240)
     assert list(_ledger(stack, "audit-each/daily")) == [_iso(NEWEST)]
 
     first = _audit(stack)
@@ -83,6 +84,8 @@ def test_an_outage_is_recovered_by_the_audit_and_a_second_audit_changes_nothing(
                                               for r in runs) else None
 
     runs = wait_for(backfilled, 300, interval=3, what="the 3 backfill runs to finish")
+    for dag_id, run_id in first_runs.items():
+        stack.wait_for_run(dag_id, run_id, timeout=120)
     assert {r["state"] for r in runs} == {"success"}
     assert sorted(datetime.fromisoformat(r["logical_date"]) for r in runs) == missed
 
