@@ -157,6 +157,10 @@ class AirflowApi:
                 "reprocess_behavior": "none", "max_active_runs": CATCHUP_BUDGET,
                 "dag_run_conf": {}}
         status, dry = self.call("POST", "/api/v2/backfills/dry_run", body)
+        if status == 404:
+            return BackfillOutcome(dag_id, len(wanted), deferred=(
+                "Airflow does not know this DAG (not parsed yet, or its company file has "
+                "errors: see Airflow's import errors)"))
         if status != 200:
             raise OrchestratorError(f"backfill dry run for {dag_id}: HTTP {status}: {dry}")
         todo = sorted(datetime.fromisoformat(r["logical_date"]).astimezone(UTC)
