@@ -232,6 +232,16 @@ def test_exportctl_audit_prints_the_plan_and_applies_it_once(world):
     import json
 
     assert json.loads(again.stdout)["changed"] == 0
+    no_api = world.exportctl("audit", "--company", "gapco", "--config", str(world.config))
+    assert no_api.returncode == 1
+    assert "connection 'export_airflow_api' is not defined: set " \
+           "AIRFLOW_CONN_EXPORT_AIRFLOW_API" in no_api.stderr
+    dry = world.exportctl("audit", "--company", "gapco", "--config", str(world.config),
+                          "--dry-run")
+    assert dry.returncode == 0 and "the plan does not know Airflow's running slots" in dry.stderr
+    assert dry.stdout.strip().splitlines()[-1] == ("dry run: 0 gap(s) found; nothing was "
+                                                   "changed (0 to backfill, 0 to record skipped, "
+                                                   "0 unrecoverable, 0 in flight)")
     unknown = world.exportctl("audit", "--company", "nope", "--config", str(world.config))
     assert unknown.returncode == 2
     assert "unknown company 'nope'" in unknown.stderr
