@@ -107,3 +107,11 @@ class AuthorizationError(ExportError):
 
 class RunHeldError(ExportError):
     """A run started after its deadline under ``late_start: hold`` waits for an operator."""
+
+
+class OrchestratorError(ExportError):
+    """Airflow's REST API could not be reached or answered unexpectedly (a backfill request of
+    catch-up or the gap audit). Retryable: the API server may come back; refused credentials
+    are a ConfigError naming the connection instead."""
+
+    retryable = True

@@ -262,11 +262,19 @@ def add_ledger_parsers(subparsers: argparse._SubParsersAction) -> None:
     commands.register(subparsers)
 
 
+def add_audit_parsers(subparsers: argparse._SubParsersAction) -> None:
+    """``audit``, ``explain`` and ``migrate-legacy`` (export_lib.cli.audit_commands)."""
+    from export_lib.cli import audit_commands
+
+    audit_commands.register(subparsers)
+
+
 SUBCOMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     add_validate_parser,
     add_loaders_parser,
     add_preview_parser,
     add_ledger_parsers,
+    add_audit_parsers,
 ]
 
 

@@ -1,0 +1,132 @@
+"""The gap audit, executing half: record the skipped and unrecoverable gaps in the ledger and
+request the backfills from Airflow (ADR 0009). ``exportctl audit`` and the ``export_gap_audit``
+DAG both call :func:`run_audit`.
+
+Recording a gap registers its run (window, config version and snapshot of the version in force
+for the slot, trigger ``audit``) and moves it to ``skipped`` with the plan's reason; an
+unrecoverable one also gets an event ``owner notified: …`` (the notification intent) and one
+warning line naming the owner, and is handed to ``notify`` when given. A run someone else
+registered meanwhile is left alone. Backfills go through :class:`AirflowApi`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from export_lib.periods.instants import format_instant
+from export_lib.pipeline.audit import AuditPlan, Gap, find_gaps, plan_audit
+from export_lib.pipeline.backfills import AirflowApi, BackfillOutcome
+
+log = logging.getLogger(__name__)
+
+AUDIT_TRIGGER = "audit"
+Notify = Callable[[Gap, str], None]
+
+
+@dataclass
+class AuditResult:
+    plan: AuditPlan
+    recorded: list[str] = field(default_factory=list)  # run keys recorded skipped
+    left_alone: list[str] = field(default_factory=list)  # registered meanwhile by someone else
+    backfills: list[BackfillOutcome] = field(default_factory=list)
+    not_requested: list[str] = field(default_factory=list)  # DAG ids (dry run or no API)
+    applied: bool = False
+
+    @property
+    def changed(self) -> int:
+        return len(self.recorded) + sum(len(b.created) for b in self.backfills)
+
+    def summary(self) -> str:
+        plan = self.plan
+        gaps = len(plan.actions)
+        if not self.applied:
+            return (f"dry run: {gaps} gap(s) found; nothing was changed "
+                    f"({len(plan.of('backfill'))} to backfill, {len(plan.of('skip'))} to record "
+                    f"skipped, {len(plan.unrecoverable)} unrecoverable, "
+                    f"{len(plan.of('untouched'))} in flight)")
+        if self.changed == 0:
+            return (f"nothing changed: {gaps} gap(s) found, every one already recorded, "
+                    "requested or in flight")
+        created = sum(len(b.created) for b in self.backfills)
+        return (f"{self.changed} change(s): {len(self.recorded)} gap(s) recorded in the ledger "
+                f"({len(self.plan.unrecoverable)} unrecoverable), {created} backfill run(s) "
+                f"requested from Airflow")
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**self.plan.as_dict(), "applied": self.applied, "changed": self.changed,
+                "recorded": self.recorded, "left_alone": self.left_alone,
+                "unrecoverable": [g.label for g in self.plan.unrecoverable],
+                "backfills": [{"dag_id": b.dag_id, "asked": b.asked, "backfill_id": b.backfill_id,
+                               "created": [format_instant(s) for s in b.created],
+                               "deferred": b.deferred} for b in self.backfills],
+                "not_requested": self.not_requested, "summary": self.summary()}
+
+
+def _record(ledger: Any, catalog: Any, gap: Gap, reason: str, *, now: datetime,
+            result: AuditResult, notify: Notify | None, unrecoverable: bool) -> None:
+    from export_lib.pipeline.stages import RunContext
+    from export_lib.pipeline.start import register_run
+
+    schedule = catalog.schedule(gap.schedule_id)
+    summary = register_run(ledger, schedule, gap.slot, now=now,
+                           ctx=RunContext(origin="gap-audit", trigger=AUDIT_TRIGGER))
+    if not summary.created:
+        result.left_alone.append(summary.run_key)
+        log.info("company=%s schedule=%s period=%s: registered meanwhile (state %s); the audit "
+                 "leaves it alone", *gap.log_fields(), summary.state)
+        return
+    ledger.skip(summary.run_key, reason, now)
+    result.recorded.append(summary.run_key)
+    if not unrecoverable:
+        log.warning("company=%s schedule=%s period=%s: recorded skipped: %s",
+                    *gap.log_fields(), reason)
+        return
+    ledger.note(summary.run_key, f"owner notified: {gap.owner}: {reason}", now)
+    log.warning("company=%s schedule=%s period=%s: UNRECOVERABLE, owner %s notified: %s",
+                *gap.log_fields(), gap.owner, reason)
+    if notify is not None:
+        notify(gap, reason)
+
+
+def apply_audit(plan: AuditPlan, ledger: Any, catalog: Any, *, now: datetime,
+                api: AirflowApi | None, notify: Notify | None = None) -> AuditResult:
+    """Record every ``skip``/``unrecoverable`` gap and request every backfill (``api``; None
+    leaves the backfills unrequested and says so). ``untouched`` gaps are not touched."""
+    result = AuditResult(plan, applied=True)
+    for action in plan.of("skip", "unrecoverable"):
+        _record(ledger, catalog, action.gap, action.reason, now=now, result=result,
+                notify=notify, unrecoverable=action.action == "unrecoverable")
+    for dag_id, gaps in plan.backfills.items():
+        if api is None:
+            result.not_requested.append(dag_id)
+            continue
+        outcome = api.request_backfill(dag_id, [g.slot for g in gaps])
+        result.backfills.append(outcome)
+        log.info("company=%s schedule=%s period=%s: %s", *gaps[-1].log_fields(),
+                 outcome.describe())
+    return result
+
+
+def run_audit(catalog: Any, ledger: Any, *, since: datetime, until: datetime, now: datetime,
+              company: str | None = None, api: AirflowApi | None = None, dry_run: bool = False,
+              notify: Notify | None = None) -> AuditResult:
+    """Find the gaps, plan them (slots Airflow is running are left alone: asked through
+    ``api``), and apply the plan unless ``dry_run``."""
+    found, notes = find_gaps(catalog, ledger, since=since, until=until, now=now, company=company)
+    active: dict[str, set[datetime]] = {}
+    if api is not None:
+        for item in found:
+            if item.gaps:
+                active[item.dag_id] = api.active_slots(item.dag_id, item.gaps[0].slot,
+                                                       now + timedelta(days=1))
+    plan = plan_audit(found, since=since, until=until, now=now, active=active, notes=notes)
+    if dry_run:
+        return AuditResult(plan)
+    return apply_audit(plan, ledger, catalog, now=now, api=api, notify=notify)
+
+
+__all__ = ["AUDIT_TRIGGER", "AuditResult", "apply_audit", "run_audit"]

@@ -1,0 +1,78 @@
+"""The ``export_gap_audit`` DAG: once a day, the gap audit (ADR 0009) over the last 7 days.
+
+One thin task calls :func:`export_lib.pipeline.audit_apply.run_audit`, the same function as
+``exportctl audit``: expected slots versus the ledger, each gap backfilled, recorded skipped or
+recorded unrecoverable per its schedule's recovery policy, slots Airflow is running left alone.
+Backfills go through the REST API with the ``export_airflow_api`` connection (ADR 0006). Every
+unrecoverable period is logged on one line naming its owner and returned in the XCom
+(``unrecoverable``) for a notifier to pick up.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from airflow.sdk import DAG, BaseOperator
+
+from export_airflow.dag_factory import EPOCH
+from export_airflow.operators import export_errors
+
+GAP_AUDIT_DAG_ID = "export_gap_audit"
+LOOKBACK = timedelta(days=7)
+
+
+class GapAuditOperator(BaseOperator):
+    """Run the gap audit over ``lookback`` up to now.
+
+    :param config_dir: the config catalog directory (templated)
+    """
+
+    template_fields: Sequence[str] = ("config_dir",)
+    ui_color = "#fdf3e8"
+
+    def __init__(self, *, config_dir: str, lookback: timedelta = LOOKBACK, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.config_dir = config_dir
+        self.lookback = lookback
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        from export_airflow.recovery import api_from_airflow
+        from export_lib.config.loader import load_catalog
+        from export_lib.ledger import open_ledger
+        from export_lib.pipeline.audit_apply import run_audit
+
+        now = datetime.now(UTC)
+        with export_errors():
+            catalog = load_catalog(self.config_dir)
+            for line in catalog.error_lines:
+                self.log.warning("config error, not audited: %s", line)
+            result = run_audit(catalog, open_ledger(), since=now - self.lookback, until=now,
+                               now=now, api=api_from_airflow())
+        for line in result.plan.lines():
+            self.log.info("%s", line)
+        for outcome in result.backfills:
+            self.log.info("%s", outcome.describe())
+        self.log.info("%s", result.summary())
+        return {"changed": result.changed, "recorded": result.recorded,
+                "unrecoverable": [{"run": g.label, "owner": g.owner}
+                                  for g in result.plan.unrecoverable],
+                "backfills": [{"dag_id": b.dag_id, "created": len(b.created),
+                               "deferred": bool(b.deferred)} for b in result.backfills]}
+
+
+def build_gap_audit_dag(config_dir: str) -> DAG:
+    with DAG(
+        dag_id=GAP_AUDIT_DAG_ID,
+        schedule="30 1 * * *",
+        start_date=EPOCH,
+        catchup=False,
+        max_active_runs=1,
+        tags=["kind:audit"],
+        doc_md=__doc__,
+        default_args={"owner": "exports", "retries": 2, "retry_delay": timedelta(minutes=10)},
+    ) as dag:
+        GapAuditOperator(task_id="audit", config_dir=config_dir,
+                         execution_timeout=timedelta(minutes=30))
+    return dag
