@@ -31,6 +31,8 @@ from typing import Any
 from airflow.sdk import BaseHook, BaseOperator
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
+from export_airflow.metrics import emit
+
 API_CONN_ID = "export_airflow_api"
 TIMEOUT_S = 30
 
@@ -145,6 +147,7 @@ class RecoverMissedOperator(BaseOperator):
                                 effective_from=schedule.effective_from)
         if wanted is None:
             self.log.info("company=%s schedule=%s period=%s: no missed slots", *fields)
+            emit("gauge", "catchup.backlog", company, self.schedule_id, 0)
             return {"backfill_id": None, "missed": 0}
         body = {"dag_id": dag_id, "from_date": _iso(wanted.first), "to_date": _iso(wanted.last),
                 "run_backwards": False, "reprocess_behavior": "none",
@@ -153,6 +156,7 @@ class RecoverMissedOperator(BaseOperator):
         if status != 200:
             raise RuntimeError(f"backfill dry run for {dag_id}: HTTP {status}: {dry}")
         todo = sorted(datetime.fromisoformat(r["logical_date"]) for r in dry["backfills"])
+        emit("gauge", "catchup.backlog", company, self.schedule_id, len(todo))
         if not todo:
             self.log.info("company=%s schedule=%s period=%s: every slot of %s has a run",
                           *fields, wanted.describe())
