@@ -109,3 +109,23 @@ def test_an_smtp_server_that_refuses_leaves_the_alert_to_the_next_report(alert_e
     assert len(alert_env.messages) == 1
     (notice,) = list_notices(open_ledger().engine, RUN_KEY)
     assert (notice["state"], notice["claims"]) == ("sent", 2)
+
+
+def test_each_destination_whose_delivery_gave_up_is_its_own_alert(alert_env):
+    from export_lib.errors import DeliveryError
+
+    def deliver_failed(destination: str) -> dict:
+        ti = SimpleNamespace(task_id="deliver", dag_id="widget_export__acme__daily-spend",
+                             run_id="scheduled__2026-03-29T05:00:00+00:00", try_number=7)
+        return {"logical_date": SLOT, "ti": ti,
+                "task": SimpleNamespace(task_id="deliver", destination_id=destination),
+                "exception": DeliveryError(f"delivery to {destination} is exhausted")}
+
+    for destination in ("sftp-a", "sftp-b", "sftp-a"):
+        _notifier("failed")(deliver_failed(destination))
+    subjects = sorted(str(m["Subject"]) for m in alert_env.messages)
+    assert subjects == [
+        "[exports] delivery not made (sftp-a): acme/daily-spend slot 2026-03-29T05:00Z",
+        "[exports] delivery not made (sftp-b): acme/daily-spend slot 2026-03-29T05:00Z"]
+    keys = [n["notice_key"] for n in list_notices(open_ledger().engine, RUN_KEY)]
+    assert keys == [f"alert:{RUN_KEY}:delivery:sftp-a", f"alert:{RUN_KEY}:delivery:sftp-b"]
