@@ -33,23 +33,23 @@ from tests.services.smtp import SmtpRelay, start_smtp, stop_smtp
 HOUR = daily_hour_far_from_now()
 FAILING, METERED = "widget_export__alertco__daily", "widget_export__meterco__daily"
 TEAM, OWNER = "exports-team@example.com", "ops@alertco.example"
-# alertco's latest slot and a deadline that passes ~4 min after this module is imported (the
-# stack takes ~2 min to start; a run created after its deadline gets no deadline alert).
+# alertco's latest slot. Its deadline is set just before the stack starts to pass 3 min later
+# (the stack starts in 70-125 s; a run created after its deadline gets no deadline alert).
 _NOW = datetime.now(UTC)
 SLOT = _NOW.replace(hour=HOUR, minute=0, second=0, microsecond=0)
 SLOT = SLOT if SLOT <= _NOW else SLOT - timedelta(days=1)
-DEADLINE_MINUTES = int((_NOW - SLOT).total_seconds() // 60) + 4
+DEADLINE_AFTER_START = timedelta(minutes=3)
 
 
-def _failing_export() -> dict[str, Any]:
+def _failing_company(deadline: timedelta = timedelta(hours=20)) -> dict[str, Any]:
     export = widget_export("daily", export_hour=HOUR, company="alertco",
-                           deadline=f"{DEADLINE_MINUTES}m")
+                           deadline=f"{int(deadline.total_seconds())}s")
     export["query"] = {**export["query"], "source": "broken_source"}
-    return export
+    return company_file("alertco", [export])
 
 
 COMPANIES = {
-    "alertco": company_file("alertco", [_failing_export()]),
+    "alertco": _failing_company(),
     "meterco": company_file("meterco", [widget_export("daily", export_hour=HOUR,
                                                       company="meterco")]),
 }
@@ -120,6 +120,9 @@ def prepare_stack(stack: SchedulerStack) -> None:
                                                    {"tenant_column": "company_id"}}}
     assert data["alerts"]["exports_team"] == [TEAM]
     defaults.write_text(yaml.safe_dump(data, sort_keys=False))
+    deadline = datetime.now(UTC) + DEADLINE_AFTER_START - SLOT
+    SERVERS["deadline"] = timedelta(seconds=int(deadline.total_seconds()))
+    stack.write_company("alertco", _failing_company(SERVERS["deadline"]), sync_loaders=False)
     stack.stack.extra_env.update({
         "AIRFLOW_CONN_SMTP_DEFAULT": f"smtp://127.0.0.1:{relay.port}/?from_email=airflow"
                                      "%40example.com&disable_ssl=true&disable_tls=true"
@@ -202,13 +205,14 @@ def test_one_failure_is_one_email_per_recipient_after_three_retries_and_a_clear(
 
 def test_a_missed_deadline_alerts_once_per_recipient(scheduler_stack: SchedulerStack):
     """The failed run is never delivered: its DeadlineAlert fires in the triggerer."""
-    relay = SERVERS["relay"]
-    due = SLOT + timedelta(minutes=DEADLINE_MINUTES)
+    relay, deadline = SERVERS["relay"], SERVERS["deadline"]
+    due = SLOT + deadline
     _until(lambda: _per_recipient(relay, "deadline missed") == {TEAM: 1, OWNER: 1},
            max(0.0, (due - datetime.now(UTC)).total_seconds()) + 90,
-           f"the deadline e-mails (deadline {due:%H:%M:%S}Z)")
+           f"the deadline e-mails (deadline {due:%H:%M:%S}Z; none comes if the stack took "
+           f"longer than {DEADLINE_AFTER_START} to create the run)")
     (_, _, body) = next(m for m in _mails(relay) if "deadline missed" in m[0])
-    assert f"not delivered within {timedelta(minutes=DEADLINE_MINUTES)} of the slot" in body
+    assert f"not delivered within {deadline} of the slot" in body
     assert _per_recipient(relay, "export failed") == {TEAM: 1, OWNER: 1}
 
 
