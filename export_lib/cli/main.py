@@ -288,7 +288,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from export_lib.logfmt import install
+
     logging.getLogger("export_lib").addHandler(logging.NullHandler())
+    install()  # EXPORT_LOG_FORMAT=json
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

@@ -32,6 +32,7 @@ from export_lib.config.messages import issues_from_validation
 from export_lib.config.models import (
     POLICY_KEYS,
     SLUG,
+    AlertsConfig,
     CompanyConfig,
     CompanyFile,
     DataExportConfig,
@@ -61,6 +62,7 @@ class Catalog:
     companies: Mapping[str, CompanyConfig]
     errors: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     sources: Mapping[str, Any] = field(default_factory=dict)  # defaults.yaml ``sources``
+    alerts: AlertsConfig = AlertsConfig()  # defaults.yaml ``alerts``
 
     @property
     def ok(self) -> bool:
@@ -162,6 +164,7 @@ def _catalog(root: Path, loaded: Mapping[str, tuple[CompanyConfig, tuple[Schedul
         companies=MappingProxyType(dict(sorted(companies.items()))),
         errors=MappingProxyType({k: tuple(v) for k, v in sorted(errors.items())}),
         sources=MappingProxyType(dict(defaults.sources) if defaults else {}),
+        alerts=defaults.alerts if defaults else AlertsConfig(),
     )
 
 

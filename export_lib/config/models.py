@@ -295,6 +295,30 @@ class SourceConfig(FrozenModel):
         return value
 
 
+NOTIFIER_PATH = r"^(smtp|[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+)$"
+
+
+class NotifierConfig(FrozenModel):
+    """How alerts are sent: ``smtp`` (Airflow's ``SmtpNotifier`` on connection ``conn_id``) or
+    the dotted path of another Airflow notifier class (Slack, ...), built with ``kwargs`` plus
+    the alert text in the keyword ``message_field`` (e.g. ``text``)."""
+
+    class_: str = Field(default="smtp", alias="class", pattern=NOTIFIER_PATH, max_length=200)
+    conn_id: str = Field(default="smtp_default", pattern=r"^[A-Za-z0-9_.-]+$", max_length=200)
+    from_email: Email | None = None
+    message_field: str = Field(default="text", pattern=r"^[a-z_][a-z0-9_]*$", max_length=64)
+    kwargs: dict[str, str | int | bool] = Field(default_factory=dict, max_length=20)
+
+
+class AlertsConfig(FrozenModel):
+    """``alerts:`` in defaults.yaml: who hears about a failed or exhausted export and a missed
+    deadline (the exports team, and each schedule's owner unless ``notify_owner: false``)."""
+
+    exports_team: tuple[Email, ...] = Field(default=(), max_length=MAX_AUTHORIZED)
+    notify_owner: StrictBool = True
+    notifier: NotifierConfig = NotifierConfig()
+
+
 class DefaultsFile(FrozenModel):
     """``dags/config/defaults.yaml``: policies for every export, data-export defaults, the
     source tables exports may read (``sources``) and the mounted directories local
@@ -305,6 +329,7 @@ class DefaultsFile(FrozenModel):
     local_mounts: tuple[str, ...] = Field(default=(), max_length=MAX_DESTINATIONS)
     policies: PolicyFields = PolicyFields()
     data_exports: DataExportDefaults
+    alerts: AlertsConfig = AlertsConfig()
 
     @field_validator("local_mounts")
     @classmethod

@@ -190,3 +190,26 @@ delivery_attempts = Table(
     Column("receipt", Text),
     UniqueConstraint("delivery_id", "attempt", name="uq_delivery_attempt"),
 )
+
+# Things announced once per run (revision 0007): alerts (kind ``alert``, key per run and reason
+# or destination) and once-only metrics (kind ``metric``, e.g. a run counted completed). The
+# unique ``notice_key`` makes the claim race-free; ``claims`` counts every ask (retries, clears).
+notices = Table(
+    "export_notices",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("notice_key", String(500), nullable=False),
+    Column("kind", String(16), nullable=False),
+    Column("run_key", String(300), nullable=False),
+    Column("reason", String(64), nullable=False),
+    Column("recipients", Text, nullable=True),
+    # claimed (being sent), sent, or failed (the next ask may try again)
+    Column("state", String(16), nullable=False),
+    Column("claims", Integer, nullable=False, server_default="1"),
+    Column("error", Text, nullable=True),
+    Column("created_at", UtcDateTime, nullable=False),
+    Column("updated_at", UtcDateTime, nullable=False),
+    Column("sent_at", UtcDateTime, nullable=True),
+    Index("uq_export_notices_key", "notice_key", unique=True),
+    Index("ix_export_notices_run_key", "run_key"),
+)

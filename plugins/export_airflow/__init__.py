@@ -5,3 +5,7 @@ factory, deadline references, the retry and cluster policies, and the status pag
 ``export_airflow.<module>.<Class>`` everywhere (DAG files, the plugins, the scheduler), which
 keeps the qualnames of registered timetables and deadline references identical.
 """
+
+from export_lib.logfmt import install as _install_log_format
+
+_install_log_format()  # EXPORT_LOG_FORMAT=json: our log lines as JSON (ADR 0010)

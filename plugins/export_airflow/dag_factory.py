@@ -16,6 +16,7 @@ from typing import Any
 
 from airflow.sdk import DAG, Param, get_parsing_context
 
+from export_airflow.alerts import failure_notifier
 from export_airflow.deadlines import deadline_alert
 from export_airflow.limits import task_timeout
 from export_airflow.operators import (
@@ -60,12 +61,16 @@ def retry_delay() -> timedelta:
 
 def retry_args(schedule: Any) -> dict[str, Any]:
     """Seed 000: retry every 10 minutes, doubling, inside a 5-day window (24 h cap per wait:
-    10+20+…+1280 min, then 1440 min twice = 4.8 days over 11 retries)."""
+    10+20+…+1280 min, then 1440 min twice = 4.8 days over 11 retries). For tests on a real
+    scheduler (tests/scheduler/test_alerts.py) ``EXPORT_RETRIES`` lowers the count and
+    ``EXPORT_MAX_RETRY_DELAY_SECONDS`` the cap (Airflow's backoff counts every try of a cleared
+    task, so its retries after a clear start at 2**4 times the first delay)."""
+    cap = os.environ.get("EXPORT_MAX_RETRY_DELAY_SECONDS")
     return {
-        "retries": 11,
+        "retries": int(os.environ.get("EXPORT_RETRIES") or 11),
         "retry_delay": retry_delay(),
         "retry_exponential_backoff": 2.0,
-        "max_retry_delay": timedelta(days=1),
+        "max_retry_delay": timedelta(seconds=float(cap)) if cap else timedelta(days=1),
     }
 
 
@@ -161,19 +166,23 @@ def build_dag(schedule: Any, config_dir: str) -> DAG:
         max_active_runs=2,
         tags=sorted(tags),
         doc_md=doc_for(schedule),
-        default_args={"owner": schedule.owner, **retry_args(schedule)},
+        # A task that fails for good (after its last retry) alerts the exports team and the
+        # owner, once per run and reason (export_airflow.alerts, ADR 0010); retries are silent.
+        default_args={"owner": schedule.owner, **retry_args(schedule),
+                      "on_failure_callback": failure_notifier(schedule, config_dir)},
         params={"regenerate": Param(False, type="boolean",
                                     description="Publish a new artifact version even if this "
                                                 "period already has one.")},
         is_paused_upon_creation=schedule.company.status == "paused",
-        deadline=deadline_alert(schedule),
+        deadline=deadline_alert(schedule, config_dir),
     ) as dag:
         resolve = ResolveWindowOperator(task_id="resolve_window",
                                         schedule_id=schedule.schedule_id, config_dir=config_dir)
         if schedule.policies.recovery == "each":
             # No upstream: a skipped or held current slot still recovers the missed ones.
+            # Its failure does not fail the export: no export alert (its own retries apply).
             RecoverMissedOperator(task_id="recover_missed", schedule_id=schedule.schedule_id,
-                                  config_dir=config_dir)
+                                  config_dir=config_dir, on_failure_callback=None)
         late_data = schedule.policies.late_data
         if late_data.policy == "wait_for_watermark":
             wait = WatermarkSensor(task_id="wait_for_watermark", run=resolve.output,

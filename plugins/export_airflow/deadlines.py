@@ -69,20 +69,23 @@ def slot_deadline_base(slot: datetime, run_type: str, deadline: timedelta,
 
 async def on_deadline_missed(company: str, schedule: str, deadline: str, context: Any = None,
                              **_: Any) -> None:
-    """Runs in the triggerer when a run misses its deadline: one line an analyst can act on."""
+    """The callback of DAGs serialized before alerts (ADR 0010) — kept so their stored deadline
+    alerts still import in the triggerer: one line an analyst can act on."""
     run = (context or {}).get("dag_run", {}) if isinstance(context, dict) else {}
     log.warning("company=%s schedule=%s run=%s: deadline missed (slot + %s); the export was not "
                 "delivered in time. Check the run's tasks and `exportctl runs --schedule %s`.",
                 company, schedule, run.get("run_id", "?"), deadline, schedule)
 
 
-def deadline_alert(schedule: Any) -> DeadlineAlert:
+def deadline_alert(schedule: Any, config_dir: str) -> DeadlineAlert:
+    """A miss is announced through :class:`export_airflow.alerts.ExportAlertNotifier` (awaited
+    in the triggerer): the exports team and the owner, once per run (ADR 0010)."""
+    from export_airflow.alerts import ExportAlertNotifier, deadline_kwargs
+
     seconds = schedule.deadline.total_seconds()
     return DeadlineAlert(
         reference=OnTimeSlotDeadline(deadline_seconds=seconds),
         interval=schedule.deadline,
-        callback=AsyncCallback(on_deadline_missed, kwargs={
-            "company": schedule.company.id, "schedule": schedule.schedule_id,
-            "deadline": str(schedule.deadline)}),
+        callback=AsyncCallback(ExportAlertNotifier, kwargs=deadline_kwargs(schedule, config_dir)),
         name=f"delivered within {schedule.deadline} of the slot",
     )

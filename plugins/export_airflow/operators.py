@@ -11,6 +11,7 @@ Airflow's retries apply.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
@@ -24,6 +25,7 @@ from airflow.sdk.exceptions import (
 )
 
 from export_airflow.limits import task_timeout
+from export_airflow.metrics import delivery_metrics, emit, render_metrics
 from export_lib.errors import ExportError, RenderBudgetError
 
 # A render refused by the render budget (export_lib/ledger/budget.py) tries again this much later.
@@ -99,6 +101,12 @@ class ResolveWindowOperator(BaseOperator):
         self.log.info("company=%s schedule=%s period=%s: run %s window [%s, %s) UTC, state %s",
                       *summary.log_fields(), summary.run_key, summary.window.start.isoformat(),
                       summary.window.end.isoformat(), summary.state)
+        if self.schedule_id is not None:
+            if summary.created:
+                emit("incr", "runs.expected", summary.company, summary.schedule_id)
+            if summary.missed_recorded:
+                emit("incr", "slots.skipped", summary.company, summary.schedule_id,
+                     summary.missed_recorded)
         if summary.skip_reason:
             raise AirflowSkipException(summary.skip_reason)
         return summary.as_xcom()
@@ -150,7 +158,7 @@ class RenderCsvOperator(CancelsSourceQueries, BaseOperator):
         from export_lib.storage.stores import open_store
 
         regenerate = str(self.regenerate).lower() in ("true", "1", "yes")
-        now = _now()
+        now, started = _now(), time.monotonic()
         with export_errors():
             run = RunSummary.from_xcom(self.run)
         try:
@@ -166,6 +174,12 @@ class RenderCsvOperator(CancelsSourceQueries, BaseOperator):
             raise AirflowRescheduleException(now + BUDGET_WAIT) from exc
         if result.get("skipped"):
             raise AirflowSkipException(result["skipped"])
+        if result.get("rendered"):
+            seconds = time.monotonic() - started
+            render_metrics(run.company, run.schedule_id, result["rows"], result["bytes"], seconds)
+            self.log.info("company=%s schedule=%s run=%s period=%s: %d rows, %d bytes in %.1f s",
+                          run.company, run.schedule_id, run.run_key, run.window.period,
+                          result["rows"], result["bytes"], seconds)
         return result
 
 
@@ -256,8 +270,11 @@ class DeliverOperator(BaseOperator):
             requeue_deliveries(ledger, run_key, destination_id=self.destination_id,
                                who=_who(context), now=now, strict=False,
                                why="the deliver task was run again (cleared) in Airflow")
-            return deliver_run(ledger, run_key, self.destination_id, now=now,
-                               config_dir=self.config_dir, resolver=airflow_resolver())
+            try:
+                return deliver_run(ledger, run_key, self.destination_id, now=now,
+                                   config_dir=self.config_dir, resolver=airflow_resolver())
+            finally:
+                delivery_metrics(ledger, run_key, _now())
 
 
 def _who(context: Any) -> str:

@@ -27,6 +27,7 @@ from typing import Any
 from airflow.sdk import BaseHook, BaseOperator
 from airflow.sdk.exceptions import AirflowSkipException
 
+from export_airflow.metrics import emit
 from export_lib.pipeline.backfills import API_CONN_ID, AirflowApi
 
 
@@ -87,9 +88,13 @@ class RecoverMissedOperator(BaseOperator):
                                 effective_from=schedule.effective_from)
         if wanted is None:
             self.log.info("company=%s schedule=%s period=%s: no missed slots", *fields)
+            emit("gauge", "catchup.backlog", company, self.schedule_id, 0)
             return {"backfill_id": None, "missed": 0}
         with export_errors():
             outcome = api.request_backfill(dag_id, [wanted.first, wanted.last])
+        # The backlog: slots still without a run (all wanted ones while a backfill waits).
+        emit("gauge", "catchup.backlog", company, self.schedule_id,
+             wanted.count if outcome.deferred else len(outcome.created))
         if outcome.deferred:
             # One active backfill per DAG (an operator's, or an earlier recovery): the next
             # scheduled run looks again (the range always covers the lookback).

@@ -40,7 +40,7 @@ def test_deadline_alert_survives_dag_serialization(tmp_path):
     (alert,) = data["dag"]["deadline"]
     blob = str(alert)
     assert "OnTimeSlotDeadline" in blob and "7200.0" in blob
-    assert "export_airflow.deadlines.on_deadline_missed" in blob
+    assert "export_airflow.alerts.ExportAlertNotifier" in blob
 
 
 @pytest.mark.parametrize(("run_type", "lag", "pool", "weight"), [

@@ -1,0 +1,123 @@
+"""Alerts, the pure part: who is told, the dedupe key and the words (issue 13, item 5).
+
+An alert says that one run of one schedule needs a person: its export **failed** (a task gave
+up after its retries), a **delivery** to one destination is exhausted or refused, or it missed
+its **deadline**. It is announced once per (run, reason[, destination]) — the key of
+:func:`alert_key`, claimed in the ledger (``export_notices``) before anything is sent — so
+Airflow retries, a clear that fails the same way again, or two processes at once add nothing.
+The Airflow edge (``export_airflow.alerts``) sends it through an Airflow notifier.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from export_lib.config.models import AlertsConfig
+
+MAX_DETAIL = 1500
+UNRESOLVED_PERIOD = "not resolved (the run failed before its window was recorded)"
+
+
+class AlertReason(StrEnum):
+    FAILED = "failed"
+    DELIVERY = "delivery"
+    DEADLINE = "deadline"
+
+
+HEADLINES = {
+    AlertReason.FAILED: "export failed",
+    AlertReason.DELIVERY: "delivery not made",
+    AlertReason.DEADLINE: "deadline missed",
+}
+
+
+def alert_key(run_key: str, reason: AlertReason | str, destination: str | None = None) -> str:
+    """``alert:<run key>:<reason>[:<destination>]`` — one alert per run and reason (and
+    destination for deliveries); the same for every retry, clear and process."""
+    key = f"alert:{run_key}:{AlertReason(reason).value}"
+    return f"{key}:{destination}" if destination else key
+
+
+def recipients(config: AlertsConfig, owner: str | None) -> tuple[str, ...]:
+    """The exports team, then the schedule's owner (unless ``notify_owner: false``), each once,
+    lower-cased, in that order."""
+    found: list[str] = []
+    for address in (*config.exports_team, *((owner,) if owner and config.notify_owner else ())):
+        address = address.strip().lower()
+        if address and address not in found:
+            found.append(address)
+    return tuple(found)
+
+
+@dataclass(frozen=True)
+class Alert:
+    """One alert about one run. ``period`` is the run's reporting period when the ledger has
+    the run (``None`` if it failed before it was registered); ``where`` names the Airflow run
+    and task for the reader who opens the UI."""
+
+    reason: AlertReason
+    company: str
+    schedule_id: str
+    run_key: str
+    slot: datetime
+    detail: str
+    period: str | None = None
+    destination: str | None = None
+    where: str | None = None
+
+    @property
+    def key(self) -> str:
+        return alert_key(self.run_key, self.reason, self.destination)
+
+    @property
+    def headline(self) -> str:
+        what = HEADLINES[self.reason]
+        return f"{what} ({self.destination})" if self.destination else what
+
+    @property
+    def subject(self) -> str:
+        return (f"[exports] {self.headline}: {self.schedule_id} "
+                f"{self.period or f'slot {self.slot:%Y-%m-%dT%H:%MZ}'}")
+
+    def commands(self) -> list[str]:
+        """What to run to investigate, most specific first."""
+        day = f"{self.slot:%Y-%m-%d}"
+        cmds = [f"exportctl explain --schedule {self.schedule_id} --date {day}",
+                f"exportctl runs --company {self.company} --schedule {self.schedule_id} "
+                f"--since {self.slot:%Y-%m-%dT%H:%MZ} --limit 1"]
+        if self.reason is AlertReason.DELIVERY:
+            cmds.append(f"exportctl requeue {self.run_key} --destination {self.destination} "
+                        "--reason '...'  # once the destination is fixed")
+        return cmds
+
+    def text(self) -> str:
+        """The body: run, period, reason and the commands, one fact per line."""
+        detail = " ".join(self.detail.split())
+        if len(detail) > MAX_DETAIL:
+            detail = detail[:MAX_DETAIL] + " …"
+        lines = [
+            f"{self.headline.capitalize()} for {self.schedule_id} (company {self.company}).",
+            "",
+            f"run:     {self.run_key}",
+            f"period:  {self.period or UNRESOLVED_PERIOD}",
+            f"slot:    {self.slot:%Y-%m-%dT%H:%MZ}",
+        ]
+        if self.destination:
+            lines.append(f"destination: {self.destination}")
+        lines.append(f"reason:  {detail}")
+        if self.where:
+            lines.append(f"airflow: {self.where}")
+        lines += ["", "Investigate:", *(f"  {c}" for c in self.commands()), "",
+                  "This alert is sent once per run and reason; retries and clears that fail "
+                  "the same way send nothing more."]
+        return "\n".join(lines)
+
+    def html(self) -> str:
+        """The body for an e-mail notifier: the text, escaped, in ``<pre>``."""
+        from html import escape
+
+        return f"<pre>{escape(self.text())}</pre>"

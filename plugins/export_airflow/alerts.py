@@ -1,0 +1,229 @@
+"""Alerts through Airflow's notifier mechanism (issue 13, item 5; ADR 0010).
+
+:class:`ExportAlertNotifier` is a ``BaseNotifier``: the DAG factory sets it as the export
+tasks' ``on_failure_callback`` (Airflow calls it when a task *fails for good* — after its last
+retry, or at once for a non-retryable error; ``on_retry_callback`` is not set, so retries are
+silent) and as the callback of the DAG's ``DeadlineAlert`` (run in the triggerer, awaited).
+
+It builds the :class:`export_lib.alerts.Alert` of the run (run key from the slot, period from
+the ledger, the reason from the exception or the delivery's last error), claims the alert's
+key in the ledger and only then sends it — through ``SmtpNotifier`` to the exports team and the
+schedule's owner by default, or through the notifier class ``alerts.notifier.class`` of
+``defaults.yaml`` names (Slack, ...). A key already sent is counted and not sent again: three
+retries and a clear of the same failure send one message per recipient.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from datetime import UTC, datetime
+from typing import Any
+
+from airflow.sdk import BaseNotifier
+
+from export_airflow.metrics import emit
+from export_lib.alerts import Alert, AlertReason, recipients
+
+log = logging.getLogger(__name__)
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _slot(context: Any) -> datetime | None:
+    value = context.get("logical_date")
+    if value is None and isinstance(context.get("dag_run"), dict):  # a deadline's context
+        value = context["dag_run"].get("logical_date")
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    return value.astimezone(UTC) if value is not None else None
+
+
+class ExportAlertNotifier(BaseNotifier):
+    """Alert the exports team and the owner once per run and reason.
+
+    :param reason: ``failed`` (a task's final failure; a ``deliver`` task's becomes
+        ``delivery`` for its destination) or ``deadline``
+    :param schedule_id: e.g. ``acme/daily-spend``
+    :param owner: the schedule's owner (an e-mail address)
+    :param config_dir: the catalog directory (``alerts:`` of its defaults.yaml)
+    :param deadline: the schedule's deadline, for the words of a deadline alert
+    """
+
+    template_fields = ()
+
+    def __init__(self, *, reason: str, schedule_id: str, owner: str, config_dir: str,
+                 deadline: str | None = None, context: Any = None) -> None:
+        super().__init__(context=context)
+        self.reason = AlertReason(reason)
+        self.schedule_id = schedule_id
+        self.company = schedule_id.split("/", 1)[0]
+        self.owner = owner
+        self.config_dir = config_dir
+        self.deadline = deadline
+
+    # -- what happened --------------------------------------------------------------------
+    def alert(self, context: Any) -> Alert | None:
+        from export_lib.periods.names import period_label, run_key
+
+        slot = _slot(context)
+        if slot is None:
+            log.warning("company=%s schedule=%s: no logical date in the callback's context; no "
+                        "alert (a manually triggered run without a slot)", self.company,
+                        self.schedule_id)
+            return None
+        key = run_key(self.schedule_id, slot)
+        ledger = _ledger()
+        run = ledger.get_run(key) if ledger is not None else None
+        period = period_label(run.window_start, run.window_end, run.timezone) if run else None
+        reason, destination, detail = self.reason, None, ""
+        ti = context.get("ti")
+        if self.reason is AlertReason.DEADLINE:
+            detail = (f"not delivered within {self.deadline} of the slot"
+                      + (f" (deadline {run.deadline:%Y-%m-%dT%H:%MZ})"
+                         if run and run.deadline else "")
+                      + (f"; the run is {run.state}" if run else "; the run was never started"))
+            dag_run = context.get("dag_run") or {}
+            where = f"{dag_run.get('dag_id', '?')}/{dag_run.get('run_id', '?')}"
+        else:
+            task = getattr(ti, "task_id", "?")
+            where = f"{getattr(ti, 'dag_id', '?')}/{getattr(ti, 'run_id', '?')}/{task}" \
+                    f" try {getattr(ti, 'try_number', '?')}"
+            error = context.get("exception")
+            detail = f"{task}: {type(error).__name__}: {error}" if error else f"{task} failed"
+            if task == "deliver":
+                reason = AlertReason.DELIVERY
+                destination = getattr(context.get("task"), "destination_id", None)
+                detail = self._delivery_detail(ledger, key, destination) or detail
+        return Alert(reason=reason, company=self.company, schedule_id=self.schedule_id,
+                     run_key=key, slot=slot, detail=detail, period=period,
+                     destination=destination, where=where)
+
+    @staticmethod
+    def _delivery_detail(ledger: Any, key: str, destination: str | None) -> str | None:
+        if ledger is None or destination is None:
+            return None
+        from export_lib.ledger.deliveries import list_deliveries
+
+        found = [d for d in list_deliveries(ledger.engine, key)
+                 if d["destination_id"] == destination]
+        if not found:
+            return None
+        last = found[-1]
+        return (f"delivery to {destination} is {last['state']} after {last['attempts']} "
+                f"attempt(s): {last.get('last_error') or 'no error recorded'}")
+
+    # -- sending once -----------------------------------------------------------------------
+    def notify(self, context: Any) -> None:
+        prepared = self._prepare(context)
+        if prepared is None:
+            return
+        alert, inner, claim_key, ledger = prepared
+        try:
+            inner.notify(context)
+        except Exception as exc:
+            self._failed(ledger, alert, claim_key, exc)
+            raise
+        self._sent(ledger, alert, claim_key)
+
+    async def async_notify(self, context: Any) -> None:
+        prepared = await asyncio.to_thread(self._prepare, context)
+        if prepared is None:
+            return
+        alert, inner, claim_key, ledger = prepared
+        try:
+            if type(inner).async_notify is not BaseNotifier.async_notify:
+                await inner.async_notify(context)
+            else:
+                await asyncio.to_thread(inner.notify, context)
+        except Exception as exc:
+            await asyncio.to_thread(self._failed, ledger, alert, claim_key, exc)
+            raise
+        await asyncio.to_thread(self._sent, ledger, alert, claim_key)
+
+    def _prepare(self, context: Any) -> tuple[Alert, BaseNotifier, str, Any] | None:
+        from export_lib.config.loader import load_catalog
+        from export_lib.ledger.notices import claim_notice
+
+        alert = self.alert(context)
+        if alert is None:
+            return None
+        if alert.reason is AlertReason.DEADLINE:
+            emit("incr", "runs.missed", alert.company, alert.schedule_id)
+        config = load_catalog(self.config_dir, only=self.company).alerts
+        to = recipients(config, self.owner)
+        ledger = _ledger()
+        if ledger is not None:
+            claim = claim_notice(ledger.engine, key=alert.key, kind="alert",
+                                 run_key=alert.run_key,
+                                 reason=alert.key.removeprefix(f"alert:{alert.run_key}:"),
+                                 recipients=",".join(to), now=_now())
+            if not claim.granted:
+                log.info("company=%s schedule=%s run=%s period=%s: %s already alerted (%s, "
+                         "asked %d times); not sent again", alert.company, alert.schedule_id,
+                         alert.run_key, alert.period, alert.headline, claim.state, claim.claims)
+                emit("incr", "alerts.suppressed", alert.company, alert.schedule_id)
+                return None
+        inner = build_notifier(config, to, alert)
+        return alert, inner, alert.key, ledger
+
+    def _sent(self, ledger: Any, alert: Alert, key: str) -> None:
+        from export_lib.ledger.notices import confirm_notice
+
+        if ledger is not None:
+            confirm_notice(ledger.engine, key, _now())
+        emit("incr", "alerts.sent", alert.company, alert.schedule_id)
+        log.warning("company=%s schedule=%s run=%s period=%s: alert sent: %s", alert.company,
+                    alert.schedule_id, alert.run_key, alert.period, alert.subject)
+
+    def _failed(self, ledger: Any, alert: Alert, key: str, exc: BaseException) -> None:
+        from export_lib.ledger.notices import fail_notice
+
+        if ledger is not None:
+            fail_notice(ledger.engine, key, f"{type(exc).__name__}: {exc}", _now())
+        log.error("company=%s schedule=%s run=%s period=%s: alert NOT sent (%s: %s); the next "
+                  "failure callback tries again", alert.company, alert.schedule_id,
+                  alert.run_key, alert.period, type(exc).__name__, exc)
+
+
+def build_notifier(config: Any, to: tuple[str, ...], alert: Alert) -> BaseNotifier:
+    """``SmtpNotifier`` to ``to`` (``class: smtp``), or the named notifier class with
+    ``kwargs`` and the alert's text in ``message_field``."""
+    notifier = config.notifier
+    if notifier.class_ == "smtp":
+        from airflow.providers.smtp.notifications.smtp import SmtpNotifier
+
+        return SmtpNotifier(to=list(to), from_email=notifier.from_email, subject=alert.subject,
+                            html_content=alert.html(), smtp_conn_id=notifier.conn_id)
+    from airflow.sdk._shared.module_loading import import_string
+
+    cls = import_string(notifier.class_)
+    return cls(**{**notifier.kwargs, notifier.message_field: f"{alert.subject}\n{alert.text()}"})
+
+
+def _ledger() -> Any:
+    """The ledger, or None if it cannot be reached (the alert is then sent without dedupe:
+    better twice than never)."""
+    from export_lib.errors import LedgerError
+    from export_lib.ledger import open_ledger
+
+    try:
+        return open_ledger()
+    except LedgerError as exc:
+        log.error("alerts: the ledger is unreachable (%s); sending without deduplication", exc)
+        return None
+
+
+def failure_notifier(schedule: Any, config_dir: str) -> ExportAlertNotifier:
+    """The ``on_failure_callback`` of an export DAG's tasks."""
+    return ExportAlertNotifier(reason=AlertReason.FAILED.value, schedule_id=schedule.schedule_id,
+                               owner=schedule.owner, config_dir=config_dir)
+
+
+def deadline_kwargs(schedule: Any, config_dir: str) -> dict[str, Any]:
+    """The kwargs of the ``DeadlineAlert`` callback (stored with the DAG: JSON only)."""
+    return {"reason": AlertReason.DEADLINE.value, "schedule_id": schedule.schedule_id,
+            "owner": schedule.owner, "config_dir": config_dir,
+            "deadline": str(schedule.deadline)}

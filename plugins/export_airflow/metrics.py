@@ -1,0 +1,82 @@
+"""Our metrics through Airflow's ``Stats`` (``airflow.sdk.observability.stats``), so they go where
+the deployment sends Airflow's own: ``[metrics] statsd_on`` / ``statsd_host`` / ``statsd_port``
+(or Datadog, or OpenTelemetry). Names and tags: :mod:`export_lib.metrics` (ADR 0010).
+
+A metric never fails an export: an error while emitting is logged and dropped.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+from typing import Any
+
+from export_lib.metrics import metric_name, metric_tags
+
+log = logging.getLogger(__name__)
+
+
+def _stats() -> Any:
+    """The Task SDK's stats module, set up from ``[metrics]`` if this process has not done it
+    (a task process has; the triggerer's runner, where deadline callbacks run, has not)."""
+    from airflow.sdk._shared.observability.metrics import stats
+
+    if stats._factory is None:  # noqa: SLF001 - no public "is it initialised?" in 3.3
+        from airflow.sdk.configuration import conf
+        from airflow.sdk.observability.metrics import stats_utils
+
+        stats.initialize(factory=stats_utils.get_stats_factory(),
+                         export_legacy_names=conf.getboolean("metrics", "legacy_names_on",
+                                                             fallback=False))
+    return stats
+
+
+def emit(kind: str, metric: str, company: str, schedule_id: str, value: float = 1) -> None:
+    """``kind``: ``incr`` (a counter, by ``value``), ``gauge`` or ``timing`` (seconds)."""
+    try:
+        stats = _stats()
+        name, tags = metric_name(metric, company, schedule_id), metric_tags(company, schedule_id)
+        if kind == "incr":
+            stats.incr(name, count=int(value), tags=tags)
+        elif kind == "gauge":
+            stats.gauge(name, value, tags=tags)
+        elif kind == "timing":
+            stats.timing(name, timedelta(seconds=value), tags=tags)
+        else:
+            raise ValueError(f"unknown metric kind {kind!r}")
+    except Exception as exc:  # noqa: BLE001 - metrics are best effort
+        log.warning("company=%s schedule=%s: metric %s not emitted: %s", company, schedule_id,
+                    metric, exc)
+
+
+def render_metrics(company: str, schedule_id: str, rows: int, nbytes: int,
+                   seconds: float) -> None:
+    emit("incr", "render.rows", company, schedule_id, rows)
+    emit("incr", "render.bytes", company, schedule_id, nbytes)
+    emit("timing", "render.seconds", company, schedule_id, seconds)
+    emit("gauge", "render.rows_per_second", company, schedule_id,
+         round(rows / seconds, 1) if seconds > 0 else float(rows))
+
+
+def delivery_metrics(ledger: Any, run_key: str, now: Any) -> None:
+    """After a deliver task: the schedule's unresolved deliveries, and — once per run — the run
+    completed (and late) when its last destination acknowledged."""
+    from export_lib.periods.names import parse_run_key
+    from export_lib.run_metrics import completion, count_once, unresolved_deliveries
+
+    schedule_id, _ = parse_run_key(run_key)
+    company = schedule_id.split("/", 1)[0]
+    try:
+        emit("gauge", "deliveries.unresolved", company, schedule_id,
+             unresolved_deliveries(ledger, schedule_id))
+        done = completion(ledger, run_key)
+        if done is None or not count_once(ledger, run_key, "completed", now):
+            return
+        emit("incr", "runs.completed", company, schedule_id)
+        if done.late_by is not None:
+            emit("incr", "runs.late", company, schedule_id)
+            emit("gauge", "runs.lateness_seconds", company, schedule_id,
+                 done.late_by.total_seconds())
+    except Exception as exc:  # noqa: BLE001 - metrics are best effort
+        log.warning("company=%s schedule=%s run=%s: delivery metrics not emitted: %s", company,
+                    schedule_id, run_key, exc)

@@ -1,0 +1,131 @@
+"""ExportAlertNotifier against a real SMTP server (aiosmtpd) and a real ledger: the
+notifier Airflow calls as ``on_failure_callback`` (sync) and awaits as a deadline callback."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from types import SimpleNamespace
+
+import pytest
+
+from export_lib.errors import SourceError
+from export_lib.ledger import open_ledger
+from export_lib.ledger.notices import list_notices
+from tests.conftest import REPO
+from tests.services.smtp import SmtpRelay, start_smtp, stop_smtp
+
+SLOT = datetime(2026, 3, 29, 5, 0, tzinfo=UTC)
+RUN_KEY = "acme/daily-spend/2026-03-29T05:00Z"
+
+
+@pytest.fixture()
+def smtp_server() -> Iterator[SmtpRelay]:
+    relay = start_smtp()
+    yield relay
+    stop_smtp(relay)
+
+
+@pytest.fixture()
+def alert_env(smtp_server: SmtpRelay, tmp_path, monkeypatch) -> SmtpRelay:
+    monkeypatch.setenv("AIRFLOW_CONN_SMTP_DEFAULT",
+                       f"smtp://127.0.0.1:{smtp_server.port}/?from_email=airflow%40example.com"
+                       "&disable_ssl=true&disable_tls=true&retry_limit=0&timeout=10")
+    url = f"sqlite:///{tmp_path}/ledger.db"
+    monkeypatch.setenv("EXPORT_LEDGER_URL", url)
+    open_ledger(url).upgrade()
+    return smtp_server
+
+
+def _notifier(reason: str):
+    from export_airflow.alerts import ExportAlertNotifier
+
+    return ExportAlertNotifier(reason=reason, schedule_id="acme/daily-spend",
+                               owner="owner@acme.example", config_dir=str(REPO / "dags/config"),
+                               deadline="2:00:00")
+
+
+def _failure_context(try_number: int) -> dict:
+    ti = SimpleNamespace(task_id="render", dag_id="widget_export__acme__daily-spend",
+                         run_id="scheduled__2026-03-29T05:00:00+00:00", try_number=try_number)
+    return {"logical_date": SLOT, "ti": ti, "task": SimpleNamespace(task_id="render"),
+            "exception": SourceError("cannot reach demo_source: connection refused")}
+
+
+def test_a_final_failure_mails_team_and_owner_once_however_often_it_is_reported(alert_env):
+    for try_number in (4, 8, 12):  # the final failure, then the same after two clears
+        _notifier("failed")(_failure_context(try_number))
+    assert len(alert_env.messages) == 1
+    (message,), ((_, rcpts),) = alert_env.messages, alert_env.handler.envelopes
+    assert sorted(rcpts) == ["exports-team@example.com", "owner@acme.example"]
+    assert message["Subject"] == ("[exports] export failed: acme/daily-spend slot "
+                                  "2026-03-29T05:00Z")
+    body = next(p for p in message.walk() if p.get_content_type() == "text/html") \
+        .get_payload(decode=True).decode()
+    assert f"run:     {RUN_KEY}" in body
+    assert "reason:  render: SourceError: cannot reach demo_source: connection refused" in body
+    assert "exportctl explain --schedule acme/daily-spend --date 2026-03-29" in body
+    (notice,) = list_notices(open_ledger().engine, RUN_KEY)
+    assert (notice["state"], notice["claims"], notice["reason"]) == ("sent", 3, "failed")
+
+
+def test_a_missed_deadline_is_its_own_alert_sent_once_from_the_triggerer_path(alert_env):
+    context = {"dag_run": {"dag_id": "widget_export__acme__daily-spend",
+                           "run_id": "scheduled__2026-03-29T05:00:00+00:00",
+                           "logical_date": "2026-03-29T05:00:00Z"},
+               "deadline": {"id": "x", "deadline_time": "2026-03-29T07:00:00Z"}}
+
+    async def twice() -> None:
+        from export_airflow.alerts import ExportAlertNotifier
+
+        for _ in range(2):  # as the triggerer does: build with the context, then await
+            await ExportAlertNotifier(reason="deadline", schedule_id="acme/daily-spend",
+                                      owner="owner@acme.example",
+                                      config_dir=str(REPO / "dags/config"), deadline="2:00:00",
+                                      context=context)
+
+    asyncio.run(twice())
+    _notifier("failed")(_failure_context(4))
+    subjects = sorted(str(m["Subject"]) for m in alert_env.messages)
+    assert subjects == ["[exports] deadline missed: acme/daily-spend slot 2026-03-29T05:00Z",
+                        "[exports] export failed: acme/daily-spend slot 2026-03-29T05:00Z"]
+
+
+def test_an_smtp_server_that_refuses_leaves_the_alert_to_the_next_report(alert_env,
+                                                                         monkeypatch):
+    from tests.services.ports import free_port
+
+    good = os.environ["AIRFLOW_CONN_SMTP_DEFAULT"]
+    monkeypatch.setenv("AIRFLOW_CONN_SMTP_DEFAULT", good.replace(
+        f":{alert_env.port}/", f":{free_port()}/"))  # nobody listens there
+    with pytest.raises(ConnectionRefusedError):
+        _notifier("failed")(_failure_context(4))
+    (notice,) = list_notices(open_ledger().engine, RUN_KEY)
+    assert notice["state"] == "failed" and "ConnectionRefusedError" in notice["error"]
+    monkeypatch.setenv("AIRFLOW_CONN_SMTP_DEFAULT", good)  # the relay is back
+    _notifier("failed")(_failure_context(8))
+    assert len(alert_env.messages) == 1
+    (notice,) = list_notices(open_ledger().engine, RUN_KEY)
+    assert (notice["state"], notice["claims"]) == ("sent", 2)
+
+
+def test_each_destination_whose_delivery_gave_up_is_its_own_alert(alert_env):
+    from export_lib.errors import DeliveryError
+
+    def deliver_failed(destination: str) -> dict:
+        ti = SimpleNamespace(task_id="deliver", dag_id="widget_export__acme__daily-spend",
+                             run_id="scheduled__2026-03-29T05:00:00+00:00", try_number=7)
+        return {"logical_date": SLOT, "ti": ti,
+                "task": SimpleNamespace(task_id="deliver", destination_id=destination),
+                "exception": DeliveryError(f"delivery to {destination} is exhausted")}
+
+    for destination in ("sftp-a", "sftp-b", "sftp-a"):
+        _notifier("failed")(deliver_failed(destination))
+    subjects = sorted(str(m["Subject"]) for m in alert_env.messages)
+    assert subjects == [
+        "[exports] delivery not made (sftp-a): acme/daily-spend slot 2026-03-29T05:00Z",
+        "[exports] delivery not made (sftp-b): acme/daily-spend slot 2026-03-29T05:00Z"]
+    keys = [n["notice_key"] for n in list_notices(open_ledger().engine, RUN_KEY)]
+    assert keys == [f"alert:{RUN_KEY}:delivery:sftp-a", f"alert:{RUN_KEY}:delivery:sftp-b"]
