@@ -12,6 +12,7 @@ Outcomes of a run (the first that applies):
 * ``skipped`` / ``cancelled`` / ``failed``: the run's state, with its reason;
 * ``running``: reading, rendering or validating right now;
 * ``held``: started after its deadline under ``late_start: hold``; an operator must release it;
+* ``released``: an operator released it; it runs when its task is cleared (or retried);
 * ``unresolved``: published, but a delivery gave up (exhausted or refused) — requeue it;
 * ``late`` / ``on_time``: first delivery acknowledged after / before the deadline;
 * ``missed``: the deadline passed and nothing was delivered;
@@ -44,6 +45,7 @@ OUTCOMES: dict[str, str] = {
     "running": "running now",
     "waiting": "waiting (deadline still ahead)",
     "held": "held: started after its deadline, waiting for an operator to release it",
+    "released": "released by an operator: exports when its task is cleared or retried",
     "skipped": "skipped (the reason is shown)",
     "failed": "failed (the error is shown)",
     "unresolved": "delivery unresolved: a destination gave up, requeue it",
@@ -54,7 +56,9 @@ SLOT_ONLY: dict[str, str] = {
     "no_run": "expected, no run: the schedule was due and nothing ran",
     "due": "due, not started yet (deadline still ahead)",
     "paused": "expected, no run: the company is paused",
+    "untracked": "before this schedule's first recorded run (not tracked)",
 }
+RELEASE_REASON_PREFIX = "released by "  # Ledger.release's reason
 GAVE_UP = (DeliveryState.EXHAUSTED.value, DeliveryState.REFUSED.value)
 MAX_LIMIT = 200
 
@@ -109,6 +113,8 @@ def outcome_expression(now: datetime):
         (runs.c.state.in_([s.value for s in IN_FLIGHT]), "running"),
         (sa.and_(runs.c.state == RunState.REGISTERED.value,
                  runs.c.reason.like(HOLD_REASON_PREFIX + "%")), "held"),
+        (sa.and_(runs.c.state == RunState.REGISTERED.value,
+                 runs.c.reason.like(RELEASE_REASON_PREFIX + "%")), "released"),
         (sa.and_(runs.c.state == RunState.READY.value, gave_up), "unresolved"),
         (sa.and_(first_ack.is_not(None), runs.c.deadline.is_not(None),
                  first_ack > runs.c.deadline), "late"),
@@ -156,7 +162,7 @@ def run_row(r: Any, now: datetime) -> dict[str, Any]:
     lateness = None
     if outcome == "late":
         lateness = f"late by {_minutes_text(r.delivered_at - r.deadline)}"
-    elif outcome in ("missed", "held", "unresolved") and r.deadline and now > r.deadline \
+    elif outcome in ("missed", "held", "released", "unresolved") and r.deadline and now > r.deadline \
             and r.delivered_at is None:
         lateness = f"deadline passed {_minutes_text(now - r.deadline)} ago"
     elif outcome == "on_time" and r.deadline:
@@ -208,15 +214,16 @@ def _last_slots(timing: Any, now: datetime, count: int) -> tuple[datetime, ...]:
 def schedule_strips(engine: Engine, schedules: Iterable[Any], *, now: datetime,
                     slots: int = 14, next_count: int = 3) -> list[dict[str, Any]]:
     """Per schedule: its last ``slots`` expected slots coloured by outcome (oldest first; a slot
-    without a run is ``no_run``, ``due`` or ``paused``), the next runs in local time and UTC,
-    the owner and the last period delivered. Three statements whatever the number of
-    schedules."""
+    without a run is ``no_run``, ``due`` or ``paused``; before the schedule's first recorded run
+    ``untracked``), the next runs in local time and UTC, the owner and the last period
+    delivered. Three statements whatever the number of schedules."""
     schedules = list(schedules)
     expected = {s.schedule_id: _last_slots(s.timing, now, slots) for s in schedules}
     oldest = min((v[0] for v in expected.values() if v), default=now)
     ids = [s.schedule_id for s in schedules]
     found: dict[tuple[str, datetime], dict[str, Any]] = {}
     delivered: dict[str, str] = {}
+    first: dict[str, datetime] = {}
     if ids:
         with engine.connect() as conn:
             for r in conn.execute(sa.select(*_run_columns(now))
@@ -232,6 +239,9 @@ def schedule_strips(engine: Engine, schedules: Iterable[Any], *, now: datetime,
                                   .join(newest, sa.and_(runs.c.schedule_id == newest.c.schedule_id,
                                                         runs.c.slot == newest.c.slot))):
                 delivered[r.schedule_id] = period_label(r.window_start, r.window_end, r.timezone)
+            first = dict(conn.execute(sa.select(runs.c.schedule_id, sa.func.min(runs.c.slot))
+                                      .where(runs.c.schedule_id.in_(ids))
+                                      .group_by(runs.c.schedule_id)).all())
     out = []
     for s in schedules:
         cells = []
@@ -244,7 +254,9 @@ def schedule_strips(engine: Engine, schedules: Iterable[Any], *, now: datetime,
             if version is None:
                 continue  # before the schedule's first effective_from: nothing was owed
             due = deadline_for(version, slot)
-            outcome = ("paused" if s.company.status == "paused"
+            tracked_from = first.get(s.schedule_id)
+            outcome = ("untracked" if tracked_from is not None and slot < tracked_from
+                       else "paused" if s.company.status == "paused"
                        else "due" if due > now else "no_run")
             cells.append({"kind": "slot", "outcome": outcome, "outcome_text": SLOT_ONLY[outcome],
                           "slot_utc": format_instant(slot),

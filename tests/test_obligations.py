@@ -94,9 +94,9 @@ def test_the_strip_shows_the_missing_slot_and_the_next_runs(ledger):
     daily = load_catalog(ledger_config()).schedule("acme/daily-spend")
     statements, (strip,) = _selects(ledger.engine, lambda: schedule_strips(
         ledger.engine, [daily], now=NOW, slots=4))
-    assert len(statements) == 2  # the runs of every slot shown, the last delivered periods
+    assert len(statements) == 3  # runs of the slots shown, last delivered, first run
     assert [(c["slot_utc"], c["outcome"]) for c in strip["strip"]] == [
-        ("2026-03-26T06:00:00Z", "no_run"), ("2026-03-27T06:00:00Z", "on_time"),
+        ("2026-03-26T06:00:00Z", "untracked"), ("2026-03-27T06:00:00Z", "on_time"),
         ("2026-03-28T06:00:00Z", "no_run"), ("2026-03-29T05:00:00Z", "late")]
     assert strip["strip"][2]["lateness"] == "deadline passed 1 d 3 h ago"
     assert strip["owner"] == "data-team@acme.example"
@@ -130,6 +130,6 @@ def test_drill_down_and_release_of_the_held_run(ledger):
     assert available_actions(run_detail(ledger.engine, key, now=NOW))["release"] == ["run"]
     release_held(ledger, key, who="ana", now=NOW)
     held = run_detail(ledger.engine, key, now=NOW)
-    assert (held["outcome"], held["reason"]) == ("missed", "released by ana")
+    assert (held["outcome"], held["reason"]) == ("released", "released by ana")
     assert held["events"][-1]["detail"] == "released by operator"
     assert ledger.is_released(key)

@@ -16,9 +16,10 @@ from export_lib.obligations import OUTCOMES, SLOT_ONLY
 COLOURS = {
     "on_time": ("#2e7d32", "✓"), "late": ("#ef6c00", "L"), "missed": ("#c62828", "M"),
     "no_run": ("#7f0000", "✗"), "running": ("#1565c0", "R"), "waiting": ("#90caf9", "W"),
-    "held": ("#6a1b9a", "H"), "skipped": ("#9e9e9e", "S"), "failed": ("#212121", "F"),
+    "held": ("#6a1b9a", "H"), "released": ("#ab47bc", "r"), "skipped": ("#9e9e9e", "S"),
+    "failed": ("#212121", "F"),
     "unresolved": ("#f9a825", "U"), "cancelled": ("#616161", "C"), "due": ("#cfd8dc", "·"),
-    "paused": ("#bdbdbd", "P"),
+    "paused": ("#bdbdbd", "P"), "untracked": ("#f5f5f5", "–"),
 }
 STYLE = (
     "body{font-family:sans-serif;margin:1rem;color:#222}h2{margin:.2rem 0 .6rem}"
@@ -32,7 +33,7 @@ STYLE = (
     "border-color:#c62828}form.inline{display:inline}code{font-size:12px}"
     "small{color:#555}"
     + "".join(f".o-{k}{{background:{c}}}" for k, (c, _) in COLOURS.items())
-    + ".o-waiting,.o-due,.o-paused{color:#222}"
+    + ".o-waiting,.o-due,.o-paused,.o-untracked{color:#222}.o-untracked{border:1px solid #ccc}"
 )
 
 
