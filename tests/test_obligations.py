@@ -133,3 +133,24 @@ def test_drill_down_and_release_of_the_held_run(ledger):
     assert (held["outcome"], held["reason"]) == ("released", "released by ana")
     assert held["events"][-1]["detail"] == "released by operator"
     assert ledger.is_released(key)
+
+
+def test_an_exhausted_delivery_is_unresolved_until_requeued(ledger):
+    from export_lib.obligations import obligation_filter, obligations_page
+    from export_lib.run_detail import available_actions, requeue_delivery, run_detail
+
+    key = "acme/daily-spend/2026-03-27T06:00Z"
+    with ledger.engine.begin() as conn:  # the delivery gave up, whatever decided it
+        conn.execute(sa.text("UPDATE deliveries SET state = 'exhausted', acknowledged_at = NULL, "
+                             "last_error = '550 mailbox gone' WHERE run_key = :k"), {"k": key})
+    unresolved = obligations_page(ledger.engine, obligation_filter(outcome="unresolved"), now=NOW)
+    assert [r["run_key"] for r in unresolved["runs"]] == [key]
+    assert available_actions(run_detail(ledger.engine, key, now=NOW))["requeue"] == ["acme-dir"]
+    with pytest.raises(ConfigError, match="has no destination 'nowhere'"):
+        requeue_delivery(ledger, key, "nowhere", who="ana", why="x", now=NOW)
+    requeue_delivery(ledger, key, "acme-dir", who="ana", why="mailbox restored", now=NOW)
+    after = run_detail(ledger.engine, key, now=NOW)
+    assert (after["outcome"], after["deliveries"][0]["state"]) == ("missed", "pending")
+    assert after["events"][-1]["detail"].endswith("by ana: mailbox restored")
+    with pytest.raises(WindowError, match="nothing to requeue: the delivery of .* is not exhausted"):
+        requeue_delivery(ledger, key, "acme-dir", who="ana", why="again", now=NOW)

@@ -8,6 +8,7 @@ import re
 from datetime import UTC, datetime, timedelta
 
 import pytest
+import sqlalchemy as sa
 
 pytestmark = pytest.mark.airflow
 
@@ -79,4 +80,26 @@ def test_release_needs_edit_access_a_token_and_the_same_origin(airflow_db, expor
     assert ledger.get_run(HELD).reason == "released by ada (obligations page)"
     again = release(admin, "ada")
     assert again.status_code == 409 and "is not held" in again.text
+
+    # Requeue an exhausted delivery: refused for the viewer, done for the admin.
+    late = "acme/daily-spend/2026-03-29T05:00Z"
+    with ledger.engine.begin() as conn:  # the delivery gave up, whatever decided it
+        conn.execute(sa.text("UPDATE deliveries SET state = 'exhausted', acknowledged_at = NULL "
+                             "WHERE run_key = :k"), {"k": late})
+    assert "do-requeue" in client.get(f"/exports/obligations/run?key={late}", headers=admin).text
+
+    def requeue(headers: dict[str, str], user: str):
+        form = {"run_key": late, "destination": "acme-dir", "token": action_token(user, late)}
+        return client.post("/exports/obligations/action/requeue", data=form, headers=headers,
+                           follow_redirects=False)
+
+    def state() -> str:
+        with ledger.engine.connect() as conn:
+            return conn.execute(sa.text("SELECT state FROM deliveries WHERE run_key = :k"),
+                                {"k": late}).scalar_one()
+
+    assert requeue(viewer, "vic").status_code == 403 and state() == "exhausted"
+    assert requeue(admin, "ada").status_code == 303 and state() == "pending"
+    assert "by ada (obligations page): requeued from the obligations page" in client.get(
+        f"/exports/obligations/run?key={late}", headers=admin).text
     ledger.engine.dispose()
