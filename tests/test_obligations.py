@@ -131,7 +131,7 @@ def test_drill_down_and_release_of_the_held_run(ledger):
     release_held(ledger, key, who="ana", now=NOW)
     held = run_detail(ledger.engine, key, now=NOW)
     assert (held["outcome"], held["reason"]) == ("released", "released by ana")
-    assert held["events"][-1]["detail"] == "released by operator"
+    assert held["events"][-1]["detail"] == "released by operator ana"
     assert ledger.is_released(key)
 
 
