@@ -114,6 +114,11 @@ def schedules_table(strips: list[dict[str, Any]]) -> str:
             "<th>next runs (local, UTC)</th></tr>" + "".join(rows) + "</table>")
 
 
+def _why(r: dict[str, Any]) -> str:
+    """The run's reason where it explains the outcome (not "artifact v1" of a delivered run)."""
+    return "" if r["outcome"] in ("on_time", "late", "running", "waiting") else r["reason"] or ""
+
+
 def runs_table(page: dict[str, Any], q: dict[str, Any]) -> str:
     rows = []
     for r in page["runs"]:
@@ -124,7 +129,7 @@ def runs_table(page: dict[str, Any], q: dict[str, Any]) -> str:
             f"<td><a href='{link}'>{esc(r['period'])}</a><br><small>{esc(r['run_key'])}</small></td>"
             f"<td>{esc(r['slot_local'])}<br><small>{esc(r['slot_utc'])}</small></td>"
             f"<td>{esc(r['deadline_utc'])}<br><small>{esc(r['lateness'] or '')}</small></td>"
-            f"<td>{esc(r['delivered_at_utc'])}</td><td>{esc(r['reason'] or '')}</td></tr>")
+            f"<td>{esc(r['delivered_at_utc'])}</td><td>{esc(_why(r))}</td></tr>")
     first, total = page["offset"], page["total"]
     nav = []
     keep = {k: v for k, v in q.items() if v}
@@ -138,7 +143,7 @@ def runs_table(page: dict[str, Any], q: dict[str, Any]) -> str:
              if page["runs"] else f"no run matches ({total} in all)")
     return (f"<p id='shown'>{shown} {' · '.join(nav)}</p>"
             "<table id='runs'><tr><th>what happened</th><th>period</th><th>slot (local, UTC)</th>"
-            "<th>deadline (UTC)</th><th>first delivered (UTC)</th><th>reason</th></tr>"
+            "<th>deadline (UTC)</th><th>first delivered (UTC)</th><th>why</th></tr>"
             + "".join(rows) + "</table>")
 
 

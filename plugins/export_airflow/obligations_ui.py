@@ -22,6 +22,7 @@ from urllib.parse import parse_qs, urlencode
 from airflow.api_fastapi.core_api.security import GetUserDep
 from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
+from starlette.concurrency import run_in_threadpool
 
 from export_airflow import obligations_html as h
 from export_airflow.ui_access import (
@@ -198,17 +199,21 @@ async def act(name: str, request: Request, user: GetUserDep,
               visible: frozenset[str] | None = Visible) -> Any:
     """Perform one action: same origin, the user's form token, edit access to the run's DAG;
     403 (nothing changed) otherwise, 409 when the action does not apply to the run."""
-    from export_lib.errors import ExportError
-
     action = ACTIONS.get(name)
     if action is None:
         raise HTTPException(status_code=404, detail=f"no action {name!r} on this page; "
                             f"available: {', '.join(k for k, v in ACTIONS.items() if v)}")
     check_same_origin(request)
     form = {k: v[0] for k, v in parse_qs((await request.body()).decode()).items()}
-    run_key = form.get("run_key", "")
-    check_token(user.get_name(), run_key, form.get("token"))
-    now = _now()
+    check_token(user.get_name(), form.get("run_key", ""), form.get("token"))
+    return await run_in_threadpool(_act, name, action, form, user, visible)
+
+
+def _act(name: str, action: Action, form: dict[str, str], user: Any,
+         visible: frozenset[str] | None) -> Any:
+    from export_lib.errors import ExportError
+
+    run_key, now = form.get("run_key", ""), _now()
     with _ledger() as ledger:
         _detail_or_404(ledger, run_key, visible, now)
         dag_id = _dag_id(ledger, run_key)
