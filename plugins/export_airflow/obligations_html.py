@@ -110,7 +110,8 @@ def schedules_table(strips: list[dict[str, Any]]) -> str:
     if not rows:
         return "<p>No schedule matches.</p>"
     return ("<table id='schedules'><tr><th>company</th><th>schedule</th><th>owner</th>"
-            "<th>last slots (hover or click a square)</th><th>last period delivered</th>"
+            "<th>recent slots, whatever the date filter (hover or click a square)</th>"
+            "<th>last period delivered</th>"
             "<th>next runs (local, UTC)</th></tr>" + "".join(rows) + "</table>")
 
 

@@ -16,6 +16,7 @@ Screenshots of every step go to ``test-artifacts/screenshots/`` under the projec
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from collections.abc import Iterator
 from datetime import datetime, timedelta
@@ -54,12 +55,16 @@ def browser() -> Iterator[object]:
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
+    chromium, chromedriver = shutil.which("chromium"), shutil.which("chromedriver")
+    if not (chromium and chromedriver):
+        pytest.fail("this test drives the system browser: install Debian's chromium and "
+                    "chromium-driver (apt-get install chromium chromium-driver)")
     options = webdriver.ChromeOptions()
-    options.binary_location = "/usr/bin/chromium"
+    options.binary_location = chromium
     for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage",
                 "--window-size=1400,1000"):
         options.add_argument(arg)
-    driver = webdriver.Chrome(options=options, service=Service("/usr/bin/chromedriver"))
+    driver = webdriver.Chrome(options=options, service=Service(chromedriver))
     driver.implicitly_wait(0)
     try:
         yield driver
