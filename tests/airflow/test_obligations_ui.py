@@ -54,6 +54,11 @@ def test_release_needs_edit_access_a_token_and_the_same_origin(airflow_db, expor
     assert "Export obligations" in page and "delivered late" in page
     only_late = client.get("/exports/obligations?state=late", headers=viewer).text
     assert re.findall(r"<tr data-run='([^']+)'", only_late) == ["acme/daily-spend/2026-03-29T05:00Z"]
+    first = client.get("/exports/obligations?limit=1", headers=viewer).text
+    assert "runs 1–1 of 2, newest first" in first and "offset=1" in first and "id='older'" in first
+    assert re.findall(r"<tr data-run='([^']+)'", first) == ["acme/daily-spend/2026-03-29T05:00Z"]
+    second = client.get("/exports/obligations?limit=1&offset=1", headers=viewer).text
+    assert re.findall(r"<tr data-run='([^']+)'", second) == [HELD] and "id='newer'" in second
     bad = client.get("/exports/obligations?state=done", headers=viewer)
     assert bad.status_code == 422 and "unknown state 'done'" in bad.text
 
