@@ -360,11 +360,13 @@ class Ledger(LedgerAccess):
                              .values(reason=reason, updated_at=now))
 
     def is_released(self, run_key: str) -> bool:
-        return any(e["detail"] == "released by operator" for e in self.events(run_key))
+        return any((e["detail"] or "").startswith("released by operator")
+                   for e in self.events(run_key))
 
     def release(self, run_key: str, now: datetime, who: str = "operator") -> None:
-        """Record an operator's decision to export a held (late) run anyway."""
-        self.note(run_key, "released by operator", now, reason=f"released by {who}")
+        """Record an operator's decision to export a held (late) run anyway; ``who`` stays in the
+        run's history (the reason is overwritten once the run moves on)."""
+        self.note(run_key, f"released by operator {who}", now, reason=f"released by {who}")
 
     def previous_slot(self, schedule_id: str, before: datetime) -> datetime | None:
         """The newest registered slot of ``schedule_id`` strictly before ``before``."""

@@ -14,6 +14,8 @@ from typing import Literal
 from export_lib.periods.slots import slots_between
 
 Action = Literal["run", "skip", "hold"]
+# How a held run's reason starts (the obligations page finds held runs by it).
+HOLD_REASON_PREFIX = "late_start=hold:"
 
 
 @dataclass(frozen=True)
@@ -39,7 +41,7 @@ def start_decision(*, company_status: str, late_start: str, deadline: datetime |
     if late_start == "skip":
         return StartDecision("skip", f"late_start=skip: {late}; the period is not exported")
     if late_start == "hold" and not released:
-        return StartDecision("hold", f"late_start=hold: {late}; an operator must decide: "
+        return StartDecision("hold", f"{HOLD_REASON_PREFIX} {late}; an operator must decide: "
                                      "run 'exportctl release <run key>' and clear this task")
     return StartDecision("run", f"late_start={late_start}: {late}; exporting anyway")
 

@@ -21,30 +21,20 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlencode
 
-from airflow.api_fastapi.app import get_auth_manager
-from airflow.api_fastapi.core_api.security import GetUserDep
-from fastapi import Depends, FastAPI, HTTPException, Query, Request
+from fastapi import FastAPI, HTTPException, Query, Request
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse, JSONResponse
 
+from export_airflow.obligations_ui import router as obligations_router
+from export_airflow.ui_access import Visible, visible_companies
+
 # FastAPI's own /docs and /openapi.json would be public: they are served below, behind a login.
 app = FastAPI(title="Export runs", docs_url=None, redoc_url=None, openapi_url=None)
+# The obligations page and its actions (obligations_ui.py), on the same app under /exports.
+app.include_router(obligations_router)
+__all__ = ["app", "visible_companies"]
 
 
-def visible_companies(user: GetUserDep) -> frozenset[str] | None:
-    """The companies this user may see (None: every company), or 403 when none."""
-    from export_lib.visibility import companies_of
-
-    manager = get_auth_manager()
-    if manager.is_authorized_dag(method="GET", user=user):  # every DAG, not one of them
-        return None
-    companies = companies_of(manager.get_authorized_dag_ids(user=user, method="GET"))
-    if not companies:
-        raise HTTPException(status_code=403, detail="you may read no export DAG")
-    return companies
-
-
-Visible = Depends(visible_companies)
 
 
 @app.get("/openapi.json", include_in_schema=False)

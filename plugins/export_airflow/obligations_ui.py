@@ -1,0 +1,230 @@
+"""The obligations page (Browse → Export obligations), its drill-down and its actions.
+
+``GET /exports/obligations``: per schedule, the last slots as a coloured strip (missing slots
+included), the next runs, the owner and the last period delivered; below, every run newest
+slot first, filtered by company, schedule, state and date range and paginated in SQL.
+``GET /exports/obligations/run?key=RUN_KEY``: one run in full. ``POST
+/exports/obligations/action/<name>``: an operator action on one run — ``release`` (a held
+run), ``requeue`` (a delivery that gave up); ``revoke`` is listed in :data:`ACTIONS` and wired
+when the artifact controls land. Who may read and act: ``ui_access``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlencode
+
+from airflow.api_fastapi.core_api.security import GetUserDep
+from fastapi import APIRouter, HTTPException, Query, Request
+from fastapi.responses import HTMLResponse, RedirectResponse
+from starlette.concurrency import run_in_threadpool
+
+from export_airflow import obligations_html as h
+from export_airflow.ui_access import (
+    Visible,
+    action_token,
+    check_same_origin,
+    check_token,
+    may_edit,
+)
+
+router = APIRouter()
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+@contextmanager
+def _ledger() -> Iterator[Any]:
+    from export_lib.ledger import open_ledger
+
+    ledger = open_ledger()
+    try:
+        ledger.ensure_schema()
+        yield ledger
+    finally:
+        ledger.engine.dispose()
+
+
+def _catalog_schedules() -> list[Any]:
+    """The configured schedules (``EXPORT_CONFIG_DIR``, else ``<dags folder>/config``)."""
+    from airflow.configuration import conf
+
+    from export_lib.config.loader import load_catalog
+
+    directory = os.environ.get("EXPORT_CONFIG_DIR") or str(
+        Path(conf.get("core", "dags_folder")) / "config")
+    return list(load_catalog(directory).schedules) if Path(directory).is_dir() else []
+
+
+def _day(text: str | None, field: str) -> datetime | None:
+    if not text:
+        return None
+    try:
+        return datetime.strptime(text, "%Y-%m-%d").replace(tzinfo=UTC)
+    except ValueError:
+        raise HTTPException(status_code=422, detail=f"{field}: {text!r} is not a date; use "
+                                                    "YYYY-MM-DD, e.g. 2026-03-29") from None
+
+
+@router.get("/obligations", response_class=HTMLResponse)
+def obligations(company: str | None = None, schedule: str | None = None,
+                state: str | None = None, since: str | None = None, until: str | None = None,
+                limit: int = Query(25, ge=1, le=200), offset: int = Query(0, ge=0),
+                visible: frozenset[str] | None = Visible) -> str:
+    from export_lib.errors import ConfigError
+    from export_lib.obligations import (
+        obligation_filter,
+        obligations_page,
+        schedule_strips,
+        visible_schedules,
+    )
+
+    end = _day(until, "until")
+    try:
+        wanted = obligation_filter(company=company, schedule_id=schedule, outcome=state,
+                                   since=_day(since, "since"),
+                                   until=end + timedelta(days=1) if end else None,
+                                   visible_companies=visible, limit=limit, offset=offset)
+    except ConfigError as exc:
+        raise HTTPException(status_code=422, detail=str(exc)) from exc
+    now = _now()
+    everything = visible_schedules(_catalog_schedules(), wanted.model_copy(
+        update={"company": None, "schedule_id": None}))
+    shown = visible_schedules(everything, wanted)
+    with _ledger() as ledger:
+        strips = schedule_strips(ledger.engine, shown, now=now)
+        page = obligations_page(ledger.engine, wanted, now=now)
+    q = {"company": company, "schedule": schedule, "state": state, "since": since,
+         "until": until, "limit": limit if limit != 25 else None}
+    companies = sorted({s.company.id for s in everything})
+    return h.doc("Export obligations", (
+        "<h2>Export obligations</h2><p>What each export owed its customer and what happened, "
+        f"as of {now:%Y-%m-%d %H:%M} UTC. Click a square or a period for the details.</p>"
+        + h.legend() + h.filter_form(q, companies, [s.schedule_id for s in everything])
+        + "<h3>Schedules</h3>" + h.schedules_table(strips)
+        + "<h3>Runs</h3>" + h.runs_table(page, q)))
+
+
+# -- the drill-down and its actions ------------------------------------------------------------
+def _release(ledger: Any, run_key: str, form: dict[str, str], who: str, now: datetime) -> str:
+    from export_lib.run_detail import release_held
+
+    return release_held(ledger, run_key, who=who, now=now)
+
+
+def _requeue(ledger: Any, run_key: str, form: dict[str, str], who: str, now: datetime) -> str:
+    from export_lib.run_detail import requeue_delivery
+
+    return requeue_delivery(ledger, run_key, form.get("destination", ""), who=who,
+                            why=form.get("why") or "requeued from the obligations page", now=now)
+
+
+Action = Callable[[Any, str, dict[str, str], str, datetime], str]
+# The one place an operator action is wired. "revoke" (withdraw a published artifact version;
+# form field "version") is wired here to the artifact controls' revoke function when they land:
+# its entry becomes a function like _release; until then the page offers no revoke button and
+# a POST to it answers 404 with nothing changed.
+ACTIONS: dict[str, Action | None] = {"release": _release, "requeue": _requeue, "revoke": None}
+LABELS = {"release": "Release this held run (export it anyway)",
+          "requeue": "Requeue the delivery to {}", "revoke": "Revoke artifact v{}"}
+
+
+def _detail_or_404(ledger: Any, run_key: str, visible: frozenset[str] | None,
+                   now: datetime) -> dict[str, Any]:
+    from export_lib.run_detail import run_detail
+
+    detail = run_detail(ledger.engine, run_key, now=now)
+    if detail is None or (visible is not None and detail["company"] not in visible):
+        raise HTTPException(status_code=404, detail=f"no run {run_key!r} you may see")
+    return detail
+
+
+def _dag_id(ledger: Any, run_key: str) -> str:
+    from export_lib.pipeline.stages import schedule_of
+
+    return schedule_of(ledger.get_run(run_key)).dag_id
+
+
+def _actions_html(detail: dict[str, Any], user: Any, dag_id: str) -> str:
+    from export_lib.run_detail import available_actions
+
+    possible = {k: v for k, v in available_actions(detail).items() if v and ACTIONS.get(k)}
+    if not possible:
+        return "<p>Nothing to do: no action applies to this run now.</p>"
+    if not may_edit(user, dag_id):
+        return (f"<p id='no-edit'>An operator with edit access to the DAG <code>{h.esc(dag_id)}"
+                "</code> can act on this run; you can only read it.</p>")
+    token = action_token(user.get_name(), detail["run_key"])
+    forms = []
+    for name, targets in possible.items():
+        for target in targets:
+            field = {"requeue": "destination", "revoke": "version"}.get(name)
+            extra = (f"<input type='hidden' name='{field}' value='{h.esc(target)}'>"
+                     if field else "")
+            forms.append(
+                f"<form class='inline' method='post' action='action/{name}'>"
+                f"<input type='hidden' name='run_key' value='{h.esc(detail['run_key'])}'>"
+                f"<input type='hidden' name='token' value='{token}'>{extra}"
+                f"<button type='submit' id='do-{name}'>{h.esc(LABELS[name].format(target))}"
+                "</button></form> ")
+    return ("".join(forms) + f"<p><small>Recorded in the run's history under your name. Then "
+            f"clear the task in Airflow (<a target='_top' href='/dags/{h.esc(dag_id)}'>open "
+            f"{h.esc(dag_id)}</a>) to run it now.</small></p>")
+
+
+@router.get("/obligations/run", response_class=HTMLResponse)
+def run_page(user: GetUserDep, key: str, done: str | None = None,
+             visible: frozenset[str] | None = Visible) -> str:
+    now = _now()
+    with _ledger() as ledger:
+        detail = _detail_or_404(ledger, key, visible, now)
+        actions = _actions_html(detail, user, _dag_id(ledger, key))
+    note = {"release": "Released: the run will export when its resolve_window task is "
+                       "cleared in Airflow.",
+            "requeue": "Requeued: the delivery will be sent when its deliver task is cleared "
+                       "in Airflow.",
+            "revoke": "Revoked."}.get(done or "")
+    return h.doc(f"Run {key}", h.detail_body(detail, actions, note))
+
+
+@router.post("/obligations/action/{name}", response_class=HTMLResponse)
+async def act(name: str, request: Request, user: GetUserDep,
+              visible: frozenset[str] | None = Visible) -> Any:
+    """Perform one action: same origin, the user's form token, edit access to the run's DAG;
+    403 (nothing changed) otherwise, 409 when the action does not apply to the run."""
+    action = ACTIONS.get(name)
+    if action is None:
+        raise HTTPException(status_code=404, detail=f"no action {name!r} on this page; "
+                            f"available: {', '.join(k for k, v in ACTIONS.items() if v)}")
+    check_same_origin(request)
+    form = {k: v[0] for k, v in parse_qs((await request.body()).decode()).items()}
+    check_token(user.get_name(), form.get("run_key", ""), form.get("token"))
+    return await run_in_threadpool(_act, name, action, form, user, visible)
+
+
+def _act(name: str, action: Action, form: dict[str, str], user: Any,
+         visible: frozenset[str] | None) -> Any:
+    from export_lib.errors import ExportError
+
+    run_key, now = form.get("run_key", ""), _now()
+    with _ledger() as ledger:
+        _detail_or_404(ledger, run_key, visible, now)
+        dag_id = _dag_id(ledger, run_key)
+        if not may_edit(user, dag_id):
+            raise HTTPException(status_code=403, detail=f"{user.get_name()} may not edit DAG "
+                                f"{dag_id}; nothing was changed")
+        try:
+            action(ledger, run_key, form, f"{user.get_name()} (obligations page)", now)
+        except ExportError as exc:
+            detail = _detail_or_404(ledger, run_key, visible, now)
+            page = h.detail_body(detail, _actions_html(detail, user, dag_id), str(exc))
+            return HTMLResponse(h.doc(f"Run {run_key}", page), status_code=409)
+    return RedirectResponse(f"../run?{urlencode({'key': run_key, 'done': name})}",
+                            status_code=303)

@@ -1,0 +1,67 @@
+"""Who may read and who may act on the export pages, asked of Airflow's auth manager.
+
+* Read: the companies whose DAGs the user may read (``visible_companies``; 403 when none).
+* Act (release, requeue, revoke): the user must be allowed to *edit* the run's own DAG
+  (``is_authorized_dag(method="PUT", details=DagDetails(id=<the run's DAG>))``), the same
+  permission that lets them clear or trigger it in Airflow; otherwise 403 and nothing changes.
+* Forged requests: every action form carries a token bound to the user and the run (an HMAC
+  under ``[api] secret_key``, which every api-server shares), and a request whose ``Origin``
+  is another site is refused. The session itself is Airflow's JWT cookie.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from urllib.parse import urlsplit
+
+from airflow.api_fastapi.app import get_auth_manager
+from airflow.api_fastapi.auth.managers.models.resource_details import DagDetails
+from airflow.api_fastapi.core_api.security import GetUserDep
+from fastapi import Depends, HTTPException, Request
+
+
+def visible_companies(user: GetUserDep) -> frozenset[str] | None:
+    """The companies this user may see (None: every company), or 403 when none."""
+    from export_lib.visibility import companies_of
+
+    manager = get_auth_manager()
+    if manager.is_authorized_dag(method="GET", user=user):  # every DAG, not one of them
+        return None
+    companies = companies_of(manager.get_authorized_dag_ids(user=user, method="GET"))
+    if not companies:
+        raise HTTPException(status_code=403, detail="you may read no export DAG")
+    return companies
+
+
+Visible = Depends(visible_companies)
+
+
+def may_edit(user, dag_id: str) -> bool:
+    """May ``user`` edit (clear, trigger, pause) the DAG ``dag_id``?"""
+    return get_auth_manager().is_authorized_dag(method="PUT", user=user,
+                                                details=DagDetails(id=dag_id))
+
+
+def _secret() -> bytes:
+    from airflow.configuration import conf
+
+    return (conf.get("api", "secret_key", fallback="") or "export-ui").encode()
+
+
+def action_token(user_name: str, run_key: str) -> str:
+    """The anti-forgery token of ``user_name``'s action forms for ``run_key``."""
+    return hmac.new(_secret(), f"{user_name}|{run_key}".encode(), hashlib.sha256).hexdigest()
+
+
+def check_same_origin(request: Request) -> None:
+    """403 when the browser says the request comes from another site."""
+    origin = request.headers.get("origin")
+    if origin and origin != "null" and urlsplit(origin).netloc != request.headers.get("host"):
+        raise HTTPException(status_code=403, detail=f"cross-site request from {origin} refused")
+
+
+def check_token(user_name: str, run_key: str, token: str | None) -> None:
+    if not token or not hmac.compare_digest(token, action_token(user_name, run_key)):
+        raise HTTPException(status_code=403, detail="missing or wrong form token: reload the "
+                                                    "page and try again; nothing was changed")

@@ -1,0 +1,156 @@
+"""The obligations read model on PostgreSQL: outcomes computed, filtered and paginated in SQL,
+the per-schedule strip with its missing slot, the drill-down, and the release of a held run.
+
+The ledger is filled by the real pipeline (``run_one``, ``start_run``) at chosen ``now``s:
+acme/daily-spend (07:00 Berlin, deadline 2 h) delivered on time on 27 March, nothing on 28
+March, late by 3 h on 29 March; acme/hourly-clicks (deadline 30 min) under ``late_start: hold``
+started 1 h 30 min after its deadline, so held.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+import sqlalchemy as sa
+
+from export_lib.errors import ConfigError, RunHeldError, WindowError
+from tests.world import build_world
+
+D27, D28, D29 = (datetime(2026, 3, d, h, 0, tzinfo=UTC) for d, h in ((27, 6), (28, 6), (29, 5)))
+HELD = datetime(2026, 3, 29, 3, 0, tzinfo=UTC)
+NOW = D29 + timedelta(hours=6)
+
+
+@pytest.fixture()
+def ledger(tmp_path, monkeypatch, pg_database):
+    from export_lib.cli.commands import run_one
+    from export_lib.config.loader import load_catalog
+    from export_lib.ledger import open_ledger
+    from export_lib.pipeline import RunContext, start_run
+
+    world = build_world(tmp_path, pg_database, days=10).use(monkeypatch)
+    acme = world.config / "acme.yaml"
+    acme.write_text(acme.read_text().replace("    deadline: 30m\n",
+                                             "    deadline: 30m\n    late_start: hold\n", 1))
+    config = str(world.config)
+    assert run_one(config, "acme/daily-spend", "2026-03-27T06:00Z",
+                   now=D27 + timedelta(minutes=30))["state"] == "ready"
+    assert run_one(config, "acme/daily-spend", "2026-03-29T05:00Z",
+                   now=D29 + timedelta(hours=5))["state"] == "ready"
+    led = open_ledger()
+    hourly = load_catalog(config).schedule("acme/hourly-clicks")
+    with pytest.raises(RunHeldError, match="late_start=hold: started 1 h 30 min after"):
+        start_run(led, hourly, HELD, now=HELD + timedelta(hours=2),
+                  ctx=RunContext(origin="test", trigger="scheduled"))
+    yield led
+    led.engine.dispose()
+
+
+def _selects(engine, call):
+    seen: list[str] = []
+
+    def record(conn, cursor, statement, *rest):
+        seen.append(statement)
+
+    sa.event.listen(engine, "before_cursor_execute", record)
+    try:
+        result = call()
+    finally:
+        sa.event.remove(engine, "before_cursor_execute", record)
+    return seen, result
+
+
+def test_runs_newest_first_with_outcomes_filtered_and_paginated_in_sql(ledger):
+    from export_lib.obligations import obligation_filter, obligations_page
+
+    page = obligations_page(ledger.engine, obligation_filter(), now=NOW)
+    assert [(r["run_key"], r["outcome"], r["lateness"]) for r in page["runs"]] == [
+        ("acme/daily-spend/2026-03-29T05:00Z", "late", "late by 3 h 00 min"),
+        ("acme/hourly-clicks/2026-03-29T03:00Z", "held", "deadline passed 7 h 30 min ago"),
+        ("acme/daily-spend/2026-03-27T06:00Z", "on_time", "1 h 30 min before the deadline"),
+    ]
+    assert page["runs"][0]["slot_local"] == "2026-03-29 07:00 CEST"
+    statements, second = _selects(ledger.engine, lambda: obligations_page(
+        ledger.engine, obligation_filter(limit=1, offset=1), now=NOW))
+    assert len(statements) == 2 and "LIMIT" in statements[1] and "OFFSET" in statements[1]
+    assert (second["total"], [r["outcome"] for r in second["runs"]]) == (3, ["held"])
+    late = obligations_page(ledger.engine, obligation_filter(outcome="late"), now=NOW)
+    assert [r["run_key"] for r in late["runs"]] == ["acme/daily-spend/2026-03-29T05:00Z"]
+    ranged = obligations_page(ledger.engine, obligation_filter(
+        schedule_id="acme/daily-spend", since=datetime(2026, 3, 27, tzinfo=UTC),
+        until=datetime(2026, 3, 28, tzinfo=UTC)), now=NOW)
+    assert [r["outcome"] for r in ranged["runs"]] == ["on_time"]
+    hidden = obligation_filter(visible_companies=frozenset({"kiwi-outdoors"}))
+    assert obligations_page(ledger.engine, hidden, now=NOW)["total"] == 0
+    with pytest.raises(ConfigError, match="unknown state 'done'; valid: on_time, late, missed"):
+        obligation_filter(outcome="done")
+
+
+def test_the_strip_shows_the_missing_slot_and_the_next_runs(ledger):
+    from export_lib.config.loader import load_catalog
+    from export_lib.obligations import schedule_strips
+
+    daily = load_catalog(ledger_config()).schedule("acme/daily-spend")
+    statements, (strip,) = _selects(ledger.engine, lambda: schedule_strips(
+        ledger.engine, [daily], now=NOW, slots=4))
+    assert len(statements) == 3  # runs of the slots shown, last delivered, first run
+    assert [(c["slot_utc"], c["outcome"]) for c in strip["strip"]] == [
+        ("2026-03-26T06:00:00Z", "untracked"), ("2026-03-27T06:00:00Z", "on_time"),
+        ("2026-03-28T06:00:00Z", "no_run"), ("2026-03-29T05:00:00Z", "late")]
+    assert strip["strip"][2]["lateness"] == "deadline passed 1 d 3 h ago"
+    assert strip["owner"] == "data-team@acme.example"
+    assert strip["last_delivered_period"] == "2026-03-28"  # the 29 March slot's window
+    assert strip["next_runs"][0] == {"local": "2026-03-30 07:00 CEST",
+                                     "utc": "2026-03-30T05:00:00Z"}
+
+
+def ledger_config() -> str:
+    import os
+
+    return os.environ["EXPORT_CONFIG_DIR"]
+
+
+def test_drill_down_and_release_of_the_held_run(ledger):
+    from export_lib.run_detail import available_actions, release_held, run_detail
+
+    late = run_detail(ledger.engine, "acme/daily-spend/2026-03-29T05:00Z", now=NOW)
+    (artifact,) = late["artifacts"]
+    (delivery,) = late["deliveries"]
+    assert (artifact["version"], artifact["supersedes"], len(artifact["sha256"])) == (1, None, 64)
+    assert artifact["rows"] > 0 and late["window_start_utc"] == "2026-03-27T23:00:00Z"
+    assert (delivery["destination"], delivery["state"], delivery["receipt"] is not None) == (
+        "acme-dir", "acknowledged", True)
+    assert [a["outcome"] for a in delivery["history"]] == ["delivered"]
+    assert [a["state"] for a in late["attempts"]] == ["published"]
+    assert available_actions(late) == {"release": [], "requeue": [], "revoke": ["1"]}
+    with pytest.raises(WindowError, match="is not held \\(it is delivered late\\); nothing"):
+        release_held(ledger, late["run_key"], who="ana", now=NOW)
+    key = "acme/hourly-clicks/2026-03-29T03:00Z"
+    assert available_actions(run_detail(ledger.engine, key, now=NOW))["release"] == ["run"]
+    release_held(ledger, key, who="ana", now=NOW)
+    held = run_detail(ledger.engine, key, now=NOW)
+    assert (held["outcome"], held["reason"]) == ("released", "released by ana")
+    assert held["events"][-1]["detail"] == "released by operator ana"
+    assert ledger.is_released(key)
+
+
+def test_an_exhausted_delivery_is_unresolved_until_requeued(ledger):
+    from export_lib.obligations import obligation_filter, obligations_page
+    from export_lib.run_detail import available_actions, requeue_delivery, run_detail
+
+    key = "acme/daily-spend/2026-03-27T06:00Z"
+    with ledger.engine.begin() as conn:  # the delivery gave up, whatever decided it
+        conn.execute(sa.text("UPDATE deliveries SET state = 'exhausted', acknowledged_at = NULL, "
+                             "last_error = '550 mailbox gone' WHERE run_key = :k"), {"k": key})
+    unresolved = obligations_page(ledger.engine, obligation_filter(outcome="unresolved"), now=NOW)
+    assert [r["run_key"] for r in unresolved["runs"]] == [key]
+    assert available_actions(run_detail(ledger.engine, key, now=NOW))["requeue"] == ["acme-dir"]
+    with pytest.raises(ConfigError, match="has no destination 'nowhere'"):
+        requeue_delivery(ledger, key, "nowhere", who="ana", why="x", now=NOW)
+    requeue_delivery(ledger, key, "acme-dir", who="ana", why="mailbox restored", now=NOW)
+    after = run_detail(ledger.engine, key, now=NOW)
+    assert (after["outcome"], after["deliveries"][0]["state"]) == ("missed", "pending")
+    assert after["events"][-1]["detail"].endswith("by ana: mailbox restored")
+    with pytest.raises(WindowError, match="nothing to requeue: the delivery of .* is not exhausted"):
+        requeue_delivery(ledger, key, "acme-dir", who="ana", why="again", now=NOW)
