@@ -154,7 +154,8 @@ def table(headers: list[str], rows: list[list[Any]], ident: str) -> str:
     return f"<table id='{ident}'><tr>{head}</tr>{body}</table>" if rows else "<p>none</p>"
 
 
-def detail_body(d: dict[str, Any], actions_html: str, note: str | None) -> str:
+def detail_body(d: dict[str, Any], actions_html: str, note: str | None,
+                summary: str | None = None) -> str:
     facts = [
         ("what happened", badge(d["outcome"]) + f" {esc(d['outcome_text'])}"),
         ("reason", esc(d["reason"] or "")), ("company / schedule", esc(f"{d['company']} / "
@@ -181,7 +182,10 @@ def detail_body(d: dict[str, Any], actions_html: str, note: str | None) -> str:
                     + tried)
     return (
         f"<p><a href='../obligations'>← all obligations</a></p><h2>Run {esc(d['run_key'])}</h2>"
-        + banner + "<table id='facts'>"
+        + banner
+        # The same paragraph as `exportctl explain` (export_lib/pipeline/explain.py).
+        + (f"<p id='explain'><b>In one paragraph:</b> {esc(summary)}</p>" if summary else "")
+        + "<table id='facts'>"
         + "".join(f"<tr><th>{esc(k)}</th><td>{v}</td></tr>" for k, v in facts) + "</table>"
         + "<h3>What you can do</h3>" + actions_html
         + "<h3>Render attempts</h3>"

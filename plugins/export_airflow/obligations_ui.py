@@ -11,6 +11,7 @@ when the artifact controls land. Who may read and act: ``ui_access``.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -34,6 +35,8 @@ from export_airflow.ui_access import (
 )
 
 router = APIRouter()
+
+log = logging.getLogger(__name__)
 
 
 def _now() -> datetime:
@@ -186,12 +189,33 @@ def run_page(user: GetUserDep, key: str, done: str | None = None,
     with _ledger() as ledger:
         detail = _detail_or_404(ledger, key, visible, now)
         actions = _actions_html(detail, user, _dag_id(ledger, key))
+        summary = _explained(ledger, key, now)
     note = {"release": "Released: the run will export when its resolve_window task is "
                        "cleared in Airflow.",
             "requeue": "Requeued: the delivery will be sent when its deliver task is cleared "
                        "in Airflow.",
             "revoke": "Revoked."}.get(done or "")
-    return h.doc(f"Run {key}", h.detail_body(detail, actions, note))
+    return h.doc(f"Run {key}", h.detail_body(detail, actions, note, summary))
+
+
+def _explained(ledger: Any, run_key: str, now: datetime) -> str | None:
+    """`exportctl explain`'s paragraph for this run's period (None if it cannot be told)."""
+    from export_lib.errors import ExportError
+    from export_lib.periods.names import run_key as scheduled_key
+    from export_lib.pipeline.explain import explain_facts, explain_period
+    from export_lib.pipeline.stages import schedule_of
+
+    run = ledger.get_run(run_key)
+    if run is None or scheduled_key(run.schedule_id, run.slot) != run_key:
+        return None  # a manual export: not one of the schedule's slots
+    try:
+        schedule = schedule_of(run)
+        return explain_period(schedule, run.slot, explain_facts(ledger, schedule.schedule_id,
+                                                                 run.slot), now=now)
+    except ExportError as exc:  # the page still shows every fact below
+        log.warning("company=%s schedule=%s period=%s: cannot explain: %s", run.company,
+                    run.schedule_id, f"{run.slot:%Y-%m-%dT%H:%MZ}", exc)
+        return None
 
 
 @router.post("/obligations/action/{name}", response_class=HTMLResponse)
