@@ -17,6 +17,7 @@ is recorded as such in the audit trail and says why in ``outcome``. The CLI
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass
 from datetime import datetime
@@ -246,7 +247,7 @@ def _withdraw(ledger: Ledger, run: RunRecord, artifact: ArtifactRecord, *,
     for row in rec.list_deliveries(ledger.engine, run.run_key, states=(rec.ACKNOWLEDGED,)):
         if row["artifact_version"] != artifact.version:
             continue
-        dest = parse_destination(row["destination_config"])
+        dest = parse_destination(json.dumps(row["destination_config"]))
         transport = transport_for(dest, exports_root=exports_root, resolver=resolver)
         if not transport.can_withdraw:
             lines.append(f"cannot withdraw from {dest.id} ({dest.type}): a {dest.type} delivery "
