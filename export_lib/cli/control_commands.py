@@ -32,14 +32,14 @@ def _ledger():
     return ledger
 
 
-def _catalog(config: str | None, company: str | None = None):
+def _catalog(config: str | None):
     """The current config (``--config``, ``$EXPORT_CONFIG_DIR`` or ./dags/config), or None."""
     from export_lib.config.loader import load_catalog
 
     directory = config or os.environ.get("EXPORT_CONFIG_DIR")
     if directory is None and Path("dags/config").is_dir():
         directory = "dags/config"
-    return load_catalog(directory, only=company) if directory else None
+    return load_catalog(directory) if directory else None
 
 
 def _report(result: Any, as_json: bool) -> int:
@@ -57,7 +57,7 @@ def cmd_pause(args: argparse.Namespace) -> int:
 
     control = controls.pause if args.command == "pause" else controls.unpause
     result = control(_ledger(), args.company, args.schedule, who=args.by, why=args.why,
-                     now=_now(), catalog=_catalog(args.config, args.company))
+                     now=_now(), catalog=_catalog(args.config))
     return _report(result, args.json)
 
 
