@@ -58,7 +58,8 @@ def _policy(run: RunRecord, catalog: Any) -> tuple[int, bool]:
 
 
 def _item(artifact: ArtifactRecord, run: RunRecord, days: int) -> dict[str, Any]:
-    return {"artifact_id": artifact.id, "run_key": run.run_key, "version": artifact.version,
+    return {"artifact_id": artifact.id, "company": run.company, "schedule_id": run.schedule_id,
+            "run_key": run.run_key, "version": artifact.version,
             "uri": artifact.uri, "generated_at": format_instant(artifact.generated_at),
             "retention_days": days}
 
