@@ -251,7 +251,8 @@ def _withdraw(ledger: Ledger, run: RunRecord, artifact: ArtifactRecord, *,
         transport = transport_for(dest, exports_root=exports_root, resolver=resolver)
         if not transport.can_withdraw:
             lines.append(f"cannot withdraw from {dest.id} ({dest.type}): a {dest.type} delivery "
-                         f"cannot be taken back; tell the recipient of {row['target']}")
+                         f"cannot be taken back; tell its recipient ({row['target']}) that it "
+                         "is revoked")
             continue
         try:
             with transport:

@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from export_lib.errors import DeliveryError, FencingError
+from tests.delivery.conftest import webhook, webhook_server  # noqa: F401 - fixtures
 from tests.world import DAILY, build_world
 
 SLOT = datetime(2026, 3, 29, 5, 0, tzinfo=UTC)  # acme/daily-spend, 07:00 Berlin
@@ -190,3 +191,41 @@ def test_a_schedule_pause_leaves_the_other_schedules_alone(world):
     assert daily.skip_reason == ("schedule acme/daily-spend paused by erin at "
                                  "2026-03-29T05:05:00Z: bad numbers")
     assert other.skip_reason is None
+
+
+def test_revoke_withdraws_from_s3_and_local_and_records_that_a_webhook_cannot(
+        tmp_path, monkeypatch, pg_database, s3_server, webhook):  # noqa: F811 - the fixture
+    """Three destinations acknowledged v1: the S3 object and the local file are deleted, the
+    webhook call cannot be taken back (recorded); revoke still succeeds."""
+    import uuid
+
+    from export_lib.cli.commands import run_one
+    from export_lib.pipeline.controls import revoke_artifact
+
+    bucket = f"acme-in-{uuid.uuid4().hex[:10]}"
+    s3_server.client().create_bucket(Bucket=bucket)
+    world = build_world(tmp_path, pg_database, days=10, AIRFLOW_CONN_ACME_S3=
+                        s3_server.connection_uri(), AIRFLOW_CONN_ACME_HOOK=
+                        webhook.connection_uri()).use(monkeypatch)
+    path = world.config / "acme.yaml"
+    path.write_text(path.read_text().replace(
+        "      - {id: acme-dir, type: local, path: outbox/acme/daily-spend}\n",
+        "      - {id: acme-dir, type: local, path: outbox/acme/daily-spend}\n"
+        f"      - {{id: acme-s3, type: s3, conn_id: acme_s3, bucket: {bucket}, prefix: in}}\n"
+        "      - {id: acme-hook, type: webhook, conn_id: acme_hook}\n", 1))
+    result = run_one(str(world.config), DAILY, "2026-03-29T05:00Z", now=NOW)
+    assert [d["state"] for d in result["deliveries"]] == ["acknowledged"] * 3
+    name = OUTBOX.rsplit("/", 1)[1]
+    assert s3_server.client().list_objects_v2(Bucket=bucket)["KeyCount"] == 1
+
+    revoked = revoke_artifact(world.ledger(), KEY, who="carol", why="leak", now=NOW,
+                              exports_root=world.home / "exports")
+
+    assert revoked.changed
+    assert sorted(revoked.details) == sorted([
+        f"withdrawn from acme-dir: deleted {world.home / OUTBOX}, {world.home / OUTBOX}.sha256",
+        f"withdrawn from acme-s3: deleted s3://{bucket}/in/{name}",
+        "cannot withdraw from acme-hook (webhook): a webhook delivery cannot be taken back; "
+        "tell its recipient (webhook (connection 'acme_hook') /) that it is revoked"])
+    assert s3_server.client().list_objects_v2(Bucket=bucket)["KeyCount"] == 0
+    assert not (world.home / OUTBOX).exists()
