@@ -29,6 +29,7 @@ def _age_artifacts(world: World, days: int) -> None:
 def test_hold_retention_revoke_and_the_audit_trail(pg_world: World):
     w = pg_world
     w.run()
+    assert w.exportctl("release", KEY, "--by", "ops").returncode == 0  # audited too
 
     finished = w.exportctl("cancel", KEY, "--by", "bob", "--why", "oops")
     assert (finished.returncode, finished.stdout) == (1, "")
@@ -74,8 +75,8 @@ def test_hold_retention_revoke_and_the_audit_trail(pg_world: World):
     trail = w.exportctl("actions", "--company", "acme", "--json")
     assert trail.returncode == 0, trail.stderr
     assert [(a["who"], a["action"], a["changed"]) for a in reversed(json.loads(trail.stdout))] == [
-        ("bob", "cancel", False), ("legal", "hold", True), ("legal", "unhold", True),
-        ("retention", "retention-delete", True), ("legal", "hold", False),
+        ("ops", "release", True), ("bob", "cancel", False), ("legal", "hold", True),
+        ("legal", "unhold", True), ("retention", "retention-delete", True), ("legal", "hold", False),
         ("carol", "revoke", True)]
 
 
