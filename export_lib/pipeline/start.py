@@ -137,7 +137,9 @@ def start_run(ledger: Ledger, schedule: Any, slot: datetime, *, now: datetime,
         run = ledger.get_run(key)
         return summary.model_copy(update={"skip_reason": f"run {key} is already {run.state}: "
                                                          f"{run.reason}"})
-    paused = pause_reason(ledger, schedule.company.id, schedule.schedule_id)
+    # A pause stops new work only: a run already reading or rendering (a cleared task) goes on.
+    paused = None if summary.state not in (RunState.REGISTERED, RunState.FAILED) else \
+        pause_reason(ledger, schedule.company.id, schedule.schedule_id)
     if paused is not None:
         ledger.skip(key, paused, now)
         log.warning("company=%s schedule=%s period=%s: skipped: %s", *summary.log_fields(), paused)
