@@ -186,7 +186,14 @@ def cmd_release(args: argparse.Namespace) -> int:
     ledger = open_ledger()
     if ledger.get_run(args.run_key) is None:
         raise WindowError(f"run {args.run_key} is not in the ledger; see 'exportctl runs'")
-    ledger.release(args.run_key, _now(), who=args.by)
+    from export_lib.ledger.controls import Action, record_action
+
+    now, run = _now(), ledger.get_run(args.run_key)
+    ledger.release(args.run_key, now, who=args.by)
+    record_action(ledger, Action(at=now, who=args.by, action="release", target_kind="run",
+                                 target_id=args.run_key, why="released with exportctl",
+                                 changed=True, outcome="released: the held run may export",
+                                 company=run.company, schedule_id=run.schedule_id))
     print(f"run {args.run_key} released by {args.by}: clear its resolve_window task to export it")
     return 0
 

@@ -269,12 +269,21 @@ def add_audit_parsers(subparsers: argparse._SubParsersAction) -> None:
     audit_commands.register(subparsers)
 
 
+def add_control_parsers(subparsers: argparse._SubParsersAction) -> None:
+    """``pause``, ``unpause``, ``cancel``, ``revoke``, ``hold``, ``unhold``, ``retention``,
+    ``actions`` (export_lib.cli.control_commands)."""
+    from export_lib.cli import control_commands
+
+    control_commands.register(subparsers)
+
+
 SUBCOMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     add_validate_parser,
     add_loaders_parser,
     add_preview_parser,
     add_ledger_parsers,
     add_audit_parsers,
+    add_control_parsers,
 ]
 
 

@@ -131,7 +131,7 @@ class PolicyFields(FrozenModel):
     late_start: Literal["finish", "skip", "hold"] = "finish"
     recovery: Literal["each", "latest", "none"] = "each"
     late_data: LateData = LateData()
-    retention_days: StrictInt = Field(default=90, ge=1, le=MAX_RETENTION_DAYS)
+    retention_days: StrictInt = Field(default=30, ge=1, le=MAX_RETENTION_DAYS)
     legal_hold: StrictBool = False
     skip_empty: StrictBool = False
 

@@ -1,4 +1,4 @@
-"""Once-per-run announcements (``export_notices``, revision 0007): an alert or a once-only
+"""Once-per-run announcements (``export_notices``, revision 0006): an alert or a once-only
 metric is *claimed* before it is sent and marked *sent* after, so three retries and a clear of
 the same failure send one alert, and two processes asking at once send one.
 

@@ -108,6 +108,10 @@ class ArtifactRecord:
     generated_at: datetime
     supersedes: int | None
     correction: int
+    revoked_at: datetime | None = None
+    revoked_reason: str | None = None
+    deleted_at: datetime | None = None
+    deleted_reason: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {k: _iso(v) for k, v in asdict(self).items()}

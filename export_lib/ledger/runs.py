@@ -185,6 +185,9 @@ class Ledger(LedgerAccess):
         if row is None:
             raise LedgerError(f"attempt {attempt_id} is not in the ledger")
         att = _attempt(row)
+        if run.state == RunState.CANCELLED:
+            raise FencingError(f"run {run.run_key} was cancelled ({run.reason}); attempt "
+                               f"{attempt_id[:12]} may not go on. Nothing was made visible.")
         if att.run_id != run.id or att.generation != run.current_generation:
             raise FencingError(
                 f"run {run.run_key}: attempt {attempt_id[:12]} (generation {att.generation}) is "
@@ -258,7 +261,7 @@ class Ledger(LedgerAccess):
                 .order_by(artifacts.c.version.desc()).limit(1)
             ).first()
             latest = _artifact(latest_row) if latest_row else None
-            if latest is not None and latest.sha256 == att.sha256:
+            if latest is not None and latest.sha256 == att.sha256 and latest.revoked_at is None:
                 created, record = False, latest
             else:
                 version = (latest.version if latest else 0) + 1

@@ -1,5 +1,6 @@
 """All ledger tables (SQLAlchemy Core) on one ``metadata``: runs, attempts, artifacts, events,
-deliveries and delivery_attempts.
+deliveries and delivery_attempts, and the operator controls (revision 0005): operator_actions
+(the audit trail), export_pauses and export_holds.
 
 This is the *live* description the code reads and writes. The Alembic revisions in
 ``migrations/versions`` spell the same DDL out literally (frozen), and a test compares a freshly
@@ -119,6 +120,12 @@ artifacts = Table(
     Column("generated_at", UtcDateTime, nullable=False),
     Column("supersedes", Integer, nullable=True),
     Column("correction", Integer, nullable=False, default=0),
+    # Revision 0005: an operator revoked it (never delivered again), or retention deleted the
+    # object (the row stays: the manifest of what was published is kept). Reason says who/why.
+    Column("revoked_at", UtcDateTime, nullable=True),
+    Column("revoked_reason", Text, nullable=True),
+    Column("deleted_at", UtcDateTime, nullable=True),
+    Column("deleted_reason", Text, nullable=True),
     UniqueConstraint("run_id", "version", name="uq_export_artifacts_version"),
     # One object, one artifact: a URI can never be recorded for two runs (revision 0004).
     Index("uq_export_artifacts_uri", "uri", unique=True),
@@ -191,7 +198,7 @@ delivery_attempts = Table(
     UniqueConstraint("delivery_id", "attempt", name="uq_delivery_attempt"),
 )
 
-# Things announced once per run (revision 0007): alerts (kind ``alert``, key per run and reason
+# Things announced once per run (revision 0006): alerts (kind ``alert``, key per run and reason
 # or destination) and once-only metrics (kind ``metric``, e.g. a run counted completed). The
 # unique ``notice_key`` makes the claim race-free; ``claims`` counts every ask (retries, clears).
 notices = Table(
@@ -212,4 +219,57 @@ notices = Table(
     Column("sent_at", UtcDateTime, nullable=True),
     Index("uq_export_notices_key", "notice_key", unique=True),
     Index("ix_export_notices_run_key", "run_key"),
+)
+
+# -- operator controls (revision 0005) --------------------------------------------------------
+
+# Every operator action (pause, cancel, revoke, hold, release, requeue, a retention deletion),
+# also those that changed nothing: ``changed`` 0 and ``outcome`` "nothing changed: <reason>".
+operator_actions = Table(
+    "operator_actions",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("at", UtcDateTime, nullable=False),
+    Column("who", String(200), nullable=False),
+    Column("action", String(40), nullable=False),
+    Column("target_kind", String(20), nullable=False),
+    Column("target_id", String(400), nullable=False),
+    Column("company", String(100), nullable=True),
+    Column("schedule_id", String(200), nullable=True),
+    Column("why", Text, nullable=False),
+    Column("changed", Integer, nullable=False),
+    Column("outcome", Text, nullable=False),
+    Index("ix_operator_actions_company", "company", "at"),
+)
+
+# A pause of a whole company (schedule_id NULL) or of one schedule; active while resumed_at is
+# NULL. start_run records the slots of a paused schedule as skipped with the pause's reason.
+pauses = Table(
+    "export_pauses",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("company", String(100), nullable=False),
+    Column("schedule_id", String(200), nullable=True),
+    Column("paused_by", String(200), nullable=False),
+    Column("paused_at", UtcDateTime, nullable=False),
+    Column("why", Text, nullable=False),
+    Column("resumed_by", String(200), nullable=True),
+    Column("resumed_at", UtcDateTime, nullable=True),
+    Index("ix_export_pauses_company", "company"),
+)
+
+# A hold on one artifact, or on a run (every version of it): retention never deletes a held
+# artifact. Active while released_at is NULL.
+holds = Table(
+    "export_holds",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("run_id", Integer, ForeignKey("export_runs.id"), nullable=False),
+    Column("artifact_id", Integer, ForeignKey("export_artifacts.id"), nullable=True),
+    Column("held_by", String(200), nullable=False),
+    Column("held_at", UtcDateTime, nullable=False),
+    Column("why", Text, nullable=False),
+    Column("released_by", String(200), nullable=True),
+    Column("released_at", UtcDateTime, nullable=True),
+    Index("ix_export_holds_run", "run_id"),
 )

@@ -12,6 +12,7 @@ Deliveries (one per run, artifact version and destination)::
        │  └─────────┘  └────▶ exhausted ──▶ pending    (operator requeue)
        ▼  retryable failure
     refused ──▶ pending                                (owner authorised again / requeue)
+    pending / exhausted / refused ──▶ cancelled        (operator cancel or revoke; terminal)
 
     ``attempting → attempting`` is a takeover of an attempt whose worker died.
 
@@ -59,6 +60,7 @@ class DeliveryState(StrEnum):
     ACKNOWLEDGED = "acknowledged"
     EXHAUSTED = "exhausted"
     REFUSED = "refused"
+    CANCELLED = "cancelled"
 
 
 class AttemptOutcome(StrEnum):
@@ -112,13 +114,16 @@ RUN_STATES = StateMachine("run", RunState, {
 })
 
 DELIVERY_STATES = StateMachine("delivery", DeliveryState, {
-    DeliveryState.PENDING: frozenset({DeliveryState.ATTEMPTING, DeliveryState.REFUSED}),
+    DeliveryState.PENDING: frozenset({DeliveryState.ATTEMPTING, DeliveryState.REFUSED,
+                                      DeliveryState.CANCELLED}),
     # ATTEMPTING → ATTEMPTING: takeover of an attempt whose worker died (see stale_after).
     DeliveryState.ATTEMPTING: frozenset({DeliveryState.ACKNOWLEDGED, DeliveryState.PENDING,
                                          DeliveryState.EXHAUSTED, DeliveryState.ATTEMPTING}),
-    DeliveryState.EXHAUSTED: frozenset({DeliveryState.PENDING}),
-    DeliveryState.REFUSED: frozenset({DeliveryState.PENDING}),
+    DeliveryState.EXHAUSTED: frozenset({DeliveryState.PENDING, DeliveryState.CANCELLED}),
+    DeliveryState.REFUSED: frozenset({DeliveryState.PENDING, DeliveryState.CANCELLED}),
     DeliveryState.ACKNOWLEDGED: frozenset(),
+    # An operator cancelled the run, or revoked the artifact: never delivered.
+    DeliveryState.CANCELLED: frozenset(),
 })
 
 

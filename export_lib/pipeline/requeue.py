@@ -17,6 +17,7 @@ from datetime import datetime
 from export_lib.errors import ConfigError, PublishError
 from export_lib.ledger import Ledger
 from export_lib.ledger import deliveries as rec
+from export_lib.ledger.controls import Action, record_action
 from export_lib.pipeline.stages import _get, _label, schedule_of
 
 log = logging.getLogger(__name__)
@@ -68,6 +69,11 @@ def requeue_deliveries(ledger: Ledger, run_key: str, *, who: str, why: str, now:
                   f"{record.attempts} attempt(s); last error: {record.last_error or '-'}) by "
                   f"{who}: {why}")
         ledger.note(run_key, detail, now)
+        record_action(ledger, Action(
+            at=now, who=who, action="requeue", target_kind="delivery",
+            target_id=record.delivery_id, why=why, changed=True,
+            outcome=f"delivery to {dest} requeued (was {record.state})", company=run.company,
+            schedule_id=run.schedule_id))
         log.warning("%s: %s", _label(run), detail)
         done.append(Requeued(record.delivery_id, dest, record.state, record.attempts,
                              record.last_error, detail))

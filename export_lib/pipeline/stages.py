@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from export_lib.checksums import sha256_stream
-from export_lib.errors import ArtifactValidationError, ExportError, PublishError
+from export_lib.errors import ArtifactValidationError, DeliveryError, ExportError, PublishError
 from export_lib.ledger import Ledger, RunState
 from export_lib.ledger.budget import RenderBudget
 from export_lib.ledger.records import RunRecord
@@ -249,6 +249,7 @@ def deliver_run(ledger: Ledger, run_key: str, destination_id: str, *, now: datet
 
     from export_lib.config.destinations import select_destinations
     from export_lib.delivery import DeliverableArtifact, deliver, refuse
+    from export_lib.pipeline.controls import delivery_block
     from export_lib.storage.stores import open_store
 
     run = _get(ledger, run_key)
@@ -262,7 +263,8 @@ def deliver_run(ledger: Ledger, run_key: str, destination_id: str, *, now: datet
     period = period_label(run.window_start, run.window_end, run.timezone)
     manifest = {"company": run.company, "schedule": run.schedule_id, "run_key": run_key,
                 "config_version": run.config_version}
-    removed = current.removal_reason(destination_id)
+    blocked = delivery_block(run, artifact)  # cancelled or revoked by an operator
+    removed = blocked or current.removal_reason(destination_id)
     # A file:// artifact is read in place whatever EXPORT_ARTIFACT_ROOT says now; an
     # object-store artifact is streamed to a temp copy (deleted after the delivery).
     local = None
@@ -290,6 +292,8 @@ def deliver_run(ledger: Ledger, run_key: str, destination_id: str, *, now: datet
                 owner=run.owner, authorized=current.authorized, retry_until=retry_until,
                 now=now, resolver=resolver,
             )
+    if blocked is not None:
+        raise DeliveryError(f"run {run_key}: {blocked}; not delivered to {destination_id}")
     return {"run_key": run_key, "destination": destination_id, **outcome.as_xcom()}
 
 

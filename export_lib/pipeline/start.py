@@ -1,6 +1,7 @@
 """The start of every run, whoever starts it: register the slot, then apply the start policies.
 
-``start_run`` is the one place that decides whether a slot exports: a paused company, an owner
+``start_run`` is the one place that decides whether a slot exports: a paused company (in its
+config, or by ``exportctl pause``), an owner
 who lost access, a start after the deadline (``late_start``), slots missed while nothing ran
 (``recovery``). The Airflow ``ResolveWindowOperator`` and ``exportctl run`` both call it, so the
 same slot gets the same outcome, with the same recorded reason, in either world.
@@ -19,6 +20,7 @@ from export_lib.periods.decisions import missed_slots, start_decision
 from export_lib.periods.names import deadline_for, run_key
 from export_lib.periods.slots import format_instant, is_slot, latest_slot_at_or_before
 from export_lib.periods.windows import resolve_window
+from export_lib.pipeline.controls import pause_reason
 from export_lib.pipeline.summary import RunSummary, Window
 
 log = logging.getLogger(__name__)
@@ -135,6 +137,13 @@ def start_run(ledger: Ledger, schedule: Any, slot: datetime, *, now: datetime,
         run = ledger.get_run(key)
         return summary.model_copy(update={"skip_reason": f"run {key} is already {run.state}: "
                                                          f"{run.reason}"})
+    # A pause stops new work only: a run already reading or rendering (a cleared task) goes on.
+    paused = None if summary.state not in (RunState.REGISTERED, RunState.FAILED) else \
+        pause_reason(ledger, schedule.company.id, schedule.schedule_id)
+    if paused is not None:
+        ledger.skip(key, paused, now)
+        log.warning("company=%s schedule=%s period=%s: skipped: %s", *summary.log_fields(), paused)
+        return summary.model_copy(update={"state": RunState.SKIPPED.value, "skip_reason": paused})
     missed = 0
     if summary.created and ctx.trigger == "scheduled":
         missed = _record_missed(ledger, every_version, slot, now=now, ctx=ctx)
@@ -197,8 +206,11 @@ def start_manual(ledger: Ledger, config_dir: str, params: dict[str, Any], *, run
     summary = _summary(ledger, run, created=created)
     log.info("company=%s schedule=%s period=%s: manual run %s %s: %s", *summary.log_fields(),
              run.run_key, "registered" if created else "found", request.reason)
+    paused = pause_reason(ledger, schedule.company.id, None)
     if schedule.company.status == "paused" and run.state not in (RunState.READY, *_FINAL):
-        reason = "company is paused; resume it in its config file to export"
+        paused = "company is paused; resume it in its config file to export"
+    if paused is not None and run.state not in (RunState.READY, *_FINAL):
+        reason = paused
         ledger.skip(run.run_key, reason, now)
         return summary.model_copy(update={"state": RunState.SKIPPED.value, "skip_reason": reason})
     return summary

@@ -95,7 +95,7 @@ def test_requeue_gives_an_exhausted_delivery_a_fresh_budget(ledger_engine: sa.En
     record = rec.ensure_record(ledger_engine, _new(), now=NOW)
     with pytest.raises(IllegalTransitionError,
                        match=f"^delivery {record.delivery_id}: cannot go from pending to pending; "
-                             "allowed from pending: attempting, refused$"):
+                             "allowed from pending: attempting, cancelled, refused$"):
         requeue(ledger_engine, record.delivery_id, now=NOW)
     with ledger_engine.begin() as conn:
         rec.start_attempt(conn, record, now=NOW)

@@ -45,9 +45,9 @@ def test_illegal_run_transitions_name_run_states_and_allowed_moves(current, targ
 
 
 @pytest.mark.parametrize(("current", "target", "allowed"), [
-    ("pending", "acknowledged", "attempting, refused"),
-    ("exhausted", "attempting", "pending"),
-    ("refused", "acknowledged", "pending"),
+    ("pending", "acknowledged", "attempting, cancelled, refused"),
+    ("exhausted", "attempting", "cancelled, pending"),
+    ("refused", "acknowledged", "cancelled, pending"),
     ("acknowledged", "pending", "none \\(final state\\)"),
 ])
 def test_illegal_delivery_transitions_name_delivery_states_and_allowed_moves(
@@ -67,7 +67,7 @@ def test_legal_moves_pass_and_enum_members_are_accepted() -> None:
 def test_unknown_states_are_rejected_with_the_valid_ones() -> None:
     with pytest.raises(IllegalTransitionError,
                        match="^delivery d: unknown state in 'pending' → 'sent'; valid states: "
-                             "pending, attempting, acknowledged, exhausted, refused$"):
+                             "pending, attempting, acknowledged, exhausted, refused, cancelled$"):
         check_transition(DELIVERY_STATES, "d", "pending", "sent")
     with pytest.raises(IllegalTransitionError, match="^run k: unknown state in 'done'"):
         check_transition(RUN_STATES, "k", "done", "reading")
@@ -95,7 +95,7 @@ def test_delivery_repository_refuses_an_illegal_move(sqlite_ledger) -> None:
     with engine.begin() as conn, pytest.raises(
         IllegalTransitionError,
         match=f"^delivery {the_id}: cannot go from pending to exhausted; "
-              "allowed from pending: attempting, refused$",
+              "allowed from pending: attempting, cancelled, refused$",
     ):
         deliveries.transition(conn, record, "exhausted", now=NOW)
     assert deliveries.get_record(engine, the_id).state == "pending"

@@ -50,6 +50,12 @@ def test_requeue_records_the_operator_action_and_delivers_once(export_world, sta
     assert (export_world.home / OUTBOX_FILE).is_file()
     counts = export_world.counts()
     assert (counts["runs"], counts["artifacts"], counts["deliveries"]) == (1, 1, 1)
+    from export_lib.ledger.controls import list_actions
+
+    (audited,) = list_actions(ledger)  # the operators' audit trail has it too
+    assert (audited.who, audited.action, audited.target_id, audited.why, audited.outcome) == (
+        "alice", "requeue", requeued[0].delivery_id, "mailbox restored",
+        f"delivery to acme-dir requeued (was {state})")
     # Nothing left to requeue: a second call is a no-op and records nothing.
     assert requeue_deliveries(ledger, KEY, who="alice", why="again", now=NOW) == []
     assert len(operator_actions(ledger, KEY)) == 1

@@ -38,6 +38,8 @@ class Transport(ABC):
     """One attempt's connection to a destination."""
 
     kind: str = ""
+    can_withdraw: bool = False
+    """Whether :meth:`withdraw` can take a delivered artifact back (an operator revoke)."""
 
     def __enter__(self) -> Transport:
         return self
@@ -70,6 +72,11 @@ class Transport(ABC):
     @abstractmethod
     def send(self, artifact: DeliverableArtifact, ctx: DeliveryContext) -> str:
         """Deliver the artifact; the receipt."""
+
+    def withdraw(self, name: str) -> str:
+        """Delete the delivered file ``name`` (and its sidecar) from the destination; what was
+        removed. Only where ``can_withdraw``: a webhook call or an e-mail cannot be taken back."""
+        raise DeliveryError(f"a {self.kind} delivery cannot be withdrawn")
 
 
 def resolve_connection(conn_id: str, destination_id: str,

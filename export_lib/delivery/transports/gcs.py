@@ -41,6 +41,7 @@ UPLOAD_CHUNK = 8 * 1024 * 1024  # a multiple of 256 KiB, as the resumable protoc
 
 class GcsTransport(Transport):
     kind = "gcs"
+    can_withdraw = True
 
     def __init__(self, destination: GcsDestination, *,
                  resolver: ConnectionResolver | None = None) -> None:
@@ -78,6 +79,14 @@ class GcsTransport(Transport):
         self._guard(lambda: blob.upload_from_filename(
             str(artifact.local_path), if_generation_match=0, timeout=120))
         return f"generation={blob.generation} size={blob.size}"
+
+    def withdraw(self, name: str) -> str:
+        key = join_key(self.destination.prefix, name)
+        blob = self._guard(lambda: self._bucket.get_blob(key, timeout=30))
+        if blob is None:
+            return f"gs://{self.destination.bucket}/{key} was gone"
+        self._guard(lambda: blob.delete(timeout=30))
+        return f"deleted gs://{self.destination.bucket}/{key}"
 
     def _guard(self, call: Any) -> Any:
         """Run a client call, turning google/requests errors into classified DeliveryErrors."""

@@ -26,6 +26,7 @@ def default_exports_root() -> Path:
 
 class LocalTransport(Transport):
     kind = "local"
+    can_withdraw = True
 
     def __init__(self, destination: LocalDestination, *, exports_root: Path | None = None) -> None:
         root = (exports_root or default_exports_root()).resolve()
@@ -72,6 +73,14 @@ class LocalTransport(Transport):
             raise DeliveryError(f"writing {self.target(artifact)} failed: {exc}",
                                 retryable=True) from exc
         return f"written size={artifact.bytes}"
+
+    def withdraw(self, name: str) -> str:
+        removed = []
+        for path in (self.directory / name, self.directory / f"{name}.sha256"):
+            if path.exists():
+                path.unlink()
+                removed.append(str(path))
+        return f"deleted {', '.join(removed)}" if removed else f"{self.directory / name} was gone"
 
     def _write_atomic(self, name: str, text: str, ctx: DeliveryContext) -> None:
         temp = self.directory / f".{name}.part-{ctx.delivery_id}"

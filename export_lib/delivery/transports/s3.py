@@ -48,6 +48,7 @@ _RETRY_CODES = {"SlowDown", "RequestTimeout", "InternalError", "ServiceUnavailab
 
 class S3Transport(Transport):
     kind = "s3"
+    can_withdraw = True
 
     def __init__(self, destination: S3Destination, *,
                  resolver: ConnectionResolver | None = None) -> None:
@@ -107,6 +108,11 @@ class S3Transport(Transport):
         if response.get("VersionId"):
             receipt += f" version_id={response['VersionId']}"
         return receipt
+
+    def withdraw(self, name: str) -> str:
+        key = join_key(self.destination.prefix, name)
+        self._call("delete_object", Bucket=self.destination.bucket, Key=key)
+        return f"deleted s3://{self.destination.bucket}/{key}"
 
     def _send_multipart(self, artifact: DeliverableArtifact, key: str,
                         metadata: dict[str, str]) -> str:

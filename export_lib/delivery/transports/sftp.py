@@ -66,6 +66,7 @@ def _private_key(text: str) -> Any:
 
 class SftpTransport(Transport):
     kind = "sftp"
+    can_withdraw = True
 
     def __init__(self, destination: SftpDestination, *,
                  resolver: ConnectionResolver | None = None) -> None:
@@ -159,6 +160,11 @@ class SftpTransport(Transport):
         self._guard(lambda: self._rename(temp, final))
         self._write_sidecar(artifact, ctx)
         return f"size={attrs.st_size}"
+
+    def withdraw(self, name: str) -> str:
+        for path in (self._path(name), self._path(f"{name}.sha256")):
+            self._guard(lambda path=path: self._remove_quietly(path))
+        return f"deleted {self._path(name)} on {self.destination.conn_id}"
 
     def _read_sidecar(self, name: str) -> str | None:
         try:

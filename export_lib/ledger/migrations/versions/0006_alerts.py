@@ -1,6 +1,6 @@
 """Alerts and once-only metrics are announced once per run: export_notices (issue 13).
 
-Revision ID: 0007_alerts
+Revision ID: 0006_alerts
 Revises: 0004_unique_artifact_uri
 
 Frozen like 0001–0004: literal DDL, no import of the live tables.
@@ -9,8 +9,8 @@ Frozen like 0001–0004: literal DDL, no import of the live tables.
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0007_alerts"
-down_revision = "0004_unique_artifact_uri"
+revision = "0006_alerts"
+down_revision = "0005_operator_controls"
 branch_labels = None
 depends_on = None
 

@@ -1,0 +1,158 @@
+"""Retention (seed 002: 30 days): delete published artifacts older than their schedule's
+``retention_days``, and the staging leftovers of attempts that never published, unless the
+schedule is under ``legal_hold`` or an operator holds the artifact or its run.
+
+Each deletion is recorded in the ledger: the artifact row (the manifest of what was published)
+stays, marked deleted with the reason, and the audit trail gets one ``retention`` action. The
+manifest object beside a local artifact stays too, marked ``deleted_at``. A store that cannot
+delete an object is recorded ("nothing changed: …") and retention carries on with the rest.
+``dry_run`` reports what would be deleted and changes nothing.
+
+The policy in force is today's config (``catalog``): a legal hold put on a schedule protects its
+old artifacts at once. A schedule gone from the config keeps the policy its runs captured.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from export_lib.ledger import Ledger
+from export_lib.ledger import controls as repo
+from export_lib.ledger.controls import NOTHING_CHANGED, Action
+from export_lib.ledger.records import ArtifactRecord, RunRecord
+from export_lib.periods.instants import format_instant
+from export_lib.storage.stores import ArtifactStore
+
+log = logging.getLogger(__name__)
+
+WHO = "retention"
+
+
+@dataclass
+class RetentionReport:
+    """What one retention pass did (or, with ``dry_run``, would do)."""
+
+    dry_run: bool
+    deleted: list[dict[str, Any]] = field(default_factory=list)
+    kept: list[dict[str, Any]] = field(default_factory=list)
+    failed: list[dict[str, Any]] = field(default_factory=list)
+    staging_deleted: list[dict[str, Any]] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def _policy(run: RunRecord, catalog: Any) -> tuple[int, bool]:
+    """(retention_days, legal_hold) for the run's schedule: today's config, else as captured.
+    A legal hold in either is a hold."""
+    captured = (run.config_snapshot or {}).get("policies", {})
+    days, legal = captured.get("retention_days", 30), bool(captured.get("legal_hold"))
+    for schedule in getattr(catalog, "schedules", ()):
+        if schedule.schedule_id == run.schedule_id:
+            return schedule.policies.retention_days, legal or schedule.policies.legal_hold
+    return days, legal
+
+
+def _item(artifact: ArtifactRecord, run: RunRecord, days: int) -> dict[str, Any]:
+    return {"artifact_id": artifact.id, "company": run.company, "schedule_id": run.schedule_id,
+            "run_key": run.run_key, "version": artifact.version,
+            "uri": artifact.uri, "generated_at": format_instant(artifact.generated_at),
+            "retention_days": days}
+
+
+def apply_retention(ledger: Ledger, catalog: Any, store: ArtifactStore, *, now: datetime,
+                    dry_run: bool = False) -> RetentionReport:
+    """One retention pass over every artifact not yet deleted (see the module docstring)."""
+    report = RetentionReport(dry_run=dry_run)
+    for artifact, run in repo.live_artifacts(ledger):
+        days, legal = _policy(run, catalog)
+        if artifact.generated_at >= now - timedelta(days=days):
+            continue
+        item = _item(artifact, run, days)
+        held = repo.active_holds(ledger, run.id, artifact.id)
+        if legal or held:
+            why = (f"schedule {run.schedule_id} is under legal_hold" if legal else
+                   f"held by {held[0]['held_by']} at {format_instant(held[0]['held_at'])}: "
+                   f"{held[0]['why']}")
+            report.kept.append({**item, "reason": why})
+            continue
+        if dry_run:
+            report.deleted.append(item)
+            continue
+        _delete(ledger, store, artifact, run, item, days, now, report)
+    _staging(ledger, catalog, store, now=now, dry_run=dry_run, report=report)
+    log.info("retention%s: %d artifact(s) deleted, %d kept (held), %d not deletable, %d staging "
+             "leftover(s) deleted", " (dry run)" if dry_run else "", len(report.deleted),
+             len(report.kept), len(report.failed), len(report.staging_deleted))
+    return report
+
+
+def _delete(ledger: Ledger, store: ArtifactStore, artifact: ArtifactRecord, run: RunRecord,
+            item: dict[str, Any], days: int, now: datetime, report: RetentionReport) -> None:
+    why = (f"older than retention_days={days} (generated "
+           f"{format_instant(artifact.generated_at)})")
+    try:
+        store.delete(artifact.uri)
+    except Exception as exc:  # noqa: BLE001 - any store failure is recorded; retention goes on
+        error = f"{type(exc).__name__}: {exc}"
+        repo.record_action(ledger, Action(
+            at=now, who=WHO, action="retention-delete", target_kind="artifact",
+            target_id=str(artifact.id), why=why, changed=False,
+            outcome=f"{NOTHING_CHANGED}the store cannot delete {artifact.uri}: {error}",
+            company=run.company, schedule_id=run.schedule_id))
+        log.warning("company=%s schedule=%s run=%s: retention cannot delete %s: %s",
+                    run.company, run.schedule_id, run.run_key, artifact.uri, error)
+        report.failed.append({**item, "error": error})
+        return
+    reason = f"deleted by retention at {format_instant(now)}: {why}"
+    _mark_manifest(store, artifact.manifest_uri, now, reason)
+    repo.mark_deleted(ledger, artifact.id, reason, now, Action(
+        at=now, who=WHO, action="retention-delete", target_kind="artifact",
+        target_id=str(artifact.id), why=why, changed=True,
+        outcome=f"deleted {artifact.uri} (run {run.run_key} v{artifact.version}); the manifest "
+                "stays, marked deleted", company=run.company, schedule_id=run.schedule_id))
+    log.warning("company=%s schedule=%s run=%s: retention deleted v%d %s", run.company,
+                run.schedule_id, run.run_key, artifact.version, artifact.uri)
+    report.deleted.append(item)
+
+
+def _mark_manifest(store: ArtifactStore, manifest_uri: str, now: datetime, reason: str) -> None:
+    """Add ``deleted_at``/``deleted_reason`` to a local manifest (best effort: the ledger row
+    is the record; an object store's manifest stays as published)."""
+    try:
+        path = store.local_path(manifest_uri)
+    except Exception:  # noqa: BLE001 - another store's URI: nothing to mark here
+        return
+    if path is None or not path.is_file():
+        return
+    data = json.loads(path.read_text())
+    data.update(deleted_at=now.isoformat(), deleted_reason=reason)
+    path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+def _staging(ledger: Ledger, catalog: Any, store: ArtifactStore, *, now: datetime,
+             dry_run: bool, report: RetentionReport) -> None:
+    """Staging objects of abandoned or failed attempts past their run's retention."""
+    runs: dict[int, RunRecord | None] = {}
+    for attempt in ledger.staging_garbage():
+        if attempt.run_id not in runs:
+            runs[attempt.run_id] = ledger.get_run(ledger.run_key_of(attempt.run_id))
+        run = runs[attempt.run_id]
+        assert run is not None
+        days, legal = _policy(run, catalog)
+        if legal or attempt.started_at >= now - timedelta(days=days):
+            continue
+        item = {"attempt_id": attempt.attempt_id, "run_key": run.run_key,
+                "uri": attempt.staging_uri}
+        if not dry_run:
+            try:
+                store.delete(attempt.staging_uri)
+            except Exception as exc:  # noqa: BLE001 - recorded, retention goes on
+                report.failed.append({**item, "error": f"{type(exc).__name__}: {exc}"})
+                continue
+            ledger.mark_cleaned(attempt.attempt_id)
+        report.staging_deleted.append(item)
