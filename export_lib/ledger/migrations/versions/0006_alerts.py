@@ -1,7 +1,7 @@
 """Alerts and once-only metrics are announced once per run: export_notices (issue 13).
 
 Revision ID: 0006_alerts
-Revises: 0004_unique_artifact_uri
+Revises: 0005_operator_controls
 
 Frozen like 0001–0004: literal DDL, no import of the live tables.
 """
