@@ -61,12 +61,15 @@ def render_metrics(company: str, schedule_id: str, rows: int, nbytes: int,
 def delivery_metrics(ledger: Any, run_key: str, now: Any) -> None:
     """After a deliver task: the schedule's unresolved deliveries, and — once per run — the run
     completed (and late) when its last destination acknowledged."""
-    from export_lib.periods.names import parse_run_key
     from export_lib.run_metrics import completion, count_once, unresolved_deliveries
 
-    schedule_id, _ = parse_run_key(run_key)
-    company = schedule_id.split("/", 1)[0]
+    company = schedule_id = "-"
     try:
+        # From the ledger, not the key: a manual export's key is not slot-shaped.
+        run = ledger.get_run(run_key)
+        if run is None:
+            return
+        company, schedule_id = run.company, run.schedule_id
         emit("gauge", "deliveries.unresolved", company, schedule_id,
              unresolved_deliveries(ledger, schedule_id))
         done = completion(ledger, run_key)
