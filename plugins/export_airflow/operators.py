@@ -24,7 +24,7 @@ from airflow.sdk.exceptions import (
 )
 
 from export_airflow.limits import task_timeout
-from export_lib.errors import ExportError, RenderBudgetError
+from export_lib.errors import ExportError, LeaseHeldError, RenderBudgetError
 
 # A render refused by the render budget (export_lib/ledger/budget.py) tries again this much later.
 BUDGET_WAIT = timedelta(seconds=60)
@@ -164,6 +164,13 @@ class RenderCsvOperator(CancelsSourceQueries, BaseOperator):
             self.log.info("company=%s schedule=%s period=%s: %s; rescheduling in %s",
                           *run.log_fields(), exc, BUDGET_WAIT)
             raise AirflowRescheduleException(now + BUDGET_WAIT) from exc
+        except LeaseHeldError as exc:
+            # Another attempt renders this run and renews its lease: no second scan of the
+            # source. Look again when that lease would lapse (a killed worker), or in a minute.
+            when = min(max(exc.until, now) + timedelta(seconds=1), now + BUDGET_WAIT)
+            self.log.warning("company=%s schedule=%s period=%s: %s; rescheduling at %s",
+                             *run.log_fields(), exc, when.isoformat(timespec="seconds"))
+            raise AirflowRescheduleException(when) from exc
         if result.get("skipped"):
             raise AirflowSkipException(result["skipped"])
         return result
