@@ -132,16 +132,20 @@ class RenderCsvOperator(CancelsSourceQueries, BaseOperator):
     :param run: the summary pushed by ResolveWindowOperator (templated / XComArg)
     :param regenerate: publish a new version even if the run has one (templated, e.g.
         ``{{ params.regenerate }}``)
+    :param channel_size: the schedule's ``size`` (small, medium, large); the cluster policy
+        routes large renders to the ``exports_large`` queue
     """
 
     template_fields: Sequence[str] = ("run", "regenerate")
     ui_color = "#fdf5e8"
 
-    def __init__(self, *, run: Any, regenerate: bool | str = False, **kwargs: Any) -> None:
+    def __init__(self, *, run: Any, regenerate: bool | str = False,
+                 channel_size: str = "small", **kwargs: Any) -> None:
         kwargs.setdefault("execution_timeout", task_timeout("render"))
         super().__init__(**kwargs)
         self.run = run
         self.regenerate = regenerate
+        self.channel_size = channel_size
 
     def execute(self, context: Any) -> dict[str, Any]:
         from export_airflow.connections import airflow_resolver
