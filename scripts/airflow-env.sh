@@ -11,6 +11,7 @@
 #           with its own state in .airflow-cluster, so it never meets `make run`'s .airflow
 # Nothing here needs editing to try it.
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+_CALLER_VARS="$(compgen -e)"   # what the caller set wins over deploy/cluster.env
 CLUSTER="${CLUSTER:-}"
 [ "$CLUSTER" = 0 ] && CLUSTER=""
 if [ -n "$CLUSTER" ]; then CLUSTER=1; WHAT="make cluster"; export AIRFLOW_HOME="$ROOT/.airflow-cluster"
@@ -106,7 +107,13 @@ fi
 if [ -n "$CLUSTER" ]; then
   # The settings docker-compose.yaml's Airflow services share (deploy/cluster.env), then what
   # compose gets from its service names and .env: here local ports.
-  set -a; source "$ROOT/deploy/cluster.env"; set +a
+  # A variable already set (command line / environment, e.g. a test's shorter lease) wins.
+  while IFS= read -r _line; do
+    case "$_line" in ''|'#'*) continue ;; esac
+    _key="${_line%%=*}"
+    grep -qx "$_key" <<< "$_CALLER_VARS" || export "$_line"
+  done < "$ROOT/deploy/cluster.env"
+  unset _line _key
   _pg="$PG_USER:$PG_PASSWORD@127.0.0.1:$PGPORT"
   export AIRFLOW__CELERY__BROKER_URL="redis://127.0.0.1:$REDISPORT/0"
   export AIRFLOW__CELERY__RESULT_BACKEND="db+postgresql://$_pg/airflow"
