@@ -66,6 +66,16 @@ class Cluster(Stack):
             return False
         return True
 
+    def ledger_attempts(self, run_key: str) -> list[str]:
+        """The states of the run's attempts, by generation (read from the ledger database)."""
+        import psycopg
+
+        with psycopg.connect(f"postgresql://exports:exports@127.0.0.1:{self.pgport}/exports"
+                             ) as conn:
+            return [state for (state,) in conn.execute(
+                "SELECT a.state FROM export_attempts a JOIN export_runs r ON r.id = a.run_id "
+                "WHERE r.run_key = %s ORDER BY a.generation", (run_key,)).fetchall()]
+
     def s3(self):
         import boto3
 
