@@ -269,6 +269,9 @@ def test_worker_killed_mid_render_scheduler_and_redis_restarted_exactly_once(clu
     assert max(max(s.values(), default=0) for s in source.samples) <= 2
     tries = ran_on(cluster, LARGE_DAG, run_id, "render")
     assert len(tries) >= 2 and set(tries) == {"worker-large"}, tries
+    print(f"fault run {key}: attempts {attempts}, source scans {dict(source.scans)}, render "
+          f"tries on {tries}, peak {max(sum(x.values()) for x in source.samples)} queries, "
+          f"S3 {keys}, outbox {delivered}")
 
 
 def test_make_cluster_stop_leaves_no_process_behind(cluster):
