@@ -8,7 +8,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PIP_VERSION := 25.3
 
-.PHONY: venv setup run stop status env reset-db postgres-packages test test-unit soak lint bench clean
+.PHONY: venv setup run stop status env reset-db postgres-packages cluster cluster-stop test test-unit soak lint bench clean
 
 $(VENV)/.installed: requirements.txt setup.cfg pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -30,6 +30,16 @@ run: venv postgres-packages
 ## stop: stop every process `make run` started (PostgreSQL included)
 stop:
 	@bash scripts/stop.sh
+
+## cluster: docker-compose.yaml's Celery topology without Docker (PostgreSQL, Redis, moto S3,
+## api-server, scheduler, dag-processor, triggerer, two Celery workers) in .airflow-cluster
+cluster: venv
+	@bash scripts/ensure-debian-packages.sh cluster
+	@CLUSTER=1 bash scripts/run.sh
+
+## cluster-stop: stop every process `make cluster` started
+cluster-stop:
+	@CLUSTER=1 bash scripts/stop.sh
 
 ## status: what is up (pid), since when, restart count and the last restart reason
 status:

@@ -71,6 +71,19 @@ class RenderBudgetError(ExportError):
     retryable = True
 
 
+class LeaseHeldError(ExportError):
+    """Another attempt holds the run's lease (it renews it while it renders, and keeps it
+    until it publishes): this attempt stands down, nothing was claimed or changed. Retryable:
+    a retry takes over once that lease lapses (its worker was killed) or finds the run ready.
+    ``until`` (aware UTC) is when the lease runs out unless renewed."""
+
+    retryable = True
+
+    def __init__(self, message: str, *, until: datetime) -> None:
+        super().__init__(message)
+        self.until = until
+
+
 class IllegalTransitionError(ExportError):
     """A run was asked to move between states the state machine does not allow."""
 

@@ -7,9 +7,15 @@
 #   DB      postgres (default: a local cluster in .airflow/pg) | sqlite (fragile, see README)
 #   PORT    the API server / UI port (8080)
 #   PGPORT  the local PostgreSQL port (first free from 5432, chosen once and remembered)
+#   CLUSTER 1: `make cluster` (CeleryExecutor, Redis, moto S3, two workers; deploy/cluster.env)
+#           with its own state in .airflow-cluster, so it never meets `make run`'s .airflow
 # Nothing here needs editing to try it.
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-export AIRFLOW_HOME="$ROOT/.airflow"
+_CALLER_VARS="$(compgen -e)"   # what the caller set wins over deploy/cluster.env
+CLUSTER="${CLUSTER:-}"
+[ "$CLUSTER" = 0 ] && CLUSTER=""
+if [ -n "$CLUSTER" ]; then CLUSTER=1; WHAT="make cluster"; export AIRFLOW_HOME="$ROOT/.airflow-cluster"
+else WHAT="make run"; export AIRFLOW_HOME="$ROOT/.airflow"; fi
 RUN_STATE="$AIRFLOW_HOME/run.env"        # remembered DB / PORT / PGPORT
 RUN_DIR="$AIRFLOW_HOME/run"              # supervisor pid, status, component logs
 PY="$ROOT/.venv/bin/python"
@@ -21,6 +27,8 @@ DB="${DB:-postgres}"
 PORT="${PORT:-$(_remembered PORT)}"
 PORT="${PORT:-8080}"
 PGPORT="${PGPORT:-$(_remembered PGPORT)}"
+REDISPORT="${REDISPORT:-$(_remembered REDISPORT)}"
+S3PORT="${S3PORT:-$(_remembered S3PORT)}"
 case "$DB" in
   postgres|postgresql|pg) DB=postgres ;;
   sqlite) ;;
@@ -41,7 +49,17 @@ if [ "$DB" = postgres ] && [ -z "$PGPORT" ]; then
   # First setup: the first free port from 5432 (setup remembers it in run.env).
   PGPORT="$("$PY" "$ROOT/scripts/ports.py" first-free 5432 2>/dev/null || echo 5432)"
 fi
-export DB PORT PGPORT
+if [ -n "$CLUSTER" ]; then
+  if [ "$DB" != postgres ]; then
+    echo "make cluster needs PostgreSQL (Celery workers share the metadata DB); drop DB=$DB" >&2
+    return 2 2>/dev/null || exit 2
+  fi
+  # First setup: free ports for the broker and the object store (remembered in run.env).
+  [ -n "$REDISPORT" ] || REDISPORT="$("$PY" "$ROOT/scripts/ports.py" first-free 6379 2>/dev/null || echo 6379)"
+  [ -n "$S3PORT" ] || S3PORT="$("$PY" "$ROOT/scripts/ports.py" first-free 9000 2>/dev/null || echo 9000)"
+  export REDISPORT S3PORT
+fi
+export DB PORT PGPORT CLUSTER
 
 export PATH="$ROOT/.venv/bin:$PATH"               # the components are `airflow` from the venv
 export EXPORT_HOME="$ROOT"
@@ -49,7 +67,7 @@ export AIRFLOW__CORE__DAGS_FOLDER="$ROOT/dags"
 export AIRFLOW__CORE__PLUGINS_FOLDER="$ROOT/plugins"
 export AIRFLOW__CORE__LOAD_EXAMPLES=False
 export AIRFLOW__CORE__EXECUTOR=LocalExecutor
-export AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION=False
+export AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION="${AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION:-False}"
 # Overridable (a test stack adds users); the default is the one admin of `make run`.
 export AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS="${AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS:-admin:admin}"
 export AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE="$AIRFLOW_HOME/passwords.json"
@@ -86,6 +104,28 @@ else
   export AIRFLOW_CONN_DEMO_SOURCE="${AIRFLOW_CONN_DEMO_SOURCE:-sqlite:///$AIRFLOW_HOME/demo_source.db}"
 fi
 
+if [ -n "$CLUSTER" ]; then
+  # The settings docker-compose.yaml's Airflow services share (deploy/cluster.env), then what
+  # compose gets from its service names and .env: here local ports.
+  # A variable already set (command line / environment, e.g. a test's shorter lease) wins.
+  while IFS= read -r _line; do
+    case "$_line" in ''|'#'*) continue ;; esac
+    _key="${_line%%=*}"
+    grep -qx "$_key" <<< "$_CALLER_VARS" || export "$_line"
+  done < "$ROOT/deploy/cluster.env"
+  unset _line _key
+  _pg="$PG_USER:$PG_PASSWORD@127.0.0.1:$PGPORT"
+  export AIRFLOW__CELERY__BROKER_URL="redis://127.0.0.1:$REDISPORT/0"
+  export AIRFLOW__CELERY__RESULT_BACKEND="db+postgresql://$_pg/airflow"
+  # moto's server accepts any key; compose signs with MinIO's root user.
+  export AIRFLOW_CONN_ARTIFACTS_S3="aws://exports:exports@/?endpoint_url=http%3A%2F%2F127.0.0.1%3A$S3PORT&region_name=us-east-1"
+  unset _pg
+fi
+
 # The variables `make -s env` prints (scripts/env.sh).
 ENV_VARS=(PATH EXPORT_HOME AIRFLOW_HOME DB PORT PGPORT $(compgen -e | grep -E '^(AIRFLOW__|AIRFLOW_CONN_)' | sort)
           EXPORT_LEDGER_URL EXPORT_ARTIFACT_ROOT EXPORT_DEMO_FEED)
+if [ -n "$CLUSTER" ]; then
+  ENV_VARS+=(CLUSTER REDISPORT S3PORT EXPORT_ARTIFACT_CONN EXPORT_RENDER_BUDGET
+             EXPORT_RENDER_BUDGET_PER_COMPANY EXPORT_RENDER_LEASE_SECONDS)
+fi

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The Debian packages the test session needs (real servers, no mocks); with the argument `run`
-# only those `make run` needs (PostgreSQL, runuser). Installed when missing and we are root;
+# only those `make run` needs (PostgreSQL, runuser); with `cluster` those `make cluster` needs
+# (and redis-server). Installed when missing and we are root;
 # otherwise the exact command is printed.
 set -euo pipefail
 missing=()
@@ -8,12 +9,13 @@ ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing+=(postgresql)
 command -v runuser >/dev/null 2>&1 || missing+=(util-linux)
 # The test session also drives headless Chromium (the operations page) and a Redis broker (the
 # Celery cluster); `make run` needs neither.
-if [ "${1:-}" != run ]; then
+[ "${1:-}" = cluster ] && { command -v redis-server >/dev/null 2>&1 || missing+=(redis-server); }
+if [ "${1:-}" != run ] && [ "${1:-}" != cluster ]; then
   command -v chromium >/dev/null 2>&1 || missing+=(chromium)
   command -v chromedriver >/dev/null 2>&1 || missing+=(chromium-driver)
   command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 fi
-[ "${1:-}" = run ] || command -v docker-compose >/dev/null 2>&1 || docker compose version >/dev/null 2>&1 || missing+=(docker-compose)
+[ "${1:-}" = run ] || [ "${1:-}" = cluster ] || command -v docker-compose >/dev/null 2>&1 || docker compose version >/dev/null 2>&1 || missing+=(docker-compose)
 [ ${#missing[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" = 0 ]; then
   echo "Installing missing Debian packages: ${missing[*]}"

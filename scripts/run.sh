@@ -2,18 +2,29 @@
 # `make run`: check the ports, run `make setup`, then start the supervisor (scripts/supervise.py)
 # in the background: PostgreSQL, the api-server, then scheduler, dag-processor and triggerer,
 # each restarted if it exits. `make status` shows them, `make stop` ends everything.
+# With CLUSTER=1 (`make cluster`): the Celery topology of docker-compose.yaml, in .airflow-cluster
+# (Redis, moto's S3 server and two Celery workers too); `make cluster-stop` ends it.
 set -euo pipefail
 source "$(dirname "$0")/airflow-env.sh"
 source "$ROOT/scripts/pg.sh"
 cd "$ROOT"
 SUPERVISOR_PID="$RUN_DIR/supervisor.pid"
 if [ -f "$SUPERVISOR_PID" ] && kill -0 "$(cat "$SUPERVISOR_PID")" 2>/dev/null; then
-  echo "make run is already running (supervisor pid $(cat "$SUPERVISOR_PID")) on http://localhost:$PORT; 'make status' shows it, 'make stop' ends it."
+  echo "$WHAT is already running (supervisor pid $(cat "$SUPERVISOR_PID")) on http://localhost:$PORT; 'make status' shows it, 'make stop' ends it."
   exit 0
 fi
 if ! "$PY" "$ROOT/scripts/ports.py" free "$PORT"; then
   echo "Port $PORT is already in use, so the Airflow UI cannot start there; pick another: make run PORT=$("$PY" "$ROOT/scripts/ports.py" first-free $((PORT + 1)) 2>/dev/null || echo 8090)" >&2
   exit 1
+fi
+if [ -n "$CLUSTER" ]; then
+  command -v redis-server >/dev/null || { echo "redis-server is missing (the Celery broker); install it with: bash scripts/ensure-debian-packages.sh cluster" >&2; exit 1; }
+  for p in "$REDISPORT" "$S3PORT"; do
+    if ! "$PY" "$ROOT/scripts/ports.py" free "$p"; then
+      echo "Port $p is already in use (REDISPORT=$REDISPORT, S3PORT=$S3PORT); pick another: make cluster REDISPORT=… S3PORT=…" >&2
+      exit 1
+    fi
+  done
 fi
 if [ "$DB" = postgres ]; then
   pg_check_version
@@ -32,12 +43,24 @@ setsid nohup "$PY" "$ROOT/scripts/supervise.py" run >>"$RUN_DIR/supervisor.out" 
 supervisor=$!
 echo "==> Starting the components (supervisor pid $supervisor; log: $RUN_DIR/supervisor.log)"
 if ! "$PY" "$ROOT/scripts/supervise.py" wait-up 300 "$supervisor"; then
-  echo "make run did not come up within 5 minutes; 'make status' and $RUN_DIR/<component>.log say why:" >&2
+  echo "$WHAT did not come up within 5 minutes; 'make status' and $RUN_DIR/<component>.log say why:" >&2
   "$PY" "$ROOT/scripts/supervise.py" status >&2 || true
   tail -20 "$RUN_DIR/supervisor.log" >&2 || true
   exit 1
 fi
 "$PY" "$ROOT/scripts/supervise.py" status
+if [ -n "$CLUSTER" ]; then
+  cat <<MSG
+
+  Airflow UI:   http://localhost:$PORT   (login: admin / admin)   CeleryExecutor, two workers:
+                worker-default (queues default, exports_manual), worker-large (exports_large, concurrency 1)
+  Broker:       Redis on 127.0.0.1:$REDISPORT      Artifacts: s3://exports/artifacts on moto, http://127.0.0.1:$S3PORT (in memory)
+  Database:     PostgreSQL on 127.0.0.1:$PGPORT (databases airflow, exports, demo)
+  Ledger:       eval "\$(make -s env CLUSTER=1)"; exportctl runs
+  Status:       make status CLUSTER=1     Stop: make cluster-stop
+MSG
+  exit 0
+fi
 cat <<MSG
 
   Airflow UI:   http://localhost:$PORT   (login: admin / admin)

@@ -29,6 +29,7 @@ if [ "$DB" = postgres ]; then
 fi
 # Remember the choices so later commands (stop, status, env, exportctl) find this stack.
 printf 'DB=%s\nPORT=%s\nPGPORT=%s\n' "$DB" "$PORT" "$PGPORT" > "$RUN_STATE"
+[ -z "$CLUSTER" ] || printf 'REDISPORT=%s\nS3PORT=%s\n' "$REDISPORT" "$S3PORT" >> "$RUN_STATE"
 
 echo "==> Airflow metadata DB (${AIRFLOW__DATABASE__SQL_ALCHEMY_CONN//:$PG_PASSWORD@/:***@})"
 airflow db migrate >"$AIRFLOW_HOME/db-migrate.log" 2>&1 || { tail -30 "$AIRFLOW_HOME/db-migrate.log"; exit 1; }

@@ -27,4 +27,4 @@ if [ ${#leftovers[@]} -gt 0 ]; then
   kill -TERM "${leftovers[@]}" 2>/dev/null; sleep 2; kill -KILL "${leftovers[@]}" 2>/dev/null
 fi
 rm -f "$SUPERVISOR_PID"
-if [ -n "$stopped" ]; then echo "make run stopped."; else echo "make run is not running."; fi
+if [ -n "$stopped" ]; then echo "$WHAT stopped."; else echo "$WHAT is not running."; fi

@@ -6,9 +6,11 @@ exits, and records what happened so `make status` can show it.
     supervise.py wait-up SECONDS PID   wait until every component of supervisor PID is up
     supervise.py leftovers   pids of this stack's processes (what `make stop` ends)
 
-Order: PostgreSQL (with DB=postgres), then the api-server (tasks talk to its Execution API, so a
+Order: PostgreSQL (with DB=postgres), with CLUSTER=1 (`make cluster`) Redis and moto's S3
+server, then the api-server (tasks talk to its Execution API, so a
 scheduler that starts first sees its first tasks die with "connection refused"), then
-scheduler, dag-processor and triggerer. A component that exits is restarted after a backoff
+scheduler, dag-processor and triggerer (and with CLUSTER=1 the Celery workers of
+:data:`CLUSTER_WORKERS`). A component that exits is restarted after a backoff
 (1 s, doubling up to 60 s; back to 1 s once it has stayed up for 2 minutes) and the restart is
 logged with its cause (exit code or signal and the last lines of its log). SIGTERM/SIGINT stop
 everything in reverse order.
@@ -30,6 +32,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from collections import deque
 from dataclasses import dataclass, field
@@ -46,6 +49,13 @@ STOP_TIMEOUT = 25.0
 # leftovers by it without touching a shell that merely sourced the environment.
 MARKER = "EXPORT_RUN_SUPERVISOR"
 COMPONENT = "EXPORT_RUN_COMPONENT"
+# `make cluster`'s Celery workers: name → `airflow celery worker` arguments. docker-compose.yaml's
+# airflow-worker and airflow-worker-large services run the same (tests/cluster/test_cluster_env.py).
+CLUSTER_WORKERS = {
+    "worker-default": ["--queues", "default,exports_manual"],
+    "worker-large": ["--queues", "exports_large", "--concurrency", "1"],
+}
+S3_BUCKET = "exports"  # EXPORT_ARTIFACT_ROOT=s3://exports/artifacts (deploy/cluster.env)
 
 
 def now_iso() -> str:
@@ -57,7 +67,7 @@ class Component:
     name: str
     argv: list[str]
     user: str | None = None
-    ready: str | None = None  # "pg" | "http" | None
+    ready: str | None = None  # "pg" | "http" | "redis" | "s3" | None
     proc: subprocess.Popen | None = None
     state: str = "stopped"  # starting | up | backoff | stopped
     since: str | None = None
@@ -139,6 +149,10 @@ class Supervisor:
             port = c.argv[c.argv.index("-p") + 1]
             return subprocess.run([str(pg_isready), "-q", "-h", "127.0.0.1", "-p", port],
                                   check=False).returncode == 0
+        if c.ready == "redis":
+            return redis_ping(int(c.argv[c.argv.index("--port") + 1]))
+        if c.ready == "s3":  # moto keeps objects in memory: (re)create the bucket once it is up
+            return s3_bucket(int(c.argv[c.argv.index("-p") + 1]), S3_BUCKET)
         if c.ready == "http":
             url = f"http://127.0.0.1:{self.env['PORT']}/api/v2/version"
             try:
@@ -313,6 +327,32 @@ class Supervisor:
         self.stopping = True
 
 
+def redis_ping(port: int) -> bool:
+    import socket
+
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=2) as sock:
+            sock.sendall(b"PING\r\n")
+            return sock.recv(64).startswith(b"+PONG")
+    except OSError:
+        return False
+
+
+def s3_bucket(port: int, bucket: str) -> bool:
+    """True once moto answers and ``bucket`` exists (created here if missing)."""
+    url = f"http://127.0.0.1:{port}/{bucket}"
+    for method in ("HEAD", "PUT"):
+        try:
+            with urllib.request.urlopen(urllib.request.Request(url, method=method), timeout=3):
+                return True
+        except urllib.error.HTTPError as exc:
+            if exc.code != 404:
+                return False
+        except OSError:
+            return False
+    return False
+
+
 def proc_table() -> list[tuple[int, int]]:
     """(pid, parent pid) of every process."""
     table = []
@@ -370,11 +410,27 @@ def components_from_env(env: dict[str, str]) -> list[Component]:
         comps.append(Component("postgres", [str(pg_bin / "postgres"), "-D", env["PG_DATA"],
                                             "-p", env["PGPORT"], "-k", env["PG_DATA"]],
                                user=env.get("PG_OWNER") or None, ready="pg"))
-    airflow = str(Path(env["ROOT"]) / ".venv" / "bin" / "airflow")
+    venv = Path(env["ROOT"]) / ".venv" / "bin"
+    cluster = env.get("CLUSTER") == "1"
+    if cluster:
+        run_dir = Path(env["AIRFLOW_HOME"]) / "run"
+        comps.append(Component("redis", ["redis-server", "--port", env["REDISPORT"], "--bind",
+                                         "127.0.0.1", "--dir", str(run_dir), "--save", "",
+                                         "--appendonly", "no"], ready="redis"))
+        comps.append(Component("s3", [str(venv / "python"), "-m", "moto.server", "-H",
+                                      "127.0.0.1", "-p", env["S3PORT"]], ready="s3"))
+    airflow = str(venv / "airflow")
     comps.append(Component("api-server", [airflow, "api-server", "--port", env["PORT"]],
                            ready="http"))
     for name in ("scheduler", "dag-processor", "triggerer"):
         comps.append(Component(name, [airflow, name]))
+    if cluster:
+        for name, args in CLUSTER_WORKERS.items():
+            # Two workers on one machine: distinct Celery node names; the api-server reads
+            # task logs from the shared log folder, so the workers serve none.
+            comps.append(Component(name, [airflow, "celery", "worker", *args,
+                                          "--celery-hostname", f"{name}@%h",
+                                          "--skip-serve-logs"]))
     return comps
 
 
@@ -426,7 +482,7 @@ def cmd_status(run_dir: Path, as_json: bool) -> int:
         return 0
     print(f"supervisor pid {data['supervisor_pid']}, up since {data['started']}"
           + (" (stopping)" if data["stopping"] else ""))
-    print(f"{'component':<14}{'state':<10}{'pid':>8}  {'since (UTC)':<22}{'restarts':>8}  last restart")
+    print(f"{'component':<15}{'state':<10}{'pid':>8}  {'since (UTC)':<22}{'restarts':>8}  last restart")
     for name, c in data["components"].items():
         state = c["state"] if c["state"] != "up" or alive(c["pid"]) else "gone"
         last = "-"
@@ -435,7 +491,7 @@ def cmd_status(run_dir: Path, as_json: bool) -> int:
             last = f"{lr['at']}: {lr['cause']} after {lr['up_seconds']:.0f} s"
             if lr["last_log_lines"]:
                 last += f" | {lr['last_log_lines'][-1][:100]}"
-        print(f"{name:<14}{state:<10}{c['pid'] or '-':>8}  {c['since'] or '-':<22}"
+        print(f"{name:<15}{state:<10}{c['pid'] or '-':>8}  {c['since'] or '-':<22}"
               f"{c['restarts']:>8}  {last}")
     print(f"logs: {run_dir}/<component>.log, restarts: {run_dir}/supervisor.log")
     return 0

@@ -46,7 +46,7 @@ SERVER_FIXTURES = frozenset({
     "postgres_server", "s3_server", "gcs_server", "sftp_server", "webhook_server",
     "smtp_server", "smtp_tls_server", "https_webhook_server",
 })
-KINDS = ("integration", "airflow", "scheduler", "soak")
+KINDS = ("integration", "airflow", "scheduler", "soak", "cluster")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

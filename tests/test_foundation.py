@@ -89,9 +89,11 @@ def test_compose_file_has_the_production_topology():
     services = set(spec["services"])
     assert {"postgres", "redis", "minio", "airflow-apiserver", "airflow-scheduler",
             "airflow-dag-processor", "airflow-triggerer", "airflow-worker",
-            "airflow-init"} <= services
+            "airflow-worker-large", "airflow-init"} <= services
     env = spec["x-airflow-common"]["environment"]
-    assert env["AIRFLOW__CORE__EXECUTOR"] == "CeleryExecutor"
+    assert spec["x-airflow-common"]["env_file"] == ["deploy/cluster.env"]
+    assert "AIRFLOW__CORE__EXECUTOR=CeleryExecutor" in (
+        REPO / "deploy" / "cluster.env").read_text().splitlines()
     assert env["AIRFLOW__CORE__EXECUTION_API_SERVER_URL"] == "http://airflow-apiserver:8080/execution/"
 
 

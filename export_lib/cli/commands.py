@@ -14,7 +14,7 @@ import argparse
 import functools
 import json
 import sys
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +40,7 @@ def run_one(config_dir: str, schedule_id: str, slot_text: str, *, now: datetime)
     """
     from export_lib.config.loader import load_catalog
     from export_lib.ledger import open_ledger
+    from export_lib.ledger.runs import render_lease
     from export_lib.periods.slots import require_slot
     from export_lib.pipeline import (
         RunContext,
@@ -73,7 +74,10 @@ def run_one(config_dir: str, schedule_id: str, slot_text: str, *, now: datetime)
     }
     if started.skip_reason:
         return {**result, "skipped": started.skip_reason, "artifact": None, "deliveries": []}
-    rendered = render_run(ledger, store, key, now=now, ctx=ctx)
+    # Another attempt holding the run (Airflow, a second exportctl) is waited for, bounded:
+    # it publishes (its artifact is ours) or its lease lapses (a killed worker) and we take over.
+    rendered = render_run(ledger, store, key, now=now, ctx=ctx,
+                          wait=render_lease() + timedelta(seconds=10))
     if rendered.get("skipped"):
         return {**result, "state": ledger.get_run(key).state, "skipped": rendered["skipped"],
                 "artifact": None, "deliveries": []}

@@ -10,15 +10,22 @@ SQLite), so a stalled worker that wakes up after a newer attempt started is reje
 from __future__ import annotations
 
 import logging
+import os
 import uuid
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Connection, func, insert, select, update
 from sqlalchemy.exc import ArgumentError, IntegrityError, OperationalError
 
-from export_lib.errors import FencingError, LedgerError, PublishError
+from export_lib.errors import (
+    ConfigError,
+    FencingError,
+    LeaseHeldError,
+    LedgerError,
+    PublishError,
+)
 from export_lib.ledger.access import LedgerAccess
 from export_lib.ledger.budget import RenderBudget, check_budget, live_renders, lock_budget
 from export_lib.ledger.database import ledger_url, make_engine, masked
@@ -32,6 +39,26 @@ DEFAULT_LEASE = timedelta(hours=1)
 # A render renews its lease this often while it reads (a killed worker frees its place in the
 # render budget within RENDER_LEASE).
 RENDER_LEASE = timedelta(minutes=5)
+RENDER_LEASE_ENV = "EXPORT_RENDER_LEASE_SECONDS"
+# Attempt states that hold the run while their lease lives: a render in progress, and a staged
+# object waiting for its publish step. Only the holder may work on the run until then.
+_HOLDING = (AttemptState.RUNNING.value, AttemptState.STAGED.value)
+
+
+def render_lease(environ: dict[str, str] | None = None) -> timedelta:
+    """The render lease: ``EXPORT_RENDER_LEASE_SECONDS`` or :data:`RENDER_LEASE`. A killed
+    worker's run is taken over this long after its last renewal."""
+    raw = (os.environ if environ is None else environ).get(RENDER_LEASE_ENV, "").strip()
+    if not raw:
+        return RENDER_LEASE
+    if not raw.isdigit() or int(raw) < 3:
+        raise ConfigError(f"{RENDER_LEASE_ENV}: {raw!r} is not a whole number of seconds >= 3; "
+                          f"unset it for the default ({int(RENDER_LEASE.total_seconds())})")
+    return timedelta(seconds=int(raw))
+
+
+def _aware(moment: datetime) -> datetime:
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 def open_ledger(url: str | None = None) -> Ledger:
@@ -130,7 +157,9 @@ class Ledger(LedgerAccess):
         lease: timedelta = DEFAULT_LEASE, regenerate: bool = False,
         budget: RenderBudget | None = None,
     ) -> AttemptRecord:
-        """Start a new attempt with the next generation; older running attempts are abandoned
+        """Start a new attempt with the next generation. An attempt that still holds the run
+        (running or staged, lease not expired at ``now``) is not superseded: LeaseHeldError,
+        nothing changed. Older attempts whose lease lapsed (a killed worker) are abandoned
         (their staging objects stay recorded for clean-up). A READY run is only re-opened with
         ``regenerate=True``. With ``budget``, the claim is refused (RenderBudgetError, nothing
         changed) when the render budget is full; check and claim are one serialised
@@ -144,6 +173,7 @@ class Ledger(LedgerAccess):
                 raise PublishError(
                     f"run {run_key} is already ready; pass regenerate to publish a new version"
                 )
+            self._check_lease(conn, run, now)
             if budget is not None:
                 check_budget(conn, budget, company=run.company, run_id=run.id, run_key=run_key,
                              now=now)
@@ -172,6 +202,23 @@ class Ledger(LedgerAccess):
             ))
             row = conn.execute(select(attempts).where(attempts.c.attempt_id == attempt_id)).one()
         return _attempt(row)
+
+    def _check_lease(self, conn: Connection, run: RunRecord, now: datetime) -> None:
+        """Refuse a claim while another attempt holds the run (called under the run's lock)."""
+        row = conn.execute(
+            select(attempts).where(attempts.c.run_id == run.id, attempts.c.state.in_(_HOLDING),
+                                   attempts.c.lease_expires_at > now)
+            .order_by(attempts.c.generation.desc()).limit(1)
+        ).first()
+        if row is None:
+            return
+        holder = _attempt(row)
+        until = _aware(holder.lease_expires_at)
+        raise LeaseHeldError(
+            f"run {run.run_key}: attempt {holder.attempt_id[:12]} (generation "
+            f"{holder.generation}, {holder.origin}) holds the run, {holder.state}, lease until "
+            f"{until:%Y-%m-%dT%H:%M:%SZ}; this attempt stands down (nothing claimed) and takes "
+            "over only if that lease lapses (a killed worker stops renewing it)", until=until)
 
     def get_attempt(self, attempt_id: str) -> AttemptRecord:
         with self._read() as conn:

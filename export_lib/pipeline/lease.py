@@ -1,8 +1,12 @@
-"""Keep a render's lease (its place in the render budget) alive while it reads the source.
+"""Keep a render's lease (its hold on the run, its place in the render budget) alive while it
+reads the source, and wait for another attempt's lease.
 
-A daemon thread renews the attempt's ``lease_expires_at`` every third of the lease, so a long
-render keeps its place and a worker killed without a word (SIGKILL, a lost host) gives its place
-back within one lease. Renewing is best effort: a ledger hiccup is logged, the next tick tries
+An attempt holds its run from its claim until it publishes, as long as its lease lives: a
+second attempt for the same run waits (:func:`claim_waiting`, bounded) or stands down with
+LeaseHeldError, and takes over only once the lease lapsed. A daemon thread renews the
+attempt's ``lease_expires_at`` every third of the lease, so a long
+render keeps its place and a worker killed without a word (SIGKILL, a lost host) gives its
+place back within one lease. Renewing is best effort: a ledger hiccup is logged, the next tick tries
 again; the render itself is never stopped by it.
 """
 
@@ -10,11 +14,15 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from types import TracebackType
+from typing import Any
 
+from export_lib.errors import LeaseHeldError
 from export_lib.ledger import Ledger
+from export_lib.ledger.records import AttemptRecord
 
 log = logging.getLogger(__name__)
 
@@ -47,3 +55,23 @@ class LeaseKeeper:
             except Exception as exc:  # the next tick tries again
                 log.warning("attempt %s: renewing the render lease failed: %s",
                             self._attempt_id[:12], exc)
+
+
+def claim_waiting(ledger: Ledger, run_key: str, *, label: str, now: datetime, wait: timedelta,
+                  **claim: Any) -> AttemptRecord:
+    """``ledger.claim_attempt`` that waits (bounded by ``wait``, polling) while another
+    attempt holds the run; the claim's ``now`` advances with the time waited."""
+    started = time.monotonic()
+    logged = False
+    while True:
+        waited = timedelta(seconds=time.monotonic() - started)
+        try:
+            return ledger.claim_attempt(run_key, now=now + waited, **claim)
+        except LeaseHeldError as exc:
+            if waited >= wait:
+                log.warning("%s: %s", label, exc)
+                raise
+            if not logged:
+                log.info("%s: %s; waiting up to %s", label, exc, wait)
+                logged = True
+            time.sleep(min(1.0, (wait - waited).total_seconds()) or 0.01)

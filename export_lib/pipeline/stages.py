@@ -13,7 +13,7 @@ import csv
 import io
 import logging
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -54,15 +54,19 @@ def schedule_of(run: RunRecord):
 def render_run(ledger: Ledger, store: ArtifactStore, run_key: str, *, now: datetime,
                ctx: RunContext = RunContext(), regenerate: bool = False,
                resolver: ConnectionResolver | None = None,
-               budget: RenderBudget | None = None) -> dict[str, Any]:
+               budget: RenderBudget | None = None,
+               wait: timedelta = timedelta(0)) -> dict[str, Any]:
     """Claim a new attempt within the render budget (``budget``, default from the environment:
     4 at once, 2 per company; RenderBudgetError when full) and render the captured query into
     its staging object, keeping the attempt's lease alive while the source is read.
 
-    The query's source connection is resolved through ``resolver`` (the environment when None).
+    While another attempt holds the run's lease, this one waits up to ``wait`` for it to
+    publish (then reports that artifact) or lapse (then takes over); after that it stands down
+    with LeaseHeldError. The query's source connection is resolved through ``resolver`` (the
+    environment when None).
     """
-    from export_lib.ledger.runs import RENDER_LEASE
-    from export_lib.pipeline.lease import LeaseKeeper
+    from export_lib.ledger.runs import render_lease
+    from export_lib.pipeline.lease import LeaseKeeper, claim_waiting
     from export_lib.render.engine import RenderOptions, render
     from export_lib.source.connections import resolve
     from export_lib.source.database import open_source
@@ -71,15 +75,16 @@ def render_run(ledger: Ledger, store: ArtifactStore, run_key: str, *, now: datet
     latest = ledger.latest_artifact(run_key)
     if run.state == RunState.READY and not regenerate:
         log.info("%s: already ready as v%s; not rendering again", _label(run), latest.version)
-        return {"run_key": run_key, "rendered": False, "artifact_version": latest.version,
-                "sha256": latest.sha256, "rows": latest.rows}
+        return _already(run_key, latest)
     schedule = schedule_of(run)
     fmt = schedule.format
+    lease = render_lease()
     try:
-        attempt = ledger.claim_attempt(
-            run_key, origin=ctx.origin, now=now, regenerate=regenerate,
+        attempt = claim_waiting(
+            ledger, run.run_key, label=_label(run), now=now, wait=wait, origin=ctx.origin,
+            regenerate=regenerate,
             staging_uri=lambda attempt_id: store.staging_uri(attempt_id, EXT[fmt]),
-            budget=budget or RenderBudget.from_env(), lease=RENDER_LEASE,
+            budget=budget or RenderBudget.from_env(), lease=lease,
         )
     except PublishError:
         # A concurrent trigger of the same slot published while we looked: that is our result.
@@ -88,8 +93,7 @@ def render_run(ledger: Ledger, store: ArtifactStore, run_key: str, *, now: datet
             raise
         log.info("%s: published as v%s meanwhile; not rendering again", _label(run),
                  latest.version)
-        return {"run_key": run_key, "rendered": False, "artifact_version": latest.version,
-                "sha256": latest.sha256, "rows": latest.rows}
+        return _already(run_key, latest)
     run = _get(ledger, run_key)  # a regeneration moved the source cutoff to now
     try:
         ledger.advance(run_key, attempt.attempt_id, RunState.RENDERING, now)
@@ -97,7 +101,7 @@ def render_run(ledger: Ledger, store: ArtifactStore, run_key: str, *, now: datet
                                 delimiter=schedule.csv.delimiter,
                                 timestamps=schedule.csv.timestamps,
                                 neutralize_formulas=schedule.csv.neutralize_formulas)
-        with LeaseKeeper(ledger, attempt.attempt_id, RENDER_LEASE), \
+        with LeaseKeeper(ledger, attempt.attempt_id, lease), \
                 open_source(resolve(schedule.query.source, resolver)) as source, \
                 store.open_staging(attempt.staging_uri) as sink:
             result = render(
@@ -123,6 +127,11 @@ def render_run(ledger: Ledger, store: ArtifactStore, run_key: str, *, now: datet
     return {"run_key": run_key, "rendered": True, "attempt_id": attempt.attempt_id,
             "generation": attempt.generation, "rows": result.rows, "bytes": result.bytes,
             "sha256": result.sha256, "columns": list(result.columns)}
+
+
+def _already(run_key: str, latest: Any) -> dict[str, Any]:
+    return {"run_key": run_key, "rendered": False, "artifact_version": latest.version,
+            "sha256": latest.sha256, "rows": latest.rows}
 
 
 def _validate_staged(store: ArtifactStore, uri: str, *, sha256: str, nbytes: int, fmt: str,

@@ -8,10 +8,18 @@ move to the ``export_catchup`` pool, while on-time renders share ``export_render
 such a catch-up run also loses priority, so when executor slots are scarce an on-time task is
 queued first (Airflow breaks priority ties by the older logical date, i.e. the catch-up run).
 ``recover_missed`` is created skipped outside scheduled runs.
+
+Queues (``task_policy``, applied by the dag-processor to every parsed task): the render task of
+a ``size: large`` channel goes to the ``exports_large`` Celery queue (a worker with concurrency
+1, and on Kubernetes a larger pod, see :data:`LARGE_POD_OVERRIDE`), every task of a
+``manual_export__<company>`` DAG to ``exports_manual`` (seed 000: manual work runs apart), the
+rest stays on ``default``. ``make cluster`` starts its workers with matching ``--queues``;
+under the LocalExecutor (``make run``) queues are ignored.
 """
 
 from __future__ import annotations
 
+import os
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -21,6 +29,61 @@ CATCHUP_AFTER = timedelta(hours=1)
 EXPORT_DAG_PREFIXES = ("widget_export__", "data_export__")
 CATCHUP_PRIORITY_PENALTY = 100
 RECOVER_TASK = "recover_missed"
+MANUAL_DAG_PREFIX = "manual_export__"
+DEFAULT_QUEUE = "default"
+LARGE_QUEUE = "exports_large"
+MANUAL_QUEUE = "exports_manual"
+QUEUES = (DEFAULT_QUEUE, MANUAL_QUEUE, LARGE_QUEUE)
+# KubernetesExecutor: what a large channel's render pod asks for (seed 000: large channels get
+# more memory). executor_config={"pod_override": k8s.V1Pod(...)} is built from this mapping by
+# large_pod_override(); docs/kubernetes/large-render-pod.yaml is the same spec as YAML.
+LARGE_POD_OVERRIDE: dict[str, Any] = {
+    "apiVersion": "v1", "kind": "Pod", "metadata": {"labels": {"export-channel-size": "large"}},
+    "spec": {"containers": [{
+        "name": "base",
+        "resources": {"requests": {"memory": "2Gi", "cpu": "1"}, "limits": {"memory": "4Gi"}},
+    }]},
+}
+
+
+def queue_for(dag_id: str, task_id: str, channel_size: str | None) -> str | None:
+    """The Celery queue of an export task; None for a DAG that is not ours."""
+    if dag_id.startswith(MANUAL_DAG_PREFIX):
+        return MANUAL_QUEUE
+    if not dag_id.startswith(EXPORT_DAG_PREFIXES):
+        return None
+    if task_id == "render" and channel_size == "large":
+        return LARGE_QUEUE
+    return DEFAULT_QUEUE
+
+
+def task_policy(task: Any) -> None:
+    """Route export tasks to their queue (see the module docstring); large renders also get
+    :data:`LARGE_POD_OVERRIDE` when the executor is the KubernetesExecutor."""
+    queue = queue_for(str(task.dag_id), str(task.task_id), getattr(task, "channel_size", None))
+    if queue is None:
+        return
+    task.queue = queue
+    if queue == LARGE_QUEUE and _kubernetes_executor():
+        task.executor_config = {**(task.executor_config or {}),
+                                "pod_override": large_pod_override()}
+
+
+def _kubernetes_executor() -> bool:
+    return "Kubernetes" in os.environ.get("AIRFLOW__CORE__EXECUTOR", "")
+
+
+def large_pod_override() -> Any:
+    """:data:`LARGE_POD_OVERRIDE` as the ``kubernetes`` client's V1Pod (what the
+    KubernetesExecutor's ``pod_override`` takes)."""
+    import json
+
+    from kubernetes.client import ApiClient, V1Pod
+
+    class _Response:  # ApiClient.deserialize reads ``.data``
+        data = json.dumps(LARGE_POD_OVERRIDE)
+
+    return ApiClient().deserialize(_Response(), V1Pod)
 
 
 def is_catch_up(run_type: str, logical_date: datetime | None, queued_at: datetime | None,

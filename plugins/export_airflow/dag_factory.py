@@ -193,6 +193,7 @@ def build_dag(schedule: Any, config_dir: str) -> DAG:
             last = resolve
         rendered = RenderCsvOperator(task_id="render", run=resolve.output, pool="export_render",
                                      pool_slots=POOL_SLOTS[schedule.size or "small"],
+                                     channel_size=schedule.size or "small",
                                      regenerate="{{ params.regenerate }}")
         last >> rendered
         published = PublishOperator(task_id="publish", rendered=rendered.output)

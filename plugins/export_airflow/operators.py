@@ -26,7 +26,7 @@ from airflow.sdk.exceptions import (
 
 from export_airflow.limits import task_timeout
 from export_airflow.metrics import delivery_metrics, emit, render_metrics
-from export_lib.errors import ExportError, RenderBudgetError
+from export_lib.errors import ExportError, LeaseHeldError, RenderBudgetError
 
 # A render refused by the render budget (export_lib/ledger/budget.py) tries again this much later.
 BUDGET_WAIT = timedelta(seconds=60)
@@ -140,16 +140,20 @@ class RenderCsvOperator(CancelsSourceQueries, BaseOperator):
     :param run: the summary pushed by ResolveWindowOperator (templated / XComArg)
     :param regenerate: publish a new version even if the run has one (templated, e.g.
         ``{{ params.regenerate }}``)
+    :param channel_size: the schedule's ``size`` (small, medium, large); the cluster policy
+        routes large renders to the ``exports_large`` queue
     """
 
     template_fields: Sequence[str] = ("run", "regenerate")
     ui_color = "#fdf5e8"
 
-    def __init__(self, *, run: Any, regenerate: bool | str = False, **kwargs: Any) -> None:
+    def __init__(self, *, run: Any, regenerate: bool | str = False,
+                 channel_size: str = "small", **kwargs: Any) -> None:
         kwargs.setdefault("execution_timeout", task_timeout("render"))
         super().__init__(**kwargs)
         self.run = run
         self.regenerate = regenerate
+        self.channel_size = channel_size
 
     def execute(self, context: Any) -> dict[str, Any]:
         from export_airflow.connections import airflow_resolver
@@ -172,6 +176,13 @@ class RenderCsvOperator(CancelsSourceQueries, BaseOperator):
             self.log.info("company=%s schedule=%s period=%s: %s; rescheduling in %s",
                           *run.log_fields(), exc, BUDGET_WAIT)
             raise AirflowRescheduleException(now + BUDGET_WAIT) from exc
+        except LeaseHeldError as exc:
+            # Another attempt renders this run and renews its lease: no second scan of the
+            # source. Look again when that lease would lapse (a killed worker), or in a minute.
+            when = min(max(exc.until, now) + timedelta(seconds=1), now + BUDGET_WAIT)
+            self.log.warning("company=%s schedule=%s period=%s: %s; rescheduling at %s",
+                             *run.log_fields(), exc, when.isoformat(timespec="seconds"))
+            raise AirflowRescheduleException(when) from exc
         if result.get("skipped"):
             raise AirflowSkipException(result["skipped"])
         if result.get("rendered"):

@@ -171,3 +171,62 @@ def test_recover_missed_has_its_own_short_retry_budget(tmp_path):
     assert (task.retries, task.retry_delay, task.execution_timeout) == (3, td(minutes=2),
                                                                          td(minutes=5))
     assert "recover_missed" not in dags["widget_export__acme__hourly-clicks"].task_dict  # latest
+
+
+def test_task_policy_routes_large_renders_and_manual_work_to_their_queues(monkeypatch):
+    """Every parsed task of the shipped config gets the queue its channel size asks for:
+    dentsu-happiness' large channel renders on exports_large, manual DAGs on exports_manual,
+    the rest (acme's medium channel included) on default."""
+    from export_airflow.cluster_policy import task_policy
+    from export_airflow.dag_factory import company_dags
+
+    from tests.conftest import REPO
+
+    monkeypatch.setenv("AIRFLOW__CORE__EXECUTOR", "CeleryExecutor")
+    queues = {}
+    for company in ("acme", "dentsu-happiness"):
+        for dag in company_dags(REPO / "dags" / "config", company):
+            for task in dag.tasks:
+                task_policy(task)
+                queues[(dag.dag_id, task.task_id)] = task.queue
+                assert "pod_override" not in (task.executor_config or {})
+    large = {k for k, q in queues.items() if q == "exports_large"}
+    assert large == {("data_export__dentsu-happiness__facebook__primary", "render"),
+                     ("data_export__dentsu-happiness__facebook__secondary", "render")}
+    manual = {k for k, q in queues.items() if q == "exports_manual"}
+    assert {dag for dag, _ in manual} == {"manual_export__acme", "manual_export__dentsu-happiness"}
+    assert ("manual_export__acme", "deliver") in manual  # mapped tasks too
+    assert all(q == "default" for k, q in queues.items() if k not in large | manual)
+    assert queues[("widget_export__acme__daily-spend", "render")] == "default"
+
+
+def test_queue_for_leaves_other_dags_alone():
+    from export_airflow.cluster_policy import queue_for
+
+    assert queue_for("someone_elses_dag", "render", "large") is None
+    assert queue_for("widget_export__acme__x", "publish", "large") == "default"
+    assert queue_for("data_export__acme__x", "render", "medium") == "default"
+
+
+def test_large_pod_override_is_a_valid_pod_spec_and_matches_the_documented_yaml():
+    """docs/kubernetes/large-render-pod.yaml is the pod_override the policy gives a large
+    channel's render under the KubernetesExecutor (kubectl is not installed here; the kubernetes
+    client's own model checks the shape when the package is installed)."""
+    import yaml
+    from export_airflow.cluster_policy import LARGE_POD_OVERRIDE
+
+    from tests.conftest import REPO
+
+    documented = yaml.safe_load((REPO / "docs" / "kubernetes" / "large-render-pod.yaml").read_text())
+    assert documented == LARGE_POD_OVERRIDE
+    (container,) = documented["spec"]["containers"]
+    assert container["name"] == "base"  # the KubernetesExecutor merges into its "base" container
+    assert container["resources"]["limits"]["memory"] == "4Gi"
+
+
+def test_large_pod_override_deserializes_into_the_kubernetes_model():
+    pytest.importorskip("kubernetes")  # not in requirements.txt; installed with the k8s provider
+    from export_airflow.cluster_policy import large_pod_override
+
+    pod = large_pod_override()
+    assert pod.spec.containers[0].resources.limits == {"memory": "4Gi"}

@@ -71,7 +71,9 @@ def big_source(postgres_server) -> Iterator[tuple[str, str]]:
 
 def _big_world(home: Path, ledger_url: str, source: tuple[str, str]) -> World:
     dsn, schema = source
-    world = build_world(home, ledger_url, AIRFLOW_CONN_BIG_SOURCE=dsn)
+    # A short render lease: the retry waits for the killed attempt's lease to lapse.
+    world = build_world(home, ledger_url, AIRFLOW_CONN_BIG_SOURCE=dsn,
+                        EXPORT_RENDER_LEASE_SECONDS="3")
     world.allow_table("big_source", "big_metrics", table_schema=schema)
     (world.config / "bigco.yaml").write_text(BIGCO % {"schema": schema})
     return world

@@ -15,7 +15,7 @@ from tests.ledger.conftest import NOW, registration
 def _staged(ledger, run_key, sha, *, now=NOW):
     attempt = ledger.claim_attempt(run_key, origin="test", now=now,
                                    staging_uri=lambda a: f"file:///tmp/staging/{a}.csv",
-                                   regenerate=True)
+                                   regenerate=True, lease=timedelta(minutes=1))
     ledger.advance(run_key, attempt.attempt_id, RunState.RENDERING, now)
     ledger.record_staged(run_key, attempt.attempt_id, rows=10, nbytes=100, sha256=sha, now=now)
     ledger.advance(run_key, attempt.attempt_id, RunState.VALIDATING, now)
@@ -141,7 +141,8 @@ def test_attempt_superseded_while_rendering_cannot_record_its_object(pg_ledger):
     key = pg_ledger.register(registration(), NOW)[0].run_key
     old = pg_ledger.claim_attempt(key, origin="stalled", now=NOW,
                                   staging_uri=lambda a: f"file:///tmp/staging/{a}.csv")
-    pg_ledger.claim_attempt(key, origin="retry", now=NOW,
+    # The stalled attempt's lease (an hour by default) lapsed: the retry takes over.
+    pg_ledger.claim_attempt(key, origin="retry", now=NOW + timedelta(hours=1, seconds=1),
                             staging_uri=lambda a: f"file:///tmp/staging/{a}.csv")
     with pytest.raises(FencingError, match=r"\(generation 1\) is stale; generation 2 owns"):
         pg_ledger.record_staged(key, old.attempt_id, rows=1, nbytes=1, sha256="c" * 64, now=NOW)

@@ -38,7 +38,8 @@ def test_stale_attempt_publish_run_moves_nothing_to_a_final_name(
         pg_ledger, pg_database, world: World):
     key = register_run(pg_ledger, world.schedule(), DAILY_SLOT, now=NOW).run_key
     old = render_run(pg_ledger, world.store, key, now=NOW)
-    new = render_run(pg_ledger, world.store, key, now=NOW + timedelta(minutes=1))
+    # The old attempt stalled past its render lease (5 min): a new attempt takes the run over.
+    new = render_run(pg_ledger, world.store, key, now=NOW + timedelta(minutes=6))
     assert (old["generation"], new["generation"]) == (1, 2)
     assert old["sha256"] == new["sha256"]  # same content: only the generation tells them apart
 
@@ -158,9 +159,10 @@ def test_publication_that_lost_its_ledger_commit_is_completed_by_the_retry(
     assert pg_ledger.count("artifacts") == 0 and pg_ledger.get_run(key).state == "validating"
     assert sorted(world.visible_files()) == [VISIBLE, VISIBLE + ".manifest.json"]  # unrecorded
 
-    retry = render_run(pg_ledger, world.store, key, now=NOW + timedelta(minutes=1))
+    # A render retry once the crashed attempt's lease (5 min) lapsed.
+    retry = render_run(pg_ledger, world.store, key, now=NOW + timedelta(minutes=6))
     published = publish_run(pg_ledger, world.store, key, retry["attempt_id"],
-                            now=NOW + timedelta(minutes=1))
+                            now=NOW + timedelta(minutes=6))
     assert (published["version"], published["created"], published["sha256"]) == (
         1, True, first["sha256"])
     assert sorted(world.visible_files()) == [VISIBLE, VISIBLE + ".manifest.json"]

@@ -12,36 +12,18 @@ from datetime import timedelta
 import psycopg
 import pytest
 
-from export_lib.errors import ConfigError, RenderBudgetError
+from export_lib.errors import ConfigError, LeaseHeldError, RenderBudgetError
 from export_lib.ledger import open_ledger
 from export_lib.ledger.budget import RenderBudget
 from export_lib.pipeline import register_run, render_run, slot_at_or_before
 from export_lib.render.engine import RENDER_APP_PREFIX
-from export_lib.source.demo import seed_source
-from tests.world import COMPANIES, SEEDED_AT, build_world
+from tests.world import SEEDED_AT
 
 pytestmark = pytest.mark.integration
 
-SLEEP = 1.0  # every source query lasts at least this long (a one-time InitPlan, no CPU)
 # schedule → how many of its slots render at once: acme alone could fill the whole budget.
 RUNS = {"acme/daily-spend": 4, "acme/hourly-clicks": 2, "kiwi-outdoors/six-hourly-orders": 3,
         "dentsu-happiness/facebook/secondary": 3}
-
-
-@pytest.fixture()
-def slow_pg_world(tmp_path, monkeypatch, postgres_server, pg_database):
-    """A world whose demo source is a PostgreSQL database where every query sleeps SLEEP s."""
-    from export_lib.source.connections import parse_connection
-
-    dsn = postgres_server.dsn.rsplit("/", 1)[0] + "/" + pg_database.rsplit("/", 1)[1]
-    world = build_world(tmp_path, pg_database, days=3, AIRFLOW_CONN_DEMO_SOURCE=dsn)
-    seed_source(parse_connection("demo_source", dsn), COMPANIES, now=SEEDED_AT, days=3)
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        for table in ("widget_metrics", "channel_metrics"):
-            conn.execute(f"ALTER TABLE {table} RENAME TO {table}_base")
-            conn.execute(f"CREATE VIEW {table} AS SELECT * FROM {table}_base "
-                         f"WHERE (SELECT 1 FROM pg_sleep({SLEEP})) = 1")
-    return world.use(monkeypatch), dsn
 
 
 def sample_export_queries(dsn: str, stop: threading.Event, samples: list[Counter]) -> None:
@@ -117,8 +99,12 @@ def test_a_render_over_budget_claims_nothing(slow_pg_world):
         render_run(ledger, world.store, second, now=SEEDED_AT,
                    budget=RenderBudget(total=4, per_company=1))
     assert ledger.attempts(second) == [] and ledger.get_run(second).state == "registered"
-    # The run's own (stale) attempt does not count against it: a retry of that run proceeds.
-    assert render_run(ledger, world.store, first, now=SEEDED_AT,
+    # The run's own attempt holds the run until its lease lapses; then a retry of that run
+    # proceeds (the lapsed attempt no longer counts against the budget either).
+    with pytest.raises(LeaseHeldError, match=r"holds the run, running"):
+        render_run(ledger, world.store, first, now=SEEDED_AT,
+                   budget=RenderBudget(total=4, per_company=1))
+    assert render_run(ledger, world.store, first, now=SEEDED_AT + timedelta(hours=1, seconds=1),
                       budget=RenderBudget(total=4, per_company=1))["rendered"]
 
 
