@@ -33,6 +33,7 @@ class PeriodFacts:
     artifacts: Sequence[Any] = ()  # ArtifactRecord, oldest first
     deliveries: Sequence[Mapping[str, Any]] = ()  # ledger.deliveries.list_deliveries rows
     attempts: Sequence[Any] = ()  # AttemptRecord
+    paused: str | None = None  # an operator's pause in force now (pipeline.controls), if any
     extra: Mapping[str, Any] = field(default_factory=dict)
 
 
@@ -138,10 +139,12 @@ def _failed(schedule: Any, slot: datetime, run: Any, now: datetime,
 def _registered(schedule: Any, slot: datetime, facts: PeriodFacts, now: datetime,
                 next_retry: datetime | None) -> str:
     run = facts.run
-    revoked = _detail(facts.events, "revoked")
-    if revoked is not None:
-        return (f"{revoked['detail']} (at {_utc(_at(revoked['at']))}); later deliveries are "
-                "refused. Regenerate the period to export it again.")
+    revoked = [a for a in facts.artifacts if getattr(a, "revoked_at", None) is not None]
+    if revoked and revoked[-1] is facts.artifacts[-1]:
+        newest = revoked[-1]
+        return (f"artifact v{newest.version} was {newest.revoked_reason} (at "
+                f"{_utc(newest.revoked_at)}); later deliveries are refused. Regenerate the "
+                "period to export it again.")
     held = _held(schedule, run, facts)
     if held is not None:
         return held
@@ -178,11 +181,18 @@ def explain_period(schedule: Any, slot: datetime, facts: PeriodFacts, *, now: da
         if schedule.company.status == "paused":
             text += (f" Company {schedule.company.id} is paused, so it will be skipped unless "
                      "resumed.")
+        elif facts.paused:
+            text += (f" It is paused ({facts.paused}), so it will be recorded skipped unless "
+                     f"'exportctl unpause --company {schedule.company.id}' comes first.")
         return head + text
     if version is None:
         return head + (f"nothing was due: the schedule starts at its first config version "
                        f"(effective_from {_utc(schedule.first_effective)}).")
     if facts.run is None:
+        if facts.paused:
+            return head + (f"paused: {facts.paused}. Its slots are recorded skipped while the "
+                           f"pause lasts; 'exportctl unpause --company {schedule.company.id}' "
+                           "ends it, then 'exportctl audit' recovers the missed slots.")
         return head + _not_registered(schedule, slot, version, now)
     run = facts.run
     head = (f"{schedule.schedule_id}, slot {_when(slot, tz)}, period "
@@ -211,14 +221,16 @@ def explain_day(schedule: Any, day: date, ledger: Any, *, now: datetime) -> list
 
 def explain_facts(ledger: Any, schedule_id: str, slot: datetime) -> PeriodFacts:
     from export_lib.ledger.deliveries import list_deliveries
+    from export_lib.pipeline.controls import pause_reason
 
     key = run_key(schedule_id, slot)
     run = ledger.get_run(key)
+    paused = pause_reason(ledger, schedule_id.split("/", 1)[0], schedule_id)
     if run is None:
-        return PeriodFacts()
+        return PeriodFacts(paused=paused)
     return PeriodFacts(run=run, events=ledger.events(key), artifacts=ledger.artifacts(key),
                        deliveries=list_deliveries(ledger.engine, key),
-                       attempts=ledger.attempts(key))
+                       attempts=ledger.attempts(key), paused=paused)
 
 
 __all__ = ["PeriodFacts", "explain_day", "explain_facts", "explain_period", "slots_of_day"]

@@ -128,3 +128,36 @@ def test_exportctl_explain_refuses_an_unknown_schedule_or_a_bad_date(world):
                              "2026-03-29")
     assert hourly.returncode == 0
     assert len(hourly.stdout.strip().split("\n\n")) == 23  # the 23-hour day of the spring change
+
+
+def test_a_revoked_artifact_and_an_operator_pause_are_explained(world):
+    """The controls (issue 13 item 4) in the paragraph: a revoked newest artifact, and a pause
+    in force for a slot not due yet and for one with no run."""
+    from export_lib.pipeline.controls import pause, revoke_artifact
+
+    world.run()  # acme/daily-spend, 2026-03-29T05:00Z, delivered
+    ledger = world.ledger()
+    key = f"acme/daily-spend/{DAILY_SLOT}"
+    at = datetime(2026, 3, 30, 9, 0, tzinfo=UTC)
+    assert revoke_artifact(ledger, key, who="ops@example.com", why="wrong currency",
+                           now=at).changed
+    text = world.exportctl("explain", "--schedule", "daily-spend", "--company", "acme",
+                           "--date", "2026-03-29").stdout.strip()
+    assert text.endswith(
+        "artifact v1 was revoked by ops@example.com at 2026-03-30T09:00:00Z: wrong currency "
+        "(at 2026-03-30 09:00 UTC); later deliveries are refused. Regenerate the period to "
+        "export it again."), text
+
+    assert pause(ledger, "acme", "acme/daily-spend", who="ops@example.com",
+                 why="customer migrating", now=at).changed
+    stamp = "paused by ops@example.com at 2026-03-30T09:00:00Z: customer migrating"
+    later = world.exportctl("explain", "--schedule", "daily-spend", "--company", "acme",
+                            "--date", "2099-01-02").stdout.strip()
+    assert later.endswith(f"It is paused (schedule acme/daily-spend {stamp}), so it will be "
+                          "recorded skipped unless 'exportctl unpause --company acme' comes "
+                          "first."), later
+    missed = world.exportctl("explain", "--schedule", "daily-spend", "--company", "acme",
+                             "--date", "2026-03-28").stdout.strip()
+    assert missed.endswith(f"paused: schedule acme/daily-spend {stamp}. Its slots are recorded "
+                           "skipped while the pause lasts; 'exportctl unpause --company acme' "
+                           "ends it, then 'exportctl audit' recovers the missed slots."), missed
