@@ -13,6 +13,7 @@ Outcomes of a run (the first that applies):
 * ``running``: reading, rendering or validating right now;
 * ``held``: started after its deadline under ``late_start: hold``; an operator must release it;
 * ``released``: an operator released it; it runs when its task is cleared (or retried);
+* ``revoked``: an operator revoked every published version (regenerate the period);
 * ``unresolved``: published, but a delivery gave up (exhausted or refused) — requeue it;
 * ``late`` / ``on_time``: first delivery acknowledged after / before the deadline;
 * ``missed``: the deadline passed and nothing was delivered;
@@ -30,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from sqlalchemy.engine import Engine
 
 from export_lib.errors import ConfigError
-from export_lib.ledger.schema import deliveries, runs
+from export_lib.ledger.schema import artifacts, deliveries, runs
 from export_lib.ledger.states import IN_FLIGHT, DeliveryState, RunState
 from export_lib.periods.decisions import HOLD_REASON_PREFIX
 from export_lib.periods.instants import format_instant
@@ -48,6 +49,7 @@ OUTCOMES: dict[str, str] = {
     "released": "released by an operator: exports when its task is cleared or retried",
     "skipped": "skipped (the reason is shown)",
     "failed": "failed (the error is shown)",
+    "revoked": "revoked by an operator: withdrawn, never delivered again (regenerate it)",
     "unresolved": "delivery unresolved: a destination gave up, requeue it",
     "cancelled": "cancelled",
 }
@@ -106,6 +108,9 @@ def outcome_expression(now: datetime):
     gave_up = sa.exists().where(deliveries.c.run_key == runs.c.run_key,
                                 deliveries.c.state.in_(GAVE_UP))
     past_deadline = sa.and_(runs.c.deadline.is_not(None), runs.c.deadline < now)
+    published = sa.exists().where(artifacts.c.run_id == runs.c.id)
+    live = sa.exists().where(artifacts.c.run_id == runs.c.id,
+                             artifacts.c.revoked_at.is_(None))
     return sa.case(
         (runs.c.state == RunState.SKIPPED.value, "skipped"),
         (runs.c.state == RunState.CANCELLED.value, "cancelled"),
@@ -115,6 +120,7 @@ def outcome_expression(now: datetime):
                  runs.c.reason.like(HOLD_REASON_PREFIX + "%")), "held"),
         (sa.and_(runs.c.state == RunState.REGISTERED.value,
                  runs.c.reason.like(RELEASE_REASON_PREFIX + "%")), "released"),
+        (sa.and_(runs.c.state == RunState.READY.value, published, ~live), "revoked"),
         (sa.and_(runs.c.state == RunState.READY.value, gave_up), "unresolved"),
         (sa.and_(first_ack.is_not(None), runs.c.deadline.is_not(None),
                  first_ack > runs.c.deadline), "late"),

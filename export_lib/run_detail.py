@@ -62,7 +62,9 @@ def run_detail(engine: Engine, run_key: str, *, now: datetime) -> dict[str, Any]
                        "rows": a.rows, "bytes": a.bytes, "sha256": a.sha256, "format": a.format,
                        "config_version": a.config_version, "supersedes": a.supersedes,
                        "correction": bool(a.correction),
-                       "generated_at_utc": _iso(a.generated_at)} for a in versions],
+                       "generated_at_utc": _iso(a.generated_at),
+                       "revoked": a.revoked_reason if a.revoked_at is not None else None,
+                       "deleted_at_utc": _iso(a.deleted_at)} for a in versions],
         "deliveries": [{"delivery_id": d.delivery_id, "destination": d.destination_id,
                         "type": d.destination_type, "version": d.artifact_version,
                         "state": d.state, "attempts": d.attempts, "target": d.target,
@@ -78,15 +80,23 @@ def run_detail(engine: Engine, run_key: str, *, now: datetime) -> dict[str, Any]
 def available_actions(detail: dict[str, Any]) -> dict[str, list[str]]:
     """What an operator may do to this run now: ``release`` (a held run), ``requeue`` (the
     destinations whose delivery of the newest artifact gave up), ``revoke`` (published
-    artifact versions)."""
+    versions not revoked or deleted yet), ``cancel`` (a run that has not finished), ``pause``
+    / ``unpause`` its schedule (``detail["paused"]``: the pause in force, if the caller
+    looked)."""
     from export_lib.pipeline.requeue import REQUEUABLE
 
     newest = max((a["version"] for a in detail["artifacts"]), default=None)
+    unfinished = detail["state"] in ("registered", "reading", "rendering", "validating",
+                                     "failed")
     return {
         "release": ["run"] if detail["outcome"] == "held" else [],
         "requeue": [d["destination"] for d in detail["deliveries"]
                     if d["version"] == newest and d["state"] in REQUEUABLE],
-        "revoke": [str(a["version"]) for a in detail["artifacts"]],
+        "revoke": [str(a["version"]) for a in detail["artifacts"]
+                   if not a["revoked"] and not a["deleted_at_utc"]],
+        "cancel": ["run"] if unfinished else [],
+        "pause": [] if detail.get("paused") else [detail["schedule"]],
+        "unpause": [detail["schedule"]] if detail.get("paused") else [],
     }
 
 

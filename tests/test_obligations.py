@@ -123,11 +123,16 @@ def test_drill_down_and_release_of_the_held_run(ledger):
         "acme-dir", "acknowledged", True)
     assert [a["outcome"] for a in delivery["history"]] == ["delivered"]
     assert [a["state"] for a in late["attempts"]] == ["published"]
-    assert available_actions(late) == {"release": [], "requeue": [], "revoke": ["1"]}
+    assert available_actions(late) == {"release": [], "requeue": [], "revoke": ["1"],
+                                       "cancel": [], "pause": ["acme/daily-spend"],
+                                       "unpause": []}
+    assert available_actions({**late, "paused": "company acme paused by x"})["unpause"] == [
+        "acme/daily-spend"]
     with pytest.raises(WindowError, match="is not held \\(it is delivered late\\); nothing"):
         release_held(ledger, late["run_key"], who="ana", now=NOW)
     key = "acme/hourly-clicks/2026-03-29T03:00Z"
-    assert available_actions(run_detail(ledger.engine, key, now=NOW))["release"] == ["run"]
+    actions = available_actions(run_detail(ledger.engine, key, now=NOW))
+    assert (actions["release"], actions["cancel"], actions["revoke"]) == (["run"], ["run"], [])
     release_held(ledger, key, who="ana", now=NOW)
     held = run_detail(ledger.engine, key, now=NOW)
     assert (held["outcome"], held["reason"]) == ("released", "released by ana")

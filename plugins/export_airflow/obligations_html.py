@@ -18,7 +18,8 @@ COLOURS = {
     "no_run": ("#7f0000", "✗"), "running": ("#1565c0", "R"), "waiting": ("#90caf9", "W"),
     "held": ("#6a1b9a", "H"), "released": ("#ab47bc", "r"), "skipped": ("#9e9e9e", "S"),
     "failed": ("#212121", "F"),
-    "unresolved": ("#f9a825", "U"), "cancelled": ("#616161", "C"), "due": ("#cfd8dc", "·"),
+    "unresolved": ("#f9a825", "U"), "cancelled": ("#616161", "C"),
+    "revoked": ("#4e342e", "V"), "due": ("#cfd8dc", "·"),
     "paused": ("#bdbdbd", "P"), "untracked": ("#f5f5f5", "–"),
 }
 STYLE = (

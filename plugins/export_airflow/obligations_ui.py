@@ -129,14 +129,64 @@ def _requeue(ledger: Any, run_key: str, form: dict[str, str], who: str, now: dat
                             why=form.get("why") or "requeued from the obligations page", now=now)
 
 
+def _controlled(result: Any) -> str:
+    """A control that changed nothing answers 409 with its one line (nothing was changed)."""
+    from export_lib.errors import WindowError
+
+    if not result.changed:
+        raise WindowError(result.outcome)
+    return result.outcome
+
+
+def _why(form: dict[str, str], default: str) -> str:
+    return (form.get("why") or "").strip() or default
+
+
+def _revoke(ledger: Any, run_key: str, form: dict[str, str], who: str, now: datetime) -> str:
+    from export_airflow.connections import airflow_resolver
+    from export_lib.errors import WindowError
+    from export_lib.pipeline.controls import revoke_artifact
+
+    version = form.get("version", "")
+    found = [a for a in ledger.artifacts(run_key) if str(a.version) == version]
+    if not found:
+        raise WindowError(f"run {run_key} has no artifact version {version!r}; nothing changed")
+    return _controlled(revoke_artifact(ledger, str(found[0].id), who=who, now=now,
+                                       why=_why(form, "revoked from the obligations page"),
+                                       resolver=airflow_resolver()))
+
+
+def _cancel(ledger: Any, run_key: str, form: dict[str, str], who: str, now: datetime) -> str:
+    from export_lib.pipeline.controls import cancel_run
+
+    return _controlled(cancel_run(ledger, run_key, who=who, now=now,
+                                  why=_why(form, "cancelled from the obligations page")))
+
+
+def _pause(ledger: Any, run_key: str, form: dict[str, str], who: str, now: datetime) -> str:
+    from export_lib.pipeline import controls
+
+    run = ledger.get_run(run_key)
+    control = controls.unpause if form.get("verb") == "unpause" else controls.pause
+    return _controlled(control(ledger, run.company, run.schedule_id, who=who, now=now,
+                               why=_why(form, f"{form.get('verb') or 'pause'}d from the "
+                                              "obligations page")))
+
+
+def _unpause(ledger: Any, run_key: str, form: dict[str, str], who: str, now: datetime) -> str:
+    return _pause(ledger, run_key, {**form, "verb": "unpause"}, who, now)
+
+
 Action = Callable[[Any, str, dict[str, str], str, datetime], str]
-# The one place an operator action is wired. "revoke" (withdraw a published artifact version;
-# form field "version") is wired here to the artifact controls' revoke function when they land:
-# its entry becomes a function like _release; until then the page offers no revoke button and
-# a POST to it answers 404 with nothing changed.
-ACTIONS: dict[str, Action | None] = {"release": _release, "requeue": _requeue, "revoke": None}
+# The one place an operator action is wired: each calls one export_lib function with who (the
+# Airflow user), why (the form's field, else a default) and now; each is audited there.
+ACTIONS: dict[str, Action | None] = {"release": _release, "requeue": _requeue,
+                                     "revoke": _revoke, "cancel": _cancel, "pause": _pause,
+                                     "unpause": _unpause}
 LABELS = {"release": "Release this held run (export it anyway)",
-          "requeue": "Requeue the delivery to {}", "revoke": "Revoke artifact v{}"}
+          "requeue": "Requeue the delivery to {}", "revoke": "Revoke artifact v{}",
+          "cancel": "Cancel this run (nothing of it publishes)",
+          "pause": "Pause schedule {} (no new runs)", "unpause": "Resume schedule {}"}
 
 
 def _detail_or_404(ledger: Any, run_key: str, visible: frozenset[str] | None,
@@ -169,12 +219,14 @@ def _actions_html(detail: dict[str, Any], user: Any, dag_id: str) -> str:
     for name, targets in possible.items():
         for target in targets:
             field = {"requeue": "destination", "revoke": "version"}.get(name)
+            why = ("<input name='why' placeholder='why (recorded)' size='24'> "
+                   if name in ("revoke", "cancel", "pause", "unpause") else "")
             extra = (f"<input type='hidden' name='{field}' value='{h.esc(target)}'>"
                      if field else "")
             forms.append(
                 f"<form class='inline' method='post' action='action/{name}'>"
                 f"<input type='hidden' name='run_key' value='{h.esc(detail['run_key'])}'>"
-                f"<input type='hidden' name='token' value='{token}'>{extra}"
+                f"<input type='hidden' name='token' value='{token}'>{extra}{why}"
                 f"<button type='submit' id='do-{name}'>{h.esc(LABELS[name].format(target))}"
                 "</button></form> ")
     return ("".join(forms) + f"<p><small>Recorded in the run's history under your name. Then "
@@ -188,14 +240,25 @@ def run_page(user: GetUserDep, key: str, done: str | None = None,
     now = _now()
     with _ledger() as ledger:
         detail = _detail_or_404(ledger, key, visible, now)
+        detail["paused"] = _paused(ledger, detail)
         actions = _actions_html(detail, user, _dag_id(ledger, key))
         summary = _explained(ledger, key, now)
     note = {"release": "Released: the run will export when its resolve_window task is "
                        "cleared in Airflow.",
             "requeue": "Requeued: the delivery will be sent when its deliver task is cleared "
                        "in Airflow.",
-            "revoke": "Revoked."}.get(done or "")
+            "revoke": "Revoked: withdrawn where the destination allows it; later deliveries "
+                      "are refused.",
+            "cancel": "Cancelled: nothing of this run publishes; pending deliveries cancelled.",
+            "pause": "Paused: this schedule's new slots are recorded skipped until resumed.",
+            "unpause": "Resumed: this schedule exports again from its next slot."}.get(done or "")
     return h.doc(f"Run {key}", h.detail_body(detail, actions, note, summary))
+
+
+def _paused(ledger: Any, detail: dict[str, Any]) -> str | None:
+    from export_lib.pipeline.controls import pause_reason
+
+    return pause_reason(ledger, detail["company"], detail["schedule"])
 
 
 def _explained(ledger: Any, run_key: str, now: datetime) -> str | None:

@@ -81,8 +81,8 @@ def test_release_needs_edit_access_a_token_and_the_same_origin(airflow_db, expor
     assert release(admin, "ada", token="forged").status_code == 403
     assert release({**admin, "Origin": "http://evil.example"}, "ada").status_code == 403
     assert not ledger.is_released(HELD)  # nothing changed by any refused request
-    assert client.post("/exports/obligations/action/revoke", headers=admin,
-                       data={"run_key": HELD}).status_code == 404  # not wired yet
+    assert client.post("/exports/obligations/action/purge", headers=admin,
+                       data={"run_key": HELD}).status_code == 404  # no such action
 
     done = release({**admin, "Origin": "http://airflow.test"}, "ada")
     assert done.status_code == 303 and done.headers["location"].endswith("done=release")
@@ -111,4 +111,48 @@ def test_release_needs_edit_access_a_token_and_the_same_origin(airflow_db, expor
     assert requeue(admin, "ada").status_code == 303 and state() == "pending"
     assert "by ada (obligations page): requeued from the obligations page" in client.get(
         f"/exports/obligations/run?key={late}", headers=admin).text
+
+    # The controls (issue 13 item 4) from the page: revoke, cancel, pause / resume; each refused
+    # for the viewer (403, nothing changed), done and audited for the admin, 409 when moot.
+    from export_lib.ledger.controls import list_actions
+
+    def act(name: str, key: str, headers: dict[str, str], user: str, **extra: str):
+        form = {"run_key": key, "token": action_token(user, key), **extra}
+        return client.post(f"/exports/obligations/action/{name}", data=form, headers=headers,
+                           follow_redirects=False)
+
+    assert act("revoke", late, viewer, "vic", version="1").status_code == 403
+    assert ledger.artifacts(late)[0].revoked_at is None
+    assert "do-revoke" in client.get(f"/exports/obligations/run?key={late}", headers=admin).text
+    assert act("revoke", late, admin, "ada", version="1", why="wrong currency").status_code == 303
+    (artifact,) = ledger.artifacts(late)
+    assert artifact.revoked_reason.startswith("revoked by ada (obligations page) at ")
+    assert artifact.revoked_reason.endswith(": wrong currency")
+    again = act("revoke", late, admin, "ada", version="1")
+    assert again.status_code == 409 and "already revoked" in again.text
+    revoked = client.get("/exports/obligations?state=revoked", headers=viewer).text
+    assert re.findall(r"<tr data-run='([^']+)'", revoked) == [late]
+    assert "do-revoke" not in client.get(f"/exports/obligations/run?key={late}",
+                                         headers=admin).text
+
+    assert act("cancel", HELD, viewer, "vic").status_code == 403
+    assert act("cancel", HELD, admin, "ada", why="customer left").status_code == 303
+    assert ledger.get_run(HELD).state == "cancelled"
+    moot = act("cancel", HELD, admin, "ada")
+    assert moot.status_code == 409 and "is already cancelled" in moot.text
+
+    assert act("pause", HELD, viewer, "vic").status_code == 403
+    assert act("pause", HELD, admin, "ada", why="migrating").status_code == 303
+    paused = client.get(f"/exports/obligations/run?key={HELD}", headers=admin).text
+    assert "do-unpause" in paused and "do-pause" not in paused
+    assert act("unpause", HELD, admin, "ada").status_code == 303
+    trail = [(a.who, a.action, a.target_id, a.changed) for a in list_actions(ledger,
+                                                                            company="acme")]
+    assert trail[:6] == [
+        ("ada (obligations page)", "unpause", "acme/hourly-clicks", True),
+        ("ada (obligations page)", "pause", "acme/hourly-clicks", True),
+        ("ada (obligations page)", "cancel", HELD, False),
+        ("ada (obligations page)", "cancel", HELD, True),
+        ("ada (obligations page)", "revoke", str(artifact.id), False),
+        ("ada (obligations page)", "revoke", str(artifact.id), True)], trail
     ledger.engine.dispose()
