@@ -56,11 +56,15 @@ reset-db:
 postgres-packages:
 	@[ "$(DB)" = sqlite ] || bash scripts/ensure-debian-packages.sh run
 
-## test: the whole suite; the session starts (and always stops) PostgreSQL and the other servers
+## test: the whole suite; the session starts (and always stops) PostgreSQL and the other servers.
+## Two pytest workers, whole files each (module-scoped stacks stay in one worker): the real
+## Airflow stacks mostly wait on scheduler loops, so two run side by side in about half the time
+## (measured: 17 min instead of ~32 on 2 cores). TEST_WORKERS=0 runs it in one process.
+TEST_WORKERS ?= 2
 test: venv
 	@bash scripts/ensure-debian-packages.sh
 	$(VENV)/bin/ruff check export_lib plugins dags tests bench scripts
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 ## test-unit: the fast loop: plain-Python tests only, no server, no Airflow (seconds)
 test-unit: venv
