@@ -26,12 +26,14 @@ class AlertReason(StrEnum):
     FAILED = "failed"
     DELIVERY = "delivery"
     DEADLINE = "deadline"
+    UNRECOVERABLE = "unrecoverable"  # the gap audit: a missed period the source no longer has
 
 
 HEADLINES = {
     AlertReason.FAILED: "export failed",
     AlertReason.DELIVERY: "delivery not made",
     AlertReason.DEADLINE: "deadline missed",
+    AlertReason.UNRECOVERABLE: "period unrecoverable",
 }
 
 

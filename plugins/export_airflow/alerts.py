@@ -45,7 +45,8 @@ class ExportAlertNotifier(BaseNotifier):
     """Alert the exports team and the owner once per run and reason.
 
     :param reason: ``failed`` (a task's final failure; a ``deliver`` task's becomes
-        ``delivery`` for its destination) or ``deadline``
+        ``delivery`` for its destination), ``deadline``, or ``unrecoverable`` (the gap audit:
+        context ``logical_date`` = the slot, ``unrecoverable`` = why)
     :param schedule_id: e.g. ``acme/daily-spend``
     :param owner: the schedule's owner (an e-mail address)
     :param config_dir: the catalog directory (``alerts:`` of its defaults.yaml)
@@ -79,6 +80,11 @@ class ExportAlertNotifier(BaseNotifier):
         run = ledger.get_run(key) if ledger is not None else None
         period = period_label(run.window_start, run.window_end, run.timezone) if run else None
         reason, destination, detail = self.reason, None, ""
+        if self.reason is AlertReason.UNRECOVERABLE:  # from the gap audit, not a task failure
+            return Alert(reason=reason, company=self.company, schedule_id=self.schedule_id,
+                         run_key=key, slot=slot, period=period,
+                         detail=context.get("unrecoverable") or "the period cannot be exported",
+                         where=f"the gap audit ({context.get('audited_by') or 'exportctl'})")
         ti = context.get("ti")
         if self.reason is AlertReason.DEADLINE:
             detail = (f"not delivered within {self.deadline} of the slot"
@@ -227,3 +233,22 @@ def deadline_kwargs(schedule: Any, config_dir: str) -> dict[str, Any]:
     return {"reason": AlertReason.DEADLINE.value, "schedule_id": schedule.schedule_id,
             "owner": schedule.owner, "config_dir": config_dir,
             "deadline": str(schedule.deadline)}
+
+
+def notify_unrecoverable(config_dir: str, audited_by: str) -> Any:
+    """The gap audit's ``notify(gap, reason)``: one alert per unrecoverable period to the
+    exports team and the schedule's owner, deduplicated like the others; a send that fails is
+    logged and the audit carries on (the period is recorded either way)."""
+
+    def notify(gap: Any, reason: str) -> None:
+        notifier = ExportAlertNotifier(reason=AlertReason.UNRECOVERABLE.value,
+                                       schedule_id=gap.schedule_id, owner=gap.owner,
+                                       config_dir=config_dir)
+        try:
+            notifier.notify({"logical_date": gap.slot, "unrecoverable": reason,
+                             "audited_by": audited_by})
+        except Exception as exc:  # noqa: BLE001 - recorded in export_notices; next audit run
+            log.error("company=%s schedule=%s period=%s: unrecoverable-period alert not sent: "
+                      "%s: %s", *gap.log_fields(), type(exc).__name__, exc)
+
+    return notify

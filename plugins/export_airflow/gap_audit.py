@@ -4,8 +4,9 @@ One thin task calls :func:`export_lib.pipeline.audit_apply.run_audit`, the same 
 ``exportctl audit``: expected slots versus the ledger, each gap backfilled, recorded skipped or
 recorded unrecoverable per its schedule's recovery policy, slots Airflow is running left alone.
 Backfills go through the REST API with the ``export_airflow_api`` connection (ADR 0006). Every
-unrecoverable period is logged on one line naming its owner and returned in the XCom
-(``unrecoverable``) for a notifier to pick up.
+unrecoverable period is logged on one line naming its owner, alerted once to the exports team
+and the owner through the alerts notifier (``export_airflow.alerts``), and returned in the XCom
+(``unrecoverable``).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ class GapAuditOperator(BaseOperator):
         self.lookback = lookback
 
     def execute(self, context: Any) -> dict[str, Any]:
+        from export_airflow.alerts import notify_unrecoverable
         from export_airflow.recovery import api_from_airflow
         from export_lib.config.loader import load_catalog
         from export_lib.ledger import open_ledger
@@ -48,8 +50,11 @@ class GapAuditOperator(BaseOperator):
             catalog = load_catalog(self.config_dir)
             for line in catalog.error_lines:
                 self.log.warning("config error, not audited: %s", line)
+            ti = context.get("ti")
+            who = f"{GAP_AUDIT_DAG_ID}/{getattr(ti, 'run_id', '?')}"
             result = run_audit(catalog, open_ledger(), since=now - self.lookback, until=now,
-                               now=now, api=api_from_airflow())
+                               now=now, api=api_from_airflow(),
+                               notify=notify_unrecoverable(self.config_dir, who))
         for line in result.plan.lines():
             self.log.info("%s", line)
         for outcome in result.backfills:

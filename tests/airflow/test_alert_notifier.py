@@ -129,3 +129,33 @@ def test_each_destination_whose_delivery_gave_up_is_its_own_alert(alert_env):
         "[exports] delivery not made (sftp-b): acme/daily-spend slot 2026-03-29T05:00Z"]
     keys = [n["notice_key"] for n in list_notices(open_ledger().engine, RUN_KEY)]
     assert keys == [f"alert:{RUN_KEY}:delivery:sftp-a", f"alert:{RUN_KEY}:delivery:sftp-b"]
+
+
+def test_an_unrecoverable_period_found_by_the_gap_audit_is_alerted_once(alert_env):
+    """The export_gap_audit DAG's notify hook: team and owner get one mail per period, however
+    often the audit reports it."""
+    from datetime import timedelta
+
+    from export_airflow.alerts import notify_unrecoverable
+
+    from export_lib.pipeline.audit import Gap
+
+    gap = Gap(schedule_id="acme/daily-spend", company="acme",
+              dag_id="widget_export__acme__daily-spend", slot=SLOT, owner="owner@acme.example",
+              recovery="each", window_start=SLOT - timedelta(days=1), source="demo_source",
+              retention_days=2)
+    notify = notify_unrecoverable(str(REPO / "dags/config"), "export_gap_audit/scheduled__x")
+    why = "source demo_source keeps 2 days of data and this period starts 2026-03-28"
+    notify(gap, why)
+    notify(gap, why)
+    (message,), ((_, rcpts),) = alert_env.messages, alert_env.handler.envelopes
+    assert sorted(rcpts) == ["exports-team@example.com", "owner@acme.example"]
+    assert message["Subject"] == ("[exports] period unrecoverable: acme/daily-spend slot "
+                                  "2026-03-29T05:00Z")
+    body = next(p for p in message.walk() if p.get_content_type() == "text/html") \
+        .get_payload(decode=True).decode()
+    assert f"reason:  {why}" in body
+    assert "airflow: the gap audit (export_gap_audit/scheduled__x)" in body
+    assert "exportctl explain --schedule acme/daily-spend --date 2026-03-29" in body
+    (notice,) = list_notices(open_ledger().engine, RUN_KEY)
+    assert (notice["state"], notice["claims"], notice["reason"]) == ("sent", 2, "unrecoverable")
