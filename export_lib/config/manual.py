@@ -101,6 +101,17 @@ def check_columns(request: ManualRequest, configured: tuple[str, ...]) -> None:
                           "only leave columns out")
 
 
+def manual_tag(run_id: str) -> str:
+    """The manual export's id within its company, from its Airflow run id (deterministic: a
+    retry or a clear of the same run is the same export)."""
+    return hashlib.sha256(run_id.encode()).hexdigest()[:10]
+
+
+def manual_run_key(company: str, run_id: str) -> str:
+    """The ledger run key of the manual export Airflow runs as ``run_id``."""
+    return f"{company}/manual/{manual_tag(run_id)}"
+
+
 def manual_schedule(catalog: Any, request: ManualRequest, *, run_id: str,
                     now: datetime | None = None):
     """The temporary schedule of one manual export, derived from ``request.base_export``.
@@ -121,7 +132,7 @@ def manual_schedule(catalog: Any, request: ManualRequest, *, run_id: str,
     check_columns(request, base.query.columns)
     check_window(request, retention_days=catalog.retention_days(base.query.source),
                  now=now or datetime.now(UTC))
-    tag = hashlib.sha256(run_id.encode()).hexdigest()[:10]
+    tag = manual_tag(run_id)
     # Re-validated, never model_copy(update=...): a copy would skip the QuerySpec validators.
     query = type(base.query).model_validate({**base.query.model_dump(),
                                              "columns": request.columns}) \

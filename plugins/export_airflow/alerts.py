@@ -56,8 +56,11 @@ class ExportAlertNotifier(BaseNotifier):
     template_fields = ()
 
     def __init__(self, *, reason: str, schedule_id: str, owner: str, config_dir: str,
-                 deadline: str | None = None, context: Any = None) -> None:
+                 deadline: str | None = None, manual: bool = False, context: Any = None) -> None:
         super().__init__(context=context)
+        # manual: a manual_export__<company> DAG (schedule_id is "<company>/manual"): its run
+        # key comes from the Airflow run id and its owner from the company file.
+        self.manual = manual
         self.reason = AlertReason(reason)
         self.schedule_id = schedule_id
         self.company = schedule_id.split("/", 1)[0]
@@ -69,6 +72,8 @@ class ExportAlertNotifier(BaseNotifier):
     def alert(self, context: Any) -> Alert | None:
         from export_lib.periods.names import period_label, run_key
 
+        if self.manual:
+            return self._manual_alert(context)
         slot = _slot(context)
         if slot is None:
             log.warning("company=%s schedule=%s: no logical date in the callback's context; no "
@@ -106,6 +111,30 @@ class ExportAlertNotifier(BaseNotifier):
         return Alert(reason=reason, company=self.company, schedule_id=self.schedule_id,
                      run_key=key, slot=slot, detail=detail, period=period,
                      destination=destination, where=where)
+
+    def _manual_alert(self, context: Any) -> Alert:
+        from export_lib.config.manual import manual_run_key
+        from export_lib.periods.names import period_label
+
+        ti = context.get("ti")
+        key = manual_run_key(self.company, getattr(ti, "run_id", "?"))
+        ledger = _ledger()
+        run = ledger.get_run(key) if ledger is not None else None
+        task = getattr(ti, "task_id", "?")
+        error = context.get("exception")
+        detail = f"{task}: {type(error).__name__}: {error}" if error else f"{task} failed"
+        reason, destination = AlertReason.FAILED, None
+        if task == "deliver":
+            reason = AlertReason.DELIVERY
+            destination = getattr(context.get("task"), "destination_id", None)
+            detail = self._delivery_detail(ledger, key, destination) or detail
+        return Alert(reason=reason, company=self.company,
+                     schedule_id=run.schedule_id if run else self.schedule_id, run_key=key,
+                     slot=run.slot if run else _now(), detail=detail,
+                     period=period_label(run.window_start, run.window_end, run.timezone)
+                     if run else None, destination=destination,
+                     where=f"{getattr(ti, 'dag_id', '?')}/{getattr(ti, 'run_id', '?')}/{task} "
+                           f"try {getattr(ti, 'try_number', '?')}")
 
     @staticmethod
     def _delivery_detail(ledger: Any, key: str, destination: str | None) -> str | None:
@@ -159,7 +188,12 @@ class ExportAlertNotifier(BaseNotifier):
         if alert.reason is AlertReason.DEADLINE:
             emit("incr", "runs.missed", alert.company, alert.schedule_id)
         config = load_catalog(self.config_dir, only=self.company).alerts
-        to = recipients(config, self.owner)
+        owner = self.owner
+        if self.manual:  # the company's owner (the worker built the DAG without the catalog)
+            company = load_catalog(self.config_dir, only=self.company).companies.get(
+                self.company)
+            owner = company.owner if company is not None else owner
+        to = recipients(config, owner)
         ledger = _ledger()
         if ledger is not None:
             claim = claim_notice(ledger.engine, key=alert.key, kind="alert",
@@ -220,6 +254,12 @@ def _ledger() -> Any:
     except LedgerError as exc:
         log.error("alerts: the ledger is unreachable (%s); sending without deduplication", exc)
         return None
+
+
+def manual_failure_notifier(company: str, config_dir: str) -> ExportAlertNotifier:
+    """The ``on_failure_callback`` of a ``manual_export__<company>`` DAG's tasks."""
+    return ExportAlertNotifier(reason=AlertReason.FAILED.value, schedule_id=f"{company}/manual",
+                               owner="", config_dir=config_dir, manual=True)
 
 
 def failure_notifier(schedule: Any, config_dir: str) -> ExportAlertNotifier:

@@ -18,6 +18,7 @@ from typing import Any
 
 from airflow.sdk import DAG, Param, task
 
+from export_airflow.alerts import manual_failure_notifier
 from export_airflow.limits import task_timeout
 from export_airflow.operators import (
     DeliverOperator,
@@ -105,7 +106,8 @@ def build_manual_dag(config_dir: Path, company: str, schedules: Sequence[Any] | 
         doc_md=DOC.format(company=company),
         params=manual_params(company, schedules),
         default_args={"owner": "exports", "retries": 3, "retry_delay": timedelta(seconds=30),
-                      "retry_policy": MANUAL_RETRY},
+                      "retry_policy": MANUAL_RETRY,
+                      "on_failure_callback": manual_failure_notifier(company, str(config_dir))},
         max_active_runs=4,
     ) as dag:
         resolve = ResolveWindowOperator(task_id="resolve_window", schedule_id=None,

@@ -159,3 +159,31 @@ def test_an_unrecoverable_period_found_by_the_gap_audit_is_alerted_once(alert_en
     assert "exportctl explain --schedule acme/daily-spend --date 2026-03-29" in body
     (notice,) = list_notices(open_ledger().engine, RUN_KEY)
     assert (notice["state"], notice["claims"], notice["reason"]) == ("sent", 2, "unrecoverable")
+
+
+def test_a_failed_manual_export_alerts_the_team_and_the_company_owner_once(alert_env):
+    """A manual run has no logical date: its run key comes from the Airflow run id, its owner
+    from the company file."""
+    from export_airflow.alerts import manual_failure_notifier
+
+    from export_lib.config.manual import manual_run_key
+
+    run_id = "manual__2026-03-30T10:00:00+00:00"
+    ti = SimpleNamespace(task_id="render", dag_id="manual_export__acme", run_id=run_id,
+                         try_number=4)
+    context = {"ti": ti, "task": SimpleNamespace(task_id="render"),
+               "exception": SourceError("cannot reach demo_source: connection refused")}
+    notifier = manual_failure_notifier("acme", str(REPO / "dags/config"))
+    notifier(context)
+    notifier({**context, "ti": SimpleNamespace(**{**vars(ti), "try_number": 8})})
+    (message,), ((_, rcpts),) = alert_env.messages, alert_env.handler.envelopes
+    assert sorted(rcpts) == ["data-team@acme.example", "exports-team@example.com"]
+    assert message["Subject"].startswith("[exports] export failed: acme/manual slot ")
+    body = next(p for p in message.walk() if p.get_content_type() == "text/html") \
+        .get_payload(decode=True).decode()
+    key = manual_run_key("acme", run_id)
+    assert f"run:     {key}" in body
+    assert "reason:  render: SourceError: cannot reach demo_source: connection refused" in body
+    assert f"airflow: manual_export__acme/{run_id}/render try 4" in body
+    (notice,) = list_notices(open_ledger().engine, key)
+    assert (notice["state"], notice["claims"]) == ("sent", 2)
