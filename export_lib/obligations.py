@@ -27,16 +27,16 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field
 from sqlalchemy.engine import Engine
 
-from export_lib.errors import ConfigError
 from export_lib.ledger.schema import artifacts, deliveries, runs
 from export_lib.ledger.states import IN_FLIGHT, DeliveryState, RunState
 from export_lib.periods.decisions import HOLD_REASON_PREFIX
 from export_lib.periods.instants import format_instant
 from export_lib.periods.names import deadline_for, period_label
 from export_lib.periods.slots import next_slots, slots_between
+from export_lib.reports import LedgerFilter, build_filter
 
 # outcome → what the page says, in plain words (the legend)
 OUTCOMES: dict[str, str] = {
@@ -65,36 +65,20 @@ GAVE_UP = (DeliveryState.EXHAUSTED.value, DeliveryState.REFUSED.value)
 MAX_LIMIT = 200
 
 
-class ObligationFilter(BaseModel):
-    """What the reader asks for; unknown outcomes are refused with the valid ones named."""
+class ObligationFilter(LedgerFilter):
+    """The obligations page: by outcome instead of run state; unknown outcomes are refused
+    with the valid ones named."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    company: str | None = None
-    schedule_id: str | None = None
     outcome: str | None = None
-    since: datetime | None = None  # slots at or after
-    until: datetime | None = None  # slots before
-    visible_companies: frozenset[str] | None = None  # None: every company; empty: none
     limit: int = Field(default=25, ge=1, le=MAX_LIMIT)
-    offset: int = Field(default=0, ge=0)
 
 
 def obligation_filter(**values: Any) -> ObligationFilter:
     """A filter from query-string values; every problem in one ConfigError naming the field."""
-    clean = {k: v for k, v in values.items() if v not in (None, "")}
-    problems = []
-    if clean.get("outcome") is not None and clean["outcome"] not in OUTCOMES:
-        problems.append(f"state: unknown state {clean['outcome']!r}; valid: "
-                        + ", ".join(OUTCOMES))
-    try:
-        wanted = ObligationFilter(**clean)
-    except ValidationError as exc:
-        problems += [f"{'.'.join(map(str, e['loc']))}: {e['msg']} (got {e.get('input')!r})"
-                     for e in exc.errors()]
-    if problems:
-        raise ConfigError("; ".join(problems), issues=problems)
-    return wanted
+    outcome = values.get("outcome")
+    problems = ([f"state: unknown state {outcome!r}; valid: " + ", ".join(OUTCOMES)]
+                if outcome not in (None, "") and outcome not in OUTCOMES else [])
+    return build_filter(ObligationFilter, problems, **values)
 
 
 def _first_ack():

@@ -12,7 +12,7 @@ ledger timestamp reads back aware UTC (``UtcDateTime``), on SQLite too.
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -25,23 +25,50 @@ from export_lib.periods.names import period_label
 from export_lib.periods.slots import format_instant
 
 MAX_LIMIT = 500
+FilterT = TypeVar("FilterT", bound="LedgerFilter")
 
 
-class RunFilter(BaseModel):
-    """What a reader asks for. Unknown states are refused with the valid ones named."""
+class LedgerFilter(BaseModel):
+    """What a reader of ledger runs asks for, whatever the view (``exportctl runs``, the
+    obligations page): which runs, which slots, which companies they may see, which page."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     company: str | None = None
     schedule_id: str | None = None
-    state: str | None = None
     since: datetime | None = None  # slots at or after
     until: datetime | None = None  # slots before
-    unresolved_deliveries: bool = False
     # The companies the reader may see (None: no restriction, e.g. the CLI; empty: none at all).
     visible_companies: frozenset[str] | None = None
-    limit: int = Field(default=50, ge=1, le=MAX_LIMIT)
     offset: int = Field(default=0, ge=0)
+
+
+def build_filter(model: type[FilterT], problems: list[str] | None = None,
+                 **values: Any) -> FilterT:
+    """``model`` from loose values (CLI flags, query strings; empty ones left out); every
+    problem — ``problems`` found by the caller and the model's own — in one ``ConfigError``
+    that names the field."""
+    from pydantic import ValidationError
+
+    problems = list(problems or [])
+    wanted = None
+    try:
+        wanted = model(**{k: v for k, v in values.items() if v not in (None, "")})
+    except ValidationError as exc:
+        problems += [f"{'.'.join(map(str, e['loc']))}: {e['msg']} (got {e.get('input')!r})"
+                     for e in exc.errors()]
+    if problems or wanted is None:
+        raise ConfigError("; ".join(problems), issues=problems)
+    return wanted
+
+
+class RunFilter(LedgerFilter):
+    """``exportctl runs`` / the runs page. Unknown states are refused with the valid ones
+    named."""
+
+    state: str | None = None
+    unresolved_deliveries: bool = False
+    limit: int = Field(default=50, ge=1, le=MAX_LIMIT)
 
     @field_validator("state")
     @classmethod
@@ -53,16 +80,8 @@ class RunFilter(BaseModel):
 
 
 def run_filter(**values: Any) -> RunFilter:
-    """A :class:`RunFilter` from loose values (CLI flags, query strings); every problem in one
-    ``ConfigError`` that names the field."""
-    from pydantic import ValidationError
-
-    try:
-        return RunFilter(**{k: v for k, v in values.items() if v not in (None, "")})
-    except ValidationError as exc:
-        problems = [f"{'.'.join(map(str, e['loc']))}: {e['msg']} (got {e.get('input')!r})"
-                    for e in exc.errors()]
-        raise ConfigError("; ".join(problems), issues=problems) from exc
+    """A :class:`RunFilter` from loose values; every problem in one ConfigError."""
+    return build_filter(RunFilter, **values)
 
 
 class RunsPage(BaseModel):
