@@ -36,7 +36,7 @@ from export_lib.periods.decisions import HOLD_REASON_PREFIX
 from export_lib.periods.instants import format_instant
 from export_lib.periods.names import deadline_for, period_label
 from export_lib.periods.slots import next_slots, slots_between
-from export_lib.reports import LedgerFilter, build_filter
+from export_lib.reports import LedgerFilter, build_filter, ledger_where
 
 # outcome → what the page says, in plain words (the legend)
 OUTCOMES: dict[str, str] = {
@@ -115,20 +115,9 @@ def outcome_expression(now: datetime):
 
 
 def _where(f: ObligationFilter, outcome: Any) -> list[Any]:
-    clauses: list[Any] = []
-    if f.visible_companies is not None:
-        clauses.append(runs.c.company.in_(sorted(f.visible_companies)) if f.visible_companies
-                       else sa.false())
-    if f.company:
-        clauses.append(runs.c.company == f.company)
-    if f.schedule_id:
-        clauses.append(runs.c.schedule_id == f.schedule_id)
+    clauses = ledger_where(f)
     if f.outcome:
         clauses.append(outcome == f.outcome)
-    if f.since:
-        clauses.append(runs.c.slot >= f.since)
-    if f.until:
-        clauses.append(runs.c.slot < f.until)
     return clauses
 
 

@@ -96,7 +96,9 @@ class RunsPage(BaseModel):
         return self.model_dump(mode="json")
 
 
-def _where(f: RunFilter) -> list[Any]:
+def ledger_where(f: LedgerFilter) -> list[Any]:
+    """The WHERE clauses on ``export_runs`` every view shares: visible companies, company,
+    schedule, slot range."""
     clauses: list[Any] = []
     if f.visible_companies is not None:
         clauses.append(runs.c.company.in_(sorted(f.visible_companies)) if f.visible_companies
@@ -105,12 +107,17 @@ def _where(f: RunFilter) -> list[Any]:
         clauses.append(runs.c.company == f.company)
     if f.schedule_id:
         clauses.append(runs.c.schedule_id == f.schedule_id)
-    if f.state:
-        clauses.append(runs.c.state == f.state)
     if f.since:
         clauses.append(runs.c.slot >= f.since)
     if f.until:
         clauses.append(runs.c.slot < f.until)
+    return clauses
+
+
+def _where(f: RunFilter) -> list[Any]:
+    clauses = ledger_where(f)
+    if f.state:
+        clauses.append(runs.c.state == f.state)
     if f.unresolved_deliveries:
         unresolved = [s.value for s in UNRESOLVED_DELIVERIES]
         clauses.append(runs.c.run_key.in_(
