@@ -107,15 +107,10 @@ def pg_schema(postgres_server: PostgresServer) -> Iterator[str]:
 @pytest.fixture()
 def pg_database(postgres_server: PostgresServer) -> Iterator[str]:
     """A fresh database per test; yields its SQLAlchemy URL (psycopg 3 driver)."""
-    import psycopg
+    from tests.services.postgres import scratch_database
 
-    name = f"db_{uuid.uuid4().hex[:12]}"
-    admin = postgres_server.dsn
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    yield postgres_server.sqlalchemy_url.rsplit("/", 1)[0] + f"/{name}"
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+    with scratch_database(postgres_server) as dsn:
+        yield postgres_server.sqlalchemy_url.rsplit("/", 1)[0] + "/" + dsn.rsplit("/", 1)[1]
 
 
 @pytest.fixture(scope="session")

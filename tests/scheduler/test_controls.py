@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import shutil
 import time
-import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
@@ -27,6 +26,7 @@ from tests.scheduler.harness import (
     daily_hour_far_from_now,
     keep_or_remove,
 )
+from tests.services.postgres import scratch_database
 from tests.soak.stack import scratch_dir
 from tests.world import REPO
 
@@ -63,14 +63,9 @@ def _seed(dsn: str) -> None:
 
 @pytest.fixture(scope="module")
 def fixture_dsn(postgres_server) -> Iterator[str]:
-    name = f"controls_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(postgres_server.dsn, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    dsn = postgres_server.dsn.rsplit("/", 1)[0] + f"/{name}"
-    _seed(dsn)
-    yield dsn
-    with psycopg.connect(postgres_server.dsn, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+    with scratch_database(postgres_server, "controls") as dsn:
+        _seed(dsn)
+        yield dsn
 
 
 @pytest.fixture(scope="module")

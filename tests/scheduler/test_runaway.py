@@ -18,13 +18,13 @@ from __future__ import annotations
 import shutil
 import threading
 import time
-import uuid
 from datetime import UTC, datetime, timedelta
 
 import psycopg
 import pytest
 import yaml
 
+from tests.services.postgres import scratch_database
 from tests.soak.stack import Api, Stack, scratch_dir, stop_and_sweep, wait_for
 
 pytestmark = [pytest.mark.scheduler, pytest.mark.slow]
@@ -155,14 +155,9 @@ def fixture_catalog(stack: Stack, wm_deadline: timedelta) -> None:
 
 @pytest.fixture(scope="module")
 def fixture_dsn(postgres_server):
-    name = f"runaway_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(postgres_server.dsn, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    dsn = postgres_server.dsn.rsplit("/", 1)[0] + f"/{name}"
-    seed_fixture_source(dsn)
-    yield dsn
-    with psycopg.connect(postgres_server.dsn, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+    with scratch_database(postgres_server, "runaway") as dsn:
+        seed_fixture_source(dsn)
+        yield dsn
 
 
 @pytest.fixture(scope="module")

@@ -12,6 +12,9 @@ import pwd
 import shutil
 import subprocess
 import tempfile
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -92,3 +95,19 @@ def stop_postgres(server: PostgresServer) -> None:
         _run_as_owner([_pg_bin("pg_ctl"), "-D", str(server.datadir), "-m", "fast", "stop"], owner)
     finally:
         shutil.rmtree(server.datadir.parent, ignore_errors=True)
+
+
+@contextmanager
+def scratch_database(server: PostgresServer, prefix: str = "db") -> Iterator[str]:
+    """A fresh database on ``server`` for the block; yields its libpq DSN, dropped after
+    (``WITH (FORCE)``: a stack's leftover connections do not keep it)."""
+    import psycopg
+
+    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(server.dsn, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield server.dsn.rsplit("/", 1)[0] + f"/{name}"
+    finally:
+        with psycopg.connect(server.dsn, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
