@@ -180,12 +180,13 @@ def stop_extra_worker(proc: subprocess.Popen) -> None:
 
 
 def collect(api, runs: list[tuple[str, str]]) -> tuple[list[dict], list[dict]]:
-    """The DAG runs and their executed task instances (REST records)."""
+    """The DAG runs and their task instances that went through the executor (REST records;
+    not recover_missed, which the cluster policy creates skipped outside scheduled runs)."""
     records, tis = [], []
     for dag_id, run_id in runs:
         records.append(api.ok("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}"))
         page = api.ok("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances?limit=100")
-        tis.extend(t for t in page["task_instances"] if t.get("start_date"))
+        tis.extend(t for t in page["task_instances"] if t.get("queued_when"))  # executed
     return records, tis
 
 

@@ -64,9 +64,28 @@ def task_figures(tis: list[dict]) -> dict:
     for t in ran:
         if t.get("duration") is not None:
             per_task.setdefault(t["task_id"], []).append(float(t["duration"]))
-    return {"tasks": len(ran), "queued_to_start_s": _stats(waits), "duration_s": _stats(durations),
+    return {"tasks": len(ran), "queued_to_start_s": _stats(waits),
+            "upstream_end_to_scheduled_s": _stats(reaction_times(ran)),
+            "duration_s": _stats(durations),
             "median_duration_s_by_task": {k: _round(percentile(v, 0.5))
                                           for k, v in sorted(per_task.items())}}
+
+
+def reaction_times(tis: list[dict]) -> list[float]:
+    """The scheduler's reaction in chained runs: for each task instance, ``scheduled_when`` minus
+    the end of the task that ran before it in its DAG run (the upstream, in a linear chain) —
+    one scheduler loop plus its dependency checks."""
+    by_run: dict[tuple[str, str], list[dict]] = {}
+    for t in tis:
+        by_run.setdefault((t["dag_id"], t["dag_run_id"]), []).append(t)
+    gaps = []
+    for run in by_run.values():
+        run.sort(key=lambda t: t["start_date"])
+        for before, after in zip(run, run[1:], strict=False):
+            end, scheduled = instant(before.get("end_date")), instant(after.get("scheduled_when"))
+            if end and scheduled and scheduled >= end:
+                gaps.append((scheduled - end).total_seconds())
+    return gaps
 
 
 def run_figures(runs: list[dict]) -> dict:

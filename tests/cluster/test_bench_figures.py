@@ -25,10 +25,13 @@ def workload(task: str, try_number: int = 1, map_index: int = -1, dag: str = "d"
 
 
 def ti(task: str, map_index: int = -1, queued: str = "06:00:00", start: str = "06:00:02",
-       duration: float = 1.5, try_number: int = 1) -> dict:
+       duration: float = 1.5, try_number: int = 1, end: str | None = None,
+       scheduled: str | None = None) -> dict:
     return {"dag_id": "d", "dag_run_id": RUN, "task_id": task, "map_index": map_index,
             "try_number": try_number, "queued_when": f"2026-11-30T{queued}Z",
-            "start_date": f"2026-11-30T{start}Z", "duration": duration}
+            "start_date": f"2026-11-30T{start}Z", "duration": duration,
+            "end_date": f"2026-11-30T{end}Z" if end else None,
+            "scheduled_when": f"2026-11-30T{scheduled}Z" if scheduled else None}
 
 
 def test_executions_and_worker_shares_from_worker_log_lines():
@@ -45,10 +48,11 @@ def test_executions_and_worker_shares_from_worker_log_lines():
 
 
 def test_task_and_run_figures_from_rest_records():
-    tasks = task_figures([ti("a", start="06:00:01", duration=1.0),
-                          ti("b", start="06:00:03", duration=3.0),
+    tasks = task_figures([ti("a", start="06:00:01", duration=1.0, end="06:00:02"),
+                          ti("b", start="06:00:03", duration=3.0, scheduled="06:00:02.5"),
                           {"task_id": "skipped", "start_date": None, "queued_when": None}])
     assert tasks["tasks"] == 2
+    assert tasks["upstream_end_to_scheduled_s"] == {"median": 0.5, "p90": 0.5, "max": 0.5}
     assert tasks["queued_to_start_s"] == {"median": 1.0, "p90": 3.0, "max": 3.0}
     assert tasks["median_duration_s_by_task"] == {"a": 1.0, "b": 3.0}
     runs = run_figures([
