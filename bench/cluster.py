@@ -37,8 +37,10 @@ import argparse
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -50,8 +52,10 @@ from bench.cluster_figures import (  # noqa: E402
     acceptance,
     executions,
     extrapolate,
+    loop_figures,
     ratio,
     run_figures,
+    statsd_samples,
     task_figures,
     worker_figures,
 )
@@ -107,6 +111,41 @@ for cid in {companies!r}:
         a >> b >> c >> d
     globals()[dag.dag_id] = dag
 '''
+
+
+class StatsdListener:
+    """Airflow's StatsD metrics (``[metrics] statsd_on``) received on a local UDP port: the
+    scheduler's ``scheduler_loop_duration`` and the dag-processor's ``total_parse_time``, each
+    with the monotonic time it arrived."""
+
+    WANTED = ("scheduler.scheduler_loop_duration", "dag_processing.total_parse_time")
+
+    def __init__(self) -> None:
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.settimeout(0.5)
+        self.port = self.sock.getsockname()[1]
+        self.samples: list[tuple[float, str, float]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                data = self.sock.recv(65535).decode(errors="replace")
+            except TimeoutError:
+                continue
+            now = time.monotonic()
+            self.samples.extend((now, n, v) for n, v in statsd_samples(data) if n in self.WANTED)
+
+    def values(self, name: str, since: float = 0.0, until: float = float("inf")) -> list[float]:
+        return [v for t, n, v in list(self.samples) if n == name and since <= t <= until]
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=2)
+        self.sock.close()
 
 
 def say(message: str) -> None:
@@ -266,7 +305,11 @@ def outbox_counts(stack: Cluster, ids: list[str], ledger_runs: list[dict]) -> di
 
 def measure(args: argparse.Namespace) -> dict:
     counts = [1, 2] if args.workers == "both" else [int(args.workers)]
-    stack = Cluster.in_copy(scratch_dir("bench-cluster-") / "project", **ENV)
+    statsd = StatsdListener()
+    stack = Cluster.in_copy(scratch_dir("bench-cluster-") / "project", **ENV, **{
+        "AIRFLOW__METRICS__STATSD_ON": "True", "AIRFLOW__METRICS__STATSD_HOST": "127.0.0.1",
+        "AIRFLOW__METRICS__STATSD_PORT": str(statsd.port),
+        "AIRFLOW__METRICS__STATSD_PREFIX": "airflow"})
     ids = write_companies(stack.root, args.companies)
     result: dict = {"companies": args.companies, "runs_per_company": args.runs_per_company,
                     "cpus": os.cpu_count(), "load_at_start": os.getloadavg()[0]}
@@ -293,7 +336,10 @@ def measure(args: argparse.Namespace) -> dict:
             days = list(range(day, day + args.runs_per_company))
             day += args.runs_per_company
             say(f"phase: {count} worker(s)")
+            began = time.monotonic()
             phases[count] = {"worker_count": count, **phase(stack, api, ids, days, args.timeout)}
+            phases[count]["scheduler_loop_ms"] = loop_figures(statsd.values(
+                "scheduler.scheduler_loop_duration", began, time.monotonic()))
         result["phases"] = {str(k): v for k, v in phases.items()}
         rates = {k: v["exports"]["runs"]["runs_per_minute"] for k, v in phases.items()}
         result["exports_per_minute"] = {str(k): v for k, v in rates.items()}
@@ -317,11 +363,18 @@ def measure(args: argparse.Namespace) -> dict:
         result["acceptance"].append({"check": "one file per exported period in each outbox",
                                      "value": result["outbox"]["mismatched"],
                                      "passed": not result["outbox"]["mismatched"]})
+        result["scheduler_loop_ms_whole_run"] = loop_figures(statsd.values(
+            "scheduler.scheduler_loop_duration"))
+        parse_times = statsd.values("dag_processing.total_parse_time")
+        result["dag_processor_total_parse_s"] = {
+            "samples": len(parse_times), "last": parse_times[-1] if parse_times else None,
+            "max": max(parse_times, default=None)}
         result["load_at_end"] = os.getloadavg()[0]
     except Exception as exc:  # noqa: BLE001 - the partial figures are still printed
         result["error"] = f"{type(exc).__name__}: {exc}"[:3000]
         say(f"failed: {result['error']}")
     finally:
+        statsd.close()
         if extra is not None:
             stop_extra_worker(extra)
         if args.keep:

@@ -139,6 +139,26 @@ def extrapolate(seconds: float, measured: int, target: int) -> dict:
             "extrapolated": measured != target, "from_slots": measured}
 
 
+def statsd_samples(datagram: str, prefix: str = "airflow.") -> list[tuple[str, float]]:
+    """``(name, value)`` of each timer or gauge in a StatsD datagram (``name:value|ms`` or
+    ``|g``, one per line), ``prefix`` removed; counters and sets are left out."""
+    found = []
+    for line in datagram.splitlines():
+        name, _, rest = line.partition(":")
+        value, _, kind = rest.partition("|")
+        if kind.split("|")[0] in ("ms", "g") and name.startswith(prefix):
+            try:
+                found.append((name.removeprefix(prefix), float(value)))
+            except ValueError:
+                continue
+    return found
+
+
+def loop_figures(values: list[float]) -> dict:
+    """The scheduler's loop durations (ms): how many loops, median, p90 and max."""
+    return {"loops": len(values), **{k: _round(v, 1) for k, v in _stats(values).items()}}
+
+
 def acceptance(phases: Mapping[int, dict]) -> list[dict]:
     """Issue 14's bars for the benchmark, from the per-worker-count phases (``{1: …, 2: …}``,
     each with ``exports.runs`` / ``workers`` figures): each worker ≥ 30 % of the tasks with 2

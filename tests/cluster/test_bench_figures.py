@@ -8,8 +8,10 @@ from bench.cluster_figures import (
     acceptance,
     executions,
     extrapolate,
+    loop_figures,
     ratio,
     run_figures,
+    statsd_samples,
     task_figures,
     worker_figures,
 )
@@ -89,3 +91,13 @@ def test_ratio_extrapolation_and_acceptance():
                                                      "ran_more_than_once": []}}}])
 def test_acceptance_with_one_worker_count_checks_only_duplicates(phases):
     assert [c["check"] for c in acceptance(phases)] == ["no task executed twice"]
+
+
+def test_statsd_timers_and_gauges_and_loop_figures():
+    datagram = ("airflow.scheduler.scheduler_loop_duration:12.5|ms\n"
+                "airflow.dag_processing.total_parse_time:3.25|g\n"
+                "airflow.ti.finish.d.t.success:1|c\nother.metric:4|ms\nairflow.bad:x|ms")
+    assert statsd_samples(datagram) == [("scheduler.scheduler_loop_duration", 12.5),
+                                        ("dag_processing.total_parse_time", 3.25)]
+    assert loop_figures([10.0, 20.0, 30.0, 400.0]) == {"loops": 4, "median": 20.0, "p90": 400.0,
+                                                       "max": 400.0}
