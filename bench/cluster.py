@@ -37,10 +37,8 @@ import argparse
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
-import threading
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -55,10 +53,10 @@ from bench.cluster_figures import (  # noqa: E402
     loop_figures,
     ratio,
     run_figures,
-    statsd_samples,
     task_figures,
     worker_figures,
 )
+from bench.cluster_statsd import StatsdListener  # noqa: E402
 from export_lib.periods.recovery import CATCHUP_BUDGET  # noqa: E402
 from tests.cluster.stack import Cluster  # noqa: E402
 from tests.soak.stack import check_ledger, scratch_dir, stop_and_sweep, wait_for  # noqa: E402
@@ -111,41 +109,6 @@ for cid in {companies!r}:
         a >> b >> c >> d
     globals()[dag.dag_id] = dag
 '''
-
-
-class StatsdListener:
-    """Airflow's StatsD metrics (``[metrics] statsd_on``) received on a local UDP port: the
-    scheduler's ``scheduler_loop_duration`` and the dag-processor's ``total_parse_time``, each
-    with the monotonic time it arrived."""
-
-    WANTED = ("scheduler.scheduler_loop_duration", "dag_processing.total_parse_time")
-
-    def __init__(self) -> None:
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.settimeout(0.5)
-        self.port = self.sock.getsockname()[1]
-        self.samples: list[tuple[float, str, float]] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                data = self.sock.recv(65535).decode(errors="replace")
-            except TimeoutError:
-                continue
-            now = time.monotonic()
-            self.samples.extend((now, n, v) for n, v in statsd_samples(data) if n in self.WANTED)
-
-    def values(self, name: str, since: float = 0.0, until: float = float("inf")) -> list[float]:
-        return [v for t, n, v in list(self.samples) if n == name and since <= t <= until]
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=2)
-        self.sock.close()
 
 
 def say(message: str) -> None:
@@ -216,6 +179,19 @@ def stop_extra_worker(proc: subprocess.Popen) -> None:
             return
         except subprocess.TimeoutExpired:
             continue
+
+
+def set_workers(stack: Cluster, extra: subprocess.Popen | None, count: int
+                ) -> subprocess.Popen | None:
+    """Start or stop the second worker so that ``count`` workers serve the default queue."""
+    if count == 2 and extra is None:
+        say(f"starting {EXTRA_WORKER}")
+        return start_extra_worker(stack)
+    if count == 1 and extra is not None:
+        say(f"stopping {EXTRA_WORKER}")
+        stop_extra_worker(extra)
+        return None
+    return extra
 
 
 def collect(api, runs: list[tuple[str, str]]) -> tuple[list[dict], list[dict]]:
@@ -305,6 +281,8 @@ def outbox_counts(stack: Cluster, ids: list[str], ledger_runs: list[dict]) -> di
 
 def measure(args: argparse.Namespace) -> dict:
     counts = [1, 2] if args.workers == "both" else [int(args.workers)]
+    if args.reverse:
+        counts.reverse()
     statsd = StatsdListener()
     stack = Cluster.in_copy(scratch_dir("bench-cluster-") / "project", **ENV, **{
         "AIRFLOW__METRICS__STATSD_ON": "True", "AIRFLOW__METRICS__STATSD_HOST": "127.0.0.1",
@@ -312,6 +290,7 @@ def measure(args: argparse.Namespace) -> dict:
         "AIRFLOW__METRICS__STATSD_PREFIX": "airflow"})
     ids = write_companies(stack.root, args.companies)
     result: dict = {"companies": args.companies, "runs_per_company": args.runs_per_company,
+                    "order": counts,
                     "cpus": os.cpu_count(), "load_at_start": os.getloadavg()[0]}
     extra = None
     try:
@@ -330,9 +309,7 @@ def measure(args: argparse.Namespace) -> dict:
         batch(api, sorted(wanted), [1], args.timeout)
         day, phases = 2, {}
         for count in counts:
-            if count == 2 and extra is None:
-                say(f"starting {EXTRA_WORKER}")
-                extra = start_extra_worker(stack)
+            extra = set_workers(stack, extra, count)
             days = list(range(day, day + args.runs_per_company))
             day += args.runs_per_company
             say(f"phase: {count} worker(s)")
@@ -390,6 +367,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--companies", type=int, default=10)
     parser.add_argument("--workers", choices=("1", "2", "both"), default="both",
                         help="Celery workers on the default queue; both = 1 then 2, same run")
+    parser.add_argument("--reverse", action="store_true",
+                        help="with --workers both: 2 workers first, then 1 (order effects)")
     parser.add_argument("--runs-per-company", type=int, default=2,
                         help="export (and floor) runs per company and phase (default 2)")
     parser.add_argument("--catchup-slots", type=int, default=10,
