@@ -22,7 +22,7 @@ def test_parse_bench_prints_the_documented_figures_for_three_companies():
     figures = json.loads(result.stdout)
 
     assert set(figures) == {"dags", "parse_seconds", "ms_per_dag", "import_seconds",
-                            "worker_parse_seconds"}
+                            "plugin_import_seconds", "serialize_seconds", "worker_parse_seconds"}
     # 2 widget exports + 3 channels x 2 kinds each + manual_export__<company>, plus one DAG per
     # other shipped DAG file
     # (config_check.py defines none: it only fails when a company file lacks its loader)
@@ -31,5 +31,7 @@ def test_parse_bench_prints_the_documented_figures_for_three_companies():
     assert figures["dags"] == 3 * 9 + len(others)
     assert figures["parse_seconds"] > 0 and figures["import_seconds"] > 0
     assert figures["worker_parse_seconds"] > 0
+    assert 0 < figures["plugin_import_seconds"] < figures["import_seconds"]
+    assert figures["serialize_seconds"] > 0
     per_dag = (figures["parse_seconds"] - figures["import_seconds"]) / figures["dags"] * 1000
     assert figures["ms_per_dag"] == pytest.approx(per_dag, abs=0.05)  # inputs rounded to ms

@@ -1,0 +1,103 @@
+"""bench/cluster_figures.py: the benchmark's pure figures (no cluster is started here)."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.cluster_figures import (
+    acceptance,
+    executions,
+    extrapolate,
+    loop_figures,
+    ratio,
+    run_figures,
+    statsd_samples,
+    task_figures,
+    worker_figures,
+)
+
+RUN = "manual__2026-11-28T06:00:00+00:00"
+
+
+def workload(task: str, try_number: int = 1, map_index: int = -1, dag: str = "d") -> str:
+    return ("2026-11-30T18:05:16Z [info] [0e8a] Executing workload in Celery: dag_rel_path="
+            "PurePosixPath('company_acme.py') log_path='dag_id=d/…' ti=TaskInstanceDTO(id=UUID("
+            f"'01a2'), task_id='{task}', dag_id='{dag}', run_id='{RUN}', try_number={try_number}, "
+            f"dag_version_id=UUID('01a3'), map_index={map_index}, hostname='', queue='default')")
+
+
+def ti(task: str, map_index: int = -1, queued: str = "06:00:00", start: str = "06:00:02",
+       duration: float = 1.5, try_number: int = 1, end: str | None = None,
+       scheduled: str | None = None) -> dict:
+    return {"dag_id": "d", "dag_run_id": RUN, "task_id": task, "map_index": map_index,
+            "try_number": try_number, "queued_when": f"2026-11-30T{queued}Z",
+            "start_date": f"2026-11-30T{start}Z", "duration": duration,
+            "end_date": f"2026-11-30T{end}Z" if end else None,
+            "scheduled_when": f"2026-11-30T{scheduled}Z" if scheduled else None}
+
+
+def test_executions_and_worker_shares_from_worker_log_lines():
+    executed = executions({
+        "worker-default": [workload("render"), "noise", workload("deliver", map_index=0)],
+        "worker-bench-2": [workload("publish"), workload("render", try_number=2)],
+    })
+    assert executed[("d", RUN, "render", -1)] == [(1, "worker-default"), (2, "worker-bench-2")]
+    figures = worker_figures([ti("render"), ti("publish"), ti("deliver", 0), ti("other")],
+                             executed)
+    assert figures == {"tasks_per_worker": {"worker-bench-2": 1, "worker-default": 2},
+                       "share": {"worker-bench-2": 0.333, "worker-default": 0.667},
+                       "unattributed": 1, "ran_more_than_once": [f"d/{RUN}/render/-1"]}
+
+
+def test_task_and_run_figures_from_rest_records():
+    tasks = task_figures([ti("a", start="06:00:01", duration=1.0, end="06:00:02"),
+                          ti("b", start="06:00:03", duration=3.0, scheduled="06:00:02.5"),
+                          {"task_id": "skipped", "start_date": None, "queued_when": None}])
+    assert tasks["tasks"] == 2
+    assert tasks["upstream_end_to_scheduled_s"] == {"median": 0.5, "p90": 0.5, "max": 0.5}
+    assert tasks["queued_to_start_s"] == {"median": 1.0, "p90": 3.0, "max": 3.0}
+    assert tasks["median_duration_s_by_task"] == {"a": 1.0, "b": 3.0}
+    runs = run_figures([
+        {"state": "success", "queued_at": "2026-11-30T06:00:00Z",
+         "start_date": "2026-11-30T06:00:10Z", "end_date": "2026-11-30T06:00:40Z"},
+        {"state": "success", "queued_at": "2026-11-30T06:00:00Z",
+         "start_date": "2026-11-30T06:00:20Z", "end_date": "2026-11-30T06:01:00Z"}])
+    assert runs == {"runs": 2, "succeeded": 2, "span_s": 60.0, "runs_per_minute": 2.0,
+                    "run_s": {"median": 30.0, "p90": 40.0, "max": 40.0}}
+
+
+def test_ratio_extrapolation_and_acceptance():
+    assert ratio(3, 2) == 1.5 and ratio(None, 2) is None and ratio(1, 0) is None
+    assert extrapolate(120.0, 10, 365) == {"slots": 365, "seconds": 4380.0, "minutes": 73.0,
+                                           "per_slot_s": 12.0, "extrapolated": True,
+                                           "from_slots": 10}
+    assert extrapolate(60.0, 5, 5)["extrapolated"] is False
+
+    def phase(rate: float, share: dict, twice: list) -> dict:
+        return {"exports": {"runs": {"runs_per_minute": rate}},
+                "workers": {"share": share, "ran_more_than_once": twice}}
+
+    checks = acceptance({1: phase(10.0, {"a": 1.0}, []),
+                         2: phase(12.0, {"a": 0.7, "b": 0.3}, [])})
+    assert [c["passed"] for c in checks] == [True, True, True]
+    checks = acceptance({1: phase(10.0, {"a": 1.0}, []),
+                         2: phase(9.0, {"a": 0.75, "b": 0.25}, ["d/r/t/-1"])})
+    assert [c["passed"] for c in checks] == [False, False, False]
+    assert checks[1]["value"] == ["d/r/t/-1"]
+
+
+@pytest.mark.parametrize("phases", [{1: {"exports": {"runs": {"runs_per_minute": 5.0}},
+                                         "workers": {"share": {"a": 1.0},
+                                                     "ran_more_than_once": []}}}])
+def test_acceptance_with_one_worker_count_checks_only_duplicates(phases):
+    assert [c["check"] for c in acceptance(phases)] == ["no task executed twice"]
+
+
+def test_statsd_timers_and_gauges_and_loop_figures():
+    datagram = ("airflow.scheduler.scheduler_loop_duration:12.5|ms\n"
+                "airflow.dag_processing.total_parse_time:3.25|g\n"
+                "airflow.ti.finish.d.t.success:1|c\nother.metric:4|ms\nairflow.bad:x|ms")
+    assert statsd_samples(datagram) == [("scheduler.scheduler_loop_duration", 12.5),
+                                        ("dag_processing.total_parse_time", 3.25)]
+    assert loop_figures([10.0, 20.0, 30.0, 400.0]) == {"loops": 4, "median": 20.0, "p90": 400.0,
+                                                       "max": 400.0}
