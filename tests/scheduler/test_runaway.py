@@ -18,6 +18,7 @@ from __future__ import annotations
 import shutil
 import threading
 import time
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 import psycopg
@@ -32,20 +33,37 @@ pytestmark = [pytest.mark.scheduler, pytest.mark.slow]
 ROWS = 5_000_000
 
 
-def _clock() -> datetime:
-    """Now, out of the last 4 minutes of an hour (the scheduler must create the run of the
-    same latest hourly slot the fixtures seed for, ~1 min after collection)."""
+@dataclass(frozen=True)
+class Clock:
+    """The slots this module's stack works on, read when its first test starts (not at
+    collection: under pytest-xdist a module may start many minutes after it was collected)."""
+
+    now: datetime
+
+    @property
+    def s0(self) -> datetime:  # the latest hourly slot when the stack starts
+        return self.now.replace(minute=0, second=0, microsecond=0)
+
+    @property
+    def big_day(self) -> datetime:
+        return (self.now - timedelta(days=3)).replace(hour=0, minute=0, second=0, microsecond=0)
+
+    @property
+    def past_slot(self) -> datetime:  # restated at once: window end + grace has passed
+        return self.s0 - timedelta(hours=3)
+
+
+def read_clock() -> Clock:
+    """Now, out of the last 8 minutes of an hour: the scheduler must create the run of the
+    latest hourly slot the fixtures seed for, and the stack takes up to ~2 min to start and
+    the watermark run ~150 s more to reach its deadline."""
     now = datetime.now(UTC)
-    if now.minute >= 56:
+    if now.minute >= 52:
         time.sleep(3600 - now.minute * 60 - now.second + 5)
         now = datetime.now(UTC)
-    return now
+    return Clock(now)
 
 
-NOW = _clock()
-S0 = NOW.replace(minute=0, second=0, microsecond=0)  # the latest hourly slot at collection
-BIG_DAY = (NOW - timedelta(days=3)).replace(hour=0, minute=0, second=0, microsecond=0)
-PAST_SLOT = S0 - timedelta(hours=3)  # restated at once: window end + grace has passed
 LATE_ROWS, ON_TIME_ROWS = 5, 100
 # The watermark sensor's run reaches its deadline this long after the stack starts starting
 # (the stack is up after ~50 s, ~110 s on a busy machine; the sensor pokes every 10 s).
@@ -110,16 +128,17 @@ widget_exports:
 """
 
 
-def fill_big_metrics(dsn: str) -> None:
-    """5 M rows of BIG_DAY (~15 s; runs while the stack starts)."""
+def fill_big_metrics(dsn: str, big_day: datetime) -> None:
+    """5 M rows of one day (~15 s; runs while the stack starts)."""
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(
             "INSERT INTO big_metrics SELECT 'bigco', %s::timestamptz + g * interval '17 ms', g, "
-            "md5(g::text) FROM generate_series(0, %s) g", (BIG_DAY, ROWS - 1))
+            "md5(g::text) FROM generate_series(0, %s) g", (big_day, ROWS - 1))
         conn.execute("ANALYZE big_metrics")
 
 
-def seed_fixture_source(dsn: str) -> None:
+def seed_fixture_source(dsn: str, clock: Clock) -> None:
+    s0, past_slot = clock.s0, clock.past_slot
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute("CREATE UNLOGGED TABLE big_metrics (company_id text, "
                      "event_time timestamptz, n bigint, pad text)")
@@ -129,12 +148,12 @@ def seed_fixture_source(dsn: str) -> None:
         # The past slot's window, every row in before the run registers.
         conn.execute("INSERT INTO late_metrics SELECT 'lateco', %s + g * interval '30 s', g, "
                      "%s + g * interval '30 s' + interval '1 min' FROM generate_series(1, %s) g",
-                     (PAST_SLOT - timedelta(hours=1), PAST_SLOT - timedelta(hours=1),
+                     (past_slot - timedelta(hours=1), past_slot - timedelta(hours=1),
                       ON_TIME_ROWS))
-        # The watermark stays short of S0's window end + grace (S0 + 1 min) for good.
+        # The watermark stays short of s0's window end + grace (s0 + 1 min) for good.
         conn.execute("INSERT INTO wm_metrics SELECT 'lateco', %s + g * interval '1 min', g, "
                      "%s + g * interval '1 min' FROM generate_series(0, 50) g",
-                     (S0 - timedelta(hours=1), S0 - timedelta(hours=1)))
+                     (s0 - timedelta(hours=1), s0 - timedelta(hours=1)))
 
 
 def fixture_catalog(stack: Stack, wm_deadline: timedelta) -> None:
@@ -154,21 +173,26 @@ def fixture_catalog(stack: Stack, wm_deadline: timedelta) -> None:
 
 
 @pytest.fixture(scope="module")
-def fixture_dsn(postgres_server):
+def clock() -> Clock:
+    return read_clock()
+
+
+@pytest.fixture(scope="module")
+def fixture_dsn(postgres_server, clock):
     with scratch_database(postgres_server, "runaway") as dsn:
-        seed_fixture_source(dsn)
+        seed_fixture_source(dsn, clock)
         yield dsn
 
 
 @pytest.fixture(scope="module")
-def stack(fixture_dsn):
+def stack(fixture_dsn, clock):
     root = scratch_dir("export-runaway-")
     stack = Stack.in_copy(root / "project", AIRFLOW_CONN_FIXTURE_SOURCE=fixture_dsn,
                           EXPORT_WATERMARK_POKE_SECONDS="10", EXPORT_TIMEOUT_RENDER="8s")
     # The watermark never passes: the sensor reschedules until this deadline, then exports.
     wm_deadline_at = datetime.now(UTC) + timedelta(seconds=WM_DEADLINE_AFTER)
-    fixture_catalog(stack, wm_deadline_at.replace(microsecond=0) - S0)
-    filler = threading.Thread(target=fill_big_metrics, args=(fixture_dsn,))
+    fixture_catalog(stack, wm_deadline_at.replace(microsecond=0) - clock.s0)
+    filler = threading.Thread(target=fill_big_metrics, args=(fixture_dsn, clock.big_day))
     filler.start()
     try:
         stack.start()
@@ -213,12 +237,14 @@ def dag_runs(api: Api, dag_id: str) -> list[dict]:
     return api.ok("GET", f"/api/v2/dags/{dag_id}/dagRuns?limit=100&order_by=id")["dag_runs"]
 
 
-def test_a_cleared_and_a_timed_out_render_leave_no_query_on_the_source(stack, api, fixture_dsn):
+def test_a_cleared_and_a_timed_out_render_leave_no_query_on_the_source(stack, api, fixture_dsn,
+                                                                      clock):
     """Both ways Airflow stops a running render end its COPY on the source within 5 s: a clear
     (SIGTERM → on_kill), then the cleared render's next try meeting its execution_timeout
     (EXPORT_TIMEOUT_RENDER=8s here) while the table is locked, so its COPY waits until then."""
-    run_id = api.trigger_manual("bigco", "bigco/full-dump", BIG_DAY, "runaway test")["dag_run_id"]
-    day_text = f"{BIG_DAY:%Y-%m-%d}"
+    run_id = api.trigger_manual("bigco", "bigco/full-dump", clock.big_day,
+                               "runaway test")["dag_run_id"]
+    day_text = f"{clock.big_day:%Y-%m-%d}"
     active = wait_for(lambda: [p for p, s in export_queries(fixture_dsn, day_text)
                                if s == "active"],
                       180, interval=0.2, what="the render's COPY to be active on the source")
@@ -282,10 +308,11 @@ def test_a_cleared_and_a_timed_out_render_leave_no_query_on_the_source(stack, ap
     assert "on_kill: cancelled 0 running source queries" in second_try, second_try[-3000:]
 
 
-def test_restatement_runs_apart_and_publishes_a_correction(stack, api, fixture_dsn):
+def test_restatement_runs_apart_and_publishes_a_correction(stack, api, fixture_dsn, clock):
+    s0, past_slot = clock.s0, clock.past_slot
     dag_id = "widget_export__lateco__restated"
     past = api.ok("POST", f"/api/v2/dags/{dag_id}/dagRuns",
-                  {"logical_date": PAST_SLOT.isoformat(), "conf": {}})["dag_run_id"]
+                  {"logical_date": past_slot.isoformat(), "conf": {}})["dag_run_id"]
 
     def export_runs_done() -> list[dict] | None:
         runs = dag_runs(api, dag_id)
@@ -293,28 +320,28 @@ def test_restatement_runs_apart_and_publishes_a_correction(stack, api, fixture_d
         return runs if mine and all(r["state"] == "success" for r in runs) else None
 
     # The export runs end with their first delivery: the scheduled on-time run (restated at
-    # S0 + 2 h) and the past slot's run both finish, holding no max_active_runs slot.
+    # s0 + 2 h) and the past slot's run both finish, holding no max_active_runs slot.
     runs = wait_for(export_runs_done, 150, interval=2, what=f"{dag_id} runs to succeed")
     restatements = {datetime.fromisoformat(r["conf"]["run"]["slot"]): r
                     for r in dag_runs(api, "export_restatement")}
-    assert set(restatements) >= {S0, PAST_SLOT} and len(runs) >= 2
-    on_time = restatements[S0]
+    assert set(restatements) >= {s0, past_slot} and len(runs) >= 2
+    on_time = restatements[s0]
     assert on_time["state"] == "queued"
-    assert datetime.fromisoformat(on_time["run_after"]) == S0 + timedelta(hours=2)
+    assert datetime.fromisoformat(on_time["run_after"]) == s0 + timedelta(hours=2)
 
     # Rows arrive late, after the first delivery; then the restatement may run.
     with psycopg.connect(fixture_dsn, autocommit=True) as conn:
         conn.execute("INSERT INTO late_metrics SELECT 'lateco', %s + g * interval '1 min', "
                      "1000 + g, now() - interval '1 s' FROM generate_series(1, %s) g",
-                     (PAST_SLOT - timedelta(minutes=30), LATE_ROWS))
+                     (past_slot - timedelta(minutes=30), LATE_ROWS))
     api.ok("PATCH", "/api/v2/dags/export_restatement", {"is_paused": False})
-    restate_id = restatements[PAST_SLOT]["dag_run_id"]
+    restate_id = restatements[past_slot]["dag_run_id"]
     wait_for(lambda: api.ok("GET", f"/api/v2/dags/export_restatement/dagRuns/{restate_id}")
              ["state"] == "success", 150, interval=2, what="the restatement run to succeed")
 
     (ledger,) = [r for r in stack.ledger_runs()
                  if r["schedule"] == "lateco/restated" and r["slot_utc"].startswith(
-                     f"{PAST_SLOT:%Y-%m-%dT%H:%M}")]
+                     f"{past_slot:%Y-%m-%dT%H:%M}")]
     v1, v2 = ledger["artifacts"]
     assert (v1["rows"], v1["correction"]) == (ON_TIME_ROWS, False)
     assert (v2["rows"], v2["correction"], v2["supersedes"]) == (ON_TIME_ROWS + LATE_ROWS, True, 1)
@@ -323,18 +350,19 @@ def test_restatement_runs_apart_and_publishes_a_correction(stack, api, fixture_d
         (1, "acknowledged"), (2, "acknowledged")]
 
 
-def test_watermark_sensor_reschedules_then_exports_at_the_deadline(stack, api):
+def test_watermark_sensor_reschedules_then_exports_at_the_deadline(stack, api, clock):
+    s0 = clock.s0
     dag_id = "widget_export__lateco__watermarked"
 
     def on_time_run() -> dict | None:
         runs = [r for r in dag_runs(api, dag_id)
-                if r["logical_date"] and datetime.fromisoformat(r["logical_date"]) == S0]
+                if r["logical_date"] and datetime.fromisoformat(r["logical_date"]) == s0]
         return runs[0] if runs and runs[0]["state"] in ("success", "failed") else None
 
-    run = wait_for(on_time_run, 240, interval=3, what=f"{dag_id}'s run of {S0} to finish")
+    run = wait_for(on_time_run, 240, interval=3, what=f"{dag_id}'s run of {s0} to finish")
     assert run["state"] == "success", run
     (ledger,) = [r for r in stack.ledger_runs() if r["schedule"] == "lateco/watermarked"
-                 and r["slot_utc"].startswith(f"{S0:%Y-%m-%dT%H:%M}")]
+                 and r["slot_utc"].startswith(f"{s0:%Y-%m-%dT%H:%M}")]
     deadline = datetime.fromisoformat(ledger["deadline_utc"])
     render = api.ok("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run['dag_run_id']}"
                            "/taskInstances/render")
