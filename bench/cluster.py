@@ -287,10 +287,12 @@ def measure(args: argparse.Namespace) -> dict:
     stack = Cluster.in_copy(scratch_dir("bench-cluster-") / "project", **ENV, **{
         "AIRFLOW__METRICS__STATSD_ON": "True", "AIRFLOW__METRICS__STATSD_HOST": "127.0.0.1",
         "AIRFLOW__METRICS__STATSD_PORT": str(statsd.port),
-        "AIRFLOW__METRICS__STATSD_PREFIX": "airflow"})
+        "AIRFLOW__METRICS__STATSD_PREFIX": "airflow",
+        **({"AIRFLOW__CELERY__WORKER_CONCURRENCY": str(args.concurrency)}
+           if args.concurrency else {})})
     ids = write_companies(stack.root, args.companies)
     result: dict = {"companies": args.companies, "runs_per_company": args.runs_per_company,
-                    "order": counts,
+                    "order": counts, "concurrency_per_worker": args.concurrency or "cluster.env",
                     "cpus": os.cpu_count(), "load_at_start": os.getloadavg()[0]}
     extra = None
     try:
@@ -375,6 +377,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="daily slots backfilled for the catch-up figure (0: skip; "
                              "default 10, extrapolated to --catchup-target)")
     parser.add_argument("--catchup-target", type=int, default=365)
+    parser.add_argument("--concurrency", type=int, default=0,
+                        help="task slots per default-queue worker (both workers; default: "
+                             "deploy/cluster.env's AIRFLOW__CELERY__WORKER_CONCURRENCY)")
     parser.add_argument("--timeout", type=float, default=1200, help="seconds per batch")
     parser.add_argument("--keep", action="store_true", help="leave the cluster running")
     parser.add_argument("--json", action="store_true", help="print one JSON object")

@@ -225,8 +225,30 @@ def test_large_pod_override_is_a_valid_pod_spec_and_matches_the_documented_yaml(
 
 
 def test_large_pod_override_deserializes_into_the_kubernetes_model():
-    pytest.importorskip("kubernetes")  # not in requirements.txt; installed with the k8s provider
-    from export_airflow.cluster_policy import large_pod_override
+    """The V1Pod the executor gets holds every documented field: serialized back it is the
+    documented spec (a misspelled or misplaced key would be dropped by the model and differ)."""
+    from export_airflow.cluster_policy import LARGE_POD_OVERRIDE, large_pod_override
+    from kubernetes.client import ApiClient, V1Pod
 
     pod = large_pod_override()
+    assert isinstance(pod, V1Pod)
+    assert pod.spec.containers[0].name == "base"
     assert pod.spec.containers[0].resources.limits == {"memory": "4Gi"}
+    assert pod.spec.containers[0].resources.requests == {"memory": "2Gi", "cpu": "1"}
+    assert ApiClient().sanitize_for_serialization(pod) == LARGE_POD_OVERRIDE
+
+
+def test_a_misspelled_pod_field_does_not_survive_the_kubernetes_model():
+    """The round trip above can fail: the model drops what it does not know."""
+    import json
+
+    from kubernetes.client import ApiClient, V1Pod
+
+    spec = {"apiVersion": "v1", "kind": "Pod",
+            "spec": {"containers": [{"name": "base", "resource": {"limits": {"memory": "4Gi"}}}]}}
+
+    class _Response:
+        data = json.dumps(spec)
+
+    pod = ApiClient().deserialize(_Response(), V1Pod)
+    assert ApiClient().sanitize_for_serialization(pod) != spec
