@@ -2,7 +2,8 @@
 
 * ``audit``: expected slots versus the ledger, each gap handled per the schedule's recovery
   policy (export_lib.pipeline.audit, ADR 0009); ``--dry-run`` prints the plan only.
-* ``explain``: one paragraph per slot of a schedule on a date (export_lib.pipeline.explain).
+* ``explain``: one paragraph per slot of a schedule on a date (export_lib.pipeline.explain),
+  and under it what still waits in Airflow and why (export_lib.pipeline.waiting, ADR 0013).
 * ``migrate-legacy``: ``export_time`` (morning/evening) to ``export_hour`` + ``effective_from``
   (export_lib.config.legacy); prints the conversion and the next runs, ``--write`` edits.
 """
@@ -99,11 +100,18 @@ def _day_or_slot(text: str) -> tuple[date | None, datetime | None]:
 
 
 def explain_text(config_dir: str, schedule_id: str, when: str, *, now: datetime,
-                 ledger: Any) -> list[str]:
-    """The paragraphs ``exportctl explain`` prints (one per slot)."""
+                 ledger: Any, waits: Any = None) -> list[str]:
+    """The paragraphs ``exportctl explain`` prints (one per slot). ``waits``: ``(schedule,
+    due slots) -> {slot: lines}``, what waits in Airflow (export_lib.pipeline.waiting_sources),
+    appended under the slot's paragraph."""
     from export_lib.config.loader import load_catalog
     from export_lib.periods.slots import require_slot
-    from export_lib.pipeline.explain import explain_day, explain_facts, explain_period
+    from export_lib.pipeline.explain import (
+        explain_day,
+        explain_facts,
+        explain_period,
+        slots_of_day,
+    )
 
     company = schedule_id.split("/", 1)[0]
     try:
@@ -112,9 +120,40 @@ def explain_text(config_dir: str, schedule_id: str, when: str, *, now: datetime,
         raise WindowError(str(exc)) from exc
     day, slot = _day_or_slot(when)
     if slot is not None:
-        slot = require_slot(schedule.timing, slot, schedule_id)
-        return [explain_period(schedule, slot, explain_facts(ledger, schedule_id, slot), now=now)]
-    return explain_day(schedule, day, ledger, now=now)
+        slots = (require_slot(schedule.timing, slot, schedule_id),)
+        paragraphs = [explain_period(schedule, slots[0],
+                                     explain_facts(ledger, schedule_id, slots[0]), now=now)]
+    else:
+        slots, paragraphs = slots_of_day(schedule, day), explain_day(schedule, day, ledger,
+                                                                     now=now)
+    due = [s for s in slots if s <= now]
+    if waits is None or not due:
+        return paragraphs
+    lines = waits(schedule, due)
+    return [text + "".join(f"\n{line}" for line in lines.get(s, ()))
+            for text, s in zip(paragraphs, slots, strict=True)]
+
+
+def _airflow_waits(args: argparse.Namespace, now: datetime) -> Any:
+    """What waits in Airflow, for :func:`explain_text` (None with ``--no-airflow``). When
+    Airflow cannot be asked, a note on stderr: the paragraphs are the ledger's view only."""
+    from export_lib.errors import ExportError
+    from export_lib.pipeline.backfills import api_from_environment
+    from export_lib.pipeline.waiting_sources import celery_workers, slot_waits
+
+    if args.no_airflow:
+        return None
+
+    def waits(schedule: Any, slots: list[datetime]) -> dict[datetime, list[str]]:
+        try:
+            return slot_waits(api_from_environment(), schedule, slots,
+                              lambda queues: celery_workers(queues, os.environ), now=now)
+        except ExportError as exc:
+            print(f"exportctl: note: Airflow not asked ({exc}); tasks waiting there are not "
+                  "shown", file=sys.stderr)
+            return {}
+
+    return waits
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
@@ -125,8 +164,9 @@ def cmd_explain(args: argparse.Namespace) -> int:
         schedule_id = f"{args.company}/{schedule_id}"
     ledger = open_ledger()
     ledger.ensure_schema()
-    paragraphs = explain_text(_config_dir(args.config), schedule_id, args.date, now=_now(),
-                              ledger=ledger)
+    now = _now()
+    paragraphs = explain_text(_config_dir(args.config), schedule_id, args.date, now=now,
+                              ledger=ledger, waits=_airflow_waits(args, now))
     print("\n\n".join(paragraphs))
     return 0
 
@@ -180,6 +220,9 @@ def register(sub: Any) -> None:
     p.add_argument("--company", help="the company, when --schedule omits it")
     p.add_argument("--config", help="config directory (default $EXPORT_CONFIG_DIR or "
                                     "./dags/config)")
+    p.add_argument("--no-airflow", action="store_true",
+                   help="the ledger's view only: do not ask Airflow (and the Celery broker) "
+                        "about tasks still waiting")
     p.set_defaults(func=functools.partial(guarded, cmd_explain))
 
     p = sub.add_parser("migrate-legacy", help="convert export_time (morning/evening) into "
