@@ -309,6 +309,59 @@ def test_two_dag_runs_of_one_slot_scan_the_source_once(cluster):
           f"{dict(source.scans)}")
 
 
+def test_explain_names_a_render_queued_where_no_worker_listens(cluster):
+    """Issue 14, "Bad input": worker-large frozen (SIGSTOP on it and its pool: the supervisor
+    sees it alive and does not restart it, the broker gets no answer from it), the large
+    channel's render stays queued on exports_large and ``exportctl explain`` says so, with the
+    fix; once the worker is resumed the run succeeds."""
+    import re
+    import subprocess
+
+    api = _api(cluster)
+    env = cluster.stack_environ()
+    pg = f"postgresql://exports:exports@127.0.0.1:{cluster.pgport}"
+    with psycopg.connect(f"{pg}/demo", autocommit=True) as conn:  # undo a slowed source, if any
+        if conn.execute("SELECT to_regclass('channel_metrics_base')").fetchone()[0]:
+            conn.execute("DROP VIEW IF EXISTS channel_metrics")
+            conn.execute("ALTER TABLE channel_metrics_base RENAME TO channel_metrics")
+    slot = datetime.now(UTC).replace(hour=9, minute=30, second=0, microsecond=0) - timedelta(
+        days=7)
+    api.ok("PATCH", f"/api/v2/dags/{LARGE_DAG}", {"is_paused": False})
+    started = time.monotonic()
+    frozen = _descendants(cluster.status()["components"]["worker-large"]["pid"])
+    for pid in frozen:
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        run_id = _trigger(api, LARGE_DAG, slot)
+
+        def render() -> dict:
+            return next(t for t in _tis(api, LARGE_DAG, run_id) if t["task_id"] == "render")
+
+        wait_for(lambda: render()["state"] == "queued", 180, 1, what="the render to be queued")
+        assert render()["queue"] == "exports_large"
+        result = subprocess.run(
+            ["exportctl", "explain", "--schedule", "dentsu-happiness/facebook/primary",
+             "--date", f"{slot:%Y-%m-%dT%H:%MZ}"], cwd=cluster.root, env=env,
+            capture_output=True, text=True, timeout=120, check=False)
+        explained = time.monotonic() - started
+    finally:
+        for pid in reversed(frozen):
+            os.kill(pid, signal.SIGCONT)
+    print(result.stdout)
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+    assert result.stdout.startswith(f"dentsu-happiness/facebook/primary, slot {slot:%Y-%m-%d}")
+    assert re.search(
+        rf"\nIn Airflow \(DAG {LARGE_DAG}\):\n  render: queued on exports_large, no worker "
+        r"listening \(since \d\d:\d\d:\d\d UTC, \d+ (s|min)\) — start one with: airflow celery "
+        r"worker --queues exports_large(\n|$)", result.stdout), result.stdout
+    wait_for(lambda: _run_state(api, LARGE_DAG, run_id) in ("success", "failed"), 300,
+             what=f"{LARGE_DAG} {run_id} to finish once worker-large is back")
+    assert _run_state(api, LARGE_DAG, run_id) == "success", _tis(api, LARGE_DAG, run_id)
+    assert set(ran_on(cluster, LARGE_DAG, run_id, "render")) == {"worker-large"}
+    print(f"explain: the queued render explained {explained:.0f} s after worker-large froze; "
+          f"the run succeeded {time.monotonic() - started:.0f} s after")
+
+
 def test_make_cluster_stop_leaves_no_process_behind(cluster):
     pids = [c["pid"] for c in cluster.status()["components"].values()]
     result = cluster.stop()
