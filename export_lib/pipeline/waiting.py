@@ -54,9 +54,10 @@ class WaitingTask:
         """From one entry of ``GET /api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances``."""
         state = str(ti.get("state") or "")
         since = ti.get("queued_when") if state == "queued" else ti.get("scheduled_when")
+        index = ti.get("map_index")
         return cls(dag_id=ti["dag_id"], run_id=ti["dag_run_id"], task_id=ti["task_id"],
                    state=state, queue=ti.get("queue") or DEFAULT_QUEUE, since=_instant(since),
-                   pool=ti.get("pool"), map_index=int(ti.get("map_index", -1)),
+                   pool=ti.get("pool"), map_index=-1 if index is None else int(index),
                    logical_date=_instant(ti.get("logical_date")),
                    run_after=_instant(ti.get("run_after")))
 

@@ -83,7 +83,7 @@ def _inspect(app: Any, queues: set[str]) -> Workers:
                                   limit=len(serving))
         stats, active = ask.stats() or {}, ask.active() or {}
     return Workers(tuple(
-        Worker(name, qs, (stats.get(name) or {}).get("pool", {}).get("max-concurrency"),
+        Worker(name, qs, ((stats.get(name) or {}).get("pool") or {}).get("max-concurrency"),
                len(active[name]) if name in active else None)
         for name, qs in sorted(consumed.items())))
 

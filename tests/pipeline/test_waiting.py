@@ -103,9 +103,9 @@ def test_task_instances_from_the_api_belong_to_the_slot_their_run_stands_for():
         datetime(2026, 11, 30, 9, 31, tzinfo=UTC))
     undated = WaitingTask.from_api({**api_ti, "dag_run_id": "manual__y", "logical_date": None,
                                     "run_after": "2026-11-30T11:00:00+00:00", "queue": None,
-                                    "state": "scheduled"})
-    assert (undated.queue, undated.since) == ("default",
-                                              datetime(2026, 11, 30, 12, 3, 9, tzinfo=UTC))
+                                    "state": "scheduled", "map_index": 0})
+    assert (undated.queue, undated.since, undated.map_index) == (
+        "default", datetime(2026, 11, 30, 12, 3, 9, tzinfo=UTC), 0)
     yesterday = WaitingTask.from_api({**api_ti, "logical_date": "2026-11-30T09:29:59Z"})
     assert tasks_by_slot([dated, undated, yesterday], timing, [SLOT]) == {
         SLOT: [dated, undated]}
