@@ -14,12 +14,13 @@ and runs one warm-up run (not measured).
 
 Per worker count (``--workers 1``, ``2`` or ``both``; 1 = the cluster's ``worker-default``
 alone on the default queue, 2 = plus a second ``airflow celery worker --queues default`` with
-the same settings, started by this script): ``--runs-per-company`` export runs of past slots
-per company are triggered at once through the REST API and awaited, then the same number of
-floor runs. Figures (REST records): runs per minute from the first queued to the last finished
-run, run time, per task the queued→start latency (``start_date - queued_when``: broker,
-worker pick-up, task process start) and duration; which worker executed each task and whether
-any ran twice (the workers' "Executing workload" log lines).
+the same settings, started by this script; each with ``--concurrency`` task slots, by default
+one per core of this machine, as if each worker were a host like it): ``--runs-per-company``
+export runs of past slots per company are triggered at once through the REST API and awaited,
+then the same number of floor runs. Figures (REST records): runs per minute from the first
+queued to the last finished run, run time, per task the queued→start latency (``start_date -
+queued_when``: broker, worker pick-up, task process start) and duration; which worker executed
+each task and whether any ran twice (the workers' "Executing workload" log lines).
 
 Catch-up (``--catchup-slots K``, 0 to skip): one Airflow backfill of K missed daily slots of
 one export schedule (as recover_missed requests it: ``max_active_runs`` = the catch-up budget,
@@ -377,9 +378,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="daily slots backfilled for the catch-up figure (0: skip; "
                              "default 10, extrapolated to --catchup-target)")
     parser.add_argument("--catchup-target", type=int, default=365)
-    parser.add_argument("--concurrency", type=int, default=0,
-                        help="task slots per default-queue worker (both workers; default: "
-                             "deploy/cluster.env's AIRFLOW__CELERY__WORKER_CONCURRENCY)")
+    parser.add_argument("--concurrency", type=int, default=os.cpu_count() or 2,
+                        help="task slots per default-queue worker, both workers (default: this "
+                             "machine's cores, a worker sized like a host of its own; 0: "
+                             "deploy/cluster.env's AIRFLOW__CELERY__WORKER_CONCURRENCY, 4)")
     parser.add_argument("--timeout", type=float, default=1200, help="seconds per batch")
     parser.add_argument("--keep", action="store_true", help="leave the cluster running")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
