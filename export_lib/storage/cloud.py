@@ -164,6 +164,28 @@ class S3Store(_BucketStore):
     def _delete(self, key: str) -> None:
         self.client.delete_object(Bucket=self.bucket, Key=key)
 
+    def delete(self, uri: str) -> None:
+        """Delete the object and abort every unfinished multipart upload of its key: a worker
+        killed while uploading a staging object (over 8 MB goes up in parts) leaves the parts
+        stored, billed and absent from object listings until the upload is aborted."""
+        from botocore.exceptions import ClientError
+
+        key = self._own(uri)
+        self._delete(key)
+        try:
+            pages = self.client.get_paginator("list_multipart_uploads").paginate(
+                Bucket=self.bucket, Prefix=key)
+            for upload in (u for page in pages for u in page.get("Uploads", [])):
+                if upload["Key"] == key:
+                    self.client.abort_multipart_upload(Bucket=self.bucket, Key=key,
+                                                       UploadId=upload["UploadId"])
+                    log.info("aborted the unfinished multipart upload %s of %s",
+                             upload["UploadId"][:12], uri)
+        except ClientError as exc:
+            raise StorageError(f"cannot abort the unfinished uploads of {uri} via "
+                               f"{self.conn.masked_uri()}: {exc}; the object itself is "
+                               "deleted, run `exportctl ledger gc` again") from exc
+
     def _put_bytes(self, key: str, body: bytes, content_type: str) -> None:
         self.client.put_object(Bucket=self.bucket, Key=key, Body=body, ContentType=content_type)
 

@@ -141,3 +141,25 @@ def test_store_reads_and_deletes_objects_of_its_own_bucket(bucket: Bucket):
             fh.read()
     with pytest.raises(StorageError, match="belongs to bucket other-bucket"):
         store.delete(f"{bucket.scheme}://other-bucket/exports/.staging/a1.csv")
+
+
+def test_s3_delete_aborts_the_unfinished_upload_of_a_killed_attempt(
+        s3_server, monkeypatch: pytest.MonkeyPatch):
+    """A worker SIGKILLed in the middle of uploading a staging object in parts (seen in
+    tests/cluster/test_faults.py) leaves an unfinished multipart upload; garbage collection's
+    delete of that staging URI aborts it, and leaves other keys' uploads alone."""
+    client = s3_server.client()
+    name = f"exports-{uuid.uuid4().hex[:10]}"
+    client.create_bucket(Bucket=name)
+    monkeypatch.setenv("AIRFLOW_CONN_ARTIFACTS", s3_server.connection_uri())
+    monkeypatch.setenv("EXPORT_ARTIFACT_CONN", "artifacts")
+    store = open_store(f"s3://{name}/exports")
+    uri = store.staging_uri("killed", "csv")
+    key = uri.removeprefix(f"s3://{name}/")
+    killed = client.create_multipart_upload(Bucket=name, Key=key)["UploadId"]
+    client.upload_part(Bucket=name, Key=key, UploadId=killed, PartNumber=1, Body=b"x" * 1024)
+    other = client.create_multipart_upload(Bucket=name, Key=key + ".other")["UploadId"]
+    store.delete(uri)
+    left = client.list_multipart_uploads(Bucket=name).get("Uploads", [])
+    assert [(u["Key"], u["UploadId"]) for u in left] == [(key + ".other", other)]
+    store.delete(uri)  # again: nothing left to abort
