@@ -1,22 +1,17 @@
 """`make cluster` for real (issue 14): the Celery topology in a fresh copy of the project, its
-queues, a worker SIGKILLed in the middle of a render plus a scheduler and a Redis restart, and
-`make cluster-stop` leaving nothing behind. One stack for the module; the shipped config.
+queues (large renders on worker-large, manual work on its own queue), two DAG runs of one slot
+scanning the source once (the run's lease), and `make cluster-stop` leaving nothing behind. One
+stack for the module; the shipped config (trimmed to 2 companies, 3 schedules).
 
-The fault scenario is a reduced form of the issue's (2 of the shipped companies, 3 schedules, one
-killed render, not 20 companies over 2 days; the source PostgreSQL is the cluster's own server here, so it is
-not stopped): afterwards the period has exactly one artifact version (in the ledger and in the
-S3 bucket), one acknowledged delivery (and one file in the destination directory), and the
-source saw 1 + 1 (killed) scans of it, sampled from ``pg_stat_activity``, never more than 4
-export queries at once nor 2 of one company.
+The fault scenario (20 companies over 2 days, killed render and upload, scheduler, Redis and
+source restarts) has its own stack: tests/cluster/test_faults.py.
 """
 
 from __future__ import annotations
 
 import os
 import signal
-import threading
 import time
-from collections import Counter
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -25,6 +20,7 @@ import psycopg
 import pytest
 import yaml
 
+from tests.cluster.faults_support import SourceSampler
 from tests.cluster.stack import Cluster
 from tests.soak.stack import scratch_dir, wait_for
 
@@ -155,123 +151,6 @@ def test_large_renders_run_on_the_large_worker_and_manual_work_on_its_queue(clus
     keys = [o["Key"] for o in cluster.s3().list_objects_v2(
         Bucket="exports", Prefix="artifacts/dentsu-happiness/facebook__primary/")["Contents"]]
     assert any(k.endswith("__v1.csv") for k in keys), keys
-
-
-class SourceSampler:
-    """Export queries on the demo source, sampled from pg_stat_activity every 50 ms."""
-
-    def __init__(self, dsn: str) -> None:
-        self.dsn, self.samples, self.scans = dsn, [], Counter()
-        self._seen: set = set()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        with psycopg.connect(self.dsn, autocommit=True) as conn:
-            while not self._stop.is_set():
-                rows = conn.execute(
-                    "SELECT pid, query_start, application_name FROM pg_stat_activity "
-                    "WHERE state = 'active' AND application_name LIKE 'export_lib render %'"
-                ).fetchall()
-                self.samples.append(Counter(app.rsplit(" ", 1)[-1] for _, _, app in rows))
-                for pid, start, app in rows:
-                    if (pid, start) not in self._seen:
-                        self._seen.add((pid, start))
-                        self.scans[app.rsplit(" ", 1)[-1]] += 1
-                time.sleep(0.05)
-
-    def __enter__(self) -> SourceSampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=10)
-
-
-def _descendants(pid: int) -> list[int]:
-    children: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-        children.setdefault(ppid, []).append(int(stat.parent.name))
-    found, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        found.append(p)
-        todo.extend(children.get(p, []))
-    return found
-
-
-def _sigkill_component(cluster: Cluster, name: str) -> None:
-    """SIGKILL a component and every process under it (a lost host); the supervisor restarts
-    the component."""
-    pid = cluster.status()["components"][name]["pid"]
-    for p in _descendants(pid):
-        try:
-            os.kill(p, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    wait_for(lambda: cluster.status()["components"][name]["pid"] not in (None, pid)
-             and cluster.status()["components"][name]["state"] == "up", 120, 1,
-             what=f"{name} to be restarted")
-
-
-def test_worker_killed_mid_render_scheduler_and_redis_restarted_exactly_once(cluster):
-    api = _api(cluster)
-    pg = f"postgresql://exports:exports@127.0.0.1:{cluster.pgport}"
-    with psycopg.connect(f"{pg}/demo", autocommit=True) as conn:  # dentsu's renders take 20 s
-        conn.execute("ALTER TABLE channel_metrics RENAME TO channel_metrics_base")
-        conn.execute(
-            "CREATE VIEW channel_metrics AS SELECT * FROM channel_metrics_base WHERE (SELECT 1 "
-            f"FROM pg_sleep(CASE WHEN current_setting('application_name') LIKE '%dentsu%' THEN "
-            f"{SLOW_RENDER_S} ELSE 0 END)) = 1")
-    slot = datetime.now(UTC).replace(hour=9, minute=30, second=0, microsecond=0) - timedelta(
-        days=3)
-    # Only this run reads dentsu's data while the source is sampled: the large DAG's own
-    # scheduled run and recovery backfills (from its unpausing) are done, its siblings paused.
-    api.ok("PATCH", f"/api/v2/dags/{LARGE_DAG}", {"is_paused": False})
-    wait_for(lambda: api.ok("GET", f"/api/v2/dags/{LARGE_DAG}/dagRuns?state=queued&state=running"
-                            "&limit=1")["total_entries"] == 0, 300, what="no active run")
-    with SourceSampler(f"{pg}/demo") as source:
-        run_id = _trigger(api, LARGE_DAG, slot)
-        wait_for(lambda: source.scans["dentsu-happiness"] >= 1, 240, 0.5,
-                 what="the large channel's render to read the source")
-        _sigkill_component(cluster, "worker-large")   # in the middle of the 20 s render
-        _sigkill_component(cluster, "scheduler")      # restarted while the run is active
-        _sigkill_component(cluster, "redis")          # the broker loses what it held
-        wait_for(lambda: _run_state(api, LARGE_DAG, run_id) in ("success", "failed"), 360,
-                 what=f"{LARGE_DAG} {run_id} to finish after the faults")
-    assert _run_state(api, LARGE_DAG, run_id) == "success", _tis(api, LARGE_DAG, run_id)
-
-    key = f"dentsu-happiness/facebook/primary/{slot:%Y-%m-%dT%H:%MZ}"
-    (run,) = [r for r in cluster.ledger_runs() if r["run_key"] == key]
-    assert [a["version"] for a in run["artifacts"]] == [1]
-    assert [(d["destination"], d["state"], d["version"]) for d in run["deliveries"]] == [
-        ("dh-dir", "acknowledged", 1)]
-    # At the destinations themselves: one object in the bucket, one file in the directory.
-    period = run["period"]
-    keys = [o["Key"] for o in cluster.s3().list_objects_v2(
-        Bucket="exports", Prefix="artifacts/dentsu-happiness/facebook__primary/")["Contents"]]
-    assert [k for k in keys if period in k and k.endswith(".csv")] == [
-        run["artifacts"][0]["uri"].removeprefix("s3://exports/")]
-    delivered = [p.name for p in (cluster.root / "exports" / "outbox" / "dentsu-happiness"
-                                  ).glob(f"*{period}*.csv")]
-    assert len(delivered) == 1, delivered
-    # Source scans of the period: 1 + the killed attempts (the run's attempts: abandoned ones,
-    # then the one that published); the budget held throughout.
-    attempts = cluster.ledger_attempts(key)
-    assert attempts[-1] == "published" and set(attempts[:-1]) == {"abandoned"}, attempts
-    assert source.scans["dentsu-happiness"] == len(attempts) >= 2, (source.scans, attempts)
-    assert max(sum(s.values()) for s in source.samples) <= 4
-    assert max(max(s.values(), default=0) for s in source.samples) <= 2
-    tries = ran_on(cluster, LARGE_DAG, run_id, "render")
-    assert len(tries) >= 2 and set(tries) == {"worker-large"}, tries
-    print(f"fault run {key}: attempts {attempts}, source scans {dict(source.scans)}, render "
-          f"tries on {tries}, peak {max(sum(x.values()) for x in source.samples)} queries, "
-          f"S3 {keys}, outbox {delivered}")
 
 
 def test_two_dag_runs_of_one_slot_scan_the_source_once(cluster):

@@ -39,6 +39,7 @@ class PostgresServer:
     user: str = "exports"
     password: str = "exports"
     database: str = "exports"
+    options: str = ""  # the server's `pg_ctl -o` (resume_postgres starts it the same way)
 
     @property
     def dsn(self) -> str:
@@ -57,8 +58,11 @@ def _run_as_owner(args: list[str], owner: str | None) -> None:
     subprocess.run(args, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
-def start_postgres() -> PostgresServer:
-    """Create a cluster in a fresh temp dir, start it, create the ``exports`` role and DB."""
+def start_postgres(extra_options: str = "") -> PostgresServer:
+    """Create a cluster in a fresh temp dir, start it, create the ``exports`` role and DB.
+
+    :param extra_options: more ``postgres`` options, e.g. ``-c log_statement=all``
+    """
     owner = "postgres" if os.geteuid() == 0 else None
     root = Path(tempfile.mkdtemp(prefix="export-pg-"))
     datadir = root / "data"
@@ -74,19 +78,33 @@ def start_postgres() -> PostgresServer:
          "-A", "md5", "-E", "UTF8", "--no-locale"],
         owner,
     )
-    _run_as_owner(
-        [_pg_bin("pg_ctl"), "-D", str(datadir), "-w", "-l", str(root / "server.log"), "-o",
-         f"-p {port} -h 127.0.0.1 -k {root} -c fsync=off -c full_page_writes=off "
-         "-c max_connections=200", "start"],
-        owner,
-    )
-    wait_for_port(port, what="PostgreSQL")
-    server = PostgresServer(port=port, datadir=datadir)
+    options = (f"-p {port} -h 127.0.0.1 -k {root} -c fsync=off -c full_page_writes=off "
+               f"-c max_connections=200 {extra_options}").strip()
+    server = PostgresServer(port=port, datadir=datadir, options=options)
+    resume_postgres(server)
     import psycopg
 
     with psycopg.connect(server.dsn.rsplit("/", 1)[0] + "/postgres", autocommit=True) as conn:
         conn.execute("CREATE DATABASE exports")
     return server
+
+
+def resume_postgres(server: PostgresServer) -> None:
+    """Start the server (again) with its options; its log is ``server.log`` beside the data."""
+    owner = "postgres" if os.geteuid() == 0 else None
+    _run_as_owner(
+        [_pg_bin("pg_ctl"), "-D", str(server.datadir), "-w", "-l",
+         str(server.datadir.parent / "server.log"), "-o", server.options, "start"],
+        owner,
+    )
+    wait_for_port(server.port, what="PostgreSQL")
+
+
+def pause_postgres(server: PostgresServer) -> None:
+    """``pg_ctl stop -m fast``: every session is ended, the data stays (resume_postgres)."""
+    owner = "postgres" if os.geteuid() == 0 else None
+    _run_as_owner([_pg_bin("pg_ctl"), "-D", str(server.datadir), "-w", "-m", "fast", "stop"],
+                  owner)
 
 
 def stop_postgres(server: PostgresServer) -> None:
