@@ -20,7 +20,7 @@ import psycopg
 import pytest
 import yaml
 
-from tests.cluster.faults_support import SourceSampler
+from tests.cluster.faults_support import SourceSampler, descendants
 from tests.cluster.stack import Cluster
 from tests.soak.stack import scratch_dir, wait_for
 
@@ -207,7 +207,7 @@ def test_explain_names_a_render_queued_where_no_worker_listens(cluster):
         days=7)
     api.ok("PATCH", f"/api/v2/dags/{LARGE_DAG}", {"is_paused": False})
     started = time.monotonic()
-    frozen = _descendants(cluster.status()["components"]["worker-large"]["pid"])
+    frozen = descendants(cluster.status()["components"]["worker-large"]["pid"])
     for pid in frozen:
         os.kill(pid, signal.SIGSTOP)
     try:
