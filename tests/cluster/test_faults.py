@@ -25,7 +25,7 @@ statement log shows exactly 1 scan + one per attempt that was killed (``abandone
 ledger) + one per scan the source's shutdown cut short (its backend's next log line is the
 shutdown's FATAL).
 
-Measured on the shared 2-core machine: 8.3 to 15.5 min (load from other work varies), most
+Measured on the shared 2-core machine: 8.3 to 16.6 min (load from other work varies), most
 of it the 80 runs' ~440 Airflow tasks (executor parallelism 6, ~8 s per task process here)
 and the 2-minute outage.
 """
