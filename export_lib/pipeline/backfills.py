@@ -113,19 +113,24 @@ class AirflowApi:
         self.token = payload["access_token"]
         return self
 
-    def _runs(self, dag_id: str, params: list[tuple[str, str]]) -> list[dict[str, Any]]:
+    def pages(self, path: str, key: str, params: list[tuple[str, str]]) -> list[dict[str, Any]]:
+        """Every record of a paginated list endpoint (``key``: its list member); a 404 (the
+        DAG is not parsed yet) is an empty list."""
         found: list[dict[str, Any]] = []
         while True:
             query = urllib.parse.urlencode([*params, ("limit", "100"),
                                             ("offset", str(len(found)))])
-            status, payload = self.call("GET", f"/api/v2/dags/{dag_id}/dagRuns?{query}")
+            status, payload = self.call("GET", f"{path}?{query}")
             if status == 404:
-                return []  # the DAG is not parsed (yet): it has no runs
+                return []
             if status != 200:
-                raise OrchestratorError(f"GET dagRuns of {dag_id}: HTTP {status}: {payload}")
-            found.extend(payload["dag_runs"])
-            if not payload["dag_runs"] or len(found) >= payload["total_entries"]:
+                raise OrchestratorError(f"GET {path}: HTTP {status}: {payload}")
+            found.extend(payload[key])
+            if not payload[key] or len(found) >= payload["total_entries"]:
                 return found
+
+    def _runs(self, dag_id: str, params: list[tuple[str, str]]) -> list[dict[str, Any]]:
+        return self.pages(f"/api/v2/dags/{dag_id}/dagRuns", "dag_runs", params)
 
     def previous_automated_slot(self, dag_id: str, slot: datetime) -> datetime | None:
         """The newest scheduled or backfill run's logical date before ``slot``."""

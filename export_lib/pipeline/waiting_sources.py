@@ -7,12 +7,10 @@ have it (``eval "$(make -s env CLUSTER=1)"`` sets it), the executor ``AIRFLOW__C
 
 from __future__ import annotations
 
-import urllib.parse
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from export_lib.errors import OrchestratorError
 from export_lib.periods.slots import next_slots
 from export_lib.pipeline.backfills import api_instant
 from export_lib.pipeline.waiting import (
@@ -29,18 +27,8 @@ BROKER_CONNECT_TIMEOUT_S = 3.0
 
 
 def _task_instances(api: Any, dag_id: str, params: list[tuple[str, str]]) -> list[dict]:
-    found: list[dict] = []
-    while True:
-        query = urllib.parse.urlencode([*params, *(("state", s) for s in WAITING_STATES),
-                                        ("limit", "100"), ("offset", str(len(found)))])
-        status, page = api.call("GET", f"/api/v2/dags/{dag_id}/dagRuns/~/taskInstances?{query}")
-        if status == 404:
-            return []  # the DAG is not parsed (yet): nothing of it waits
-        if status != 200:
-            raise OrchestratorError(f"GET taskInstances of {dag_id}: HTTP {status}: {page}")
-        found.extend(page["task_instances"])
-        if not page["task_instances"] or len(found) >= page["total_entries"]:
-            return found
+    return api.pages(f"/api/v2/dags/{dag_id}/dagRuns/~/taskInstances", "task_instances",
+                     [*params, *(("state", s) for s in WAITING_STATES)])
 
 
 def waiting_tasks(api: Any, dag_id: str, start: datetime, end: datetime) -> list[WaitingTask]:
