@@ -83,3 +83,37 @@ def test_the_workers_serve_the_same_queues_in_compose_and_make_cluster(tmp_path:
     served = {q for args in supervise.CLUSTER_WORKERS.values()
               for q in args[args.index("--queues") + 1].split(",")}
     assert served == set(QUEUES)  # every queue the cluster policy routes to has a worker
+
+
+def test_an_orphaned_redis_server_is_a_leftover_of_its_stack(tmp_path: Path):
+    """redis-server renames itself (its /proc environ no longer holds the stack's marker): a
+    fast teardown that kills the supervisor first must still find it by its run directory,
+    and leave another stack's Redis alone."""
+    import os
+    import signal
+    import time
+
+    from tests.services.ports import free_port
+
+    sys.path.insert(0, str(REPO / "scripts"))
+    try:
+        import supervise
+    finally:
+        sys.path.remove(str(REPO / "scripts"))
+    mine, other = tmp_path / "a" / "run", tmp_path / "b" / "run"
+    procs = []
+    for run_dir in (mine, other):
+        run_dir.mkdir(parents=True)
+        procs.append(subprocess.Popen(
+            ["redis-server", "--port", str(free_port()), "--bind", "127.0.0.1", "--save", ""],
+            cwd=run_dir, env={"PATH": os.environ["PATH"],
+                              supervise.MARKER: str(run_dir)},
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+    try:
+        time.sleep(1.0)  # it renames itself at start
+        found = supervise.stack_processes(mine, tmp_path / "a")
+        assert procs[0].pid in found and procs[1].pid not in found, (found, procs)
+    finally:
+        for proc in procs:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(timeout=10)
