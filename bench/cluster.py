@@ -7,8 +7,9 @@ Run from the repository root (needs what `make cluster` needs; a few minutes per
 
 A copy of the project (tests/cluster/stack.py) gets ``--companies`` generated companies (one
 daily widget export each, 06:00 UTC, one local destination; the shipped companies removed; the
-demo source seeded with their 21 days of hourly rows, ~1,500 rows each) and one "floor" DAG per
-company: 4 chained no-op ``PythonOperator`` tasks, same schedule and ``max_active_runs``.
+demo source seeded with hourly rows back past the oldest slot measured, at least 21 days)
+and one "floor" DAG per company: 4 chained no-op ``PythonOperator`` tasks, same schedule and
+``max_active_runs``.
 Everything starts paused; then each DAG is unpaused (the export DAGs create their newest slot)
 and runs one warm-up run (not measured).
 
@@ -25,7 +26,8 @@ each task and whether any ran twice (the workers' "Executing workload" log lines
 Catch-up (``--catchup-slots K``, 0 to skip): one Airflow backfill of K missed daily slots of
 one export schedule (as recover_missed requests it: ``max_active_runs`` = the catch-up budget,
 renders in the export_catchup pool), then the same for a floor DAG; both are linear in K, so
-the time for ``--catchup-target`` slots (365) is extrapolated from K and marked as such.
+the time for ``--catchup-target`` slots (365) is extrapolated from K and marked as such
+(``--catchup-slots 365`` measures it: about 45 minutes on a 2-core machine).
 
 Afterwards the ledger is checked (tests/soak/stack.py check_ledger: one artifact version per
 period, one acknowledged delivery per destination, one ledger run per export DAG run) and the
@@ -285,7 +287,10 @@ def measure(args: argparse.Namespace) -> dict:
     if args.reverse:
         counts.reverse()
     statsd = StatsdListener()
+    # Demo rows reach back past the oldest slot measured, so no catch-up slot renders empty.
+    oldest = 2 + args.runs_per_company * len(counts) + args.catchup_slots
     stack = Cluster.in_copy(scratch_dir("bench-cluster-") / "project", **ENV, **{
+        "EXPORT_DEMO_DAYS": str(max(21, oldest + 2)),
         "AIRFLOW__METRICS__STATSD_ON": "True", "AIRFLOW__METRICS__STATSD_HOST": "127.0.0.1",
         "AIRFLOW__METRICS__STATSD_PORT": str(statsd.port),
         "AIRFLOW__METRICS__STATSD_PREFIX": "airflow",

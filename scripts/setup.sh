@@ -43,7 +43,9 @@ echo "==> Export ledger"
 exportctl ledger upgrade
 
 echo "==> Demo reporting database"
-exportctl demo seed --config dags/config
+# EXPORT_DEMO_DAYS: how many days back the demo rows reach (bench/cluster.py's year-long
+# catch-up needs more than the default 21).
+exportctl demo seed --config dags/config --days "${EXPORT_DEMO_DAYS:-21}"
 
 echo "==> Config check (and a DAG loader for every company file)"
 exportctl loaders dags
