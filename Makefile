@@ -64,7 +64,7 @@ TEST_WORKERS ?= 2
 test: venv
 	@bash scripts/ensure-debian-packages.sh
 	$(VENV)/bin/ruff check export_lib plugins dags tests bench scripts
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --durations=30 $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=30 $(PYTEST_ARGS)
 
 ## test-unit: the fast loop: plain-Python tests only, no server, no Airflow (seconds)
 test-unit: venv
