@@ -1,25 +1,27 @@
-"""The one ``COPY ... TO STDOUT`` reader of the render engine, straight from libpq.
+"""The one ``COPY ... TO STDOUT`` of the render engine, with a reader for each output format.
 
-Both PostgreSQL paths read through it: CSV hands its ~1 MiB chunks to the sink
-(:meth:`CopyOut.chunks`), Parquet feeds them to pyarrow's streaming CSV reader
-(:class:`CopyStream`).
+Both PostgreSQL paths start the COPY through psycopg (``cursor.copy()``) and share its error,
+cancel and close handling (:class:`CopyOut`). They read it differently, because they are
+limited by different things (bench/README.md, "The COPY readers"):
 
-Why not psycopg's ``cursor.copy()`` iterator: it yields one Python object per row and costs
-~0.4 µs of generator machinery per row. Measured on the same 2 M-row COPY in the same run,
-interleaved, median of 5 (bench/README.md): psycopg's iterator 5.35 s wall / 1.81 s client
-CPU, this reader (``PGconn.get_copy_data`` in a tight loop) 4.34 s / 0.97 s. On a 2-core
-machine the client's CPU competes with the server's, so halving it is also what leaves room
-for hashing and Parquet encoding.
+* CSV (:meth:`CopyOut.chunks`, ~1 MiB chunks to the hashing sink) is limited by the
+  server: what counts is how promptly the client drains the socket. psycopg's row iterator
+  does that best. 5 M rows, interleaved, median of 3: 6.61 s into a hashing sink against
+  6.77 s for bare ``COPY`` into a file, and 7.17-7.42 s for a ``get_copy_data`` loop.
+* Parquet (:meth:`CopyOut.fill` via :class:`CopyStream`, read by pyarrow's streaming CSV
+  parser) is limited by client CPU, which parsing and encoding need: libpq's
+  ``get_copy_data`` in a tight Python loop needs about half the client CPU of psycopg's
+  iterator. 10 M rows: 0.93 x bare COPY with it, 0.79 x with psycopg's iterator.
 
-The protocol handling is the one psycopg documents for libpq: COPY_OUT result, data until -1,
-then the final COMMAND_OK result whose tuple count is the number of rows (header excluded).
+Both wait in slices a signal can interrupt (psycopg's 0.1 s waits, ``select``), so Airflow's
+SIGTERM or a task timeout's alarm ends a render promptly; the server's query is then
+cancelled before the connection is closed.
 """
 
 from __future__ import annotations
 
 import io
 import select
-import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -29,46 +31,48 @@ CHUNK = 1 << 20
 class CopyOut:
     """One running ``COPY ... TO STDOUT`` on a psycopg connection. Use as a context manager.
 
-    Never blocks inside libpq: rows are taken with ``get_copy_data(async=1)`` and, when
-    libpq's buffer is empty, the socket is awaited with ``select``, so a signal (Airflow's
-    SIGTERM on a task timeout) interrupts a render promptly instead of waiting for the
-    server's next row. ``rows`` is set once the COPY has ended successfully; a server error
-    mid-stream raises the driver's error from :meth:`fill` / :meth:`chunks`.
+    ``rows`` is set once the COPY has ended successfully; a server error mid-stream raises the
+    driver's error from :meth:`fill` / :meth:`chunks`. Any exception inside the block (the
+    sink is full, a task timeout) cancels the server's query and closes the connection: the
+    protocol state is unknown then, and closing the socket alone would leave the server
+    sorting until it next sends a row.
     """
 
     def __init__(self, conn: Any, query: Any) -> None:
         self._conn = conn
-        self._pgconn = conn.pgconn
-        self._query = query.as_bytes(conn) if hasattr(query, "as_bytes") else query
+        self._query = query
         self.rows: int | None = None
         self._done = False
+        self._cursor: Any = None
+        self._block: Any = None  # cursor.copy()'s context manager
+        self._data: Iterator[Any] = iter(())
 
     def __enter__(self) -> CopyOut:
-        from psycopg import errors, pq
-
-        pgconn = self._pgconn
-        pgconn.send_query(self._query)
+        self._cursor = self._conn.cursor()
+        block = self._cursor.copy(self._query)
         try:
-            while pgconn.flush():  # 1 while the query is not fully sent
-                self._wait(write=True)
-            result = self._result()  # a sorting query sends nothing for a while
-        except BaseException:
-            self.__exit__(*sys.exc_info())
+            self._data = iter(block.__enter__())  # a sorting query may send nothing for a while
+        except BaseException as exc:
+            if isinstance(exc, Exception) and _is_server_error(exc):
+                raise  # the server refused or ended the query: nothing is left running
+            self.cancel()
+            self._conn.close()
             raise
-        if result is None or result.status != pq.ExecStatus.COPY_OUT:
-            self._drain()
-            if result is None:
-                raise errors.OperationalError(self._message())
-            raise errors.error_from_result(result, encoding=self._conn.info.encoding)
+        self._block = block
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        if exc_type is not None and not self._done:
-            # Mid-stream failure (the sink is full, a task timeout's exception): the protocol
-            # state is unknown, so the connection is not reusable. Closing the socket alone
-            # would leave the server sorting until it next sends a row: cancel first.
-            self.cancel()
-            self._conn.close()
+        block, self._block = self._block, None
+        if exc_type is None or self._done:
+            if block is not None:
+                block.__exit__(None, None, None)
+            return
+        self.cancel()
+        self._conn.close()
+        try:  # releases psycopg's connection lock; the connection is already closed
+            block.__exit__(exc_type, exc, tb)
+        except Exception:  # noqa: BLE001 - the original exception is the one to report
+            pass
 
     def cancel(self) -> None:
         """Ask the server to stop this COPY (libpq's cancel request on its own connection);
@@ -82,70 +86,85 @@ class CopyOut:
             pass
 
     def fill(self, buf: bytearray, size: int) -> bool:
-        """Append rows to ``buf`` until it holds ``size`` bytes (all if < 0); True at the end."""
+        """Append rows to ``buf`` until it holds ``size`` bytes (all if < 0); True at the end.
+
+        Parquet's reader: libpq's ``get_copy_data`` in a tight loop, which needs half the
+        client CPU of psycopg's row iterator; Parquet's parsing and encoding compete for that
+        CPU (see the module docstring). It waits in ``select``, so a signal still interrupts it.
+        """
         if self._done:
             return True
-        get = self._pgconn.get_copy_data
+        pgconn = self._conn.pgconn
+        get = pgconn.get_copy_data
         want = size if size >= 0 else 1 << 62
         while len(buf) < want:
             nbytes, data = get(1)
             if nbytes > 0:
                 buf += data
             elif nbytes == 0:
-                self._wait()
+                select.select([pgconn.socket], [], [])
+                pgconn.consume_input()
             else:
-                self._finish(nbytes)
+                self._end_of_data(nbytes)
                 return True
         return False
 
     def chunks(self, size: int = CHUNK) -> Iterator[bytes]:
-        """The whole COPY output in pieces of ~``size`` bytes (whole rows; the last smaller)."""
+        """The whole COPY output in pieces of ~``size`` bytes (whole rows; the last smaller).
+
+        CSV's reader: psycopg's row iterator, which drains the socket faster (module docstring).
+        """
         buf = bytearray()
-        while True:
-            end = self.fill(buf, size)
-            if buf:
+        for data in self._data:
+            buf += data
+            if len(buf) >= size:
                 yield bytes(buf)
                 buf.clear()
-            if end:
-                return
+        if buf:
+            yield bytes(buf)
+        self._finish()
+        self.rows = self._cursor.rowcount
 
-    def _wait(self, write: bool = False) -> None:
-        """Sleep until the socket is ready, then let libpq read what arrived."""
-        fd = self._pgconn.socket
-        if write:
-            select.select([fd], [fd], [])
-        else:
-            select.select([fd], [], [])
-        self._pgconn.consume_input()
+    def _finish(self) -> None:
+        self._done = True
+        block, self._block = self._block, None
+        block.__exit__(None, None, None)  # psycopg ends its COPY (and reads the row count)
 
-    def _result(self) -> Any:
-        pgconn = self._pgconn
-        pgconn.consume_input()
-        while pgconn.is_busy():
-            self._wait()
-        return pgconn.get_result()
-
-    def _finish(self, nbytes: int) -> None:
+    def _end_of_data(self, nbytes: int) -> None:
+        """After :meth:`fill` saw the end: the COPY's final result holds the row count."""
         from psycopg import errors, pq
 
+        pgconn = self._conn.pgconn
+        if nbytes == -2:  # the connection broke: __exit__ cancels and closes it
+            raise errors.OperationalError(_message(pgconn))
+        results = []
+        while True:
+            pgconn.consume_input()
+            while pgconn.is_busy():
+                select.select([pgconn.socket], [], [])
+                pgconn.consume_input()
+            if (result := pgconn.get_result()) is None:
+                break
+            results.append(result)
         self._done = True
-        if nbytes == -2:
-            raise errors.OperationalError(self._message())
-        result = self._result()
-        self._drain()
-        if result is None or result.status != pq.ExecStatus.COMMAND_OK:
-            if result is None:
-                raise errors.OperationalError(self._message())
-            raise errors.error_from_result(result, encoding=self._conn.info.encoding)
-        self.rows = result.command_tuples
+        if not results or results[0].status != pq.ExecStatus.COMMAND_OK:
+            if not results:
+                raise errors.OperationalError(_message(pgconn))
+            raise errors.error_from_result(results[0], encoding=self._conn.info.encoding)
+        self.rows = results[0].command_tuples
+        self._finish()
 
-    def _drain(self) -> None:
-        while self._result() is not None:
-            pass
 
-    def _message(self) -> str:
-        return (self._pgconn.error_message or b"connection lost during COPY").decode(
-            "utf-8", "replace").strip()
+def _message(pgconn: Any) -> str:
+    return (pgconn.error_message or b"connection lost during COPY").decode(
+        "utf-8", "replace").strip()
+
+
+def _is_server_error(exc: Exception) -> bool:
+    """An error the server reported (bad SQL, a statement timeout): its query has ended."""
+    from psycopg import errors
+
+    return isinstance(exc, errors.Error) and getattr(exc, "sqlstate", None) is not None
 
 
 class CopyStream(io.RawIOBase):

@@ -23,6 +23,10 @@ SLOW_COPY = (b"COPY (SELECT g, repeat('x', 200) FROM generate_series(1, 20000000
              b"WHERE g % 1000 <> 0 OR pg_sleep(0.001) IS NOT NULL) TO STDOUT")
 # Sends nothing for 30 s: closing the socket alone leaves it running until it next writes.
 SILENT_COPY = b"COPY (SELECT pg_sleep(30)) TO STDOUT"
+# One row larger than the server's 8 KiB send buffer (so it reaches the reader), then 30 s of
+# silence: the reader is mid-stream, waiting for the socket.
+STALLED_COPY = (b"COPY (SELECT CASE WHEN g = 1 THEN repeat('x', 100000) ELSE pg_sleep(30)::text "
+                b"END FROM generate_series(1, 2) g) TO STDOUT")
 
 
 def backend_query(dsn: str, pid: int) -> tuple[str, str] | None:
@@ -83,9 +87,22 @@ def test_cancel_from_a_signal_handler_interrupts_the_wait(postgres_server):
         signal.signal(signal.SIGALRM, previous)
 
 
-def test_an_exception_mid_copy_cancels_before_closing(postgres_server):
-    """A task timeout raises inside the read loop: the server must stop at once, not when its
-    silent 30 s sort would next write to the closed socket."""
+def read_all(copy: CopyOut, reader: str) -> None:
+    """Read the COPY to the end the way the CSV (chunks) or the Parquet (fill) path does."""
+    if reader == "chunks":
+        list(copy.chunks())
+    else:
+        while copy.fill(bytearray(), 1 << 17) is False:
+            pass
+
+
+@pytest.mark.parametrize("query", [SILENT_COPY, STALLED_COPY, SLOW_COPY],
+                         ids=["before-the-first-row", "stalled-mid-stream", "streaming"])
+@pytest.mark.parametrize("reader", ["chunks", "fill"])
+def test_an_exception_mid_copy_cancels_before_closing(postgres_server, reader, query):
+    """A task timeout raises while a render waits for the first row, waits mid-stream or
+    reads rows (either reader): the server must stop at once, not when its silent 30 s would
+    next write to the closed socket."""
     conn = parse_connection("src", postgres_server.dsn)
 
     def timeout(*_):
@@ -97,8 +114,8 @@ def test_an_exception_mid_copy_cancels_before_closing(postgres_server):
             pid = source.connection.info.backend_pid
             signal.setitimer(signal.ITIMER_REAL, 0.5)
             with pytest.raises(TimeoutError, match="execution_timeout"), \
-                    CopyOut(source.connection, SILENT_COPY) as copy:
-                list(copy.chunks())
+                    CopyOut(source.connection, query) as copy:
+                read_all(copy, reader)
             elapsed = seconds_until_no_query(postgres_server.dsn, pid, limit=3.0)
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
