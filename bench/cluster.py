@@ -26,8 +26,8 @@ each task and whether any ran twice (the workers' "Executing workload" log lines
 Catch-up (``--catchup-slots K``, 0 to skip): one Airflow backfill of K missed daily slots of
 one export schedule (as recover_missed requests it: ``max_active_runs`` = the catch-up budget,
 renders in the export_catchup pool), then the same for a floor DAG; both are linear in K, so
-the time for ``--catchup-target`` slots (365) is extrapolated from K and marked as such
-(``--catchup-slots 365`` measures it: about 45 minutes on a 2-core machine).
+the time for ``--catchup-target`` slots (365) is extrapolated from K and marked as such.
+``--catchup-slots 365`` measures it (48 minutes here: 30.3 exports, 17.7 floor).
 
 Afterwards the ledger is checked (tests/soak/stack.py check_ledger: one artifact version per
 period, one acknowledged delivery per destination, one ledger run per export DAG run) and the
@@ -184,8 +184,7 @@ def stop_extra_worker(proc: subprocess.Popen) -> None:
             continue
 
 
-def set_workers(stack: Cluster, extra: subprocess.Popen | None, count: int
-                ) -> subprocess.Popen | None:
+def set_workers(stack: Cluster, extra: subprocess.Popen | None, count: int) -> subprocess.Popen | None:
     """Start or stop the second worker so that ``count`` workers serve the default queue."""
     if count == 2 and extra is None:
         say(f"starting {EXTRA_WORKER}")
@@ -219,16 +218,12 @@ def pages(api, path: str, key: str) -> list[dict]:
             return items
 
 
-def idle(api) -> bool:
-    return api.active_runs() == 0
-
-
 def batch(api, dag_ids: list[str], days: list[int], timeout: float) -> tuple[list, list]:
     """Trigger one run per DAG and day at once, wait until none is active, collect."""
     runs = [(dag_id, api.ok("POST", f"/api/v2/dags/{dag_id}/dagRuns", {
         "logical_date": slot(day).isoformat(), "conf": {}})["dag_run_id"])
         for day in days for dag_id in dag_ids]
-    wait_for(lambda: idle(api), timeout, 2, what=f"{len(runs)} runs to finish")
+    wait_for(lambda: api.active_runs() == 0, timeout, 2, what=f"{len(runs)} runs to finish")
     return collect(api, runs)
 
 
@@ -255,7 +250,7 @@ def backfill(api, dag_id: str, days: list[int], timeout: float) -> dict:
     created = api.ok("POST", "/api/v2/backfills", body)
     wait_for(lambda: api.ok("GET", f"/api/v2/backfills/{created['id']}").get("completed_at"),
              timeout, 2, what=f"the backfill of {dag_id}")
-    wait_for(lambda: idle(api), timeout, 2, what=f"{dag_id}'s backfill runs to finish")
+    wait_for(lambda: api.active_runs() == 0, timeout, 2, what=f"{dag_id}'s backfill runs to finish")
     runs = [(dag_id, r["dag_run_id"]) for r in pages(
         api, f"/api/v2/dags/{dag_id}/dagRuns?run_type=backfill", "dag_runs")]
     records, tis = collect(api, runs)
@@ -387,12 +382,14 @@ def main(argv: list[str] | None = None) -> int:
                         help="task slots per default-queue worker, both workers (default: this "
                              "machine's cores, a worker sized like a host of its own; 0: "
                              "deploy/cluster.env's AIRFLOW__CELERY__WORKER_CONCURRENCY, 4)")
-    parser.add_argument("--timeout", type=float, default=1200, help="seconds per batch")
+    parser.add_argument("--timeout", type=float, help="seconds per batch (default 1200, or 6 "
+                        "per catch-up slot when that is more)")
     parser.add_argument("--keep", action="store_true", help="leave the cluster running")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args(argv)
     if args.companies < 1 or args.runs_per_company < 1 or args.catchup_slots < 0:
         parser.error("--companies and --runs-per-company must be at least 1")
+    args.timeout = args.timeout or max(1200.0, args.catchup_slots * 6.0)  # ~5 s a slot seen
     result = measure(args)
     print(json.dumps(result, indent=None if args.json else 2))
     passed = "error" not in result and all(c["passed"] for c in result["acceptance"])

@@ -18,7 +18,7 @@ everything in reverse order.
 Everything lives in $AIRFLOW_HOME/run: supervisor.pid, status.json, supervisor.log and one
 <component>.log per component. The environment comes from scripts/airflow-env.sh.
 
-One file of ~470 lines on purpose: it is a standalone script of `make run` (not part of the
+One file of ~540 lines on purpose: it is a standalone script of `make run` (not part of the
 export_lib package, which must not carry process management), and its parts (start order,
 readiness, restart with backoff, the subreaper's leftover hunt, status) share one state file.
 """

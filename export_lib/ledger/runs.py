@@ -5,6 +5,10 @@ transaction. Fencing: each attempt claims ``generation = current_generation + 1`
 attempt holding the current generation may move the run or publish, and publication checks it
 in the transaction that records the artifact (row-locked on PostgreSQL, ``BEGIN IMMEDIATE`` on
 SQLite), so a stalled worker that wakes up after a newer attempt started is rejected.
+
+Over 400 lines on purpose: the fencing rule holds only if every transition of a run and its
+attempts goes through the one ``Ledger`` class here (reads, deliveries and operator actions
+already live in ``LedgerAccess`` and their own modules).
 """
 
 from __future__ import annotations

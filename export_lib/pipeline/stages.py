@@ -5,6 +5,10 @@ Each stage is one function over the ledger; the Airflow operators call one each 
 (``exportctl run``) calls them in a row, so both worlds run the same code. Every stage is
 idempotent on the run key: a repeated trigger, a retry or a cleared task finds what the ledger
 already holds instead of producing a second artifact or delivery.
+
+Just over 400 lines on purpose: render, publish and deliver share the run context, the
+config-at-run-time lookup and the "already done" checks defined here; splitting the stages
+apart would have each import the others' private helpers.
 """
 
 from __future__ import annotations
