@@ -11,9 +11,9 @@ limited by different things (bench/README.md, "The COPY readers"):
 * Parquet (:meth:`CopyOut.fill` via :class:`CopyStream`, read by pyarrow's streaming CSV
   parser) is limited by client CPU, which parsing and encoding need: libpq's
   ``get_copy_data`` in a tight Python loop needs about half the client CPU of psycopg's
-  iterator. 10 M rows: 0.93 x bare COPY with it, 0.79 x with psycopg's iterator.
+  iterator. 10 M rows: 0.90-0.93 x bare COPY with it, 0.79 x with psycopg's iterator.
 
-Both wait in slices a signal can interrupt (psycopg's 0.1 s waits, ``select``), so Airflow's
+Both waits return on a signal and run its handler (psycopg's socket wait, ``select``), so Airflow's
 SIGTERM or a task timeout's alarm ends a render promptly; the server's query is then
 cancelled before the connection is closed.
 """
