@@ -66,6 +66,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 # Kinds from the longest-running to the shortest (a cluster module is minutes per stack).
 BY_LENGTH = ("cluster", "soak", "scheduler", "slow", "airflow", "integration", "unit")
+# Before every kind, in this order. xdist hands worker 1 test_faults.py (~9 minutes, one test)
+# and worker 2 the soak (4 tests); worker 1, with one test pending, takes the next file at once:
+# test_cluster.py, which so runs after the fault test on the same worker. Two Celery clusters
+# at once on 2 cores slowed both (test_cluster.py was second in the order before).
+FIRST = ("tests/cluster/test_faults.py", "tests/soak/test_soak.py")
 
 
 def longest_first(items: list[pytest.Item]) -> list[pytest.Item]:
@@ -78,8 +83,7 @@ def longest_first(items: list[pytest.Item]) -> list[pytest.Item]:
     for index, item in enumerate(items):
         path = item.nodeid.split("::", 1)[0]
         kind = next(n for n, k in enumerate(BY_LENGTH) if item.get_closest_marker(k))
-        # test_faults.py, the longest module (~9 minutes), before everything else.
-        kind = -1 if path.endswith("cluster/test_faults.py") else kind
+        kind = FIRST.index(path) - len(FIRST) if path in FIRST else kind
         first = rank.get(path, (kind, index))
         rank[path] = (min(first[0], kind), first[1])
     return sorted(items, key=lambda item: rank[item.nodeid.split("::", 1)[0]])

@@ -24,7 +24,8 @@ pytestmark = [pytest.mark.soak, pytest.mark.slow]
 
 TRIGGERS = int(os.environ.get("SOAK_TRIGGERS", "5"))
 CLEARS = int(os.environ.get("SOAK_CLEARS", "4"))
-TERMINAL_WITHIN = float(os.environ.get("SOAK_TERMINAL_WITHIN", "300"))
+# A ceiling, not a target: 64 s alone, 103-336 s beside the fault test's cluster in CI runs.
+TERMINAL_WITHIN = float(os.environ.get("SOAK_TERMINAL_WITHIN", "600"))
 SEED = int(os.environ.get("SOAK_SEED", "15"))
 COMPONENTS = {"postgres", "api-server", "scheduler", "dag-processor", "triggerer"}
 
