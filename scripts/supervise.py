@@ -369,8 +369,9 @@ def stack_processes(run_dir: Path, root: Path, component: str | None = None) -> 
     """Processes of this stack that may have lost their parent: the marker in their environment
     (and ``EXPORT_RUN_COMPONENT=component`` if given), or, for processes that renamed
     themselves with setproctitle (which overwrites /proc/PID/environ, e.g. "airflow worker --
-    LocalExecutor"), an ``airflow …`` title and the project as working directory, or a
-    ``redis-server …`` title and the run directory as working directory."""
+    LocalExecutor" or "[celeryd: worker-default@host:MainProcess]"), an ``airflow …`` or
+    ``[celeryd: …`` title and the project as working directory, or a ``redis-server …`` title
+    and the run directory as working directory."""
     marker = f"{MARKER}={run_dir}".encode()
     tag = f"{COMPONENT}={component}".encode() if component else None
     found = []
@@ -389,7 +390,9 @@ def stack_processes(run_dir: Path, root: Path, component: str | None = None) -> 
                 cwd = Path(os.readlink(proc / "cwd"))
                 # redis-server renames itself too; it runs in the run directory (`make
                 # cluster`'s broker, orphaned when a test's fast teardown kills the supervisor).
-                if (title.startswith(b"airflow ") and cwd == root) or (
+                # Celery workers (`make cluster`) too, when a fast teardown killed the
+                # supervisor that would have stopped them.
+                if (title.startswith((b"airflow ", b"[celeryd: ")) and cwd == root) or (
                         title.startswith(b"redis-server ") and cwd == run_dir.resolve()):
                     found.append(pid)
         except OSError:

@@ -22,6 +22,7 @@ import yaml
 
 from tests.cluster.faults_support import SourceSampler, descendants
 from tests.cluster.stack import Cluster
+from tests.scheduler.harness import keep_or_remove
 from tests.soak.stack import scratch_dir, wait_for
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
@@ -59,7 +60,8 @@ STARTED: dict[str, float] = {}
 
 
 @pytest.fixture(scope="module")
-def cluster() -> Iterator[Cluster]:
+def cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
+    failed_before = request.session.testsfailed
     stack = Cluster.in_copy(scratch_dir("export-cluster-") / "project", **ENV)
     trim_config(stack.root)
     started = time.monotonic()
@@ -75,6 +77,7 @@ def cluster() -> Iterator[Cluster]:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+        keep_or_remove(stack.root.parent, failed=request.session.testsfailed > failed_before)
 
 
 def _api(cluster: Cluster):

@@ -117,3 +117,40 @@ def test_an_orphaned_redis_server_is_a_leftover_of_its_stack(tmp_path: Path):
         for proc in procs:
             proc.send_signal(signal.SIGKILL)
             proc.wait(timeout=10)
+
+
+def test_an_orphaned_celery_worker_is_a_leftover_of_its_stack(tmp_path: Path):
+    """A Celery worker renames itself (``[celeryd: …]``, its /proc environ overwritten): a fast
+    teardown that kills the supervisor first must still find it by the project directory it
+    works in, and leave another stack's worker alone. (The fault test's two workers outlived
+    every teardown before this.)"""
+    import os
+    import signal
+
+    sys.path.insert(0, str(REPO / "scripts"))
+    try:
+        import supervise
+    finally:
+        sys.path.remove(str(REPO / "scripts"))
+    title = "[celeryd: worker-default@vm:MainProcess] -active- (celery worker --queues default)"
+    rename = ("import setproctitle, sys, time; setproctitle.setproctitle(sys.argv[1]); "
+              "print('renamed', flush=True); time.sleep(60)")
+    procs = []
+    for name in ("a", "b"):
+        root = tmp_path / name
+        (root / ".airflow-cluster" / "run").mkdir(parents=True)
+        proc = subprocess.Popen([sys.executable, "-c", rename, title], cwd=root,
+                                env={"PATH": os.environ["PATH"],
+                                     supervise.MARKER: str(root / ".airflow-cluster" / "run")},
+                                stdout=subprocess.PIPE, text=True)
+        procs.append(proc)
+    try:
+        for proc in procs:
+            assert proc.stdout.readline().strip() == "renamed"
+        mine = tmp_path / "a"
+        found = supervise.stack_processes(mine / ".airflow-cluster" / "run", mine)
+        assert procs[0].pid in found and procs[1].pid not in found, (found, procs)
+    finally:
+        for proc in procs:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(timeout=10)

@@ -55,6 +55,7 @@ from tests.cluster.faults_support import (
     sigkill_component,
 )
 from tests.cluster.stack import Cluster
+from tests.scheduler.harness import keep_or_remove
 from tests.services.postgres import (
     PostgresServer,
     pause_postgres,
@@ -191,7 +192,8 @@ class World:
 
 
 @pytest.fixture(scope="module")
-def world() -> Iterator[World]:
+def world(request: pytest.FixtureRequest) -> Iterator[World]:
+    failed_before = request.session.testsfailed
     now = datetime.now(UTC).replace(second=0, microsecond=0)
     at = now - timedelta(minutes=3)
     ids = company_ids()
@@ -217,6 +219,7 @@ def world() -> Iterator[World]:
             stop_and_sweep(cluster)
             log = source.datadir.parent / "server.log"  # kept with the copy, for a failure
             (cluster.root / "source-server.log").write_bytes(log.read_bytes())
+            keep_or_remove(cluster.root.parent, failed=request.session.testsfailed > failed_before)
         stop_postgres(source)
 
 

@@ -381,9 +381,11 @@ def _wait(predicate: Callable[[], bool], timeout: float, interval: float,
         time.sleep(interval)
 
 
-def keep_or_remove(root: Path) -> None:
-    """Delete a stack's scratch directory unless ``SCHEDULER_KEEP`` is set (for a post-mortem)."""
-    if os.environ.get("SCHEDULER_KEEP"):
-        print(f"SCHEDULER_KEEP: the stack's copy stays in {root}")
+def keep_or_remove(root: Path, *, failed: bool = False) -> None:
+    """Delete a stack's scratch directory unless ``SCHEDULER_KEEP`` is set or a test using it
+    ``failed`` (kept for a post-mortem)."""
+    if os.environ.get("SCHEDULER_KEEP") or failed:
+        why = "a test failed" if failed else "SCHEDULER_KEEP"
+        print(f"{why}: the stack's copy stays in {root}")
     else:
         shutil.rmtree(root, ignore_errors=True)
