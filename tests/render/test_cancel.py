@@ -11,7 +11,7 @@ import psycopg
 import pytest
 
 from export_lib.errors import ConfigError, SourceError
-from export_lib.render.copy import CopyOut
+from export_lib.render.copy import CopyOut, CopyStream
 from export_lib.source import session
 from export_lib.source.connections import parse_connection
 from export_lib.source.database import open_source
@@ -88,17 +88,19 @@ def test_cancel_from_a_signal_handler_interrupts_the_wait(postgres_server):
 
 
 def read_all(copy: CopyOut, reader: str) -> None:
-    """Read the COPY to the end the way the CSV (chunks) or the Parquet (fill) path does."""
+    """Read the COPY to the end the way the CSV (chunks) or the Parquet (a CopyStream and its
+    reader thread) path does."""
     if reader == "chunks":
         list(copy.chunks())
     else:
-        while copy.fill(bytearray(), 1 << 17) is False:
+        stream = CopyStream(copy)
+        while stream.read(1 << 17):
             pass
 
 
 @pytest.mark.parametrize("query", [SILENT_COPY, STALLED_COPY, SLOW_COPY],
                          ids=["before-the-first-row", "stalled-mid-stream", "streaming"])
-@pytest.mark.parametrize("reader", ["chunks", "fill"])
+@pytest.mark.parametrize("reader", ["chunks", "stream"])
 def test_an_exception_mid_copy_cancels_before_closing(postgres_server, reader, query):
     """A task timeout raises while a render waits for the first row, waits mid-stream or
     reads rows (either reader): the server must stop at once, not when its silent 30 s would
@@ -121,6 +123,61 @@ def test_an_exception_mid_copy_cancels_before_closing(postgres_server, reader, q
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
     assert elapsed < 3.0
+    assert reader_threads() == []
+
+
+# 400 KB of rows (more than the reader thread's first chunk), then 3 s of silence.
+STALLED_AFTER_A_CHUNK = (b"COPY (SELECT CASE WHEN g <= 4 THEN repeat('x', 100000) ELSE "
+                         b"pg_sleep(3)::text END FROM generate_series(1, 5) g) TO STDOUT")
+
+
+def test_the_reader_thread_is_off_the_connection_before_it_is_closed(postgres_server,
+                                                                      monkeypatch):
+    """libpq's connection is not thread-safe. When the cancel cannot reach the server, the
+    reader thread is still waiting on the socket as the block exits: it must be stopped and
+    joined before the connection is closed."""
+    monkeypatch.setattr(CopyOut, "cancel", lambda self: None)  # the server is unreachable
+    readers_at_close = []
+    with open_source(parse_connection("src", postgres_server.dsn)) as source:
+        close = source.connection.close
+
+        def recording_close():
+            readers_at_close.append(reader_threads())
+            close()
+
+        monkeypatch.setattr(source.connection, "close", recording_close)
+        with pytest.raises(RuntimeError, match="the sink failed"), \
+                CopyOut(source.connection, STALLED_AFTER_A_CHUNK) as copy:
+            CopyStream(copy).read(1000)  # the first chunk; the reader thread then waits
+            time.sleep(0.3)
+            assert reader_threads() == ["copy-reader"]
+            raise RuntimeError("the sink failed")
+    assert readers_at_close[0] == []
+
+
+def reader_threads() -> list[str]:
+    return [t.name for t in threading.enumerate() if t.name == "copy-reader"]
+
+
+# Sends ~1.2 MB of rows, then fails on the server: the error must reach the reader's caller.
+FAILING_COPY = (b"COPY (SELECT g, repeat('x', 100), 1 / (20000 - g) FROM generate_series(1, "
+                b"30000) g) TO STDOUT")
+
+
+def test_a_server_error_mid_stream_reaches_the_stream_reader(postgres_server):
+    """Parquet's reader thread sees the COPY end with an error after rows have flowed: the
+    caller gets the server's error (not a short, clean end) and no reader thread is left."""
+    conn = parse_connection("src", postgres_server.dsn)
+    received = 0
+    with open_source(conn) as source:
+        with pytest.raises(psycopg.errors.DivisionByZero, match="division by zero"), \
+                CopyOut(source.connection, FAILING_COPY) as copy:
+            stream = CopyStream(copy)
+            while data := stream.read(1 << 16):
+                received += len(data)
+        assert copy.rows is None
+    assert received > 1 << 20  # rows had reached the caller before the error
+    assert reader_threads() == []
 
 
 def test_source_sessions_carry_statement_timeout_and_keepalives(postgres_server, monkeypatch):
