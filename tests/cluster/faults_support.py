@@ -28,6 +28,9 @@ class SourceSampler:
 
     def __init__(self, dsn: str) -> None:
         self.dsn, self.samples, self.scans = dsn, [], Counter()
+        # company -> the timestamp literals (window bounds) of each scan's query, so a test
+        # can count the scans of its own period apart from on-time runs firing meanwhile.
+        self.windows: dict[str, list[frozenset[datetime]]] = {}
         self.missed = 0
         self._seen: set = set()
         self._stop = threading.Event()
@@ -49,13 +52,16 @@ class SourceSampler:
     def _sample(self, conn: psycopg.Connection) -> None:
         while not self._stop.is_set():
             rows = conn.execute(
-                "SELECT pid, query_start, application_name FROM pg_stat_activity "
+                "SELECT pid, query_start, application_name, query FROM pg_stat_activity "
                 f"WHERE state = 'active' AND application_name LIKE '{RENDER_APP}%'").fetchall()
-            self.samples.append(Counter(app.rsplit(" ", 1)[-1] for _, _, app in rows))
-            for pid, start, app in rows:
+            self.samples.append(Counter(app.rsplit(" ", 1)[-1] for _, _, app, _ in rows))
+            for pid, start, app, query in rows:
                 if (pid, start) not in self._seen:
                     self._seen.add((pid, start))
-                    self.scans[app.rsplit(" ", 1)[-1]] += 1
+                    company = app.rsplit(" ", 1)[-1]
+                    self.scans[company] += 1
+                    self.windows.setdefault(company, []).append(
+                        frozenset(_utc(t) for t in _TIMESTAMP.findall(query)))
             time.sleep(0.05)
 
     def peaks(self) -> tuple[int, int]:

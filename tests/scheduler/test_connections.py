@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.scheduler.harness import daily_hour_far_from_now
 from tests.services.postgres import PostgresServer
 from tests.soak.stack import Stack, scratch_dir, stop_and_sweep, wait_for
 
@@ -23,6 +24,7 @@ COMPANY = "conn-co"
 CONN_ID = "cli_source"
 DAG_ID = f"widget_export__{COMPANY}__daily"
 MARKER = "from-cli-connection"  # a widget id only the second source holds
+HOUR = daily_hour_far_from_now()  # no second slot falls due while the module runs
 CONFIG = f"""\
 company:
   id: {COMPANY}
@@ -33,7 +35,7 @@ company:
 
 widget_exports:
   - id: daily
-    export_hour: 0
+    export_hour: {HOUR}
     interval_hours: 24
     window: {{kind: calendar_day}}
     query:
@@ -149,7 +151,7 @@ def test_exportctl_run_reads_the_same_id_from_the_environment_alone(stack):
     config = stack.root / "dags" / "config" / f"{COMPANY}.yaml"
     if not config.exists():  # when run alone
         _write_config(stack.root)
-    slot = (datetime.now(UTC) - timedelta(days=2)).strftime("%Y-%m-%dT00:00Z")
+    slot = (datetime.now(UTC) - timedelta(days=2)).strftime(f"%Y-%m-%dT{HOUR:02d}:00Z")
     args = ("exportctl", "run", "dags/config", "--schedule", f"{COMPANY}/daily", "--slot", slot,
             "--json")
     outbox = stack.root / "exports" / "outbox" / COMPANY / "daily"

@@ -10,9 +10,11 @@ import shutil
 import subprocess
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from tests.scheduler.harness import daily_hour_far_from_now
 from tests.services.http import WebhookReceiver, start_receiver, stop_receiver
 from tests.soak.stack import Api, Stack, scratch_dir, stop_and_sweep, wait_for
 
@@ -20,18 +22,22 @@ pytestmark = [pytest.mark.scheduler, pytest.mark.slow]
 
 DAG = "widget_export__acme__daily-spend"
 SCHEDULE = "acme/daily-spend"
-# 07:00 Berlin = 06:00 UTC in winter; the demo source holds the last 21 days.
-SLOTS = {"early": "2026-11-24T06:00:00Z", "later": "2026-11-25T06:00:00Z",
-         "outage": "2026-11-26T06:00:00Z"}
+# The export hour is ~12 h from now, so no on-time slot falls due while the module runs (at a
+# fixed 07:00 Berlin, a run at 06:30 UTC saw the on-time run deliver to the partner as well).
+# The slots are 4-7 days old: the demo source holds the last 21 days.
+HOUR = daily_hour_far_from_now()
+_TODAY = datetime.now(UTC).replace(hour=HOUR, minute=0, second=0, microsecond=0)
+SLOTS = {name: f"{_TODAY - timedelta(days=days):%Y-%m-%dT%H:%M:%SZ}" for name, days in
+         (("early", 7), ("later", 6), ("outage", 5), ("window", 4))}
 ACME = """\
 company:
   id: acme
   name: ACME Corp
-  timezone: Europe/Berlin
+  timezone: UTC
   owner: data-team@acme.example
 widget_exports:
   - id: daily-spend
-    export_hour: 7
+    export_hour: {hour}
     window: {{kind: calendar_day}}
     query:
       source: demo_source
@@ -65,10 +71,13 @@ def stack(receiver: WebhookReceiver) -> Iterator[Stack]:
         AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL="5",
         AIRFLOW_CONN_PARTNER_HOOK=f"http://127.0.0.1:{receiver.port}")
     dags = stack.root / "dags"
-    for path in [*dags.glob("company_*.py"), dags / "demo_feed.py",
+    # No gap audit either: its startup run anchors on the first registered run, so when it
+    # runs after this module's first trigger it backfills the slots the next tests trigger
+    # (seen: HTTP 409 "Unique constraint violation" on dag_id + logical_date).
+    for path in [*dags.glob("company_*.py"), dags / "demo_feed.py", dags / "export_gap_audit.py",
                  *(p for p in (dags / "config").glob("*.yaml") if p.name != "defaults.yaml")]:
         path.unlink()
-    (dags / "config" / "acme.yaml").write_text(ACME.format(extra=""))
+    (dags / "config" / "acme.yaml").write_text(ACME.format(hour=HOUR, extra=""))
     try:
         stack.start()
         yield stack
@@ -115,7 +124,7 @@ def _deliveries(stack: Stack, slot: str) -> dict[str, dict]:
 
 def _edit(stack: Stack, api: Api, extra: str) -> None:
     """Edit the config and wait until the DAG processor has parsed the new version."""
-    (stack.root / "dags" / "config" / "acme.yaml").write_text(ACME.format(extra=extra))
+    (stack.root / "dags" / "config" / "acme.yaml").write_text(ACME.format(hour=HOUR, extra=extra))
     wait_for(lambda: "partner" in (api.ok("GET", f"/api/v2/dags/{DAG}/details")["doc_md"] or ""),
              60, interval=1, what="the edited config to be parsed")
 
@@ -179,8 +188,8 @@ def test_a_destination_down_past_its_window_is_exhausted_with_its_last_error_and
     api = _api(stack)
     # The worker reads the config at registration: the new window applies to the next run.
     (stack.root / "dags" / "config" / "acme.yaml").write_text(
-        ACME.format(extra=PARTNER.replace("retry_window: 1d", "retry_window: 1m")))
-    slot = "2026-11-27T06:00:00Z"
+        ACME.format(hour=HOUR, extra=PARTNER.replace("retry_window: 1d", "retry_window: 1m")))
+    slot = SLOTS["window"]
     run_id = _trigger(api, slot)
 
     assert _finished(api, run_id, 240) == "failed"
