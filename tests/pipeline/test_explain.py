@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from export_lib.pipeline.explain import _span
 from tests.pipeline.test_gap_audit import DAYS, NOW, _audit, _export, _register, _write
 from tests.world import DAILY_SLOT, build_world
 
@@ -105,14 +106,18 @@ def test_a_delivered_period_names_each_destination_and_its_lateness(world):
     late = acked - datetime.fromisoformat(run["deadline_utc"])
     minutes = int(late.total_seconds() // 60)
     days, rest = divmod(minutes, 1440)
+    hours, mins = divmod(rest, 60)
+    # Zero parts are left out ("247 d 7 min"; CI at 07:07 UTC expected "247 d 0 h 7 min").
+    span = " ".join([f"{days} d"] * bool(days) + [f"{hours} h"] * bool(hours)
+                    + [f"{mins} min"] * bool(mins))
     art = run["artifacts"][0]
     assert result.stdout.strip() == (
         "acme/daily-spend, slot 2026-03-29 07:00 CEST (05:00 UTC), period 2026-03-27 23:00–"
         f"2026-03-28 23:00 UTC (run acme/daily-spend/{DAILY_SLOT}): it was exported: artifact v1 "
         f"({art['rows']} rows, sha256 {art['sha256'][:12]}) published at "
         f"{art['generated_at_utc'][:10]} {art['generated_at_utc'][11:16]} UTC. delivered to "
-        f"acme-dir (v1) at {acked:%Y-%m-%d %H:%M} UTC, late by {days} d {rest // 60} h "
-        f"{rest % 60} min. The deadline was 2026-03-29 07:00 UTC.".replace(" 0 min.", "."))
+        f"acme-dir (v1) at {acked:%Y-%m-%d %H:%M} UTC, late by {span}. The deadline was "
+        "2026-03-29 07:00 UTC.")
 
 
 def test_exportctl_explain_refuses_an_unknown_schedule_or_a_bad_date(world):
@@ -161,3 +166,15 @@ def test_a_revoked_artifact_and_an_operator_pause_are_explained(world):
     assert missed.endswith(f"paused: schedule acme/daily-spend {stamp}. Its slots are recorded "
                            "skipped while the pause lasts; 'exportctl unpause --company acme' "
                            "ends it, then 'exportctl audit' recovers the missed slots."), missed
+
+
+@pytest.mark.parametrize(("delta", "text"), [
+    (timedelta(days=247, minutes=7), "247 d 7 min"),
+    (timedelta(days=2, hours=3), "2 d 3 h"),
+    (timedelta(days=1, hours=3, minutes=5, seconds=59), "1 d 3 h 5 min"),
+    (timedelta(hours=2), "2 h"),
+    (timedelta(seconds=59), "0 min"),
+    (timedelta(minutes=-5), "0 min"),
+])
+def test_lateness_is_written_without_zero_parts(delta, text):
+    assert _span(delta) == text
