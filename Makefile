@@ -8,7 +8,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PIP_VERSION := 25.3
 
-.PHONY: venv setup run stop status env reset-db postgres-packages cluster cluster-stop test test-unit soak lint bench clean
+.PHONY: venv setup run stop status env reset-db postgres-packages cluster cluster-stop test test-fast test-unit soak lint bench clean
 
 $(VENV)/.installed: requirements.txt setup.cfg pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -56,24 +56,31 @@ reset-db:
 postgres-packages:
 	@[ "$(DB)" = sqlite ] || bash scripts/ensure-debian-packages.sh run
 
-## test: the whole suite; the session starts (and always stops) PostgreSQL and the other servers.
-## Two pytest workers, whole files each (module-scoped stacks stay in one worker): the real
-## Airflow stacks mostly wait on scheduler loops, so two run side by side in about half the time
-## (measured: 17 min instead of ~32 on 2 cores). TEST_WORKERS=0 runs it in one process.
+## test: every tier (tests/unit, integration, dags, system); the session starts (and always
+## stops) PostgreSQL and the other servers. Two pytest workers, whole files each (module-scoped
+## stacks stay in one worker): the real Airflow stacks mostly wait on scheduler loops, so two
+## run side by side. TEST_WORKERS=0 runs it in one process.
 TEST_WORKERS ?= 2
+PYTEST := $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 test: venv
 	@bash scripts/ensure-debian-packages.sh
 	$(VENV)/bin/ruff check export_lib plugins dags tests bench scripts
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=30 $(PYTEST_ARGS)
+	$(PYTEST) --durations=30 tests $(PYTEST_ARGS)
 
-## test-unit: the fast loop: plain-Python tests only, no server, no Airflow (seconds)
+## test-fast: the gate before a commit: unit + integration + dags, no Airflow stack (minutes)
+test-fast: venv
+	@bash scripts/ensure-debian-packages.sh
+	$(VENV)/bin/ruff check export_lib plugins dags tests bench scripts
+	$(PYTEST) --durations=10 tests/unit tests/integration tests/dags $(PYTEST_ARGS)
+
+## test-unit: the quick loop: tests/unit only, no server, no Airflow (seconds)
 test-unit: venv
-	$(PY) -m pytest -m unit $(PYTEST_ARGS)
+	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
 
 ## soak: only the soak tests (longer with SOAK_LOOKBACK_HOURS=168 SOAK_TRIGGERS=5)
 soak: venv
 	@bash scripts/ensure-debian-packages.sh run
-	$(PY) -m pytest -m soak $(PYTEST_ARGS)
+	$(PY) -m pytest tests/system/soak $(PYTEST_ARGS)
 
 lint: venv
 	$(VENV)/bin/ruff check export_lib plugins dags tests bench scripts

@@ -40,52 +40,65 @@ from tests.services.gcs import GcsServer, start_gcs, stop_gcs  # noqa: E402
 from tests.services.postgres import PostgresServer, start_postgres, stop_postgres  # noqa: E402
 from tests.services.s3 import S3Server, start_s3, stop_s3  # noqa: E402
 
-# Fixtures that start a real server: a test using one (directly or through another fixture) is
-# an integration test whatever its module says.
+# Fixtures that start a real server: a unit test may use none of them.
 SERVER_FIXTURES = frozenset({
     "postgres_server", "s3_server", "gcs_server", "sftp_server", "webhook_server",
     "smtp_server", "smtp_tls_server", "https_webhook_server",
 })
-KINDS = ("integration", "airflow", "scheduler", "soak", "cluster")
+# The tiers, cheapest first: the folder a test lives in is its tier and its marker.
+TIERS = ("unit", "integration", "dags", "system")
+# tests/system/<kind>/: a second marker, so `pytest -m soak` still picks one kind.
+SYSTEM_KINDS = ("scheduler", "soak", "cluster")
+
+
+class TierError(pytest.UsageError):
+    """A test outside a tier folder, or a unit test that starts a server."""
+
+
+def tier_of(item: pytest.Item) -> tuple[str, str | None]:
+    """``("system", "scheduler")`` for tests/system/scheduler/test_x.py::test_y; raises
+    :class:`TierError` for a test that lives outside ``tests/<tier>/``."""
+    parts = item.nodeid.split("::", 1)[0].split("/")
+    if len(parts) < 3 or parts[0] != "tests" or parts[1] not in TIERS:
+        raise TierError(f"{item.nodeid}: every test lives in a tier folder, "
+                        f"tests/{{{','.join(TIERS)}}}/; move it into one")
+    kind = parts[2] if parts[1] == "system" and parts[2] in SYSTEM_KINDS else None
+    return parts[1], kind
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Every test gets a kind: ``integration`` (real servers), ``airflow`` (imports Airflow or
-    runs dag.test()), ``scheduler``/``soak`` (a running Airflow), or else ``unit`` (plain Python,
-    no server, fast): ``pytest -m unit`` is the quick loop; ``make test`` runs them all."""
+    """The folder is the tier: ``tests/unit`` (plain Python, no server, no Airflow),
+    ``tests/integration`` (real servers started by the session), ``tests/dags`` (Airflow:
+    DagBag, ``dag.test()``), ``tests/system`` (real scheduler stacks, the Celery cluster, the
+    soak). ``make test-fast`` runs the first three, ``make test`` all four."""
     for item in items:
-        if SERVER_FIXTURES & set(getattr(item, "fixturenames", ())):
-            item.add_marker(pytest.mark.integration)
-        if "scheduler_stack" in getattr(item, "fixturenames", ()):  # tests/scheduler/
-            item.add_marker(pytest.mark.scheduler)
-            item.add_marker(pytest.mark.slow)
-        if not any(item.get_closest_marker(kind) for kind in KINDS):
-            item.add_marker(pytest.mark.unit)
+        tier, kind = tier_of(item)
+        servers = sorted(SERVER_FIXTURES & set(getattr(item, "fixturenames", ())))
+        if tier == "unit" and servers:
+            raise TierError(f"{item.nodeid} uses {', '.join(servers)}: a test that needs a "
+                            "server belongs in tests/integration")
+        item.add_marker(getattr(pytest.mark, tier))
+        if kind:
+            item.add_marker(getattr(pytest.mark, kind))
     items[:] = longest_first(items)
 
 
-# Kinds from the longest-running to the shortest (a cluster module is minutes per stack).
-BY_LENGTH = ("cluster", "soak", "scheduler", "slow", "airflow", "integration", "unit")
-# Before every kind, in this order. xdist hands worker 1 test_faults.py (~9 minutes, one test)
-# and worker 2 the soak (4 tests); worker 1, with one test pending, takes the next file at once:
-# test_cluster.py, which so runs after the fault test on the same worker. Two Celery clusters
-# at once on 2 cores slowed both (test_cluster.py was second in the order before).
-FIRST = ("tests/cluster/test_faults.py", "tests/soak/test_soak.py")
+# Before every other file, in this order: xdist hands them out first, so the long system
+# modules start at once and the many short files fill the end of the run.
+FIRST = ("tests/system/cluster/test_faults.py", "tests/system/soak/test_soak.py")
 
 
 def longest_first(items: list[pytest.Item]) -> list[pytest.Item]:
-    """Files whose tests start a stack first, files of unit tests last, each file's tests kept
-    together and in order. ``make test`` runs ``--dist loadfile --no-loadscope-reorder``, which
-    hands files out in this order, so the long modules start at once and the many short files
-    fill the end of the run. (xdist's default reorder, most tests per file first, sent the
-    one-test 9-minute test_faults.py out among the last files.)"""
+    """Files of the slowest tier first (system, dags, integration, unit; ``FIRST`` before
+    all), each file's tests kept together and in order. ``make test`` runs ``--dist loadfile
+    --no-loadscope-reorder``, which hands files out in this order (xdist's default reorder,
+    most tests per file first, sent a one-test 9-minute module out among the last files)."""
     rank: dict[str, tuple[int, int]] = {}
+    order = tuple(reversed(TIERS))
     for index, item in enumerate(items):
         path = item.nodeid.split("::", 1)[0]
-        kind = next(n for n, k in enumerate(BY_LENGTH) if item.get_closest_marker(k))
-        kind = FIRST.index(path) - len(FIRST) if path in FIRST else kind
-        first = rank.get(path, (kind, index))
-        rank[path] = (min(first[0], kind), first[1])
+        kind = FIRST.index(path) - len(FIRST) if path in FIRST else order.index(tier_of(item)[0])
+        rank.setdefault(path, (kind, index))
     return sorted(items, key=lambda item: rank[item.nodeid.split("::", 1)[0]])
 
 

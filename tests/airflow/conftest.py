@@ -1,1 +1,0 @@
-"""Airflow-edge tests share the session fixtures of tests/conftest.py (``export_world``)."""

@@ -1,0 +1,156 @@
+"""`make cluster` and docker-compose.yaml run one topology: deploy/cluster.env feeds both (every
+Airflow service of the compose file resolves exactly its values, and so does the environment
+scripts/airflow-env.sh gives `make cluster`), and the workers serve the same queues with the
+same concurrency."""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.unit.test_foundation import REPO, _compose, _compose_cmd
+
+AIRFLOW_SERVICES = ("airflow-apiserver", "airflow-scheduler", "airflow-dag-processor",
+                    "airflow-triggerer", "airflow-worker", "airflow-worker-large", "airflow-init")
+
+
+def shared_settings() -> dict[str, str]:
+    lines = (REPO / "deploy" / "cluster.env").read_text().splitlines()
+    return dict(line.split("=", 1) for line in lines if line and not line.startswith("#"))
+
+
+def resolved_compose(tmp_path: Path) -> dict:
+    cmd = _compose_cmd()
+    if cmd is None:
+        pytest.fail("neither 'docker compose' nor 'docker-compose' is installed; "
+                    "run scripts/ensure-debian-packages.sh")
+    env_file = tmp_path / ".env"
+    env_file.write_text(subprocess.run(["bash", str(REPO / "scripts" / "compose-env.sh")],
+                                       capture_output=True, text=True, check=True).stdout)
+    result = _compose(cmd, env_file=env_file)
+    assert result.returncode == 0, result.stderr
+    return yaml.safe_load(result.stdout)
+
+
+def make_cluster_environ(tmp_path: Path) -> dict[str, str]:
+    """What scripts/airflow-env.sh exports for `make cluster` (no server is started)."""
+    script = f"CLUSTER=1 PGPORT=5999 REDISPORT=6999 S3PORT=9999 PORT=8999 source " \
+             f"{shlex.quote(str(REPO / 'scripts' / 'airflow-env.sh'))} && env -0"
+    out = subprocess.run(["bash", "-c", script], capture_output=True, check=True,
+                         env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}).stdout
+    return dict(item.split("=", 1) for item in out.decode().split("\0") if "=" in item)
+
+
+def test_compose_and_make_cluster_share_deploy_cluster_env(tmp_path: Path):
+    shared = shared_settings()
+    assert shared["AIRFLOW__CORE__EXECUTOR"] == "CeleryExecutor"
+    services = resolved_compose(tmp_path)["services"]
+    for name in AIRFLOW_SERVICES:
+        env = services[name]["environment"]
+        assert {k: str(env.get(k)) for k in shared} == shared, name
+    local = make_cluster_environ(tmp_path)
+    assert {k: local.get(k) for k in shared} == shared
+    assert local["AIRFLOW_HOME"].endswith("/.airflow-cluster")
+    # What differs is only where things are: compose's service names vs local ports.
+    assert local["AIRFLOW__CELERY__BROKER_URL"] == "redis://127.0.0.1:6999/0"
+    assert services["airflow-scheduler"]["environment"]["AIRFLOW__CELERY__BROKER_URL"].endswith(
+        "@redis:6379/0")
+    for key in ("AIRFLOW_CONN_ARTIFACTS_S3", "EXPORT_LEDGER_URL",
+                "AIRFLOW__CELERY__RESULT_BACKEND", "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"):
+        assert key in local and key in services["airflow-scheduler"]["environment"], key
+
+
+def test_the_workers_serve_the_same_queues_in_compose_and_make_cluster(tmp_path: Path):
+    sys.path.insert(0, str(REPO / "scripts"))
+    try:
+        import supervise
+    finally:
+        sys.path.remove(str(REPO / "scripts"))
+    from export_airflow.cluster_policy import QUEUES
+
+    services = resolved_compose(tmp_path)["services"]
+    compose = {name: services[name]["command"] for name in ("airflow-worker",
+                                                            "airflow-worker-large")}
+    local = {name: " ".join(["celery", "worker", *args])
+             for name, args in supervise.CLUSTER_WORKERS.items()}
+    assert compose == {"airflow-worker": local["worker-default"],
+                       "airflow-worker-large": local["worker-large"]}
+    served = {q for args in supervise.CLUSTER_WORKERS.values()
+              for q in args[args.index("--queues") + 1].split(",")}
+    assert served == set(QUEUES)  # every queue the cluster policy routes to has a worker
+
+
+def test_an_orphaned_redis_server_is_a_leftover_of_its_stack(tmp_path: Path):
+    """redis-server renames itself (its /proc environ no longer holds the stack's marker): a
+    fast teardown that kills the supervisor first must still find it by its run directory,
+    and leave another stack's Redis alone."""
+    import os
+    import signal
+    import time
+
+    from tests.services.ports import free_port
+
+    sys.path.insert(0, str(REPO / "scripts"))
+    try:
+        import supervise
+    finally:
+        sys.path.remove(str(REPO / "scripts"))
+    mine, other = tmp_path / "a" / "run", tmp_path / "b" / "run"
+    procs = []
+    for run_dir in (mine, other):
+        run_dir.mkdir(parents=True)
+        procs.append(subprocess.Popen(
+            ["redis-server", "--port", str(free_port()), "--bind", "127.0.0.1", "--save", ""],
+            cwd=run_dir, env={"PATH": os.environ["PATH"],
+                              supervise.MARKER: str(run_dir)},
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+    try:
+        time.sleep(1.0)  # it renames itself at start
+        found = supervise.stack_processes(mine, tmp_path / "a")
+        assert procs[0].pid in found and procs[1].pid not in found, (found, procs)
+    finally:
+        for proc in procs:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(timeout=10)
+
+
+def test_an_orphaned_celery_worker_is_a_leftover_of_its_stack(tmp_path: Path):
+    """A Celery worker renames itself (``[celeryd: …]``, its /proc environ overwritten): a fast
+    teardown that kills the supervisor first must still find it by the project directory it
+    works in, and leave another stack's worker alone. (The fault test's two workers outlived
+    every teardown before this.)"""
+    import os
+    import signal
+
+    sys.path.insert(0, str(REPO / "scripts"))
+    try:
+        import supervise
+    finally:
+        sys.path.remove(str(REPO / "scripts"))
+    title = "[celeryd: worker-default@vm:MainProcess] -active- (celery worker --queues default)"
+    rename = ("import setproctitle, sys, time; setproctitle.setproctitle(sys.argv[1]); "
+              "print('renamed', flush=True); time.sleep(60)")
+    procs = []
+    for name in ("a", "b"):
+        root = tmp_path / name
+        (root / ".airflow-cluster" / "run").mkdir(parents=True)
+        proc = subprocess.Popen([sys.executable, "-c", rename, title], cwd=root,
+                                env={"PATH": os.environ["PATH"],
+                                     supervise.MARKER: str(root / ".airflow-cluster" / "run")},
+                                stdout=subprocess.PIPE, text=True)
+        procs.append(proc)
+    try:
+        for proc in procs:
+            assert proc.stdout.readline().strip() == "renamed"
+        mine = tmp_path / "a"
+        found = supervise.stack_processes(mine / ".airflow-cluster" / "run", mine)
+        assert procs[0].pid in found and procs[1].pid not in found, (found, procs)
+    finally:
+        for proc in procs:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(timeout=10)

@@ -1,0 +1,37 @@
+"""The export status page refuses anonymous requests and shows the ledger to a logged-in user."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+
+def test_status_page_requires_login_and_lists_runs(airflow_db, export_world, tmp_path):
+    from airflow.api_fastapi.app import create_app, get_auth_manager
+    from airflow.api_fastapi.auth.managers.simple.user import SimpleAuthManagerUser
+    from fastapi.testclient import TestClient
+
+    from export_lib.cli.commands import run_one
+
+    run_one(str(tmp_path / "dags" / "config"), "acme/daily-spend", "2026-03-29T05:00Z",
+            now=datetime(2026, 3, 30, tzinfo=UTC))
+    client = TestClient(create_app("core"))
+    assert client.get("/exports/runs.json").status_code == 401
+    token = get_auth_manager().generate_jwt(SimpleAuthManagerUser(username="ana", role="viewer"))
+    headers = {"Authorization": f"Bearer {token}"}
+    body = client.get("/exports/runs.json", headers=headers).json()
+    (run,) = body["runs"]
+    assert (body["total"], run["run_key"], run["state"]) == (
+        1, "acme/daily-spend/2026-03-29T05:00Z", "ready")
+    # Published a day after its 07:00Z deadline (the run was made at 2026-03-30T00:00Z).
+    assert (run["deadline_status"], run["late_by_minutes"]) == ("late", 17 * 60)
+    page = client.get("/exports/?company=acme", headers=headers).text
+    assert "acme/daily-spend/2026-03-29T05:00Z" in page and "acme-dir: acknowledged" in page
+    assert "late by 1020 min (due 2026-03-29T07:00:00Z)" in page
+    assert "runs 1–1 of 1" in page
+    assert client.get("/exports/?company=nobody", headers=headers).text.count("<tr>") == 1
+    bad = client.get("/exports/runs.json?state=done", headers=headers)
+    assert bad.status_code == 422 and "unknown run state 'done'" in bad.text
+    for path in ("/exports/docs", "/exports/openapi.json"):
+        assert client.get(path).status_code == 401
+        assert client.get(path, headers=headers).status_code == 200
+    assert "/runs.json" in client.get("/exports/openapi.json", headers=headers).json()["paths"]

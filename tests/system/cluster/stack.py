@@ -1,0 +1,84 @@
+"""A `make cluster` stack in a copy of the project, on free ports (tests/system/soak/stack.py's Stack
+with the cluster's targets, state directory and extra ports)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.services.ports import free_port
+from tests.system.soak.stack import Stack, copy_project
+
+COPIED_TOO = ("docker-compose.yaml",)
+
+
+@dataclass
+class Cluster(Stack):
+    redisport: int = 0
+    s3port: int = 0
+
+    @classmethod
+    def in_copy(cls, dest: Path, **extra_env: str) -> Cluster:
+        root = copy_project(dest)
+        for name in COPIED_TOO:
+            (root / name).write_bytes((Path(__file__).resolve().parents[3] / name).read_bytes())
+        return cls(root, free_port(), free_port(), dict(extra_env), free_port(), free_port())
+
+    @property
+    def home(self) -> Path:
+        return self.root / ".airflow-cluster"
+
+    @property
+    def run_dir(self) -> Path:
+        return self.home / "run"
+
+    def environ(self) -> dict[str, str]:
+        return {**super().environ(), "CLUSTER": "1", "REDISPORT": str(self.redisport),
+                "S3PORT": str(self.s3port)}
+
+    def remembered(self) -> dict[str, str]:
+        text = (self.home / "run.env").read_text()
+        return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+
+    def start(self) -> None:
+        result = self.make("cluster")
+        if result.returncode != 0:
+            raise AssertionError(f"make cluster failed ({result.returncode}):\n"
+                                 f"{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
+
+    def stop(self) -> subprocess.CompletedProcess:
+        return self.make("cluster-stop", timeout=180)
+
+    def processes(self) -> list[int]:
+        out = subprocess.run([str(self.root / ".venv" / "bin" / "python"), "scripts/supervise.py",
+                              "leftovers"], cwd=self.root, capture_output=True, text=True,
+                             check=True, env={**self.environ(), "ROOT": str(self.root),
+                                              "AIRFLOW_HOME": str(self.home)})
+        return [int(p) for p in out.stdout.split()]
+
+    def postgres_running(self) -> bool:
+        pid_file = self.home / "pg" / "postmaster.pid"
+        try:
+            os.kill(int(pid_file.read_text().split()[0]), 0)
+        except (OSError, ValueError, IndexError):
+            return False
+        return True
+
+    def ledger_attempts(self, run_key: str) -> list[str]:
+        """The states of the run's attempts, by generation (read from the ledger database)."""
+        import psycopg
+
+        with psycopg.connect(f"postgresql://exports:exports@127.0.0.1:{self.pgport}/exports"
+                             ) as conn:
+            return [state for (state,) in conn.execute(
+                "SELECT a.state FROM export_attempts a JOIN export_runs r ON r.id = a.run_id "
+                "WHERE r.run_key = %s ORDER BY a.generation", (run_key,)).fetchall()]
+
+    def s3(self):
+        import boto3
+
+        return boto3.session.Session().client(
+            "s3", endpoint_url=f"http://127.0.0.1:{self.s3port}", region_name="us-east-1",
+            aws_access_key_id="exports", aws_secret_access_key="exports")

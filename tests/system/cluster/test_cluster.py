@@ -1,0 +1,273 @@
+"""`make cluster` for real (issue 14): the Celery topology in a fresh copy of the project, its
+queues (large renders on worker-large, manual work on its own queue), two DAG runs of one slot
+scanning the source once (the run's lease), and `make cluster-stop` leaving nothing behind. One
+stack for the module; the shipped config (trimmed to 2 companies, 3 schedules).
+
+The fault scenario (20 companies over 2 days, killed render and upload, scheduler, Redis and
+source restarts) has its own stack: tests/system/cluster/test_faults.py.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import psycopg
+import pytest
+import yaml
+
+from tests.system.cluster.faults_support import SourceSampler, descendants
+from tests.system.cluster.stack import Cluster
+from tests.system.scheduler.harness import keep_or_remove
+from tests.system.soak.stack import scratch_dir, wait_for
+
+LARGE_DAG = "data_export__dentsu-happiness__facebook__primary"
+SMALL_DAG = "widget_export__acme__daily-spend"
+MANUAL_DAG = "manual_export__acme"
+SLOW_RENDER_S = 20
+ENV = {
+    "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",  # only what the tests unpause runs
+    "EXPORT_RETRY_DELAY_SECONDS": "5",
+    "EXPORT_RENDER_LEASE_SECONDS": "10",
+    # A killed worker's task is found by its missing heartbeat (default 300 s).
+    "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": "30",
+    # A task whose Celery message was lost with a Redis restart is queued again (default 600 s).
+    "AIRFLOW__SCHEDULER__TASK_QUEUED_TIMEOUT": "60",
+    "EXPORT_CATCHUP_LOOKBACK_HOURS": "1",  # no recovery backfills beyond the latest slot
+}
+
+
+def trim_config(root: Path) -> None:
+    """The shipped config minus what this module does not need on a shared 2-core machine:
+    acme's daily-spend (small queue, manual DAG) and dentsu's facebook channel (large)."""
+    config = root / "dags" / "config"
+    (config / "kiwi-outdoors.yaml").unlink()
+    (root / "dags" / "company_kiwi-outdoors.py").unlink()
+    acme = yaml.safe_load((config / "acme.yaml").read_text())
+    acme["widget_exports"] = [w for w in acme["widget_exports"] if w["id"] == "daily-spend"]
+    acme.pop("data_exports", None)
+    (config / "acme.yaml").write_text(yaml.safe_dump(acme, sort_keys=False))
+    dentsu = yaml.safe_load((config / "dentsu-happiness.yaml").read_text())
+    dentsu["data_exports"] = [d for d in dentsu["data_exports"] if d["channel"] == "facebook"]
+    (config / "dentsu-happiness.yaml").write_text(yaml.safe_dump(dentsu, sort_keys=False))
+STARTED: dict[str, float] = {}
+
+
+@pytest.fixture(scope="module")
+def cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
+    failed_before = request.session.testsfailed
+    stack = Cluster.in_copy(scratch_dir("export-cluster-") / "project", **ENV)
+    trim_config(stack.root)
+    started = time.monotonic()
+    try:
+        stack.start()
+        STARTED["seconds"] = time.monotonic() - started
+        print(f"make cluster: up in {STARTED['seconds']:.0f} s")
+        yield stack
+    finally:
+        stack.stop()
+        for pid in stack.processes():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        keep_or_remove(stack.root.parent, failed=request.session.testsfailed > failed_before)
+
+
+def _api(cluster: Cluster):
+    api = cluster.api()
+    for dag_id in (LARGE_DAG, SMALL_DAG, MANUAL_DAG):
+        wait_for(lambda d=dag_id: api.call("GET", f"/api/v2/dags/{d}")[0] == 200, 180, 1,
+                 what=f"{dag_id} to be parsed")
+    return api
+
+
+def _tis(api, dag_id: str, run_id: str) -> list[dict]:
+    return api.ok("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances?limit=100"
+                  )["task_instances"]
+
+
+def ran_on(cluster: Cluster, dag_id: str, run_id: str, task_id: str) -> list[str]:
+    """The workers that executed a task's tries, from their logs ("Executing workload in
+    Celery: … log_path='dag_id=…/run_id=…/task_id=…/attempt=N.log'"), in try order."""
+    needle = f"dag_id={dag_id}/run_id={run_id}/task_id={task_id}/attempt="
+    found = []
+    for log in sorted(cluster.run_dir.glob("worker-*.log")):
+        for line in log.read_text(errors="replace").splitlines():
+            if "Executing workload" in line and needle in line:
+                attempt = int(line.split(needle, 1)[1].split(".log", 1)[0])
+                found.append((attempt, log.stem))
+    return [worker for _, worker in sorted(found)]
+
+
+def _run_state(api, dag_id: str, run_id: str) -> str:
+    return api.ok("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}")["state"]
+
+
+def _trigger(api, dag_id: str, logical_date: datetime | None, conf: dict | None = None) -> str:
+    return api.ok("POST", f"/api/v2/dags/{dag_id}/dagRuns", {
+        "logical_date": logical_date.isoformat() if logical_date else None,
+        "conf": conf or {}})["dag_run_id"]
+
+
+def test_make_cluster_is_up_within_5_minutes_with_every_component(cluster):
+    assert STARTED["seconds"] < 300
+    status = cluster.status()["components"]
+    assert list(status) == ["postgres", "redis", "s3", "api-server", "scheduler",
+                            "dag-processor", "triggerer", "worker-default", "worker-large"]
+    assert {c["state"] for c in status.values()} == {"up"}
+
+
+def test_large_renders_run_on_the_large_worker_and_manual_work_on_its_queue(cluster):
+    api = _api(cluster)
+    slot = datetime.now(UTC).replace(hour=9, minute=30, second=0, microsecond=0) - timedelta(
+        days=5)
+    runs = {LARGE_DAG: _trigger(api, LARGE_DAG, slot),
+            SMALL_DAG: _trigger(api, SMALL_DAG, slot.replace(minute=0) - timedelta(hours=4)),
+            MANUAL_DAG: _trigger(api, MANUAL_DAG, None, {
+                "company": "acme", "base_export": "acme/daily-spend", "reason": "cluster test",
+                "window_start": (slot - timedelta(days=1)).replace(hour=0, minute=0).isoformat(),
+                "window_end": slot.replace(hour=0, minute=0).isoformat(), "columns": [],
+                "format": "csv", "destinations": [], "regenerate": False})}
+    for dag_id in runs:
+        api.ok("PATCH", f"/api/v2/dags/{dag_id}", {"is_paused": False})
+    for dag_id, run_id in runs.items():
+        wait_for(lambda d=dag_id, r=run_id: _run_state(api, d, r) in ("success", "failed"), 300,
+                 what=f"{dag_id} {run_id} to finish")
+        assert _run_state(api, dag_id, run_id) == "success", _tis(api, dag_id, run_id)
+    where = {(dag_id, ti["task_id"]): (ti["queue"], *ran_on(cluster, dag_id, run_id,
+                                                            ti["task_id"]))
+             for dag_id, run_id in runs.items() for ti in _tis(api, dag_id, run_id)
+             if ti["state"] == "success"}
+    assert where[(LARGE_DAG, "render")] == ("exports_large", "worker-large")
+    assert where[(LARGE_DAG, "publish")] == ("default", "worker-default")
+    assert where[(SMALL_DAG, "render")] == ("default", "worker-default")
+    manual = {v for (dag, _), v in where.items() if dag == MANUAL_DAG}
+    assert {v[0] for v in manual} == {"exports_manual"}
+    assert {w for v in manual for w in v[1:]} == {"worker-default"}
+    keys = [o["Key"] for o in cluster.s3().list_objects_v2(
+        Bucket="exports", Prefix="artifacts/dentsu-happiness/facebook__primary/")["Contents"]]
+    assert any(k.endswith("__v1.csv") for k in keys), keys
+
+
+def test_two_dag_runs_of_one_slot_scan_the_source_once(cluster):
+    """Two DAG runs standing for the same slot (logical dates 06:00 and 06:01 UTC of one day)
+    render at the same time on the default worker (acme's query slowed to 20 s): one holds the
+    run's lease and scans, the other's render reschedules ("holds the run") and finds the
+    artifact when it comes back."""
+    api = _api(cluster)
+    pg = f"postgresql://exports:exports@127.0.0.1:{cluster.pgport}"
+    with psycopg.connect(f"{pg}/demo", autocommit=True) as conn:
+        conn.execute("ALTER TABLE widget_metrics RENAME TO widget_metrics_base")
+        conn.execute(
+            "CREATE VIEW widget_metrics AS SELECT * FROM widget_metrics_base WHERE (SELECT 1 "
+            f"FROM pg_sleep(CASE WHEN current_setting('application_name') LIKE '%acme%' THEN "
+            f"{SLOW_RENDER_S} ELSE 0 END)) = 1")
+    slot = datetime.now(UTC).replace(hour=6, minute=0, second=0, microsecond=0) - timedelta(
+        days=4)
+    key = f"acme/daily-spend/{slot:%Y-%m-%dT%H:%MZ}"
+    _wait_for_no_other_run(api, SMALL_DAG)
+    with SourceSampler(f"{pg}/demo") as source:
+        run_ids = [_trigger(api, SMALL_DAG, slot), _trigger(api, SMALL_DAG,
+                                                            slot + timedelta(minutes=1))]
+        for run_id in run_ids:
+            wait_for(lambda r=run_id: _run_state(api, SMALL_DAG, r) in ("success", "failed"),
+                     300, what=f"{SMALL_DAG} {run_id} to finish")
+    assert [_run_state(api, SMALL_DAG, r) for r in run_ids] == ["success", "success"]
+    assert cluster.ledger_attempts(key) == ["published"]
+    (run,) = [r for r in cluster.ledger_runs() if r["run_key"] == key]
+    # Scans of this period only: an on-time acme run may fire meanwhile (daily-spend at 06:00
+    # UTC; CI at 06:00 saw it as a second acme scan of another period).
+    start = datetime.fromisoformat(run["window_start_utc"].replace("Z", "+00:00"))
+    assert [w for w in source.windows["acme"] if start in w] != [], source.windows
+    assert sum(start in w for w in source.windows["acme"]) == 1, source.windows
+    assert [a["version"] for a in run["artifacts"]] == [1]
+    assert [(d["state"], d["version"]) for d in run["deliveries"]] == [("acknowledged", 1)]
+    logs = "".join(p.read_text(errors="replace") for p in (cluster.home / "logs").rglob(
+        "task_id=render/*.log") if any(r in str(p) for r in run_ids))
+    assert "holds the run, running" in logs and "rescheduling at" in logs
+    print(f"one slot, two DAG runs: attempts {cluster.ledger_attempts(key)}, source scans "
+          f"{dict(source.scans)} (all periods)")
+
+
+def _wait_for_no_other_run(api, dag_id: str, margin: timedelta = timedelta(minutes=4)) -> None:
+    """Let the DAG's own on-time runs out of the way: export DAGs have max_active_runs=2, so an
+    on-time run beside the first of two test runs queues the second, and they never overlap.
+    Seen: the run of the newest slot that the cluster creates at start, and (CI at 06:00 UTC)
+    a slot falling due mid-test. Waits out a slot due within ``margin``, then every active run."""
+    due = api.ok("GET", f"/api/v2/dags/{dag_id}")["next_dagrun_run_after"]
+    wait = (datetime.fromisoformat(due.replace("Z", "+00:00")) - datetime.now(UTC)
+            if due else margin)
+    if wait < margin:
+        time.sleep(max(0.0, wait.total_seconds()) + 15)  # the scheduler creates it meanwhile
+    wait_for(lambda: api.ok("GET", f"/api/v2/dags/{dag_id}/dagRuns?state=queued&state=running"
+                                   "&limit=1")["total_entries"] == 0,
+             300, 2, what=f"no active run of {dag_id}")
+
+
+def test_explain_names_a_render_queued_where_no_worker_listens(cluster):
+    """Issue 14, "Bad input": worker-large frozen (SIGSTOP on it and its pool: the supervisor
+    sees it alive and does not restart it, the broker gets no answer from it), the large
+    channel's render stays queued on exports_large and ``exportctl explain`` says so, with the
+    fix; once the worker is resumed the run succeeds."""
+    import re
+    import subprocess
+
+    api = _api(cluster)
+    env = cluster.stack_environ()
+    pg = f"postgresql://exports:exports@127.0.0.1:{cluster.pgport}"
+    with psycopg.connect(f"{pg}/demo", autocommit=True) as conn:  # undo a slowed source, if any
+        if conn.execute("SELECT to_regclass('channel_metrics_base')").fetchone()[0]:
+            conn.execute("DROP VIEW IF EXISTS channel_metrics")
+            conn.execute("ALTER TABLE channel_metrics_base RENAME TO channel_metrics")
+    slot = datetime.now(UTC).replace(hour=9, minute=30, second=0, microsecond=0) - timedelta(
+        days=7)
+    api.ok("PATCH", f"/api/v2/dags/{LARGE_DAG}", {"is_paused": False})
+    started = time.monotonic()
+    frozen = descendants(cluster.status()["components"]["worker-large"]["pid"])
+    for pid in frozen:
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        run_id = _trigger(api, LARGE_DAG, slot)
+
+        def render() -> dict:
+            return next(t for t in _tis(api, LARGE_DAG, run_id) if t["task_id"] == "render")
+
+        wait_for(lambda: render()["state"] == "queued", 180, 1, what="the render to be queued")
+        assert render()["queue"] == "exports_large"
+        result = subprocess.run(
+            ["exportctl", "explain", "--schedule", "dentsu-happiness/facebook/primary",
+             "--date", f"{slot:%Y-%m-%dT%H:%MZ}"], cwd=cluster.root, env=env,
+            capture_output=True, text=True, timeout=120, check=False)
+        explained = time.monotonic() - started
+    finally:
+        for pid in reversed(frozen):
+            os.kill(pid, signal.SIGCONT)
+    print(result.stdout)
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+    assert result.stdout.startswith(f"dentsu-happiness/facebook/primary, slot {slot:%Y-%m-%d}")
+    assert re.search(
+        rf"\nIn Airflow \(DAG {LARGE_DAG}\):\n  render: queued on exports_large, no worker "
+        r"listening \(since \d\d:\d\d:\d\d UTC, \d+ (s|min)\) — start one with: airflow celery "
+        r"worker --queues exports_large(\n|$)", result.stdout), result.stdout
+    wait_for(lambda: _run_state(api, LARGE_DAG, run_id) in ("success", "failed"), 300,
+             what=f"{LARGE_DAG} {run_id} to finish once worker-large is back")
+    assert _run_state(api, LARGE_DAG, run_id) == "success", _tis(api, LARGE_DAG, run_id)
+    assert set(ran_on(cluster, LARGE_DAG, run_id, "render")) == {"worker-large"}
+    print(f"explain: the queued render explained {explained:.0f} s after worker-large froze; "
+          f"the run succeeded {time.monotonic() - started:.0f} s after")
+
+
+def test_make_cluster_stop_leaves_no_process_behind(cluster):
+    pids = [c["pid"] for c in cluster.status()["components"].values()]
+    result = cluster.stop()
+    assert result.returncode == 0, result.stderr
+    assert "make cluster stopped." in result.stdout
+    assert cluster.processes() == []
+    assert not cluster.postgres_running()
+    alive = [p for p in pids if Path(f"/proc/{p}").exists()]
+    assert alive == [], alive

@@ -1,0 +1,387 @@
+"""The issue-14 fault test on the real `make cluster` topology (Celery, Redis, moto S3).
+
+``FAULT_COMPANIES`` (default 20) generated companies, each with a daily widget export and a
+daily data export (channel facebook, primary schedule), read a *separate* source PostgreSQL
+server this module starts (``AIRFLOW_CONN_FAULT_SOURCE``), seeded with 3 days of rows. Every
+newest slot is a few minutes old; ``EXPORT_CATCHUP_LOOKBACK_HOURS=24`` makes each scheduled
+run's ``recover_missed`` backfill the day before: 2 simulated days, 2 periods per schedule, the
+backfills under the catch-up budget (``export_catchup`` pool, ``max_active_runs`` 2).
+
+Every export query holds the source 1.5 s (so concurrent queries are sampled); company fc000's
+data channel is large (``exports_large``, worker-large) and its query holds it 20 s; fc001's is
+large and produces ~40 MB (a multipart upload to S3). While the 80 runs go: worker-large is
+SIGKILLed in the middle of fc000's render, the scheduler and Redis are SIGKILLed (and restarted
+by the supervisor), the source PostgreSQL is stopped for 2 minutes (``pg_ctl stop -m fast``)
+and started again, and worker-large is SIGKILLed while fc001's artifact is being uploaded (a
+multipart upload of a staging object in progress; it may come before the render kill).
+
+Afterwards, exactly: every expected slot has a ready run; one artifact version per period in
+the ledger and one object per period in the bucket; one acknowledged delivery per destination
+and one file per period in each destination directory; no staging object (nor unfinished
+multipart upload) after ``exportctl ledger gc``; each run's deadline as configured (slot + 2 h
+for widgets, + 4 h for primary data exports); at most 4 export queries at once on the source
+(sampled from ``pg_stat_activity``) and at most 2 of one company; and per period, the source's
+statement log shows exactly 1 scan + one per attempt that was killed (``abandoned`` in the
+ledger) + one per scan the source's shutdown cut short (its backend's next log line is the
+shutdown's FATAL).
+
+Measured on the shared 2-core machine: 8.3 to 16.6 min (load from other work varies), most
+of it the 80 runs' ~440 Airflow tasks (executor parallelism 6, ~8 s per task process here)
+and the 2-minute outage.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import psycopg
+import pytest
+import yaml
+
+from export_lib.checksums import sha256_stream
+from export_lib.source.demo import SCHEMA, channel_rows, widget_rows
+from tests.services.postgres import (
+    PostgresServer,
+    pause_postgres,
+    resume_postgres,
+    start_postgres,
+    stop_postgres,
+)
+from tests.system.cluster.faults_support import (
+    RENDER_APP,
+    SCAN_LOG_OPTIONS,
+    SourceSampler,
+    scans,
+    sigkill_component,
+)
+from tests.system.cluster.stack import Cluster
+from tests.system.scheduler.harness import keep_or_remove
+from tests.system.soak.stack import scratch_dir, stop_and_sweep, wait_for
+
+pytestmark = pytest.mark.timeout(1800)
+
+COMPANIES = int(os.environ.get("FAULT_COMPANIES", "20"))
+SLOW, BIG = "fc000", "fc001"  # the render kill's and the upload kill's victims
+SLOW_RENDER_S = 20
+HOLD_S = 1.5  # every export query's minimum time on the source
+BIG_ROWS = 600_000  # ~40 MB of CSV: a multipart upload (boto3's threshold is 8 MB)
+OUTAGE_S = 120
+WIDGET = "daily-widgets"
+ENV = {
+    "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",
+    "EXPORT_CATCHUP_LOOKBACK_HOURS": "24",  # each scheduled run backfills the day before
+    "EXPORT_RETRY_DELAY_SECONDS": "5",
+    "EXPORT_MAX_RETRY_DELAY_SECONDS": "20",  # 11 retries outlast the 2-minute outage
+    "EXPORT_RENDER_LEASE_SECONDS": "10",
+    "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": "30",
+    "AIRFLOW__SCHEDULER__TASK_QUEUED_TIMEOUT": "60",
+}
+COMPANY_YAML = """\
+company:
+  id: {cid}
+  name: Fault company {n}
+  timezone: UTC
+  owner: data@{cid}.example
+  authorized: [analytics@{cid}.example]
+
+widget_exports:
+  - id: {widget}
+    export_hour: {hour}
+    window: {{kind: calendar_day}}
+    query:
+      source: fault_source
+      table: widget_metrics
+      columns: [company_id, widget_id, event_time, value]
+      timestamp_column: event_time
+      tenant_column: company_id
+    destinations:
+      - {{id: {cid}-widgets, type: local, path: outbox/{cid}/widgets}}
+
+data_exports:
+  - channel: facebook
+    size: {size}
+    destinations:
+      - {{id: {cid}-data, type: local, path: outbox/{cid}/data}}
+    primary:
+      cron: "{minute} {hour} * * *"
+    secondary:  # not in this test: its DAG never starts
+      cron: "0 0 * * *"
+      effective_from: "2099-01-01T00:00:00Z"
+"""
+
+
+def company_ids() -> list[str]:
+    return [f"fc{n:03d}" for n in range(COMPANIES)]
+
+
+def write_companies(root: Path, ids: list[str], at: datetime) -> None:
+    """Replace the copy's companies with generated ones (bench/cluster.py's way), all reading
+    ``fault_source``; their newest slots are ``at`` (data) and ``at``'s hour (widgets)."""
+    dags = root / "dags"
+    template = (dags / "company_acme.py").read_text(encoding="utf-8")
+    for loader in dags.glob("company_*.py"):
+        (dags / "config" / f"{loader.stem.removeprefix('company_')}.yaml").unlink(missing_ok=True)
+        loader.unlink()
+    for n, cid in enumerate(ids):
+        (dags / "config" / f"{cid}.yaml").write_text(COMPANY_YAML.format(
+            cid=cid, n=n, widget=WIDGET, hour=at.hour, minute=at.minute,
+            size="large" if cid in (SLOW, BIG) else "small"), encoding="utf-8")
+        (dags / f"company_{cid}.py").write_text(template.replace("acme", cid), encoding="utf-8")
+    defaults_path = dags / "config" / "defaults.yaml"
+    defaults = yaml.safe_load(defaults_path.read_text())
+    defaults["sources"]["fault_source"] = defaults["sources"]["demo_source"]
+    defaults["data_exports"]["query"]["source"] = "fault_source"
+    defaults["data_exports"]["destinations"] = []
+    defaults_path.write_text(yaml.safe_dump(defaults, sort_keys=False))
+
+
+def seed(server: PostgresServer, ids: list[str], now: datetime) -> None:
+    """3 days of rows per company; fc001's channel with ~600,000 extra rows (one per past day,
+    all updated inside both windows)."""
+    start = now - timedelta(days=3)
+    with psycopg.connect(server.dsn, autocommit=True) as conn:
+        conn.execute("SET log_statement = 'none'")
+        for ddl in SCHEMA:
+            conn.execute(ddl)
+        with conn.cursor() as cur:
+            for table, rows in (("widget_metrics", widget_rows(ids, start, now)),
+                                ("channel_metrics", channel_rows(ids, start, now))):
+                rows = list(rows)
+                marks = ", ".join(["%s"] * len(rows[0]))
+                cur.executemany(f"INSERT INTO {table} VALUES ({marks})", rows, returning=False)
+        conn.execute(
+            "INSERT INTO channel_metrics SELECT %s, 'facebook', DATE '2000-01-01' - n, "
+            "1000 + n %% 9000, n %% 100, (n %% 5000) / 100.0, %s FROM generate_series(0, %s) AS n",
+            (BIG, (now - timedelta(days=2)).replace(hour=3, minute=0, tzinfo=None), BIG_ROWS))
+        for table, slow in (("widget_metrics", HOLD_S), ("channel_metrics", SLOW_RENDER_S)):
+            # Every export query holds the source a moment (so concurrent ones are sampled),
+            # fc000's channel query for 20 s (a render to kill in the middle of).
+            conn.execute(f"ALTER TABLE {table} RENAME TO {table}_base")
+            conn.execute(
+                f"CREATE VIEW {table} AS SELECT * FROM {table}_base WHERE (SELECT 1 FROM "
+                "pg_sleep(CASE WHEN current_setting('application_name') LIKE "
+                f"'%{SLOW}' THEN {slow} WHEN current_setting('application_name') LIKE "
+                f"'{RENDER_APP}%' THEN {HOLD_S} ELSE 0 END)) = 1")
+
+
+class World:
+    def __init__(self, cluster: Cluster, source: PostgresServer, ids: list[str],
+                 at: datetime, sampler: SourceSampler) -> None:
+        self.cluster, self.source, self.ids, self.at = cluster, source, ids, at
+        self.sampler, self.began = sampler, time.monotonic()
+        self.lock = threading.Lock()  # one SIGKILL of worker-large at a time
+        self.uploads = UploadKiller(cluster, self.lock)
+
+    def expected(self) -> dict[str, tuple[datetime, timedelta]]:
+        """run key → (slot, deadline after the slot): today's slot and the day before's."""
+        widget = self.at.replace(minute=0)
+        keys = {}
+        for cid in self.ids:
+            for back in (0, 1):
+                w, d = widget - timedelta(days=back), self.at - timedelta(days=back)
+                keys[f"{cid}/{WIDGET}/{w:%Y-%m-%dT%H:%MZ}"] = (w, timedelta(hours=2))
+                keys[f"{cid}/facebook/primary/{d:%Y-%m-%dT%H:%MZ}"] = (d, timedelta(hours=4))
+        return keys
+
+
+@pytest.fixture(scope="module")
+def world(request: pytest.FixtureRequest) -> Iterator[World]:
+    failed_before = request.session.testsfailed
+    now = datetime.now(UTC).replace(second=0, microsecond=0)
+    at = now - timedelta(minutes=3)
+    ids = company_ids()
+    source = start_postgres(SCAN_LOG_OPTIONS)
+    cluster = world = None
+    try:
+        seed(source, ids, now)
+        cluster = Cluster.in_copy(scratch_dir("export-faults-") / "project", **ENV,
+                                  AIRFLOW_CONN_FAULT_SOURCE=source.dsn)
+        write_companies(cluster.root, ids, at)
+        # Export DAGs are created unpaused: their runs start as soon as they are parsed, so
+        # the source is watched from before the cluster starts.
+        with SourceSampler(source.dsn) as sampler:
+            world = World(cluster, source, ids, at, sampler)
+            cluster.start()
+            print(f"make cluster with {len(ids)} companies: up in "
+                  f"{time.monotonic() - world.began:.0f} s")
+            yield world
+    finally:
+        if world is not None:
+            world.uploads.stop()
+        if cluster is not None:
+            stop_and_sweep(cluster)
+            log = source.datadir.parent / "server.log"  # kept with the copy, for a failure
+            (cluster.root / "source-server.log").write_bytes(log.read_bytes())
+            keep_or_remove(cluster.root.parent, failed=request.session.testsfailed > failed_before)
+        stop_postgres(source)
+
+
+class UploadKiller:
+    """SIGKILLs worker-large once while a staging object is being uploaded in parts."""
+
+    def __init__(self, cluster: Cluster, lock: threading.Lock) -> None:
+        self.cluster, self.lock, self.upload, self.at = cluster, lock, None, None
+        self.began = time.monotonic()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        s3 = self.cluster.s3()
+        while not self._stop.is_set():
+            try:
+                uploads = s3.list_multipart_uploads(Bucket="exports").get("Uploads", [])
+            except Exception:  # noqa: BLE001 - moto busy; look again
+                uploads = []
+            staging = [u["Key"] for u in uploads if "/.staging/" in f"/{u['Key']}"]
+            if staging:
+                with self.lock:
+                    sigkill_component(self.cluster, "worker-large")
+                self.upload, self.at = staging[0], round(time.monotonic() - self.began)
+                return
+            time.sleep(0.05)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=150)
+
+
+def slow_render_reading(source: PostgresServer) -> bool:
+    """fc000's channel query (20 s, on worker-large) is running: not its widget query."""
+    with psycopg.connect(source.dsn, autocommit=True) as conn:
+        conn.execute("SET log_statement = 'none'")
+        return conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE state = 'active' AND "
+            "application_name = %s AND query LIKE %s",
+            (f"{RENDER_APP}{SLOW}", "%channel_metrics%")).fetchone()[0] > 0
+
+
+def _ready(cluster: Cluster, expected: dict) -> list[dict] | None:
+    runs = {r["run_key"]: r for r in cluster.ledger_runs()}
+    if all(runs.get(k, {}).get("state") == "ready" and runs[k]["deliveries"] and all(
+            d["state"] == "acknowledged" for d in runs[k]["deliveries"]) for k in expected):
+        return list(runs.values())
+    return None
+
+
+def test_twenty_companies_two_days_of_faults_exactly_once(world: World):
+    cluster, sampler, uploads = world.cluster, world.sampler, world.uploads
+    expected, events = world.expected(), {"cluster up": round(time.monotonic() - world.began)}
+
+    def mark(event: str) -> None:
+        events[event] = round(time.monotonic() - world.began)
+
+    wait_for(lambda: slow_render_reading(world.source), 600, 0.1,
+             what=f"{SLOW}'s data render to read the source")
+    with world.lock:
+        sigkill_component(cluster, "worker-large")  # in the middle of the 20 s render
+    mark("worker-large killed mid-render")
+    sigkill_component(cluster, "scheduler")  # runs are active
+    mark("scheduler restarted")
+    sigkill_component(cluster, "redis")
+    mark("redis restarted")
+    pause_postgres(world.source)
+    mark("source stopped")
+    time.sleep(OUTAGE_S)
+    resume_postgres(world.source)
+    mark("source started")
+    wait_for(lambda: uploads.upload is not None, 600, 1,
+             what=f"a multipart upload of {BIG}'s artifact to kill worker-large in")
+    mark(f"worker-large killed mid-upload (at {uploads.at} s)")
+    wait_for(lambda: _ready(cluster, expected), 1200, 5,
+             what=f"the {len(expected)} expected runs to be ready and delivered")
+    mark("all runs ready")
+    api = cluster.api()
+    wait_for(lambda: api.active_runs() == 0, 300, 5, what="no active DAG run")
+    mark("no active run")
+    print(f"faults timeline (s): {events}; sampler missed {sampler.missed} samples")
+
+    gc = subprocess.run(["exportctl", "ledger", "gc"], cwd=cluster.root, env=cluster.stack_environ(),
+                        capture_output=True, text=True, check=False)
+    assert gc.returncode == 0, gc.stdout + gc.stderr
+    runs = {r["run_key"]: r for r in cluster.ledger_runs()}
+    exported = {k: r for k, r in runs.items() if r["state"] != "skipped"}
+
+    check_ledger(world, exported)
+    check_destinations(world, exported)
+
+    # The source: the render budget held, and no period was scanned more than its attempts.
+    total, per_company = sampler.peaks()
+    assert total <= 4 and per_company <= 2, (total, per_company)
+    logged = scans(world.source.datadir.parent / "server.log")
+    per_period, cut = Counter(), Counter()
+    for company, stamps, ended_by_outage in logged:
+        for key, run in exported.items():
+            bounds = {datetime.fromisoformat(run[f"window_{b}_utc"].replace("Z", "+00:00"))
+                      for b in ("start", "end")}
+            if key.startswith(f"{company}/") and bounds <= stamps:
+                per_period[key] += 1
+                cut[key] += ended_by_outage
+    assert sum(per_period.values()) == len(logged), "a scan matched no period"
+    attempts = {k: cluster.ledger_attempts(k) for k in exported}
+    for key in exported:
+        states = attempts[key]
+        assert states[-1] == "published" and "published" not in states[:-1], (key, states)
+        assert set(states[:-1]) <= {"abandoned", "failed"}, (key, states)
+        # 1 scan + one per attempt killed (abandoned) + one per scan the outage cut short.
+        assert per_period[key] == 1 + states.count("abandoned") + cut[key], (
+            key, per_period[key], cut[key], states)
+    for victim in (SLOW, BIG):
+        assert any("abandoned" in attempts[k] for k in exported
+                   if k.startswith(f"{victim}/facebook/")), victim
+    retried = {k: (per_period[k], attempts[k]) for k in exported if len(attempts[k]) > 1}
+    print(f"faults: {len(exported)} periods, {len(logged)} source scans, peaks {total} / "
+          f"{per_company} per company, upload killed {uploads.upload}, retried {retried}, "
+          f"wall {time.monotonic() - world.began:.0f} s")
+
+
+def check_ledger(world: World, exported: dict[str, dict]) -> None:
+    """No missing period and nothing more: each expected slot has one ready run, its deadline
+    as configured, one artifact version and one acknowledged delivery."""
+    expected = world.expected()
+    assert sorted(exported) == sorted(expected), sorted(set(exported) ^ set(expected))
+    for key, run in exported.items():
+        slot, after = expected[key]
+        assert run["slot_utc"].startswith(f"{slot:%Y-%m-%dT%H:%M}"), (key, run["slot_utc"])
+        assert run["deadline_utc"].startswith(f"{slot + after:%Y-%m-%dT%H:%M}"), (
+            key, run["deadline_utc"])
+        assert [a["version"] for a in run["artifacts"]] == [1], (key, run["artifacts"])
+        dests = [(d["destination"], d["state"], d["version"]) for d in run["deliveries"]]
+        cid = key.split("/", 1)[0]
+        kind = "widgets" if f"/{WIDGET}/" in key else "data"
+        assert dests == [(f"{cid}-{kind}", "acknowledged", 1)], (key, dests)
+
+
+
+def check_destinations(world: World, exported: dict[str, dict]) -> None:
+    cluster = world.cluster
+    # At the destinations themselves: one object per period in the bucket, no staging object
+    # nor unfinished upload, one file per period in each destination directory.
+    s3 = cluster.s3()
+    keys = [o["Key"] for page in s3.get_paginator("list_objects_v2").paginate(Bucket="exports")
+            for o in page.get("Contents", [])]
+    artifacts = sorted(k for k in keys if not k.endswith(".json") and "/.staging/" not in f"/{k}")
+    assert artifacts == sorted(r["artifacts"][0]["uri"].removeprefix("s3://exports/")
+                               for r in exported.values()), artifacts
+    assert [k for k in keys if "/.staging/" in f"/{k}"] == []
+    assert s3.list_multipart_uploads(Bucket="exports").get("Uploads", []) == []
+    for key, run in exported.items():
+        cid = key.split("/", 1)[0]
+        kind = "widgets" if f"/{WIDGET}/" in key else "data"
+        files = list((cluster.root / "exports" / "outbox" / cid / kind).glob(
+            f"*{run['period']}*.csv"))
+        assert len(files) == 1, (key, files)
+        with open(files[0], "rb") as fh:
+            assert sha256_stream(fh)[0] == run["artifacts"][0]["sha256"], key
+    for cid in world.ids:
+        for kind in ("widgets", "data"):  # 2 periods: 2 files and their .sha256 sidecars
+            names = sorted(p.name for p in (cluster.root / "exports" / "outbox" / cid / kind
+                                            ).iterdir())
+            assert len(names) == 4 and names[1] == names[0] + ".sha256", names

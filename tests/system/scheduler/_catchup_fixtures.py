@@ -1,0 +1,157 @@
+"""One `make run` stack for the catch-up, backfill and deadline tests (tests/scheduler).
+
+The copy holds only the fixture company ``catchup-co`` (UTC), written once the stack is up so
+its on-time slot can be a few minutes ahead:
+
+* ``google-ads`` primary: a daily cron at the on-time slot, deadline 5 min, recovery ``each``,
+  with ``EXPORT_CATCHUP_LOOKBACK_HOURS`` = 29 days: on its first scheduling the scheduler
+  creates the newest due slot (yesterday's) and its ``recover_missed`` backfills the 29 before
+  it — 30 missed daily slots recovering while the on-time slot comes due;
+* ``facebook`` primary: the same slot, deadline 30 s, delivered to a webhook nobody listens
+  on: its on-time run misses its deadline (Browse → Deadlines), its catch-up run does not show;
+* ``adjust`` primary: 03:00 daily, recovery ``none``: backfilled by the tests over 10–7 days ago.
+  Its current version (window 3 days) is in force from ``ADJUST_EDIT_AGE`` ago; ``history``
+  keeps the one before (window 2 days), which the backfill's older slots must get.
+
+Secondaries start in 2030 (``effective_from``) so they create no runs.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from tests.system.soak.stack import Api, Stack, now_utc, scratch_dir, stop_and_sweep
+
+COMPANY = "catchup-co"
+ONTIME = f"data_export__{COMPANY}__google-ads__primary"
+MISSER = f"data_export__{COMPANY}__facebook__primary"
+BACKFILLED = f"data_export__{COMPANY}__adjust__primary"
+# Missed daily slots: yesterday's (scheduled at once) + the rest backfilled. 30 is the acceptance
+# size (measured 5.5–7 min for the module on the shared 2-core machine, most of it exporting
+# them); CATCHUP_MISSED=10 is a quicker loop over the same mechanism.
+MISSED = int(os.environ.get("CATCHUP_MISSED", "30"))
+# At least this long between writing the config and the on-time slot: the dag-processor finds
+# the new file (refresh 30 s), the newest due slot runs and recover_missed queues the backlog
+# (observed: all 29 queued ~40 s after the write).
+LEAD = timedelta(seconds=75)
+
+ADJUST_EDIT_AGE = timedelta(days=8)
+FAR = '{effective_from: "2030-01-01T00:00:00Z"}'
+COMPANY_YAML = """\
+company:
+  id: catchup-co
+  name: Catch-up Co
+  timezone: UTC
+  owner: data@catchup.example
+  status: active
+
+data_exports:
+  - channel: google-ads
+    primary:
+      cron: "{minute} {hour} * * *"
+      window: {{days: 3}}
+      deadline: 5m
+      recovery: each
+    secondary: {far}
+  - channel: facebook
+    primary:
+      cron: "{minute} {hour} * * *"
+      window: {{days: 3}}
+      deadline: 30s
+      recovery: none
+      destinations:
+        - {{id: nobody-listens, type: webhook, conn_id: dead_hook, endpoint: /hooks/exports}}
+    secondary: {far}
+  - channel: adjust
+    primary:
+      cron: "0 3 * * *"
+      window: {{days: 3}}
+      recovery: none
+      effective_from: "{adjust_from}"
+      history:
+        - window: {{days: 2}}
+    secondary: {far}
+"""
+LOADER = '''"""Export DAGs of the test company catchup-co."""
+
+from airflow.sdk import DAG  # noqa: F401
+from export_airflow.dag_factory import register_company_dags
+
+register_company_dags(__file__, globals())
+'''
+
+
+@dataclass
+class CatchupStack:
+    stack: Stack
+    api: Api
+    slot: datetime  # the on-time slot of ONTIME and MISSER
+    written_at: datetime
+    env: dict[str, str]
+
+    def airflow(self, *args: str, timeout: float = 180) -> subprocess.CompletedProcess:
+        return subprocess.run(["airflow", *args], cwd=self.stack.root, env=self.env,
+                              capture_output=True, text=True, timeout=timeout, check=False)
+
+    def runs(self, dag_id: str) -> list[dict]:
+        page = self.api.ok("GET", f"/api/v2/dags/{dag_id}/dagRuns?limit=100&order_by=logical_date")
+        return page["dag_runs"]
+
+
+def adjust_edit(now: datetime) -> datetime:
+    """When ``adjust``'s current version took effect: midnight UTC 8 days before ``now``."""
+    return (now - ADJUST_EDIT_AGE).replace(hour=0, minute=0, second=0, microsecond=0)
+
+
+def write_company(root: Path, now: datetime) -> datetime:
+    """The fixture company, its on-time slot the first whole minute ``LEAD`` from now."""
+    slot = (now + LEAD + timedelta(seconds=59)).replace(second=0, microsecond=0)
+    (root / "dags" / "config" / f"{COMPANY}.yaml").write_text(
+        COMPANY_YAML.format(minute=slot.minute, hour=slot.hour, far=FAR,
+                            adjust_from=f"{adjust_edit(now):%Y-%m-%dT%H:%M:%SZ}"))
+    (root / "dags" / f"company_{COMPANY}.py").write_text(LOADER)
+    return slot
+
+
+def start_catchup_stack(root: Path) -> CatchupStack:
+    stack = Stack.in_copy(root / "project", EXPORT_CATCHUP_LOOKBACK_HOURS=str((MISSED - 1) * 24),
+                          AIRFLOW_CONN_DEAD_HOOK="http://127.0.0.1:9")
+    for loader in (stack.root / "dags").glob("company_*.py"):
+        loader.unlink()  # only the fixture company: the demo's catch-up is other tests' load
+    for config in (stack.root / "dags" / "config").glob("*.yaml"):
+        if config.name != "defaults.yaml":
+            config.unlink()
+    stack.start()
+    api = stack.api()
+    env = stack.stack_environ()
+    written_at = now_utc()
+    slot = write_company(stack.root, written_at)
+    subprocess.run(["exportctl", "demo", "seed", "--config", "dags/config"], cwd=stack.root,
+                   env=env, check=True, capture_output=True, timeout=120)
+    return CatchupStack(stack, api, slot, written_at, env)
+
+
+def catchup_stack_fixture():
+    root = scratch_dir("export-catchup-")
+    started: CatchupStack | None = None
+    stack = None
+    try:
+        started = start_catchup_stack(root)
+        stack = started.stack
+        yield started
+    finally:
+        if stack is None:
+            stack = Stack(root / "project", None, None)
+        try:
+            if (root / "project" / ".airflow").exists():
+                stop_and_sweep(stack)
+        finally:
+            if os.environ.get("SCHEDULER_KEEP"):
+                print(f"SCHEDULER_KEEP: the stack's copy stays in {root}")
+            else:
+                shutil.rmtree(root, ignore_errors=True)

@@ -1,0 +1,391 @@
+"""The scheduler harness: a real `make run` Airflow with a test's own company config.
+
+``SchedulerStack.start(root, companies, env)`` copies the project (``tests/system/soak/stack.py``),
+replaces the demo companies in ``dags/config/`` by the test's (``defaults.yaml`` stays),
+runs ``exportctl loaders dags`` so the loaders match, and starts the stack (PostgreSQL,
+api-server, scheduler, dag-processor, triggerer, LocalExecutor). The test then acts as people
+do — the REST API (:meth:`trigger`, :meth:`clear`, :meth:`mark`, :meth:`pause`) and the
+``airflow`` / ``exportctl`` command lines with the stack's environment (:meth:`airflow`,
+:meth:`exportctl`) — and asserts on Airflow's state (:meth:`wait_for_run`,
+:meth:`wait_for_task`, :meth:`task_states`) and on the ledger (:meth:`counts`,
+:meth:`ledger`). A wait that times out fails with every task's state and the log tail of the
+tasks that did not succeed.
+
+Company configs are YAML text or dicts; :func:`widget_export` builds a small widget export on
+the demo source (``exportctl demo seed`` fills it for every configured company at setup).
+Nothing is scheduled beyond what the config asks: with ``recovery: latest`` a new DAG runs its
+latest slot once, and :func:`daily_hour_far_from_now` keeps the next slot ~12 h away.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tests.system.soak.stack import Api, Stack, stop_and_sweep
+
+DONE = ("success", "failed", "skipped", "upstream_failed", "removed")
+# The project's own DAGs a fixture config keeps (the demo companies' loaders go, demo_feed
+# too: it would keep adding rows to the source the tests export).
+# each company's loader brings its manual_export__<id>; restatements run in export_restatement
+KEPT_DAG_FILES = ("export_restatement.py", "config_check.py")
+
+
+def daily_hour_far_from_now(now: datetime | None = None) -> int:
+    """A UTC export hour whose latest slot is ~12 h ago and next ~12 h ahead: a test starting
+    now sees exactly one scheduled run per daily DAG under ``recovery: latest``."""
+    return ((now or datetime.now(UTC)).hour + 12) % 24
+
+
+def widget_export(export_id: str, *, export_hour: int, destinations: Iterable[str] = ("box",),
+                  company: str = "clearco", **fields: Any) -> dict[str, Any]:
+    """A daily UTC calendar-day CSV export of the demo ``widget_metrics`` table with local
+    destinations ``outbox/<company>/<export>/<dest>``; ``fields`` override anything."""
+    return {
+        "id": export_id, "export_hour": export_hour, "interval_hours": 24,
+        "window": {"kind": "calendar_day"},
+        "query": {"source": "demo_source", "table": "widget_metrics",
+                  "columns": ["company_id", "widget_id", "event_time", "value"],
+                  "timestamp_column": "event_time", "tenant_column": "company_id",
+                  "ingested_column": "ingested_at", "order_by": ["event_time", "widget_id"]},
+        "format": "csv", "csv": {"delimiter": ",", "timestamps": "utc"},
+        "destinations": [{"id": d, "type": "local", "path": f"outbox/{company}/{export_id}/{d}"}
+                         for d in destinations],
+        "deadline": "20h", "recovery": "latest", **fields,
+    }
+
+
+def company_file(company: str, widget_exports: list[dict[str, Any]], **company_fields: Any
+                 ) -> dict[str, Any]:
+    """A company file (timezone UTC, active) with these widget exports and no data exports."""
+    return {"company": {"id": company, "name": company.title(), "timezone": "UTC",
+                        "owner": f"ops@{company}.example", "status": "active", **company_fields},
+            "widget_exports": widget_exports}
+
+
+def _yaml(config: str | dict[str, Any]) -> str:
+    return config if isinstance(config, str) else yaml.safe_dump(config, sort_keys=False)
+
+
+@dataclass
+class SchedulerStack:
+    """A running stack with a fixture config; see the module docstring."""
+
+    stack: Stack
+    api: Api | None = None
+    _env: dict[str, str] = field(default_factory=dict)
+
+    # -- life cycle -------------------------------------------------------------------------
+    @classmethod
+    def prepare(cls, root: Path, companies: dict[str, str | dict[str, Any]],
+                env: dict[str, str] | None = None) -> SchedulerStack:
+        """A project copy in ``root`` whose ``dags/`` holds exactly ``companies`` (id → company
+        file) beside ``defaults.yaml``, export_restatement and the loader check. Not started."""
+        stack = Stack.in_copy(root, **(env or {}))
+        dags = stack.root / "dags"
+        for path in dags.glob("*.py"):
+            if path.name not in KEPT_DAG_FILES:
+                path.unlink()
+        for path in (dags / "config").glob("*.yaml"):
+            if path.name != "defaults.yaml":
+                path.unlink()
+        harness = cls(stack)
+        for company, config in companies.items():
+            harness.write_company(company, config, sync_loaders=False)
+        harness.sync_loaders()
+        return harness
+
+    def start(self) -> SchedulerStack:
+        self.stack.start()
+        self._env = self.stack.stack_environ()
+        self.api = self.stack.api()
+        return self
+
+    def stop(self) -> None:
+        """Tear the throw-away stack down (see :func:`tests.system.soak.stack.stop_and_sweep`)."""
+        stop_and_sweep(self.stack)
+
+    @property
+    def root(self) -> Path:
+        return self.stack.root
+
+    @property
+    def env(self) -> dict[str, str]:
+        """The environment ``eval "$(make -s env)"`` gives a shell in the copy."""
+        if not self._env:
+            self._env = self.stack.stack_environ()
+        return self._env
+
+    @property
+    def config_dir(self) -> Path:
+        return self.root / "dags" / "config"
+
+    @property
+    def artifact_root(self) -> Path:
+        return Path(self.env["EXPORT_ARTIFACT_ROOT"])
+
+    @property
+    def outbox(self) -> Path:
+        return self.root / "exports" / "outbox"
+
+    # -- config -----------------------------------------------------------------------------
+    def write_company(self, company: str, config: str | dict[str, Any], *,
+                      sync_loaders: bool = True) -> Path:
+        path = self.config_dir / f"{company}.yaml"
+        path.write_text(_yaml(config))
+        if sync_loaders:
+            self.sync_loaders()
+        return path
+
+    def remove_company(self, company: str, *, sync_loaders: bool = False) -> None:
+        """Delete ``dags/config/<company>.yaml`` (the loader stays unless ``sync_loaders``)."""
+        (self.config_dir / f"{company}.yaml").unlink()
+        if sync_loaders:
+            self.sync_loaders()
+
+    def sync_loaders(self) -> None:
+        result = subprocess.run([str(self.root / ".venv" / "bin" / "exportctl"), "loaders", "dags"],
+                                cwd=self.root, capture_output=True, text=True, check=False)
+        if result.returncode != 0:
+            raise AssertionError(f"exportctl loaders dags failed: {result.stdout}{result.stderr}")
+
+    # -- command lines ------------------------------------------------------------------------
+    def run_cli(self, *argv: str, check: bool = True, timeout: float = 180,
+                env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        """Any command in the copy with the stack's environment (``PATH`` has the venv)."""
+        result = subprocess.run(list(argv), cwd=self.root, env={**self.env, **(env or {})},
+                                capture_output=True, text=True, timeout=timeout, check=False)
+        if check and result.returncode != 0:
+            raise AssertionError(f"{' '.join(argv)} exited {result.returncode}:\n"
+                                 f"{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
+        return result
+
+    def airflow(self, *args: str, **kw: Any) -> subprocess.CompletedProcess[str]:
+        """``airflow ARGS`` against the stack, e.g. ``airflow("tasks", "clear", dag_id, "-y")``."""
+        return self.run_cli(str(self.root / ".venv" / "bin" / "airflow"), *args, **kw)
+
+    def exportctl(self, *args: str, **kw: Any) -> subprocess.CompletedProcess[str]:
+        return self.run_cli(str(self.root / ".venv" / "bin" / "exportctl"), *args, **kw)
+
+    # -- REST -------------------------------------------------------------------------------
+    def _api(self) -> Api:
+        assert self.api is not None, "start() the stack first"
+        return self.api
+
+    def wait_for_dags(self, *dag_ids: str, timeout: float = 180) -> None:
+        """Until the dag-processor has parsed every DAG in ``dag_ids``."""
+        missing = list(dag_ids)
+
+        def parsed() -> bool:
+            missing[:] = [d for d in dag_ids
+                          if self._api().call("GET", f"/api/v2/dags/{d}")[0] != 200]
+            return not missing
+
+        _wait(parsed, timeout, 1, lambda: f"DAGs {missing} to be parsed")
+
+    def pause(self, dag_id: str, paused: bool = True) -> None:
+        self._api().ok("PATCH", f"/api/v2/dags/{dag_id}", {"is_paused": paused})
+
+    def trigger(self, dag_id: str, logical_date: datetime | None = None,
+                conf: dict[str, Any] | None = None, run_id: str | None = None) -> str:
+        body: dict[str, Any] = {"logical_date": logical_date.isoformat() if logical_date else None,
+                                "conf": conf or {}}
+        if run_id:
+            body["dag_run_id"] = run_id
+        return self._api().ok("POST", f"/api/v2/dags/{dag_id}/dagRuns", body)["dag_run_id"]
+
+    def dag_runs(self, dag_id: str) -> list[dict[str, Any]]:
+        return self._api().ok("GET", f"/api/v2/dags/{dag_id}/dagRuns?limit=100&order_by=id"
+                              )["dag_runs"]
+
+    def task_instances(self, dag_id: str, run_id: str) -> list[dict[str, Any]]:
+        return self._api().ok("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances"
+                                     "?limit=100")["task_instances"]
+
+    def task_states(self, dag_id: str, run_id: str) -> dict[str, str | None]:
+        """``{"render": "success", "deliver[0]": "failed", …}``."""
+        return {_label(ti): ti["state"] for ti in self.task_instances(dag_id, run_id)}
+
+    def task_instance(self, dag_id: str, run_id: str, task_id: str, map_index: int = -1
+                      ) -> dict[str, Any]:
+        suffix = f"/{map_index}" if map_index >= 0 else ""
+        return self._api().ok("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/"
+                                     f"{task_id}{suffix}")
+
+    def clear(self, dag_id: str, run_id: str, tasks: Iterable[str | tuple[str, int]], *,
+              downstream: bool = False, upstream: bool = False, only_failed: bool = False
+              ) -> list[str]:
+        """Clear tasks of one run as the UI's Clear does (``reset_dag_runs``); a task is an id
+        (every map index) or ``(id, map_index)``. Returns the cleared ``task[index]`` labels."""
+        body = {"dry_run": False, "dag_run_id": run_id,
+                "task_ids": [list(t) if isinstance(t, tuple) else t for t in tasks],
+                "only_failed": only_failed, "include_downstream": downstream,
+                "include_upstream": upstream, "reset_dag_runs": True}
+        cleared = self._api().ok("POST", f"/api/v2/dags/{dag_id}/clearTaskInstances", body)
+        return sorted(_label(ti) for ti in cleared["task_instances"])
+
+    def mark(self, dag_id: str, run_id: str, task_id: str, state: str, map_index: int = -1
+             ) -> None:
+        """Set a task instance's state as the UI's "Mark as" does."""
+        suffix = f"/{map_index}" if map_index >= 0 else ""
+        self._api().ok("PATCH", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/"
+                                f"{task_id}{suffix}", {"new_state": state})
+
+    # -- waiting ------------------------------------------------------------------------------
+    def wait_for_run_id(self, dag_id: str, timeout: float = 120) -> str:
+        """The id of the DAG's first run, once there is one."""
+        _wait(lambda: bool(self.dag_runs(dag_id)), timeout, 1, lambda: f"a run of {dag_id}")
+        return self.dag_runs(dag_id)[0]["dag_run_id"]
+
+    def wait_for_run(self, dag_id: str, run_id: str | None = None, *, state: str = "success",
+                     timeout: float = 180) -> dict[str, Any]:
+        """Until the run (the DAG's first if ``run_id`` is None) is finished; fails unless it
+        ended in ``state``, naming every task's state and the log tail of unsuccessful ones."""
+        found: dict[str, Any] = {}
+
+        def finished() -> bool:
+            runs = self.dag_runs(dag_id)
+            run = next((r for r in runs if run_id in (None, r["dag_run_id"])), None)
+            found.update(run or {})
+            return bool(run) and run["state"] in ("success", "failed")
+
+        _wait(finished, timeout, 1, lambda: self._describe(dag_id, found.get("dag_run_id"),
+                                                          f"run to reach {state}"))
+        if found["state"] != state:
+            raise AssertionError(self._describe(dag_id, found["dag_run_id"],
+                                                f"run to end {state}, it ended {found['state']}"))
+        return found
+
+    def wait_for_task(self, dag_id: str, run_id: str, task_id: str, map_index: int = -1, *,
+                      states: Iterable[str] = ("success",), timeout: float = 120,
+                      interval: float = 1) -> dict[str, Any]:
+        """Until the task instance is in one of ``states``; a finished task in another state
+        fails at once (with the log tail), as does the timeout."""
+        wanted = tuple(states)
+        found: dict[str, Any] = {}
+
+        def reached() -> bool:
+            found.update(self.task_instance(dag_id, run_id, task_id, map_index))
+            if found["state"] in wanted:
+                return True
+            if found["state"] in DONE:
+                raise AssertionError(self._describe(
+                    dag_id, run_id, f"{task_id} to reach {wanted}; it is {found['state']}"))
+            return False
+
+        _wait(reached, timeout, interval,
+              lambda: self._describe(dag_id, run_id, f"{task_id} to reach {wanted}"))
+        return found
+
+    def wait_for_clear(self, dag_id: str, run_id: str, *, timeout: float = 180) -> None:
+        """After :meth:`clear` (or a trigger): until the run is finished again; fails unless
+        every task of it ended success, with the states and the log tails."""
+
+        def done() -> bool:
+            run = next(r for r in self.dag_runs(dag_id) if r["dag_run_id"] == run_id)
+            return run["state"] in ("success", "failed")
+
+        _wait(done, timeout, 1, lambda: self._describe(dag_id, run_id, "the run to finish"))
+        states = self.task_states(dag_id, run_id)
+        bad = {lbl: s for lbl, s in states.items() if s != "success"}
+        if bad:
+            raise AssertionError(self._describe(dag_id, run_id,
+                                                f"every task to succeed; not successful: {bad}"))
+
+    # -- diagnosis ------------------------------------------------------------------------------
+    def task_log(self, dag_id: str, run_id: str, task_id: str, map_index: int = -1,
+                 lines: int = 25) -> str:
+        """The last ``lines`` events of the task's newest try, from the log files."""
+        base = Path(self.env["AIRFLOW_HOME"]) / "logs" / f"dag_id={dag_id}" / f"run_id={run_id}" \
+            / f"task_id={task_id}"
+        if map_index >= 0:
+            base = base / f"map_index={map_index}"
+        tries = sorted(base.glob("attempt=*.log"), key=lambda p: p.stat().st_mtime)
+        if not tries:
+            return f"(no log under {base})"
+        out = []
+        for raw in tries[-1].read_text(errors="replace").splitlines():
+            try:
+                entry = json.loads(raw)
+            except ValueError:
+                out.append(raw)
+                continue
+            text = f"{entry.get('level', '')} {entry.get('event', '')}"
+            for exc in entry.get("error_detail") or []:
+                text += f"\n    {exc.get('exc_type')}: {exc.get('exc_value')}"
+            out.append(text)
+        return f"--- {tries[-1].name} of {task_id}" + (f"[{map_index}]" if map_index >= 0 else "") \
+            + " ---\n" + "\n".join(out[-lines:])
+
+    def _describe(self, dag_id: str, run_id: str | None, what: str) -> str:
+        if run_id is None:
+            return f"{dag_id}: waiting for {what}; no run yet"
+        try:
+            tis = self.task_instances(dag_id, run_id)
+        except AssertionError as exc:
+            return f"{dag_id}/{run_id}: waiting for {what}; task instances unreadable: {exc}"
+        states = ", ".join(f"{_label(ti)}={ti['state']}" for ti in tis)
+        logs = [self.task_log(dag_id, run_id, ti["task_id"], ti["map_index"])
+                for ti in tis if ti["state"] not in ("success", None, "scheduled", "queued")]
+        return f"{dag_id}/{run_id}: waiting for {what}\ntasks: {states}\n" + "\n".join(logs)
+
+    # -- the ledger -----------------------------------------------------------------------------
+    def ledger(self):
+        from export_lib.ledger import open_ledger
+
+        return open_ledger(self.env["EXPORT_LEDGER_URL"])
+
+    def counts(self) -> dict[str, int]:
+        """Rows of the ledger (runs, attempts, artifacts, deliveries, delivery attempts, events)
+        and the staging objects left in the artifact store."""
+        import sqlalchemy as sa
+
+        ledger = self.ledger()
+        try:
+            with ledger.engine.connect() as conn:
+                out = {name: conn.execute(sa.text(f"SELECT count(*) FROM {table}")).scalar_one()
+                       for name, table in (("runs", "export_runs"), ("attempts", "export_attempts"),
+                                           ("artifacts", "export_artifacts"),
+                                           ("deliveries", "deliveries"),
+                                           ("delivery_attempts", "delivery_attempts"))}
+        finally:
+            ledger.engine.dispose()
+        staging = self.artifact_root / ".staging"
+        out["staging_objects"] = len(list(staging.iterdir())) if staging.exists() else 0
+        return out
+
+    def ledger_runs(self) -> list[dict[str, Any]]:
+        return json.loads(self.exportctl("runs", "--json").stdout)
+
+
+def _label(ti: dict[str, Any]) -> str:
+    return ti["task_id"] + (f"[{ti['map_index']}]" if ti.get("map_index", -1) >= 0 else "")
+
+
+def _wait(predicate: Callable[[], bool], timeout: float, interval: float,
+          describe: Callable[[], str]) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f} s: " + describe())
+        time.sleep(interval)
+
+
+def keep_or_remove(root: Path, *, failed: bool = False) -> None:
+    """Delete a stack's scratch directory unless ``SCHEDULER_KEEP`` is set or a test using it
+    ``failed`` (kept for a post-mortem)."""
+    if os.environ.get("SCHEDULER_KEEP") or failed:
+        why = "a test failed" if failed else "SCHEDULER_KEEP"
+        print(f"{why}: the stack's copy stays in {root}")
+    else:
+        shutil.rmtree(root, ignore_errors=True)

@@ -1,0 +1,229 @@
+"""Catch-up, backfill and deadlines on a real scheduler (ADR 0006, issue 11 items 3, 4, 7).
+
+One stack for the module (see ``_catchup_fixtures``). While 30 missed daily slots of one DAG are
+recovered as an Airflow backfill, its on-time slot must start within 60 s and meet its
+deadline; a deadline miss shows in Browse → Deadlines while catch-up runs do not; an operator's
+``airflow backfill create`` over an old range exports one artifact per slot.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from datetime import datetime, timedelta
+
+import pytest
+
+from tests.system.scheduler._catchup_fixtures import (
+    BACKFILLED,
+    MISSED,
+    MISSER,
+    ONTIME,
+    CatchupStack,
+    adjust_edit,
+    catchup_stack_fixture,
+)
+from tests.system.soak.stack import now_utc, wait_for
+
+START_BAR = timedelta(seconds=60)
+CATCHUP_BUDGET = 2
+OLD_FROM, OLD_TO = timedelta(days=10), timedelta(days=7)
+
+catchup = pytest.fixture(scope="module")(catchup_stack_fixture)
+
+
+def _t(value: str | None) -> datetime | None:
+    return datetime.fromisoformat(value) if value else None
+
+
+def _day_slots(first: datetime, last: datetime, hour: int, minute: int) -> list[datetime]:
+    day = first.replace(hour=hour, minute=minute, second=0, microsecond=0)
+    day = day if day >= first else day + timedelta(days=1)
+    out = []
+    while day <= last:
+        out.append(day)
+        day += timedelta(days=1)
+    return out
+
+
+def _max_overlap(intervals: list[tuple[datetime, datetime]]) -> int:
+    events = sorted([(s, 1) for s, _ in intervals] + [(e, -1) for _, e in intervals])
+    peak = cur = 0
+    for _, step in events:
+        cur += step
+        peak = max(peak, cur)
+    return peak
+
+
+@pytest.fixture(scope="module")
+def old_backfill(catchup: CatchupStack) -> dict:
+    """`airflow backfill create` over 10–7 days ago on a recovery-none DAG, started as soon as
+    the DAG is parsed (so it runs alongside the catch-up, sharing the catch-up budget)."""
+    wait_for(lambda: catchup.api.call("GET", f"/api/v2/dags/{BACKFILLED}")[0] == 200, 120,
+             interval=2, what=f"{BACKFILLED} to be parsed")
+    now = now_utc()
+    start, end = now - OLD_FROM, now - OLD_TO
+    result = catchup.airflow("backfill", "create", "--dag-id", BACKFILLED,
+                             "--from-date", start.isoformat(), "--to-date", end.isoformat())
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    return {"slots": _day_slots(start, end, 3, 0), "created": now}
+
+
+def test_on_time_slot_starts_within_60s_while_missed_slots_recover(catchup, old_backfill):
+    slot = catchup.slot
+    # The scheduler created yesterday's slot at once and its recover_missed the backfill.
+    wait_for(lambda: len(catchup.runs(ONTIME)) >= MISSED, 120, interval=2,
+             what=f"the {MISSED} missed slots to be queued")
+    assert now_utc() < slot, "the catch-up was not under way before the on-time slot"
+
+    def on_time_run():
+        runs = [r for r in catchup.runs(ONTIME) if _t(r["logical_date"]) == slot]
+        return runs[0] if runs and runs[0]["start_date"] else None
+
+    run = wait_for(on_time_run, (slot - now_utc()).total_seconds() + 120, interval=1,
+                   what="the on-time run to start")
+    run_started = _t(run["start_date"]) - slot
+    tis = catchup.api.ok("GET", f"/api/v2/dags/{ONTIME}/dagRuns/{run['dag_run_id']}"
+                                "/taskInstances?task_id=resolve_window")["task_instances"]
+    first_task = wait_for(lambda: catchup.api.ok(
+        "GET", f"/api/v2/dags/{ONTIME}/dagRuns/{run['dag_run_id']}/taskInstances"
+               "?task_id=resolve_window")["task_instances"][0]["start_date"], 120, interval=1,
+        what="resolve_window to start")
+    task_started = _t(first_task) - slot
+    backlog = [r for r in catchup.runs(ONTIME) if r["run_type"] == "backfill"
+               and r["state"] in ("queued", "running")]
+    print(f"\non-time slot {slot:%H:%M:%S}: run started +{run_started.total_seconds():.1f} s, "
+          f"resolve_window started +{task_started.total_seconds():.1f} s, "
+          f"{len(backlog)} backfill runs still queued/running, tis {len(tis)}")
+    assert run_started <= START_BAR and task_started <= START_BAR
+    assert backlog, "the backlog was already gone: the bar was not tested under catch-up"
+
+    done = wait_for(lambda: (r := on_time_run()) and r["state"] in ("success", "failed") and r,
+                    300, interval=3, what="the on-time run to finish")
+    assert done["state"] == "success"
+    (ledger_run,) = [r for r in catchup.stack.ledger_runs()
+                     if r["run_key"].endswith(f"/{slot:%Y-%m-%dT%H:%MZ}")
+                     and r["schedule"].endswith("google-ads/primary")]
+    assert ledger_run["deadline_status"] == "on_time", ledger_run
+    print(f"on-time run delivered at {ledger_run['delivered_at_utc']} "
+          f"(deadline {ledger_run['deadline_utc']})")
+
+
+def test_a_deadline_miss_shows_in_browse_deadlines_and_catch_up_runs_do_not(catchup):
+    slot = catchup.slot
+
+    def missed() -> list[dict]:
+        return catchup.api.ok("GET", "/ui/dags/~/dagRuns/~/deadlines?missed=true&limit=100"
+                              )["deadlines"]
+
+    hits = wait_for(lambda: [d for d in missed() if d["dag_id"] == MISSER], 240, interval=3,
+                    what="the facebook run's deadline miss in Browse → Deadlines")
+    (miss,) = hits
+    misser_runs = {r["dag_run_id"]: r for r in catchup.runs(MISSER)}
+    assert _t(misser_runs[miss["dag_run_id"]]["logical_date"]) == slot
+    assert _t(miss["deadline_time"]) == slot + timedelta(seconds=30)
+    # Every deadline row of the stack (missed or not) belongs to a run created before its
+    # deadline: none for yesterday's catch-up runs, none for backfill runs.
+    every = catchup.api.ok("GET", "/ui/dags/~/dagRuns/~/deadlines?limit=100")["deadlines"]
+    assert {(d["dag_id"], d["dag_run_id"]) for d in every} <= {
+        (d, r["dag_run_id"]) for d in (ONTIME, MISSER) for r in catchup.runs(d)
+        if _t(r["logical_date"]) == slot}
+    assert all(not d["dag_run_id"].startswith("backfill__") for d in every)
+    # yesterday's catch-up run of the same DAG exists and raised no deadline
+    assert any(_t(r["logical_date"]) == slot - timedelta(days=1) for r in misser_runs.values())
+
+
+def test_all_missed_slots_exported_oldest_first_within_the_budget(catchup):
+    slot = catchup.slot
+
+    def finished():
+        runs = [r for r in catchup.runs(ONTIME) if _t(r["logical_date"]) < slot]
+        return runs if len(runs) == MISSED and all(
+            r["state"] in ("success", "failed") for r in runs) else None
+
+    started = time.monotonic()
+    runs = wait_for(finished, 540, interval=5, what=f"the {MISSED} missed slots to be exported")
+    print(f"\ncatch-up finished {time.monotonic() - started:.0f} s after the on-time checks")
+    assert [r["state"] for r in runs] == ["success"] * MISSED
+    backfills = [r for r in runs if r["run_type"] == "backfill"]
+    assert len(backfills) == MISSED - 1  # yesterday's slot is the scheduled run
+    by_start = sorted(backfills, key=lambda r: (r["start_date"], r["logical_date"]))
+    assert [r["logical_date"] for r in by_start] == sorted(r["logical_date"] for r in backfills)
+    peak = _max_overlap([(_t(r["start_date"]), _t(r["end_date"])) for r in backfills])
+    assert peak <= CATCHUP_BUDGET
+    ledger = {r["run_key"]: r for r in catchup.stack.ledger_runs()
+              if r["schedule"].endswith("google-ads/primary")}
+    missed = [r for r in ledger.values() if r["slot_utc"] < f"{slot:%Y-%m-%dT%H:%M:%SZ}"]
+    assert len(missed) == MISSED
+    assert {len(r["artifacts"]) for r in missed} == {1}
+    assert {r["deadline_status"] for r in missed} == {"late"}
+    assert min(r["late_by_minutes"] for r in missed) > 0
+    table = subprocess.run(["exportctl", "runs", "--company", "catchup-co"], cwd=catchup.stack.root,
+                           env=catchup.env, capture_output=True, text=True, check=True).stdout
+    oldest = min(missed, key=lambda r: r["slot_utc"])
+    (row,) = [line for line in table.splitlines() if line.startswith(oldest["run_key"] + " ")]
+    assert f" {oldest['late_by_minutes']} min " in row and oldest["deadline_utc"] in row
+
+
+def test_backfill_create_over_an_old_range_exports_one_artifact_per_slot(catchup, old_backfill):
+    slots = old_backfill["slots"]
+
+    def done():
+        runs = [r for r in catchup.runs(BACKFILLED) if r["run_type"] == "backfill"]
+        return runs if len(runs) == len(slots) and all(
+            r["state"] in ("success", "failed") for r in runs) else None
+
+    runs = wait_for(done, 600, interval=5, what="the operator's backfill to finish")
+    assert sorted(_t(r["logical_date"]) for r in runs) == slots
+    assert {r["state"] for r in runs} == {"success"}
+    renders = catchup.api.ok("GET", f"/api/v2/dags/{BACKFILLED}/dagRuns/~/taskInstances"
+                                    "?task_id=render&limit=100")["task_instances"]
+    assert {t["pool"] for t in renders if t["dag_run_id"].startswith("backfill__")} == {
+        "export_catchup"}
+    ledger = [r for r in catchup.stack.ledger_runs() if r["schedule"].endswith("adjust/primary")
+              and r["trigger"] == "backfill"]
+    assert sorted(r["slot_utc"] for r in ledger) == [f"{s:%Y-%m-%dT%H:%M:%SZ}" for s in slots]
+    assert [[a["version"] for a in r["artifacts"]] for r in ledger] == [[1]] * len(slots)
+    # Each slot ran with the config version in force for it (ADR 0005): before the edit the
+    # window was 2 days, from it on 3 days, and the two versions are recorded apart.
+    edit = adjust_edit(catchup.written_at)
+    by_version: dict[str, set[int]] = {}
+    for r in ledger:
+        days = (_t(r["window_end_utc"]) - _t(r["window_start_utc"])).days
+        assert days == (2 if _t(r["slot_utc"]) < edit else 3), (edit, r)
+        by_version.setdefault(r["config_version"], set()).add(days)
+    assert sorted(by_version.values(), key=min) == [{2}, {3}], by_version
+    before = {r["run_key"]: (r["artifacts"], r["deliveries"]) for r in ledger}
+
+    # The UI's backfill dialog (the same REST call), reprocessing completed runs (the oldest
+    # slot, to keep the test short): the run is cleared and runs again, the period reports its
+    # existing artifact, nothing is duplicated.
+    wait_for(lambda: all(b["completed_at"] for b in catchup.api.ok(
+        "GET", f"/api/v2/backfills?dag_id={BACKFILLED}")["backfills"]), 120, interval=3,
+        what="the first backfill to be marked completed")
+    again = catchup.api.ok("POST", "/api/v2/backfills", {
+        "dag_id": BACKFILLED, "from_date": slots[0].isoformat(), "to_date": slots[0].isoformat(),
+        "reprocess_behavior": "completed", "max_active_runs": 2})
+
+    def redone():
+        return catchup.api.ok("GET", f"/api/v2/backfills/{again['id']}")["completed_at"]
+
+    wait_for(redone, 300, interval=3, what="the reprocessing backfill to finish")
+    rerun = [r for r in catchup.runs(BACKFILLED) if r["run_type"] == "backfill"]
+    assert {r["state"] for r in rerun} == {"success"}
+    (cleared,) = [r for r in rerun if _t(r["logical_date"]) == slots[0]]
+    assert _t(cleared["end_date"]) > _t(again["created_at"])  # it did run again
+    assert len(catchup.runs(BACKFILLED)) == len(runs) + 1  # + the scheduled newest slot
+    after = {r["run_key"]: (r["artifacts"], r["deliveries"]) for r in catchup.stack.ledger_runs()
+             if r["run_key"] in before}
+    assert after == before
+
+
+def test_a_backfill_range_without_a_slot_creates_nothing_and_says_so(catchup):
+    day = (now_utc() - timedelta(days=5)).replace(hour=4, minute=0, second=0, microsecond=0)
+    before = len(catchup.runs(BACKFILLED))
+    result = catchup.airflow("backfill", "create", "--dag-id", BACKFILLED, "--from-date",
+                             day.isoformat(), "--to-date", (day + timedelta(hours=20)).isoformat())
+    assert result.returncode == 1
+    assert f"No runs to create for Dag {BACKFILLED}" in result.stdout + result.stderr
+    assert len(catchup.runs(BACKFILLED)) == before

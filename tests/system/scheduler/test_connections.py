@@ -1,0 +1,168 @@
+"""Connections the Airflow way, on a real scheduler: a connection made with
+``airflow connections add`` (stored in Airflow's metadata DB, no ``AIRFLOW_CONN_*`` anywhere) is
+the source an export reads; ``exportctl run`` keeps working from ``AIRFLOW_CONN_*`` alone."""
+
+from __future__ import annotations
+
+import csv
+import shutil
+import subprocess
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from tests.services.postgres import PostgresServer
+from tests.system.scheduler.harness import daily_hour_far_from_now
+from tests.system.soak.stack import Stack, scratch_dir, stop_and_sweep, wait_for
+
+COMPANY = "conn-co"
+CONN_ID = "cli_source"
+DAG_ID = f"widget_export__{COMPANY}__daily"
+MARKER = "from-cli-connection"  # a widget id only the second source holds
+HOUR = daily_hour_far_from_now()  # no second slot falls due while the module runs
+CONFIG = f"""\
+company:
+  id: {COMPANY}
+  name: Connection Co
+  timezone: UTC
+  owner: data@conn-co.example
+  status: active
+
+widget_exports:
+  - id: daily
+    export_hour: {HOUR}
+    interval_hours: 24
+    window: {{kind: calendar_day}}
+    query:
+      source: {CONN_ID}
+      table: widget_metrics
+      columns: [company_id, widget_id, event_time, value]
+      timestamp_column: event_time
+      tenant_column: company_id
+      order_by: [event_time, widget_id]
+    format: csv
+    destinations:
+      - {{id: outbox, type: local, path: outbox/{COMPANY}/daily}}
+    recovery: latest
+"""
+
+
+def _seed_second_source(server: PostgresServer, database: str) -> None:
+    """A database the stack knows nothing about: 24 hourly rows a day for 4 days up to today."""
+    import psycopg
+
+    with psycopg.connect(server.dsn, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{database}"')
+    today = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    rows = [(COMPANY, MARKER, today - timedelta(days=3) + timedelta(hours=h), 42 + h / 100)
+            for h in range(4 * 24)]
+    dsn = server.dsn.rsplit("/", 1)[0] + f"/{database}"
+    with psycopg.connect(dsn) as conn:
+        conn.execute("CREATE TABLE widget_metrics (company_id TEXT, widget_id TEXT, "
+                     "event_time TIMESTAMP, value NUMERIC(14, 2))")
+        with conn.cursor() as cur:
+            cur.executemany("INSERT INTO widget_metrics VALUES (%s, %s, %s, %s)", rows)
+
+
+def _write_config(root: Path) -> None:
+    """The company file, and its source table on the ``sources:`` allowlist of defaults.yaml
+    (a query may read only allowlisted tables, issue 12)."""
+    import yaml
+
+    defaults = root / "dags" / "config" / "defaults.yaml"
+    data = yaml.safe_load(defaults.read_text())
+    data["sources"][CONN_ID] = {"tables": {"widget_metrics": {"tenant_column": "company_id"}}}
+    defaults.write_text(yaml.safe_dump(data, sort_keys=False))
+    (root / "dags" / "config" / f"{COMPANY}.yaml").write_text(CONFIG)
+
+
+def _run(stack: Stack, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(list(args), cwd=stack.root, env=env, capture_output=True, text=True,
+                          timeout=120, check=False)
+
+
+@pytest.fixture(scope="module")
+def stack(postgres_server: PostgresServer) -> Iterator[tuple[Stack, str]]:
+    """`make run` in a copy without the demo companies; yields it and the second source's URI."""
+    database = f"second_{uuid.uuid4().hex[:8]}"
+    _seed_second_source(postgres_server, database)
+    root = scratch_dir("export-conn-")
+    stack = Stack.in_copy(root / "project")
+    for path in (*stack.root.glob("dags/config/*.yaml"), *stack.root.glob("dags/company_*.py")):
+        if path.name != "defaults.yaml":
+            path.unlink()
+    uri = f"postgresql://{postgres_server.user}:{postgres_server.password}@127.0.0.1:" \
+          f"{postgres_server.port}/{database}"
+    try:
+        stack.start()
+        yield stack, uri
+    finally:
+        try:
+            stop_and_sweep(stack)
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+            import psycopg
+
+            with psycopg.connect(postgres_server.dsn, autocommit=True) as admin:
+                admin.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
+
+
+def test_a_connection_added_with_the_cli_is_the_source_an_export_reads(stack):
+    stack, uri = stack
+    env = stack.stack_environ()
+    assert not any(k == f"AIRFLOW_CONN_{CONN_ID.upper()}" for k in env)
+    added = _run(stack, env, "airflow", "connections", "add", CONN_ID, "--conn-uri", uri)
+    assert added.returncode == 0, added.stdout + added.stderr
+    # An operator adds a company whose export reads that connection; the dag-processor picks
+    # up the new loader and the scheduler runs the latest slot (recovery: latest).
+    _write_config(stack.root)
+    loaders = _run(stack, env, "exportctl", "loaders", "dags")
+    assert loaders.returncode == 0, loaders.stdout + loaders.stderr
+    api = stack.api()
+
+    def finished() -> list[dict]:
+        status, page = api.call("GET", f"/api/v2/dags/{DAG_ID}/dagRuns?state=success"
+                                       "&state=failed")
+        return page["dag_runs"] if status == 200 else []
+
+    runs = wait_for(finished, 150, interval=3, what=f"a finished run of {DAG_ID}")
+    assert [r["state"] for r in runs] == ["success"], runs
+
+    files = sorted((stack.root / "exports" / "outbox" / COMPANY / "daily").glob("*.csv"))
+    assert len(files) == 1, files
+    with files[0].open(newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert len(rows) == 24  # one calendar day of the second source's hourly rows
+    assert {r["widget_id"] for r in rows} == {MARKER}
+    assert {r["company_id"] for r in rows} == {COMPANY}
+    (run,) = [r for r in stack.ledger_runs() if r["company"] == COMPANY]
+    assert run["state"] == "ready" and [a["rows"] for a in run["artifacts"]] == [24]
+
+
+def test_exportctl_run_reads_the_same_id_from_the_environment_alone(stack):
+    """exportctl never asks Airflow: without AIRFLOW_CONN_* it names both ways to define it."""
+    stack, uri = stack
+    env = stack.stack_environ()
+    config = stack.root / "dags" / "config" / f"{COMPANY}.yaml"
+    if not config.exists():  # when run alone
+        _write_config(stack.root)
+    slot = (datetime.now(UTC) - timedelta(days=2)).strftime(f"%Y-%m-%dT{HOUR:02d}:00Z")
+    args = ("exportctl", "run", "dags/config", "--schedule", f"{COMPANY}/daily", "--slot", slot,
+            "--json")
+    outbox = stack.root / "exports" / "outbox" / COMPANY / "daily"
+    before = set(outbox.glob("*.csv"))
+
+    missing = _run(stack, env, *args)
+    assert missing.returncode == 1, missing.stdout + missing.stderr
+    assert f"set AIRFLOW_CONN_{CONN_ID.upper()}" in missing.stderr
+    assert f"'airflow connections add {CONN_ID} --conn-uri ...'" in missing.stderr
+
+    ran = _run(stack, {**env, f"AIRFLOW_CONN_{CONN_ID.upper()}": uri}, *args)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    (produced,) = set(outbox.glob("*.csv")) - before
+    with produced.open(newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert len(rows) == 24 and {r["widget_id"] for r in rows} == {MARKER}

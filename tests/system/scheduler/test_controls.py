@@ -1,0 +1,135 @@
+"""Operator controls on a real scheduler (issue 13): ``exportctl cancel`` while the render of a
+scheduled run is reading its source fences the attempt off — the render task fails, nothing is
+published or delivered, and the cancel is in the audit trail; the daily ``export_retention``
+DAG loads and runs.
+
+The source is a view on a fixture database of the session's PostgreSQL whose rows cost
+``knob.seconds`` each to read: slow while the test cancels, instant afterwards, so the render
+ends right after the cancel instead of after minutes.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+
+import psycopg
+import pytest
+import yaml
+
+from tests.services.postgres import scratch_database
+from tests.system.scheduler.harness import (
+    SchedulerStack,
+    company_file,
+    daily_hour_far_from_now,
+    keep_or_remove,
+)
+from tests.system.soak.stack import scratch_dir
+from tests.world import REPO
+
+HOUR = daily_hour_far_from_now()
+DAG = "widget_export__slowco__daily"
+EXPORT = {
+    "id": "daily", "export_hour": HOUR, "interval_hours": 24, "window": {"kind": "calendar_day"},
+    "query": {"source": "fixture_source", "table": "slow_metrics",
+              "columns": ["company_id", "event_time", "value"],
+              "timestamp_column": "event_time", "tenant_column": "company_id"},
+    "format": "csv",
+    "destinations": [{"id": "box", "type": "local", "path": "outbox/slowco/daily"}],
+    "deadline": "20h", "recovery": "latest",
+}
+
+
+def _seed(dsn: str) -> None:
+    """72 rows a day for the last 4 days behind a view that sleeps knob.seconds per row."""
+    start = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0) - timedelta(days=3)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("CREATE TABLE metrics (company_id text, event_time timestamptz, "
+                     "value numeric(12, 2))")
+        conn.execute("INSERT INTO metrics SELECT 'slowco', %s + g * interval '20 min', g "
+                     "FROM generate_series(0, 4 * 72 - 1) g", (start,))
+        conn.execute("CREATE TABLE knob (seconds float8 NOT NULL)")
+        conn.execute("INSERT INTO knob VALUES (3)")
+        conn.execute("CREATE FUNCTION slow(v numeric) RETURNS numeric VOLATILE LANGUAGE sql AS "
+                     "$$ SELECT pg_sleep((SELECT seconds FROM knob)); SELECT v $$")
+        conn.execute("CREATE VIEW slow_metrics AS SELECT company_id, event_time, "
+                     "slow(value) AS value FROM metrics")
+
+
+@pytest.fixture(scope="module")
+def fixture_dsn(postgres_server) -> Iterator[str]:
+    with scratch_database(postgres_server, "controls") as dsn:
+        _seed(dsn)
+        yield dsn
+
+
+@pytest.fixture(scope="module")
+def stack(fixture_dsn: str) -> Iterator[SchedulerStack]:
+    root = scratch_dir("export-controls-")
+    harness = SchedulerStack.prepare(root / "project",
+                                     {"slowco": company_file("slowco", [EXPORT])},
+                                     {"AIRFLOW_CONN_FIXTURE_SOURCE": fixture_dsn})
+    dags = harness.root / "dags"
+    shutil.copy(REPO / "dags" / "export_retention.py", dags / "export_retention.py")
+    defaults = dags / "config" / "defaults.yaml"
+    data = yaml.safe_load(defaults.read_text())
+    data["sources"]["fixture_source"] = {"retention_days": 400, "tables": {
+        "slow_metrics": {"tenant_column": "company_id"}}}
+    defaults.write_text(yaml.safe_dump(data, sort_keys=False))
+    try:
+        yield harness.start()
+    finally:
+        try:
+            harness.stop()
+        finally:
+            keep_or_remove(root)
+
+
+def _run(stack: SchedulerStack) -> dict | None:
+    runs = [r for r in stack.ledger_runs() if r["company"] == "slowco"]
+    return runs[0] if runs else None
+
+
+def test_cancel_during_render_publishes_nothing_and_is_audited(stack, fixture_dsn):
+    stack.wait_for_dags(DAG, timeout=240)  # on a busy machine the first parse comes late
+    run_id = stack.wait_for_run_id(DAG, timeout=180)
+    stack.wait_for_task(DAG, run_id, "render", states=("running",), timeout=240)
+    deadline = time.monotonic() + 120
+    while (_run(stack) or {}).get("state") != "rendering":
+        assert time.monotonic() < deadline, f"the run never reached rendering: {_run(stack)}"
+        time.sleep(1)
+    key = _run(stack)["run_key"]
+
+    cancelled = stack.exportctl("cancel", key, "--by", "ops@slowco.example",
+                                "--why", "wrong window", check=False)
+    with psycopg.connect(fixture_dsn, autocommit=True) as conn:
+        conn.execute("UPDATE knob SET seconds = 0")  # the render may finish now
+
+    why = stack._describe(DAG, run_id, "the cancel")  # the tasks and their logs, if it failed
+    assert cancelled.stdout.startswith(f"run {key} cancelled (was rendering)"), (
+        f"{cancelled.stdout}{cancelled.stderr}\n{why}")
+    run = stack.wait_for_run(DAG, run_id, state="failed", timeout=240)
+    states = stack.task_states(DAG, run["dag_run_id"])
+    log = stack.task_log(DAG, run_id, "render", lines=200)
+    assert states["render"] == "failed", f"{states}\n{log}"
+    assert all(states[t] == "upstream_failed" for t in states if t.startswith(("publish",
+                                                                              "deliver"))), states
+    assert "was cancelled (cancelled by ops@slowco.example at " in log, log
+    assert _run(stack)["state"] == "cancelled", _run(stack)
+    counts = stack.counts()
+    assert (counts["artifacts"], counts["deliveries"]) == (0, 0)
+    assert [p for p in stack.outbox.rglob("*") if p.is_file()] == []
+    trail = json.loads(stack.exportctl("actions", "--company", "slowco", "--json").stdout)
+    assert [(a["who"], a["action"], a["target_id"], a["changed"]) for a in trail] == [
+        ("ops@slowco.example", "cancel", key, True)]
+
+
+def test_the_retention_dag_runs(stack):
+    stack.wait_for_dags("export_retention")
+    run_id = stack.wait_for_run_id("export_retention", timeout=120)
+    stack.wait_for_run("export_retention", run_id, timeout=180)
+    dry = json.loads(stack.exportctl("retention", "--dry-run", "--json").stdout)
+    assert (dry["deleted"], dry["failed"]) == ([], [])

@@ -1,0 +1,206 @@
+"""Issue 11 items 5 and 6 on a real scheduler (``make run`` in a copy, driven through the REST
+API): a config edit adding a destination while an earlier run is registered fails nothing and
+applies to the later run only; a destination that is down and comes back gets its file once,
+through Airflow's own retries (shortened by the documented test settings
+``EXPORT_DELIVERY_RETRY_BASE_SECONDS`` / ``_CAP_SECONDS``), with no operator action."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from tests.services.http import WebhookReceiver, start_receiver, stop_receiver
+from tests.system.scheduler.harness import daily_hour_far_from_now
+from tests.system.soak.stack import Api, Stack, scratch_dir, stop_and_sweep, wait_for
+
+DAG = "widget_export__acme__daily-spend"
+SCHEDULE = "acme/daily-spend"
+# The export hour is ~12 h from now, so no on-time slot falls due while the module runs (at a
+# fixed 07:00 Berlin, a run at 06:30 UTC saw the on-time run deliver to the partner as well).
+# The slots are 4-7 days old: the demo source holds the last 21 days.
+HOUR = daily_hour_far_from_now()
+_TODAY = datetime.now(UTC).replace(hour=HOUR, minute=0, second=0, microsecond=0)
+SLOTS = {name: f"{_TODAY - timedelta(days=days):%Y-%m-%dT%H:%M:%SZ}" for name, days in
+         (("early", 7), ("later", 6), ("outage", 5), ("window", 4))}
+ACME = """\
+company:
+  id: acme
+  name: ACME Corp
+  timezone: UTC
+  owner: data-team@acme.example
+widget_exports:
+  - id: daily-spend
+    export_hour: {hour}
+    window: {{kind: calendar_day}}
+    query:
+      source: demo_source
+      table: widget_metrics
+      columns: [company_id, widget_id, event_time, value]
+      timestamp_column: event_time
+      tenant_column: company_id
+    destinations:
+      - {{id: acme-dir, type: local, path: outbox/acme/daily-spend}}
+{extra}"""
+PARTNER = ("      - {id: partner, type: webhook, conn_id: partner_hook, endpoint: /hooks/exports,"
+           " retry_window: 1d}\n")
+
+
+@pytest.fixture(scope="module")
+def receiver() -> Iterator[WebhookReceiver]:
+    hook = start_receiver()
+    yield hook
+    if hook.server.socket.fileno() != -1:
+        stop_receiver(hook)
+
+
+@pytest.fixture(scope="module")
+def stack(receiver: WebhookReceiver) -> Iterator[Stack]:
+    """One schedule (acme/daily-spend), no automatic catch-up, fast re-parsing and short
+    delivery retries; always stopped and deleted."""
+    root = scratch_dir("export-delivery-")
+    stack = Stack.in_copy(
+        root / "project", EXPORT_CATCHUP_LOOKBACK_HOURS="0.01",  # no catch-up (a 0 serialises as "no bound")
+        EXPORT_DELIVERY_RETRY_BASE_SECONDS="3", EXPORT_DELIVERY_RETRY_CAP_SECONDS="5",
+        AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL="5",
+        AIRFLOW_CONN_PARTNER_HOOK=f"http://127.0.0.1:{receiver.port}")
+    dags = stack.root / "dags"
+    # No gap audit either: its startup run anchors on the first registered run, so when it
+    # runs after this module's first trigger it backfills the slots the next tests trigger
+    # (seen: HTTP 409 "Unique constraint violation" on dag_id + logical_date).
+    for path in [*dags.glob("company_*.py"), dags / "demo_feed.py", dags / "export_gap_audit.py",
+                 *(p for p in (dags / "config").glob("*.yaml") if p.name != "defaults.yaml")]:
+        path.unlink()
+    (dags / "config" / "acme.yaml").write_text(ACME.format(hour=HOUR, extra=""))
+    try:
+        stack.start()
+        yield stack
+    finally:
+        try:
+            stop_and_sweep(stack)
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+def _api(stack: Stack) -> Api:
+    """A logged-in client, once the export DAG (not only manual_export) is parsed."""
+    api = stack.api()
+    wait_for(lambda: api.call("GET", f"/api/v2/dags/{DAG}")[0] == 200, 120, interval=1,
+             what=f"{DAG} to be parsed")
+    return api
+
+
+def _trigger(api: Api, slot: str) -> str:
+    return api.ok("POST", f"/api/v2/dags/{DAG}/dagRuns",
+                  {"logical_date": slot, "conf": {}})["dag_run_id"]
+
+
+def _state(api: Api, run_id: str) -> str:
+    return api.ok("GET", f"/api/v2/dags/{DAG}/dagRuns/{run_id}")["state"]
+
+
+def _tasks(api: Api, run_id: str) -> dict[str, dict]:
+    page = api.ok("GET", f"/api/v2/dags/{DAG}/dagRuns/{run_id}/taskInstances?limit=100")
+    return {(ti["task_id"] if ti["map_index"] < 0 else f"{ti['task_id']}[{ti['map_index']}]"): ti
+            for ti in page["task_instances"]}
+
+
+def _finished(api: Api, run_id: str, timeout: float) -> str:
+    return wait_for(lambda: (s := _state(api, run_id)) in ("success", "failed") and s,
+                    timeout, interval=2, what=f"run {run_id} to finish")
+
+
+def _deliveries(stack: Stack, slot: str) -> dict[str, dict]:
+    key = f"{SCHEDULE}/{slot[:16]}Z"
+    (run,) = [r for r in stack.ledger_runs() if r["run_key"] == key]
+    return {d["destination"]: d for d in run["deliveries"]}
+
+
+def _edit(stack: Stack, api: Api, extra: str) -> None:
+    """Edit the config and wait until the DAG processor has parsed the new version."""
+    (stack.root / "dags" / "config" / "acme.yaml").write_text(ACME.format(hour=HOUR, extra=extra))
+    wait_for(lambda: "partner" in (api.ok("GET", f"/api/v2/dags/{DAG}/details")["doc_md"] or ""),
+             60, interval=1, what="the edited config to be parsed")
+
+
+def test_a_destination_added_while_an_earlier_run_is_registered_applies_to_later_runs(
+    stack: Stack, receiver: WebhookReceiver
+) -> None:
+    started = time.monotonic()
+    api = _api(stack)
+    early = _trigger(api, SLOTS["early"])
+    wait_for(lambda: _tasks(api, early).get("resolve_window", {}).get("state") == "success",
+             90, interval=1, what="the early run to be registered")
+    api.ok("PATCH", f"/api/v2/dags/{DAG}", {"is_paused": True})  # hold it mid-flight
+    _edit(stack, api, PARTNER)
+    api.ok("PATCH", f"/api/v2/dags/{DAG}", {"is_paused": False})
+    later = _trigger(api, SLOTS["later"])
+
+    assert _finished(api, early, 120) == "success"
+    assert _finished(api, later, 120) == "success"
+    print(f"config edit scenario: {time.monotonic() - started:.0f} s")
+    assert sorted(k for k in _tasks(api, early) if k.startswith("deliver")) == ["deliver[0]"]
+    assert sorted(k for k in _tasks(api, later) if k.startswith("deliver")) == [
+        "deliver[0]", "deliver[1]"]
+    assert {d: v["state"] for d, v in _deliveries(stack, SLOTS["early"]).items()} == {
+        "acme-dir": "acknowledged"}
+    assert {d: v["state"] for d, v in _deliveries(stack, SLOTS["later"]).items()} == {
+        "acme-dir": "acknowledged", "partner": "acknowledged"}
+    assert len(receiver.state.requests) == 1
+
+
+def test_a_destination_down_then_back_gets_its_file_once_through_airflow_retries(
+    stack: Stack, receiver: WebhookReceiver
+) -> None:
+    started = time.monotonic()
+    api = _api(stack)
+    before = len(receiver.state.requests)
+    port, state = receiver.port, receiver.state
+    stop_receiver(receiver)  # the partner is down
+    outage = _trigger(api, SLOTS["outage"])
+    wait_for(lambda: _tasks(api, outage).get("deliver[1]", {}).get("try_number", 0) >= 2,
+             120, interval=1, what="the partner delivery to fail and be retried by Airflow")
+    back = start_receiver(port=port, state=state)  # back, without any operator action
+    try:
+        assert _finished(api, outage, 120) == "success"
+    finally:
+        stop_receiver(back)
+    print(f"outage scenario: {time.monotonic() - started:.0f} s")
+    partner = _deliveries(stack, SLOTS["outage"])["partner"]
+    assert partner["state"] == "acknowledged" and partner["attempts"] >= 2
+    assert _tasks(api, outage)["deliver[1]"]["try_number"] == partner["attempts"]
+    assert len(state.requests) - before == 1  # exactly one file reached the partner
+
+
+def test_a_destination_down_past_its_window_is_exhausted_with_its_last_error_and_unresolved(
+    stack: Stack, receiver: WebhookReceiver
+) -> None:
+    """The partner stays down (the previous test stopped it) and its window is 1 minute: the
+    deliver task is retried by Airflow until the window closes, then fails for good; the ledger
+    says exhausted with the last error and `exportctl runs --unresolved` lists it."""
+    started = time.monotonic()
+    api = _api(stack)
+    # The worker reads the config at registration: the new window applies to the next run.
+    (stack.root / "dags" / "config" / "acme.yaml").write_text(
+        ACME.format(hour=HOUR, extra=PARTNER.replace("retry_window: 1d", "retry_window: 1m")))
+    slot = SLOTS["window"]
+    run_id = _trigger(api, slot)
+
+    assert _finished(api, run_id, 240) == "failed"
+    print(f"window scenario: {time.monotonic() - started:.0f} s")
+    tasks = _tasks(api, run_id)
+    assert (tasks["deliver[0]"]["state"], tasks["deliver[1]"]["state"]) == ("success", "failed")
+    deliveries = _deliveries(stack, slot)
+    assert deliveries["acme-dir"]["state"] == "acknowledged"
+    partner = deliveries["partner"]
+    assert partner["state"] == "exhausted" and partner["attempts"] >= 2, partner
+    assert "Connection refused" in (partner["last_error"] or ""), partner
+    assert tasks["deliver[1]"]["try_number"] == partner["attempts"]
+    unresolved = subprocess.run(["exportctl", "runs", "--unresolved"], cwd=stack.root,
+                                env=stack.stack_environ(), capture_output=True, text=True,
+                                check=True).stdout
+    assert f"{SCHEDULE}/{slot[:16]}Z" in unresolved, unresolved

@@ -1,0 +1,200 @@
+"""The obligations page in headless Chromium against a real stack (issue 13, acceptance).
+
+Company clearco has two daily exports whose latest slot is ~12 h ago with a 1 h deadline, so
+the stack's own first runs start ~11 h late: ``late-daily`` (``late_start: finish``) exports
+anyway and is delivered late; ``held-daily`` (``late_start: hold``) is held for an operator.
+The test then exports late-daily's slot of two days before through the real pipeline with a
+clock 30 min after that slot (on time), leaving the day between with no run at all: the
+missed slot. In Chromium (Debian ``chromium`` + ``chromedriver``, Selenium): log in on
+Airflow's login page, open Browse → Export obligations, see the late run and the missed slot,
+filter by state and date, drill down into the late run, release the held run; the ledger
+records who released it, and clearing the held task in Airflow then exports it.
+
+Screenshots of every step go to ``test-artifacts/screenshots/`` under the project (printed).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from tests.system.scheduler.harness import (
+    SchedulerStack,
+    company_file,
+    daily_hour_far_from_now,
+    widget_export,
+)
+
+HOUR = daily_hour_far_from_now()
+LATE, HELD = "widget_export__clearco__late-daily", "widget_export__clearco__held-daily"
+COMPANIES = {"clearco": company_file("clearco", [
+    widget_export("late-daily", export_hour=HOUR, deadline="1h"),
+    widget_export("held-daily", export_hour=HOUR, deadline="1h", late_start="hold"),
+])}
+STACK_ENV = {"AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin"}
+SHOTS = Path(__file__).resolve().parents[3] / "test-artifacts" / "screenshots"
+SEED = ("import sys; from datetime import datetime, timedelta; "
+        "from export_lib.cli.commands import run_one; "
+        "print(run_one('dags/config', 'clearco/late-daily', sys.argv[1], "
+        "now=datetime.fromisoformat(sys.argv[1]) + timedelta(minutes=30))['state'])")
+
+
+def prepare_stack(stack: SchedulerStack) -> None:
+    (stack.root / ".airflow").mkdir(exist_ok=True)
+    (stack.root / ".airflow" / "passwords.json").write_text(json.dumps({"admin": "admin"}))
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    chromium, chromedriver = shutil.which("chromium"), shutil.which("chromedriver")
+    if not (chromium and chromedriver):
+        pytest.fail("this test drives the system browser: install Debian's chromium and "
+                    "chromium-driver (apt-get install chromium chromium-driver)")
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage",
+                "--window-size=1400,1000"):
+        options.add_argument(arg)
+    driver = webdriver.Chrome(options=options, service=Service(chromedriver))
+    driver.implicitly_wait(0)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def _slots(stack: SchedulerStack, schedule_id: str) -> list[datetime]:
+    ledger = stack.ledger()
+    try:
+        return [r.slot for r in ledger.list_runs(schedule_id=schedule_id)]
+    finally:
+        ledger.engine.dispose()
+
+
+def test_support_sees_late_and_missed_filters_drills_down_and_releases(scheduler_stack, browser):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import Select, WebDriverWait
+
+    stack, d = scheduler_stack, browser
+    started = time.monotonic()
+    stack.wait_for_run(LATE, state="success", timeout=240)
+    held_run = stack.wait_for_run(HELD, state="failed", timeout=240)
+    (latest,) = _slots(stack, "clearco/late-daily")
+    assert _slots(stack, "clearco/held-daily") == [latest]
+    before = latest - timedelta(days=2)
+    seeded = stack.run_cli(str(stack.root / ".venv" / "bin" / "python"), "-c", SEED,
+                           before.strftime("%Y-%m-%dT%H:%MZ"))
+    assert seeded.stdout.strip() == "ready", seeded.stderr
+    late_key = f"clearco/late-daily/{latest:%Y-%m-%dT%H:%MZ}"
+    held_key = f"clearco/held-daily/{latest:%Y-%m-%dT%H:%MZ}"
+    missed = latest - timedelta(days=1)
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    print(f"\nscreenshots in {SHOTS}; ledger ready after {time.monotonic() - started:.0f} s")
+
+    wait = WebDriverWait(d, 30)
+
+    def shot(name: str) -> None:
+        d.save_screenshot(str(SHOTS / f"{name}.png"))
+
+    # Airflow's own login page, then Browse → Export obligations from the nav menu.
+    d.get(f"http://localhost:{stack.env['PORT']}/")
+    wait.until(ec.presence_of_element_located((By.NAME, "username"))).send_keys("admin")
+    d.find_element(By.NAME, "password").send_keys("admin")
+    shot("01-login")
+    d.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    wait.until(ec.element_to_be_clickable((By.CSS_SELECTOR, "button[aria-label=Browse]"))).click()
+    wait.until(ec.element_to_be_clickable(
+        (By.XPATH, "//*[@role='menuitem'][normalize-space()='Export obligations']"))).click()
+    wait.until(ec.frame_to_be_available_and_switch_to_it((By.TAG_NAME, "iframe")))
+    wait.until(ec.presence_of_element_located((By.ID, "schedules")))
+    d.switch_to.default_content()
+    shot("02-obligations-in-airflow")
+    d.switch_to.frame(d.find_element(By.TAG_NAME, "iframe"))
+
+    # The late run and the missed slot, in the strip and in the runs list.
+    strip = d.find_element(By.CSS_SELECTOR, "tr[data-schedule='clearco/late-daily'] .strip")
+    cells = {c.get_attribute("data-slot"): c for c in strip.find_elements(By.CLASS_NAME, "cell")}
+    iso = "%Y-%m-%dT%H:%M:%SZ"
+    assert [cells[t.strftime(iso)].get_attribute("data-outcome")
+            for t in (before, missed, latest)] == ["on_time", "no_run", "late"]
+    assert "expected, no run" in cells[missed.strftime(iso)].get_attribute("title")
+    late_row = d.find_element(By.CSS_SELECTOR, f"#runs tr[data-run='{late_key}']")
+    assert "delivered late" in late_row.text and "late by 1" in late_row.text  # ~11 h late
+    held_row = d.find_element(By.CSS_SELECTOR, f"#runs tr[data-run='{held_key}']")
+    assert held_row.get_attribute("data-outcome") == "held"
+
+    # Filters: by state, then by date range (the latest slot's day only).
+    Select(d.find_element(By.ID, "f-state")).select_by_value("late")
+    d.find_element(By.ID, "f-apply").click()
+    wait.until(ec.text_to_be_present_in_element((By.ID, "shown"), "runs 1–1 of 1"))
+    assert [r.get_attribute("data-run") for r in d.find_elements(
+        By.CSS_SELECTOR, "#runs tr[data-run]")] == [late_key]
+    shot("03-filtered-late")
+    Select(d.find_element(By.ID, "f-state")).select_by_value("")
+    day = latest.strftime("%m%d%Y")  # Chromium's date input takes the digits of mm/dd/yyyy
+    d.find_element(By.ID, "f-since").send_keys(day)
+    d.find_element(By.ID, "f-until").send_keys(day)
+    d.find_element(By.ID, "f-apply").click()
+    wait.until(ec.text_to_be_present_in_element((By.ID, "shown"), "runs 1–2 of 2"))
+    assert sorted(r.get_attribute("data-run") for r in d.find_elements(
+        By.CSS_SELECTOR, "#runs tr[data-run]")) == [held_key, late_key]
+    assert f"since={latest:%Y-%m-%d}" in d.current_url
+    shot("04-filtered-by-date")
+
+    # Drill down into the late run: window, artifact manifest, the delivery and its receipt.
+    d.find_element(By.CSS_SELECTOR, f"#runs tr[data-run='{late_key}'] a").click()
+    facts = wait.until(ec.presence_of_element_located((By.ID, "facts"))).text
+    assert f"{latest - timedelta(days=1):%Y-%m-%dT00:00:00Z} → {latest:%Y-%m-%dT00:00:00Z}" \
+        in facts and "late by" in facts
+    (artifact,) = d.find_elements(By.CSS_SELECTOR, "#artifacts tr:not(:first-child)")
+    sha = stack.ledger().latest_artifact(late_key).sha256
+    assert sha in artifact.text
+    assert "to box (local), artifact v1: acknowledged" in d.page_source
+    assert "delivered" in d.find_element(By.ID, "da-box").text
+    shot("05-late-run-details")
+
+    # Release the held run from its page; the ledger records who.
+    d.find_element(By.LINK_TEXT, "← all obligations").click()
+    Select(wait.until(ec.presence_of_element_located((By.ID, "f-state")))).select_by_value("held")
+    d.find_element(By.ID, "f-apply").click()
+    wait.until(ec.text_to_be_present_in_element((By.ID, "shown"), "runs 1–1 of 1"))
+    d.find_element(By.CSS_SELECTOR, f"#runs tr[data-run='{held_key}'] a").click()
+    wait.until(ec.element_to_be_clickable((By.ID, "do-release")))
+    shot("06-held-run")
+    d.find_element(By.ID, "do-release").click()
+    note = wait.until(ec.presence_of_element_located((By.ID, "note"))).text
+    assert note.startswith("Released")
+    shot("07-released")
+    ledger = stack.ledger()
+    try:
+        assert ledger.get_run(held_key).reason == "released by admin (obligations page)"
+        assert ledger.is_released(held_key)
+    finally:
+        ledger.engine.dispose()
+
+    # Clearing the held task (as the page says) exports the released run.
+    print(f"browser steps done after {time.monotonic() - started:.0f} s")
+    stack.clear(HELD, held_run["dag_run_id"], ["resolve_window"], downstream=True)
+    stack.wait_for_clear(HELD, held_run["dag_run_id"])
+    ledger = stack.ledger()
+    try:
+        assert ledger.get_run(held_key).state == "ready"  # the reason moved on; the history keeps who
+        assert "released by operator admin (obligations page)" in [
+            e["detail"] for e in ledger.events(held_key)]
+    finally:
+        ledger.engine.dispose()
+    print(f"held run released and exported after {time.monotonic() - started:.0f} s")
+    d.execute_script("location.reload()")  # the iframe's page, not Airflow's
+    wait.until(ec.text_to_be_present_in_element((By.ID, "facts"), "delivered late"))
+    shot("08-released-run-delivered")
+    print(f"done after {time.monotonic() - started:.0f} s")

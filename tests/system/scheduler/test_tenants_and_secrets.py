@@ -1,0 +1,231 @@
+"""Tenant isolation and secrets on a real `make run` stack (issue 12, acceptance).
+
+One stack for the module: PostgreSQL, api-server, scheduler, dag-processor, triggerer. Users:
+``admin`` and ``acme-analyst``, a user allowed only company acme's DAGs (per-DAG grants come
+from ``tests/system/scheduler/tenant_test_auth.py``, a SimpleAuthManager subclass standing in for
+FAB's per-DAG permissions; see its docstring). acme's daily export gets two HTTPS webhooks
+whose connections carry known secrets: one receiver accepts (and echoes a secret in its
+answer), one refuses with 401 (echoing another). The analyst triggers acme's manual export,
+the admin kiwi-outdoors'. Then:
+
+* the analyst sees only acme's runs on the Export runs page and in ``runs.json``, cannot
+  trigger or read kiwi's manual DAG, and is recorded as the requester of the acme run;
+* ``/exports/docs`` and ``/exports/openapi.json`` need a login;
+* no test secret occurs in the ledger (every table), the Airflow metadata database (XCom
+  included, every table), the task and component logs, or the page and ``runs.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+import sqlalchemy as sa
+
+from tests.services.http import WebhookReceiver, start_receiver, stop_receiver
+from tests.services.tls import make_certificates
+from tests.system.soak.stack import Api, Stack, now_utc, scratch_dir, stop_and_sweep, wait_for
+
+HERE = Path(__file__).resolve().parent
+ANALYST, ANALYST_PW = "acme-analyst", "analyst-login-pw"
+SECRETS = {
+    "hook password": "pw-Sekret-1a2b3c",
+    "hook token": "tok-Sekret-4d5e6f",
+    "hook signing secret": "sig-Sekret-7a8b9c",
+    "hook path": "path-Sekret-0d1e2f",
+    "echoed by the accepting receiver": "echo-Sekret-ok-3a4b",
+    "down token": "tok-Sekret-down-5c6d",
+    "down path": "path-Sekret-down-7e8f",
+    "echoed by the refusing receiver": "echo-Sekret-down-9a0b",
+}
+WEBHOOKS = (
+    "      - {id: acme-hook, type: webhook, conn_id: acme_hook, endpoint: /exports}\n"
+    "      - {id: acme-hook-down, type: webhook, conn_id: acme_hook_down, endpoint: /exports}\n")
+ANCHOR = "      - {id: acme-dir, type: local, path: outbox/acme/daily-spend}\n"
+
+
+@dataclass
+class World:
+    stack: Stack
+    admin: Api
+    analyst: Api
+    ok: WebhookReceiver
+    down: WebhookReceiver
+    acme_run: dict
+    kiwi_run: dict
+
+
+def _login(api: Api, user: str, password: str) -> Api:
+    api.token = api.ok("POST", "/auth/token", {"username": user, "password": password})[
+        "access_token"]
+    return api
+
+
+def _terminal(api: Api, run: dict) -> dict | None:
+    now = api.ok("GET", f"/api/v2/dags/{run['dag_id']}/dagRuns/{quote(run['dag_run_id'])}")
+    return now if now["state"] in ("success", "failed") else None
+
+
+@pytest.fixture(scope="module")
+def world() -> Iterator[World]:
+    root = scratch_dir("export-tenants-")
+    certs = make_certificates(root / "tls")
+    os.chmod(root / "tls", 0o755)
+    ok = start_receiver(certs.server_context())
+    down = start_receiver(certs.server_context())
+    ok.state.token, ok.state.signing_secret = SECRETS["hook token"], SECRETS["hook signing secret"]
+    ok.state.echo_secret = SECRETS["echoed by the accepting receiver"]
+    down.state.token = "not-what-the-connection-sends"
+    down.state.echo_secret = SECRETS["echoed by the refusing receiver"]
+    ca = quote(str(certs.ca_file), safe="")
+    stack = Stack.in_copy(
+        root / "project",
+        EXPORT_CATCHUP_LOOKBACK_HOURS="1",
+        AIRFLOW__CORE__AUTH_MANAGER="tenant_test_auth.TenantTestAuthManager",
+        AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS=f"admin:admin,{ANALYST}:user",
+        EXPORT_TEST_DAG_GRANTS=f"{ANALYST}=acme",
+        AIRFLOW_CONN_ACME_HOOK=(
+            f"https://svc:{SECRETS['hook password']}@127.0.0.1:{ok.port}/hooks/"
+            f"{SECRETS['hook path']}?token={SECRETS['hook token']}"
+            f"&signing_secret={SECRETS['hook signing secret']}&ca_file={ca}"),
+        AIRFLOW_CONN_ACME_HOOK_DOWN=(
+            f"https://127.0.0.1:{down.port}/x/{SECRETS['down path']}"
+            f"?token={SECRETS['down token']}&ca_file={ca}"),
+    )
+    shutil.copy2(HERE / "tenant_test_auth.py", stack.root / "plugins" / "tenant_test_auth.py")
+    acme = stack.root / "dags" / "config" / "acme.yaml"
+    text = acme.read_text()
+    assert ANCHOR in text
+    acme.write_text(text.replace(ANCHOR, ANCHOR + WEBHOOKS, 1))
+    (stack.root / ".airflow").mkdir(exist_ok=True)
+    (stack.root / ".airflow" / "passwords.json").write_text(
+        json.dumps({"admin": "admin", ANALYST: ANALYST_PW}))
+    try:
+        started = time.monotonic()
+        stack.start()
+        admin = stack.api()
+        wait_for(lambda: admin.call("GET", "/api/v2/dags/manual_export__kiwi-outdoors")[0] == 200,
+                 120, interval=1, what="kiwi-outdoors' manual DAG")
+        analyst = _login(Api(admin.base), ANALYST, ANALYST_PW)
+        day = now_utc() - timedelta(days=2)
+        acme_run = analyst.trigger_manual("acme", "acme/daily-spend", day, "tenant test")
+        kiwi_run = admin.trigger_manual("kiwi-outdoors", "kiwi-outdoors/six-hourly-orders", day,
+                                        "tenant test")
+        acme_run = wait_for(lambda: _terminal(admin, acme_run), 400, what="acme's manual run")
+        kiwi_run = wait_for(lambda: _terminal(admin, kiwi_run), 400, what="kiwi's manual run")
+        print(f"stack up and both manual runs terminal after {time.monotonic() - started:.0f} s")
+        yield World(stack, admin, analyst, ok, down, acme_run, kiwi_run)
+    finally:
+        try:
+            stop_and_sweep(stack)
+        finally:
+            stop_receiver(ok)
+            stop_receiver(down)
+            shutil.rmtree(root, ignore_errors=True)
+
+
+def _get(api: Api | None, base: str, path: str) -> tuple[int, str]:
+    headers = {"Authorization": f"Bearer {api.token}"} if api and api.token else {}
+    request = urllib.request.Request(base + path, headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=30) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def test_a_viewer_of_company_a_sees_and_exports_only_company_a(world: World) -> None:
+    base, admin, analyst = world.admin.base, world.admin, world.analyst
+    ledger = world.stack.ledger_runs()
+    acme_keys = {r["run_key"] for r in ledger if r["company"] == "acme"}
+    others = {r["run_key"] for r in ledger if r["company"] != "acme"}
+    assert any("/manual/" in k for k in acme_keys) and any("/manual/" in k for k in others)
+
+    seen = analyst.ok("GET", "/exports/runs.json?limit=500")
+    assert {r["company"] for r in seen["runs"]} == {"acme"}
+    assert {r["run_key"] for r in seen["runs"]} == acme_keys and seen["total"] == len(acme_keys)
+    assert analyst.ok("GET", "/exports/runs.json?company=kiwi-outdoors")["total"] == 0
+    everything = admin.ok("GET", "/exports/runs.json?limit=500")
+    assert {r["run_key"] for r in everything["runs"]} == acme_keys | others
+
+    status, page = _get(analyst, base, "/exports/?limit=500")
+    assert status == 200
+    assert all(key in page for key in acme_keys) and not any(key in page for key in others)
+    assert "kiwi-outdoors" not in page and "dentsu" not in page
+
+    for path in ("/exports/docs", "/exports/openapi.json", "/exports/runs.json", "/exports/"):
+        assert _get(None, base, path)[0] == 401, path
+    assert _get(analyst, base, "/exports/docs")[0] == 200
+    assert "/runs.json" in json.loads(_get(analyst, base, "/exports/openapi.json")[1])["paths"]
+
+    # Airflow's own permissions decide who may export what: kiwi's manual DAG is not the
+    # analyst's to read or trigger, and acme's refuses a request naming another company.
+    assert analyst.call("GET", "/api/v2/dags/manual_export__kiwi-outdoors")[0] == 403
+    status, _ = analyst.call("POST", "/api/v2/dags/manual_export__kiwi-outdoors/dagRuns",
+                             {"logical_date": None, "conf": {"company": "kiwi-outdoors"}})
+    assert status == 403
+    status, answer = analyst.call("POST", "/api/v2/dags/manual_export__acme/dagRuns", {
+        "logical_date": None, "conf": {"company": "kiwi-outdoors", "base_export":
+                                       "kiwi-outdoors/six-hourly-orders", "reason": "cross"}})
+    assert status == 400 and "kiwi-outdoors" in json.dumps(answer), (status, answer)
+
+    from export_lib.ledger import open_ledger
+
+    env = world.stack.stack_environ()
+    (manual,) = [k for k in acme_keys if "/manual/" in k]
+    events = open_ledger(env["EXPORT_LEDGER_URL"]).events(manual)
+    assert any(f"manual export requested by {ANALYST} (tenant test)" in (e["detail"] or "")
+               for e in events), events
+
+
+def _dump_database(url: str) -> str:
+    engine = sa.create_engine(url.replace("+psycopg2", "+psycopg"))
+    try:
+        meta = sa.MetaData()
+        meta.reflect(engine)
+        with engine.connect() as conn:
+            return "\n".join(f"{table.name}: {row!r}" for table in meta.sorted_tables
+                             for row in conn.execute(sa.select(table)))
+    finally:
+        engine.dispose()
+
+
+def test_no_secret_in_ledger_xcom_logs_or_page_after_good_and_bad_deliveries(world: World) -> None:
+    # The deliveries happened: one acknowledged (signed, token sent), one refused with 401.
+    assert world.acme_run["state"] == "failed"  # the refused webhook fails its deliver task
+    # The manual run's deliveries, and possibly the scheduled daily-spend run's (created at
+    # start-up, delivering to the same webhooks whenever it gets there): each processed once.
+    processed = world.ok.state.processed
+    assert processed and set(processed.values()) == {1}, processed
+    assert all(r["signature"] for r in world.ok.state.requests)
+    assert world.down.state.requests
+    env = world.stack.stack_environ()
+    ledger = _dump_database(env["EXPORT_LEDGER_URL"])
+    assert "answered HTTP 401" in ledger and "HTTP 200 x-request-id=" in ledger
+    airflow_db = _dump_database(env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"])
+    assert "xcom: " in airflow_db
+    logs = {path: path.read_text(errors="replace")
+            for folder in ("logs", "run") for path in (world.stack.root / ".airflow" / folder)
+            .rglob("*") if path.is_file()}
+    assert any("deliver" in str(p) for p in logs)
+    pages = [world.admin.ok("GET", "/exports/runs.json?limit=500"),
+             _get(world.admin, world.admin.base, "/exports/?limit=500")[1],
+             world.analyst.ok("GET", "/exports/runs.json?limit=500")]
+    places = {"ledger": ledger, "airflow metadata db (xcom included)": airflow_db,
+              "page and runs.json": json.dumps(pages),
+              **{f"log {p.relative_to(world.stack.root)}": text for p, text in logs.items()}}
+    found = {(what, where): text.count(secret) for what, secret in SECRETS.items()
+             for where, text in places.items() if secret in text}
+    print(f"scanned {len(places)} places ({sum(map(len, places.values()))} characters) "
+          f"for {len(SECRETS)} secrets: {sum(found.values())} occurrences")
+    assert found == {}

@@ -1,0 +1,44 @@
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+
+from tests.system.soak.stack import Stack, scratch_dir, stop_and_sweep
+
+# `make test` runs a bounded soak (48 h of demo slots, 5 manual exports, 4 random clears);
+# SOAK_LOOKBACK_HOURS=168 is the acceptance size.
+LOOKBACK_HOURS = int(os.environ.get("SOAK_LOOKBACK_HOURS", "48"))
+
+
+@pytest.fixture(scope="module")
+def soak_stack():
+    """`make run` in a copy of the project on free ports; always stopped and deleted."""
+    root = scratch_dir("export-soak-")
+    stack = Stack.in_copy(root / "project", EXPORT_CATCHUP_LOOKBACK_HOURS=str(LOOKBACK_HOURS))
+    try:
+        stack.start()
+        yield stack
+    finally:
+        try:
+            stop_and_sweep(stack)
+        finally:
+            if os.environ.get("SOAK_KEEP"):
+                print(f"SOAK_KEEP: the stack's copy stays in {stack.root}")
+            else:
+                shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def project_copy():
+    """A copy of the project that is never started for long (bad-input tests)."""
+    root = scratch_dir("export-run-")
+    stack = Stack.in_copy(root / "project")
+    try:
+        yield stack
+    finally:
+        try:
+            stop_and_sweep(stack)
+        finally:
+            shutil.rmtree(root, ignore_errors=True)

@@ -1,0 +1,321 @@
+"""A `make run` stack in a copy of the project, on free ports, driven like a person would.
+
+The copy (Makefile, scripts, dags, plugins, deploy, packaging files; ``.venv`` a symlink to the
+project's) gets its own ``.airflow`` state, ``exports`` and PostgreSQL cluster, so it never
+collides with a developer's running ``make run``. Everything talks to the stack through its
+own interfaces: ``make run|stop|status|env``, the REST API and ``exportctl runs --json``.
+Used by the soak tests and by ``bench/acceptance_run.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from tests.services.ports import free_port
+
+REPO = Path(__file__).resolve().parents[3]
+COPIED = ("Makefile", "scripts", "dags", "plugins", "deploy", "setup.cfg", "pyproject.toml",
+          "requirements.txt")
+EXPORT_DAG_PREFIXES = ("widget_export__", "data_export__", "manual_export")
+# Variables of a developer's shell that must not leak into the copy's stack.
+SCRUBBED_PREFIXES = ("AIRFLOW", "EXPORT_", "PG", "MAKE")
+SCRUBBED = {"PORT", "DB", "MFLAGS"}
+
+
+def scrubbed_environ(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(SCRUBBED_PREFIXES) and k not in SCRUBBED}
+    env.update(extra)
+    return env
+
+
+def copy_project(dest: Path) -> Path:
+    """A runnable copy of the project in ``dest``; its parents must be searchable by the
+    ``postgres`` user (use :func:`scratch_dir`, not pytest's 0700 ``tmp_path``)."""
+    dest.mkdir(parents=True, exist_ok=True)
+    os.chmod(dest, 0o755)  # PostgreSQL runs as `postgres` when we are root: dest/.airflow/pg
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    for name in COPIED:
+        src = REPO / name
+        if src.is_dir():
+            shutil.copytree(src, dest / name, ignore=ignore, copy_function=shutil.copy2)
+        else:
+            shutil.copy2(src, dest / name)  # keeps mtimes: make sees the venv up to date
+    (dest / ".venv").symlink_to(REPO / ".venv")
+    # The copy shares the project's venv: its packaging files must not look newer than the
+    # install, or the copy's `make` would reinstall (and re-point the editable install to it).
+    installed = (REPO / ".venv" / ".installed").stat().st_mtime
+    for name in ("requirements.txt", "setup.cfg", "pyproject.toml"):
+        os.utime(dest / name, (installed - 1, installed - 1))
+    return dest
+
+
+def scratch_dir(prefix: str) -> Path:
+    """A fresh directory under the system temp dir, searchable by the ``postgres`` user."""
+    path = Path(tempfile.mkdtemp(prefix=prefix))
+    os.chmod(path, 0o755)
+    return path
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
+
+
+@dataclass
+class Api:
+    """The REST API with a JWT from /auth/token; records every call's latency."""
+
+    base: str
+    latencies: list[float] = field(default_factory=list)
+    token: str | None = None
+
+    def call(self, method: str, path: str, body: Any = None, timeout: float = 30) -> tuple[int, Any]:
+        data = json.dumps(body).encode() if body is not None else None
+        headers = {"Content-Type": "application/json"}
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
+        req = urllib.request.Request(self.base + path, data=data, method=method, headers=headers)
+        started = time.monotonic()
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as resp:
+                status, payload = resp.status, resp.read()
+        except urllib.error.HTTPError as exc:
+            status, payload = exc.code, exc.read()
+        finally:
+            self.latencies.append(time.monotonic() - started)
+        try:
+            return status, json.loads(payload) if payload else None
+        except ValueError:
+            return status, payload.decode(errors="replace")
+
+    def ok(self, method: str, path: str, body: Any = None) -> Any:
+        status, payload = self.call(method, path, body)
+        if status not in (200, 201):
+            raise AssertionError(f"{method} {path} -> HTTP {status}: {payload}")
+        return payload
+
+    def login(self) -> None:
+        self.token = None
+        self.token = self.ok("POST", "/auth/token",
+                             {"username": "admin", "password": "admin"})["access_token"]
+
+    def dag_runs(self, *states: str) -> list[dict]:
+        """Every DAG run (optionally in ``states``) across DAGs, all pages."""
+        runs: list[dict] = []
+        query = "".join(f"&state={s}" for s in states)
+        while True:
+            page = self.ok("GET", f"/api/v2/dags/~/dagRuns?limit=100&offset={len(runs)}"
+                                  f"&order_by=id{query}")
+            runs.extend(page["dag_runs"])
+            if not page["dag_runs"] or len(runs) >= page["total_entries"]:
+                return runs
+
+    def active_runs(self) -> int:
+        page = self.ok("GET", "/api/v2/dags/~/dagRuns?limit=1&state=queued&state=running")
+        return page["total_entries"]
+
+    def trigger_manual(self, company: str, base_export: str, day: datetime, reason: str) -> dict:
+        start = day.replace(hour=0, minute=0, second=0, microsecond=0)
+        conf = {"company": company, "base_export": base_export,
+                "window_start": start.isoformat(), "window_end": (start + timedelta(days=1)).isoformat(),
+                "columns": [], "format": "csv", "destinations": [], "reason": reason,
+                "regenerate": False}
+        return self.ok("POST", f"/api/v2/dags/manual_export__{company}/dagRuns",
+                       {"logical_date": None, "conf": conf})
+
+    def clear_random_task(self, rng: random.Random) -> tuple[str, str, str] | None:
+        """Clear one random finished task (and its downstream) of an export run."""
+        page = self.ok("GET", "/api/v2/dags/~/dagRuns/~/taskInstances?state=success&limit=100"
+                              "&order_by=-end_date")
+        tis = [ti for ti in page["task_instances"]
+               if ti["dag_id"].startswith(EXPORT_DAG_PREFIXES) and ti["map_index"] == -1]
+        if not tis:
+            return None
+        ti = rng.choice(tis)
+        self.ok("POST", f"/api/v2/dags/{ti['dag_id']}/clearTaskInstances",
+                {"dry_run": False, "dag_run_id": ti["dag_run_id"], "task_ids": [ti["task_id"]],
+                 "only_failed": False, "include_downstream": True, "reset_dag_runs": True})
+        return ti["dag_id"], ti["dag_run_id"], ti["task_id"]
+
+
+@dataclass
+class Stack:
+    root: Path
+    port: int | None  # None: whatever `make run` chooses (remembered, else the default)
+    pgport: int | None
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def in_copy(cls, dest: Path, **extra_env: str) -> Stack:
+        return cls(copy_project(dest), free_port(), free_port(), dict(extra_env))
+
+    @property
+    def run_dir(self) -> Path:
+        return self.root / ".airflow" / "run"
+
+    def environ(self) -> dict[str, str]:
+        ports = {k: str(v) for k, v in (("PORT", self.port), ("PGPORT", self.pgport)) if v}
+        return scrubbed_environ(**ports, **self.extra_env)
+
+    def remembered(self) -> dict[str, str]:
+        """DB / PORT / PGPORT as the last setup remembered them (.airflow/run.env)."""
+        text = (self.root / ".airflow" / "run.env").read_text()
+        return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+
+    def make(self, *targets: str, timeout: float = 600, **overrides: str
+             ) -> subprocess.CompletedProcess:
+        env = {**self.environ(), **overrides}
+        return subprocess.run(["make", "-C", str(self.root), "--no-print-directory", *targets],
+                              env=env, capture_output=True, text=True, timeout=timeout, check=False)
+
+    def start(self) -> None:
+        result = self.make("run")
+        if result.returncode != 0:
+            raise AssertionError(f"make run failed ({result.returncode}):\n{result.stdout[-3000:]}"
+                                 f"\n{result.stderr[-3000:]}")
+
+    def stop(self) -> subprocess.CompletedProcess:
+        return self.make("stop", timeout=180)
+
+    def status(self) -> dict:
+        return json.loads((self.run_dir / "status.json").read_text())
+
+    def stack_environ(self) -> dict[str, str]:
+        """The environment ``eval "$(make -s env)"`` gives a shell in the copy."""
+        out = subprocess.run(["bash", "-c", 'eval "$(make -s --no-print-directory env)" && env -0'],
+                             cwd=self.root, env=self.environ(), capture_output=True, check=True)
+        return dict(item.split("=", 1) for item in out.stdout.decode().split("\0") if "=" in item)
+
+    def ledger_runs(self) -> list[dict]:
+        out = subprocess.run(["exportctl", "runs", "--json"], cwd=self.root,
+                             env=self.stack_environ(), capture_output=True, text=True, check=True)
+        return json.loads(out.stdout)
+
+    def api(self) -> Api:
+        """A logged-in API client, once the dag-processor has parsed DAGs: acme's manual export
+        when the copy has company acme, else any DAG (a copy may drop the demo companies)."""
+        api = Api(f"http://127.0.0.1:{self.port or self.remembered()['PORT']}")
+        api.login()
+
+        def parsed() -> bool:
+            if (self.root / "dags" / "company_acme.py").exists():
+                return api.call("GET", "/api/v2/dags/manual_export__acme")[0] == 200
+            status, page = api.call("GET", "/api/v2/dags?limit=1")
+            return status == 200 and page["total_entries"] > 0
+
+        wait_for(parsed, 120,
+                 interval=1, what="the DAGs to be parsed")
+        return api
+
+    def processes(self) -> list[int]:
+        """Pids still belonging to this stack (what `make stop` must end), as the stack's own
+        ``scripts/supervise.py leftovers`` finds them."""
+        out = subprocess.run([str(self.root / ".venv" / "bin" / "python"), "scripts/supervise.py",
+                              "leftovers"], cwd=self.root, capture_output=True, text=True,
+                             check=True, env={**self.environ(), "ROOT": str(self.root),
+                                              "AIRFLOW_HOME": str(self.root / ".airflow")})
+        return [int(p) for p in out.stdout.split()]
+
+    def postgres_running(self) -> bool:
+        pid_file = self.root / ".airflow" / "pg" / "postmaster.pid"
+        try:
+            os.kill(int(pid_file.read_text().split()[0]), 0)
+        except (OSError, ValueError, IndexError):
+            return False
+        return True
+
+
+def stop_and_sweep(stack: Stack) -> None:
+    """Tear a throw-away stack down in ~2 s: SIGKILL its supervisor (or it would restart what
+    dies) and its Airflow processes, then `make stop` stops PostgreSQL and sweeps; SIGKILL
+    whatever is left. `make stop`'s orderly shutdown (~25 s) is asserted by the soak test
+    that calls it, not paid by every fixture."""
+    try:
+        supervisor = stack.run_dir / "supervisor.pid"
+        if supervisor.is_file():
+            _kill(int(supervisor.read_text().split()[0] or 0))
+        for pid in stack.processes():
+            if "postgres" not in _cmdline(pid):
+                _kill(pid)
+    except (OSError, ValueError, subprocess.CalledProcessError):
+        pass  # `make stop` below still ends everything, only slower
+    try:
+        stack.stop()
+    finally:
+        for pid in stack.processes():
+            _kill(pid)
+
+
+def _kill(pid: int) -> None:
+    if pid <= 0:
+        return
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+def wait_for(predicate, timeout: float, interval: float = 2.0, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(interval)
+
+
+def check_ledger(runs: list[dict], airflow_runs: list[dict]) -> dict[str, int]:
+    """The ledger's exact counts against Airflow's: one artifact per period, one acknowledged
+    delivery per destination, one ledger run per successful export DAG run. Returns counts."""
+    exported = [r for r in runs if r["state"] != "skipped"]
+    problems = []
+    for r in exported:
+        if r["state"] != "ready" or [a["version"] for a in r["artifacts"]] != [1]:
+            problems.append(f"{r['run_key']}: state {r['state']}, artifacts "
+                            f"{[a['version'] for a in r['artifacts']]}")
+        dests = [d["destination"] for d in r["deliveries"]]
+        if not dests or len(dests) != len(set(dests)):
+            problems.append(f"{r['run_key']}: deliveries to {dests}")
+        for d in r["deliveries"]:
+            if d["state"] != "acknowledged" or d["version"] != 1:
+                problems.append(f"{r['run_key']}: delivery {d['destination']} {d['state']} "
+                                f"v{d['version']}")
+    keys = [r["run_key"] for r in runs]
+    if len(keys) != len(set(keys)):  # one run per slot (a run key names schedule and slot)
+        problems.append("duplicate run keys")
+    export_runs = [r for r in airflow_runs if r["dag_id"].startswith(EXPORT_DAG_PREFIXES)]
+    if len(export_runs) != len(exported):
+        problems.append(f"{len(export_runs)} export DAG runs in Airflow but {len(exported)} "
+                        "exported runs in the ledger")
+    assert not problems, "ledger counts are off:\n" + "\n".join(problems[:40])
+    return {"ledger_runs": len(runs), "exported": len(exported),
+            "artifacts": sum(len(r["artifacts"]) for r in exported),
+            "deliveries": sum(len(r["deliveries"]) for r in exported)}
+
+
+def now_utc() -> datetime:
+    return datetime.now(UTC)

@@ -1,0 +1,161 @@
+"""The project's promises about itself: import boundary, pinned lock, compose file."""
+
+from __future__ import annotations
+
+import ast
+import base64
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _modules_after(statement: str) -> set[str]:
+    code = f"import sys\n{statement}\nprint('\\n'.join(sorted(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
+                         check=True).stdout
+    return set(out.split())
+
+
+def test_export_lib_never_loads_airflow():
+    every_module = [p.relative_to(REPO).with_suffix("").as_posix().replace("/", ".")
+                    for p in (REPO / "export_lib").rglob("*.py")
+                    if "migrations" not in p.parts and p.name != "__main__.py"]
+    stmt = "\n".join(f"import {m.removesuffix('.__init__')}" for m in sorted(every_module))
+    loaded = _modules_after(stmt)
+    leaked = sorted(m for m in loaded if m == "airflow" or m.startswith("airflow."))
+    assert leaked == [], f"importing export_lib loaded Airflow modules: {leaked[:5]}"
+
+
+def test_boundary_check_detects_airflow(tmp_path):
+    """The check above can fail: a module importing airflow is seen."""
+    loaded = _modules_after("import airflow.sdk")
+    assert "airflow" in loaded
+
+
+def _imported_modules(path: Path) -> set[str]:
+    """Every module an ``import``/``from ... import`` statement of the file names (the syntax
+    tree, so a string that holds import lines, e.g. a file template, is not an import)."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.add(node.module)
+    return names
+
+
+def test_no_source_file_in_export_lib_imports_airflow():
+    offenders = [str(p.relative_to(REPO)) for p in (REPO / "export_lib").rglob("*.py")
+                 if any(m == "airflow" or m.startswith("airflow.") for m in _imported_modules(p))]
+    assert offenders == []
+    # The check sees real imports: this module's own would be found.
+    assert "airflow.sdk" in _imported_modules(REPO / "plugins/export_airflow/operators.py")
+
+
+def _lock() -> dict[str, str]:
+    pins = {}
+    for line in (REPO / "requirements.txt").read_text().splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        name, sep, version = line.partition("==")
+        assert sep, f"requirements.txt line {line!r} is not pinned with =="
+        pins[name.lower().replace("_", "-")] = version
+    return pins
+
+
+def test_lock_pins_every_installed_package():
+    frozen = subprocess.run([sys.executable, "-m", "pip", "freeze", "--exclude-editable"],
+                            capture_output=True, text=True, check=True).stdout
+    installed = {}
+    for line in frozen.splitlines():
+        if "==" in line:
+            name, _, version = line.partition("==")
+            installed[name.lower().replace("_", "-")] = version
+    installed.pop("airflow-scheduled-exports", None)
+    assert installed == _lock()
+
+
+def test_compose_file_has_the_production_topology():
+    spec = yaml.safe_load((REPO / "docker-compose.yaml").read_text())
+    services = set(spec["services"])
+    assert {"postgres", "redis", "minio", "airflow-apiserver", "airflow-scheduler",
+            "airflow-dag-processor", "airflow-triggerer", "airflow-worker",
+            "airflow-worker-large", "airflow-init"} <= services
+    env = spec["x-airflow-common"]["environment"]
+    assert spec["x-airflow-common"]["env_file"] == ["deploy/cluster.env"]
+    assert "AIRFLOW__CORE__EXECUTOR=CeleryExecutor" in (
+        REPO / "deploy" / "cluster.env").read_text().splitlines()
+    assert env["AIRFLOW__CORE__EXECUTION_API_SERVER_URL"] == "http://airflow-apiserver:8080/execution/"
+
+
+def _compose_cmd() -> list[str] | None:
+    if shutil.which("docker") and subprocess.run(["docker", "compose", "version"],
+                                                 capture_output=True).returncode == 0:
+        return ["docker", "compose"]
+    if shutil.which("docker-compose"):
+        return ["docker-compose"]
+    return None
+
+
+def _compose(cmd: list[str], *args: str, env_file: Path | None = None
+             ) -> subprocess.CompletedProcess[str]:
+    """``compose config`` of the project's file, from an empty directory (no stray .env)."""
+    files = ["-f", str(REPO / "docker-compose.yaml")]
+    if env_file is not None:
+        files += ["--env-file", str(env_file)]
+    env = {k: v for k, v in os.environ.items() if k not in COMPOSE_SECRETS}
+    return subprocess.run([*cmd, *files, "config", *args], cwd=env_file.parent if env_file
+                          else REPO / "deploy", capture_output=True, text=True, env=env)
+
+
+COMPOSE_SECRETS = ("POSTGRES_PASSWORD", "REDIS_PASSWORD", "MINIO_ROOT_USER",
+                   "MINIO_ROOT_PASSWORD", "AIRFLOW_FERNET_KEY", "AIRFLOW_JWT_SECRET",
+                   "AIRFLOW_API_SECRET_KEY")
+
+
+def test_compose_config_validates(tmp_path: Path):
+    """With the .env that scripts/compose-env.sh generates, the file validates; every secret
+    comes from it (none is written in the file) and every published port is on 127.0.0.1."""
+    cmd = _compose_cmd()
+    if cmd is None:
+        pytest.fail("neither 'docker compose' nor 'docker-compose' is installed; "
+                    "run scripts/ensure-debian-packages.sh")
+    generated = subprocess.run(["bash", str(REPO / "scripts" / "compose-env.sh")],
+                               capture_output=True, text=True, check=True).stdout
+    values = dict(line.split("=", 1) for line in generated.splitlines() if "=" in line)
+    assert set(values) == set(COMPOSE_SECRETS)
+    fernet = base64.urlsafe_b64decode(values["AIRFLOW_FERNET_KEY"])
+    assert len(fernet) == 32
+    env_file = tmp_path / ".env"
+    env_file.write_text(generated)
+    result = _compose(cmd, "-q", env_file=env_file)
+    assert result.returncode == 0, result.stderr
+    resolved = yaml.safe_load(_compose(cmd, env_file=env_file).stdout)
+    common = resolved["services"]["airflow-scheduler"]["environment"]
+    assert common["AIRFLOW__CORE__FERNET_KEY"] == values["AIRFLOW_FERNET_KEY"]
+    assert values["POSTGRES_PASSWORD"] in common["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"]
+    published = [(name, port) for name, svc in resolved["services"].items()
+                 for port in svc.get("ports", [])]
+    assert {name for name, _ in published} == {"minio", "airflow-apiserver"}
+    # docker compose prints ports long-form (host_ip), docker-compose v1 as "ip:host:container".
+    assert all(port.get("host_ip") == "127.0.0.1" if isinstance(port, dict)
+               else str(port).startswith("127.0.0.1:") for _, port in published), published
+
+    missing = _compose(cmd, "-q")
+    assert missing.returncode != 0
+    assert re.search(r"set (POSTGRES_PASSWORD|REDIS_PASSWORD|MINIO_ROOT_\w+|AIRFLOW_\w+) in "
+                     r"\.env", missing.stderr), missing.stderr
+
+    text = (REPO / "docker-compose.yaml").read_text()
+    for default in ("airflow:airflow@", "minio-secret", "POSTGRES_PASSWORD: airflow",
+                    'FERNET_KEY: ""', "_AIRFLOW_WWW_USER_PASSWORD"):
+        assert default not in text

@@ -1,0 +1,83 @@
+"""The tiers keep their promises: unit and integration tests never load Airflow (that is what
+tests/dags is for), every test lives in a tier folder, and a unit test that asks for a server
+is refused at collection."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _airflow_modules_loaded_by(tier: str) -> list[str]:
+    """Import every test module of ``tests/<tier>`` (as pytest would, conftests first) in a
+    fresh interpreter and return the Airflow modules that got loaded."""
+    files = sorted((REPO / "tests" / tier).rglob("*.py"))
+    modules = [p.relative_to(REPO).with_suffix("").as_posix().replace("/", ".")
+               .removesuffix(".__init__") for p in files]
+    code = "import sys\n" + "".join(f"import {m}\n" for m in ["tests.conftest", *modules]) + \
+        "print('\\n'.join(sorted(m for m in sys.modules if m.split('.')[0] in " \
+        "('airflow', 'export_airflow'))))"
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
+                         timeout=120, env={"PYTHONPATH": f"{REPO}:{REPO / 'plugins'}",
+                                           "PATH": "/usr/bin:/bin"})
+    assert out.returncode == 0, out.stderr[-3000:]
+    return out.stdout.split()
+
+
+@pytest.mark.parametrize("tier", ["unit", "integration"])
+def test_tier_never_loads_airflow(tier: str):
+    assert _airflow_modules_loaded_by(tier) == []
+
+
+def test_the_check_sees_airflow_where_it_is_loaded():
+    """The check above can fail: tests/dags loads Airflow, and it says so."""
+    loaded = _airflow_modules_loaded_by("dags")
+    assert "airflow" in loaded
+
+
+def _collect(tmp_path: Path, relative: str, body: str) -> subprocess.CompletedProcess[str]:
+    """``pytest --collect-only`` on a copy of the root conftest with one test file."""
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "conftest.py").write_text(
+        (REPO / "tests" / "conftest.py").read_text())
+    path = tmp_path / relative
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(body))
+    return subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q",
+                           "-p", "no:cacheprovider", "-c", str(REPO / "setup.cfg"),
+                           "--rootdir", str(tmp_path), relative],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                          env={"PYTHONPATH": f"{tmp_path}:{REPO}", "PATH": "/usr/bin:/bin"})
+
+
+def test_a_test_outside_the_tier_folders_is_refused(tmp_path: Path):
+    result = _collect(tmp_path, "tests/loose/test_x.py", "def test_x():\n    pass\n")
+    assert result.returncode != 0
+    assert "tests/loose/test_x.py::test_x: every test lives in a tier folder, " \
+           "tests/{unit,integration,dags,system}/; move it into one" in result.stdout + result.stderr
+
+
+def test_a_unit_test_asking_for_a_server_is_refused(tmp_path: Path):
+    result = _collect(tmp_path, "tests/unit/test_x.py",
+                      "def test_x(postgres_server):\n    pass\n")
+    assert result.returncode != 0
+    assert "tests/unit/test_x.py::test_x uses postgres_server: a test that needs a server " \
+           "belongs in tests/integration" in result.stdout + result.stderr
+
+
+def test_the_folder_gives_the_marker(tmp_path: Path):
+    result = _collect(tmp_path, "tests/system/soak/test_x.py", "def test_x():\n    pass\n")
+    assert result.returncode == 0, result.stdout + result.stderr
+    again = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-m",
+                            "system and soak", "-p", "no:cacheprovider", "-c",
+                            str(REPO / "setup.cfg"), "--rootdir", str(tmp_path),
+                            "tests/system/soak/test_x.py"],
+                           cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                           env={"PYTHONPATH": f"{tmp_path}:{REPO}", "PATH": "/usr/bin:/bin"})
+    assert "1 test collected" in again.stdout, again.stdout + again.stderr
