@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.soak.stack import (  # noqa: E402
+from tests.system.soak.stack import (  # noqa: E402
     REPO,
     Stack,
     check_ledger,

@@ -5,7 +5,7 @@ Run from the repository root (needs what `make cluster` needs; a few minutes per
 
     .venv/bin/python bench/cluster.py --companies 10 --workers both --json
 
-A copy of the project (tests/cluster/stack.py) gets ``--companies`` generated companies (one
+A copy of the project (tests/system/cluster/stack.py) gets ``--companies`` generated companies (one
 daily widget export each, 06:00 UTC, one local destination; the shipped companies removed; the
 demo source seeded with hourly rows back past the oldest slot measured, at least 21 days)
 and one "floor" DAG per company: 4 chained no-op ``PythonOperator`` tasks, same schedule and
@@ -29,7 +29,7 @@ renders in the export_catchup pool), then the same for a floor DAG; both are lin
 the time for ``--catchup-target`` slots (365) is extrapolated from K and marked as such.
 ``--catchup-slots 365`` measures it (48 minutes here: 30.3 exports, 17.7 floor).
 
-Afterwards the ledger is checked (tests/soak/stack.py check_ledger: one artifact version per
+Afterwards the ledger is checked (tests/system/soak/stack.py check_ledger: one artifact version per
 period, one acknowledged delivery per destination, one ledger run per export DAG run) and the
 files in each company's outbox are counted. Prints one JSON object with ``--json``.
 """
@@ -61,8 +61,8 @@ from bench.cluster_figures import (  # noqa: E402
 )
 from bench.cluster_statsd import StatsdListener  # noqa: E402
 from export_lib.periods.recovery import CATCHUP_BUDGET  # noqa: E402
-from tests.cluster.stack import Cluster  # noqa: E402
-from tests.soak.stack import check_ledger, scratch_dir, stop_and_sweep, wait_for  # noqa: E402
+from tests.system.cluster.stack import Cluster  # noqa: E402
+from tests.system.soak.stack import check_ledger, scratch_dir, stop_and_sweep, wait_for  # noqa: E402
 
 EXPORT_ID = "daily-widgets"
 SLOT_HOUR = 6

@@ -1,7 +1,7 @@
 """Pure figures for ``bench/cluster.py``: who executed what (from the Celery workers' logs),
 per-task scheduling overhead and run throughput (from REST API records), ratios, the
 extrapolation of a measured catch-up and the acceptance checks. No I/O; unit-tested in
-``tests/cluster/test_bench_figures.py``."""
+``tests/unit/stack/test_bench_figures.py``."""
 
 from __future__ import annotations
 

@@ -85,7 +85,7 @@ export AIRFLOW__SCHEDULER__ORPHANED_TASKS_CHECK_INTERVAL=30
 export AIRFLOW_CONN_EXPORT_AIRFLOW_API="${AIRFLOW_CONN_EXPORT_AIRFLOW_API:-http://admin:admin@localhost:$PORT}"
 # A task learns it was cleared or marked (and must stop, on_kill cancelling its source query)
 # from a refused heartbeat: every 2 s instead of 5 s, so a cleared render's query is gone from
-# the source within ~3 s (tests/scheduler/test_runaway.py).
+# the source within ~3 s (tests/system/scheduler/test_runaway.py).
 export AIRFLOW__WORKERS__MIN_HEARTBEAT_INTERVAL=2
 export EXPORT_ARTIFACT_ROOT="${EXPORT_ARTIFACT_ROOT:-$ROOT/exports/artifacts}"
 export EXPORT_DEMO_FEED=1                         # demo_feed may write to this demo source

@@ -50,7 +50,7 @@ STOP_TIMEOUT = 25.0
 MARKER = "EXPORT_RUN_SUPERVISOR"
 COMPONENT = "EXPORT_RUN_COMPONENT"
 # `make cluster`'s Celery workers: name → `airflow celery worker` arguments. docker-compose.yaml's
-# airflow-worker and airflow-worker-large services run the same (tests/cluster/test_cluster_env.py).
+# airflow-worker and airflow-worker-large services run the same (tests/dags/test_cluster_env.py).
 CLUSTER_WORKERS = {
     "worker-default": ["--queues", "default,exports_manual"],
     "worker-large": ["--queues", "exports_large", "--concurrency", "1"],

@@ -62,7 +62,7 @@ def retry_delay() -> timedelta:
 def retry_args(schedule: Any) -> dict[str, Any]:
     """Seed 000: retry every 10 minutes, doubling, inside a 5-day window (24 h cap per wait:
     10+20+…+1280 min, then 1440 min twice = 4.8 days over 11 retries). For tests on a real
-    scheduler (tests/scheduler/test_alerts.py) ``EXPORT_RETRIES`` lowers the count and
+    scheduler (tests/system/scheduler/test_alerts.py) ``EXPORT_RETRIES`` lowers the count and
     ``EXPORT_MAX_RETRY_DELAY_SECONDS`` the cap (Airflow's backoff counts every try of a cleared
     task, so its retries after a clear start at 2**4 times the first delay)."""
     cap = os.environ.get("EXPORT_MAX_RETRY_DELAY_SECONDS")

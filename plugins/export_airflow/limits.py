@@ -7,7 +7,7 @@ export_lib/source/session.py) plus the upload of what was read; a sensor's is pe
 overall limit is the sensor's own ``timeout``). On a timeout Airflow raises in the task: the
 exception unwinds through the COPY reader, which cancels the source query and closes its
 connection (export_lib/render/copy.py); Airflow then calls ``on_kill`` as a backstop, which
-finds nothing left to cancel (tests/scheduler/test_runaway.py observes both).
+finds nothing left to cancel (tests/system/scheduler/test_runaway.py observes both).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ its artifact. An attempt renews its lease while it renders, so a render longer t
 keeps the run; a holder that stops renewing (a killed worker) is taken over once the lease
 lapsed, never before, and fencing still rejects it if it wakes up. Source queries are counted
 at the source: every query on the demo tables sleeps SLEEP s, and ``pg_stat_activity`` is
-sampled while they run (``slow_pg_world`` in tests/pipeline/conftest.py).
+sampled while they run (``slow_pg_world`` in tests/fixtures/pipeline.py).
 """
 
 from __future__ import annotations
