@@ -19,7 +19,7 @@ def _company_dag(dags: Path, company: str, dag_id: str):
     # Airflow 3.3.2's dag.test() path passes the authoring DAG to DagRun.update_state, whose
     # deadline list then holds alert dicts instead of alert ids ("'dict' object has no attribute
     # 'hex'" on success). The scheduler path uses the serialized DAG and is unaffected; deadline
-    # alerts are covered by tests/airflow/test_deadlines.py instead.
+    # alerts are covered by tests/dags/test_edge_policies.py instead.
     dag.deadline = []
     return dag
 

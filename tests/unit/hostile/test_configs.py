@@ -1,4 +1,4 @@
-"""The hostile config corpus (``tests/hostile/configs``): every file is one short error naming
+"""The hostile config corpus (``tests/data/hostile/configs``): every file is one short error naming
 file and field, from the library, from ``exportctl validate`` (no traceback, < 5 s, < 200 MB
 RSS) and, in ``test_dag_loaders.py``, as the import error of that company's DAG file."""
 
