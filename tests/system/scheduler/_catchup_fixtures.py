@@ -1,10 +1,10 @@
-"""One `make run` stack for the catch-up, backfill and deadline tests (tests/scheduler).
+"""The catch-up, backfill and deadline tests' company on the shared stack (tests/system/scheduler).
 
-The copy holds only the fixture company ``catchup-co`` (UTC), written once the stack is up so
-its on-time slot can be a few minutes ahead:
+The fixture company ``catchup-co`` (UTC) is written when the module starts, so its on-time slot
+can be a few minutes ahead:
 
 * ``google-ads`` primary: a daily cron at the on-time slot, deadline 5 min, recovery ``each``,
-  with ``EXPORT_CATCHUP_LOOKBACK_HOURS`` = 29 days: on its first scheduling the scheduler
+  with ``catchup: {lookback: 29 days}``: on its first scheduling the scheduler
   creates the newest due slot (yesterday's) and its ``recover_missed`` backfills the 29 before
   it — 30 missed daily slots recovering while the on-time slot comes due;
 * ``facebook`` primary: the same slot, deadline 30 s, delivered to a webhook nobody listens
@@ -19,13 +19,13 @@ Secondaries start in 2030 (``effective_from``) so they create no runs.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from pathlib import Path
 
-from tests.system.soak.stack import Api, Stack, now_utc, scratch_dir, stop_and_sweep
+from tests.system.scheduler.harness import SchedulerStack
+from tests.system.soak.stack import Api, now_utc
 
 COMPANY = "catchup-co"
 ONTIME = f"data_export__{COMPANY}__google-ads__primary"
@@ -57,6 +57,7 @@ data_exports:
       window: {{days: 3}}
       deadline: 5m
       recovery: each
+      catchup: {{lookback: {lookback}}}
     secondary: {far}
   - channel: facebook
     primary:
@@ -77,26 +78,16 @@ data_exports:
         - window: {{days: 2}}
     secondary: {far}
 """
-LOADER = '''"""Export DAGs of the test company catchup-co."""
-
-from airflow.sdk import DAG  # noqa: F401
-from export_airflow.dag_factory import register_company_dags
-
-register_company_dags(__file__, globals())
-'''
-
-
 @dataclass
 class CatchupStack:
-    stack: Stack
+    stack: SchedulerStack
     api: Api
     slot: datetime  # the on-time slot of ONTIME and MISSER
     written_at: datetime
     env: dict[str, str]
 
     def airflow(self, *args: str, timeout: float = 180) -> subprocess.CompletedProcess:
-        return subprocess.run(["airflow", *args], cwd=self.stack.root, env=self.env,
-                              capture_output=True, text=True, timeout=timeout, check=False)
+        return self.stack.airflow(*args, timeout=timeout, check=False)
 
     def runs(self, dag_id: str) -> list[dict]:
         page = self.api.ok("GET", f"/api/v2/dags/{dag_id}/dagRuns?limit=100&order_by=logical_date")
@@ -108,50 +99,25 @@ def adjust_edit(now: datetime) -> datetime:
     return (now - ADJUST_EDIT_AGE).replace(hour=0, minute=0, second=0, microsecond=0)
 
 
-def write_company(root: Path, now: datetime) -> datetime:
+def write_company(stack: SchedulerStack, now: datetime) -> datetime:
     """The fixture company, its on-time slot the first whole minute ``LEAD`` from now."""
     slot = (now + LEAD + timedelta(seconds=59)).replace(second=0, microsecond=0)
-    (root / "dags" / "config" / f"{COMPANY}.yaml").write_text(
-        COMPANY_YAML.format(minute=slot.minute, hour=slot.hour, far=FAR,
-                            adjust_from=f"{adjust_edit(now):%Y-%m-%dT%H:%M:%SZ}"))
-    (root / "dags" / f"company_{COMPANY}.py").write_text(LOADER)
+    stack.write_company(COMPANY, COMPANY_YAML.format(
+        minute=slot.minute, hour=slot.hour, far=FAR, lookback=f"{(MISSED - 1) * 24}h",
+        adjust_from=f"{adjust_edit(now):%Y-%m-%dT%H:%M:%SZ}"))
     return slot
 
 
-def start_catchup_stack(root: Path) -> CatchupStack:
-    stack = Stack.in_copy(root / "project", EXPORT_CATCHUP_LOOKBACK_HOURS=str((MISSED - 1) * 24),
-                          AIRFLOW_CONN_DEAD_HOOK="http://127.0.0.1:9")
-    for loader in (stack.root / "dags").glob("company_*.py"):
-        loader.unlink()  # only the fixture company: the demo's catch-up is other tests' load
-    for config in (stack.root / "dags" / "config").glob("*.yaml"):
-        if config.name != "defaults.yaml":
-            config.unlink()
-    stack.start()
-    api = stack.api()
-    env = stack.stack_environ()
-    written_at = now_utc()
-    slot = write_company(stack.root, written_at)
-    subprocess.run(["exportctl", "demo", "seed", "--config", "dags/config"], cwd=stack.root,
-                   env=env, check=True, capture_output=True, timeout=120)
-    return CatchupStack(stack, api, slot, written_at, env)
-
-
-def catchup_stack_fixture():
-    root = scratch_dir("export-catchup-")
-    started: CatchupStack | None = None
-    stack = None
+def catchup_stack_fixture(shared_stack) -> Iterator[CatchupStack]:
+    """catchup-co on the shared stack (its webhook's connection made the Airflow way, nothing
+    listening there); withdrawn afterwards."""
+    stack = shared_stack.stack.scoped([COMPANY])
+    stack.airflow("connections", "add", "dead_hook", "--conn-uri", "http://127.0.0.1:9",
+                  check=False)  # already there when the module runs twice on one stack
     try:
-        started = start_catchup_stack(root)
-        stack = started.stack
-        yield started
+        written_at = now_utc()
+        slot = write_company(stack, written_at)
+        stack.exportctl("demo", "seed", "--config", "dags/config")
+        yield CatchupStack(stack, stack.api, slot, written_at, stack.env)
     finally:
-        if stack is None:
-            stack = Stack(root / "project", None, None)
-        try:
-            if (root / "project" / ".airflow").exists():
-                stop_and_sweep(stack)
-        finally:
-            if os.environ.get("SCHEDULER_KEEP"):
-                print(f"SCHEDULER_KEEP: the stack's copy stays in {root}")
-            else:
-                shutil.rmtree(root, ignore_errors=True)
+        stack.withdraw([COMPANY])

@@ -1,30 +1,93 @@
-"""One real `make run` stack per test module, with the module's own company config.
+"""Scheduler tests: one shared `make run` stack per pytest worker, each module with its own
+uniquely named companies in it.
 
 A module declares what it needs and uses the ``scheduler_stack`` fixture::
 
     COMPANIES = {"clearco": company_file("clearco", [widget_export("daily", export_hour=H)])}
-    STACK_ENV = {"EXPORT_RETRY_DELAY_SECONDS": "5"}      # optional: extra stack environment
 
-    def prepare_stack(stack):                             # optional: before `make run`
+    def prepare_stack(stack):                             # optional: before the companies
         (stack.artifact_root / "x").mkdir(parents=True)
 
     def test_something(scheduler_stack):
         run = scheduler_stack.wait_for_run("widget_export__clearco__daily")
 
 ``COMPANIES`` maps a company id to its file (YAML text or a dict; it may also be a function
-returning the mapping). The stack is stopped (and its copy deleted unless ``SCHEDULER_KEEP=1``)
-after the module. A test using the fixture is marked ``scheduler`` (and ``slow``) by the root
-conftest. See ``tests/system/scheduler/harness.py`` for the API.
+returning the mapping). The module's companies are written into the running stack (config,
+loaders, demo rows) and the fixture waits until Airflow has serialised their DAGs; afterwards
+they are paused and removed. Settings a module needs go into its companies' files (``retries``,
+``catchup``, ``timeouts``, a destination's ``retry``), never into the stack's environment, so
+every module shares one stack. The stack itself offers what modules read from the environment:
+an SMTP relay (``AIRFLOW_CONN_SMTP_DEFAULT``), a StatsD listener, ``broken_source`` (nothing
+listens there) and ``fixture_source`` (a database of the session's PostgreSQL the module fills;
+:class:`SharedStack`). A module whose stack must differ in executor or auth manager starts
+its own (``test_tenants_and_secrets.py``: another auth manager; ``test_runaway.py``: a source
+seeded before the stack starts). See ``harness.py``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import pytest
 
-from tests.system.scheduler.harness import SchedulerStack, keep_or_remove
+from tests.services.ports import free_port
+from tests.services.postgres import PostgresServer, scratch_database
+from tests.services.smtp import SmtpRelay, start_smtp, stop_smtp
+from tests.system.scheduler.harness import SchedulerStack, StatsdListener, dag_ids, keep_or_remove
 from tests.system.soak.stack import scratch_dir
+
+# A company id belongs to one module: two modules writing the same company would see each
+# other's runs in the ledger.
+_OWNERS: dict[str, str] = {}
+
+
+@dataclass
+class SharedStack:
+    """The worker's stack and the servers it was started with."""
+
+    stack: SchedulerStack
+    relay: SmtpRelay
+    statsd: StatsdListener
+    fixture_dsn: str
+
+
+@pytest.fixture(scope="session")
+def shared_stack(request: pytest.FixtureRequest, postgres_server: PostgresServer
+                 ) -> Iterator[SharedStack]:
+    relay, statsd = start_smtp(), StatsdListener()
+    root = scratch_dir("export-shared-")
+    try:
+        with scratch_database(postgres_server, "fixtures") as dsn:
+            env = {
+                "AIRFLOW_CONN_SMTP_DEFAULT": f"smtp://127.0.0.1:{relay.port}/?from_email=airflow"
+                                            "%40example.com&disable_ssl=true&disable_tls=true"
+                                            "&retry_limit=0&timeout=10",
+                "AIRFLOW_CONN_BROKEN_SOURCE": f"postgresql://exports:exports@127.0.0.1:"
+                                              f"{free_port()}/demo?connect_timeout=3",
+                "AIRFLOW_CONN_FIXTURE_SOURCE": dsn,
+                "AIRFLOW__METRICS__STATSD_ON": "True",
+                "AIRFLOW__METRICS__STATSD_HOST": "127.0.0.1",
+                "AIRFLOW__METRICS__STATSD_PORT": str(statsd.port),
+                "AIRFLOW__METRICS__STATSD_PREFIX": "airflow",
+                # A removed company's DAGs must survive the re-parse as failing stand-ins, and
+                # a module's new files are parsed soon after they are written.
+                "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "10",
+                "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
+            }
+            stack = SchedulerStack.prepare(root / "project", {}, env)
+            stack.add_sources(broken_source={"widget_metrics": "company_id"})
+            failed_before = request.session.testsfailed
+            try:
+                yield SharedStack(stack.start(), relay, statsd, dsn)
+            finally:
+                try:
+                    stack.stop()
+                finally:
+                    keep_or_remove(root, failed=request.session.testsfailed > failed_before)
+    finally:
+        statsd.stop()
+        stop_smtp(relay)
 
 
 @pytest.fixture(scope="module")
@@ -35,15 +98,23 @@ def scheduler_stack(request: pytest.FixtureRequest) -> Iterator[SchedulerStack]:
         raise pytest.UsageError(f"{module.__name__} uses scheduler_stack but sets no COMPANIES")
     if callable(companies):
         companies = companies()
-    root = scratch_dir("export-scheduler-")
-    stack = SchedulerStack.prepare(root / "project", companies, getattr(module, "STACK_ENV", {}))
+    for company in companies:
+        owner = _OWNERS.setdefault(company, module.__name__)
+        if owner != module.__name__:
+            raise pytest.UsageError(f"{module.__name__}: company {company!r} is {owner}'s; "
+                                    "every module names its own companies")
+    shared: SharedStack = request.getfixturevalue("shared_stack")
+    stack = shared.stack.scoped(companies)
+    prepare = getattr(module, "prepare_stack", None)
+    if prepare is not None:
+        prepare(stack)
     try:
-        prepare = getattr(module, "prepare_stack", None)
-        if prepare is not None:
-            prepare(stack)
-        yield stack.start()
+        for company, config in companies.items():
+            stack.write_company(company, config, sync_loaders=False)
+        stack.sync_loaders()
+        stack.exportctl("demo", "seed", "--config", "dags/config", "--days", "21")
+        stack.wait_for_dags(*(dag for company, config in companies.items()
+                              for dag in dag_ids(company, config)), timeout=300)
+        yield stack
     finally:
-        try:
-            stack.stop()
-        finally:
-            keep_or_remove(root)
+        stack.withdraw(companies)

@@ -22,7 +22,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -73,6 +75,56 @@ def company_file(company: str, widget_exports: list[dict[str, Any]], **company_f
             "widget_exports": widget_exports}
 
 
+def dag_ids(company: str, config: str | dict[str, Any]) -> list[str]:
+    """The DAGs a company file makes: its manual export and one per widget export and per
+    data export schedule (primary, and secondary where the file has one)."""
+    data = yaml.safe_load(config) if isinstance(config, str) else config
+    ids = [f"manual_export__{company}"]
+    ids += [f"widget_export__{company}__{e['id']}" for e in data.get("widget_exports") or []]
+    ids += [f"data_export__{company}__{e['channel']}__{kind}"
+            for e in data.get("data_exports") or [] for kind in ("primary", "secondary")
+            if kind in e]
+    return ids
+
+
+class StatsdListener:
+    """A UDP socket that keeps every StatsD line it receives."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.settimeout(0.5)
+        self.port = self.sock.getsockname()[1]
+        self.lines: list[str] = []
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self.stopped.is_set():
+            try:
+                data = self.sock.recv(65535)
+            except OSError:
+                continue
+            self.lines.extend(data.decode(errors="replace").splitlines())
+
+    def values(self, name: str) -> list[tuple[float, str]]:
+        """``(value, type)`` of every line for metric ``name`` (prefix included)."""
+        out = []
+        for line in list(self.lines):
+            metric, _, rest = line.partition(":")
+            if metric == name:
+                value, _, kind = rest.partition("|")
+                out.append((float(value), kind.split("|")[0]))
+        return out
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self.thread.join(5)
+        self.sock.close()
+
+
+
 def _yaml(config: str | dict[str, Any]) -> str:
     return config if isinstance(config, str) else yaml.safe_dump(config, sort_keys=False)
 
@@ -84,6 +136,13 @@ class SchedulerStack:
     stack: Stack
     api: Api | None = None
     _env: dict[str, str] = field(default_factory=dict)
+    # On the shared stack: the companies of the module this view belongs to. The ledger reads
+    # (counts, ledger_runs) see only them; None sees everything (a stack of its own).
+    scope: frozenset[str] | None = None
+
+    def scoped(self, companies: Iterable[str]) -> SchedulerStack:
+        """This stack as one module sees it: the same processes, its own companies."""
+        return SchedulerStack(self.stack, self.api, self._env, frozenset(companies))
 
     # -- life cycle -------------------------------------------------------------------------
     @classmethod
@@ -147,11 +206,37 @@ class SchedulerStack:
             self.sync_loaders()
         return path
 
+    def add_sources(self, **sources: dict[str, str]) -> None:
+        """Allow ``sources`` (name → {table: tenant column}) in the stack's defaults.yaml."""
+        defaults = self.config_dir / "defaults.yaml"
+        data = yaml.safe_load(defaults.read_text())
+        for name, tables in sources.items():
+            entry = data["sources"].setdefault(name, {"retention_days": 400, "tables": {}})
+            entry.setdefault("tables", {}).update(
+                {table: {"tenant_column": column} for table, column in tables.items()})
+        defaults.write_text(yaml.safe_dump(data, sort_keys=False))
+
     def remove_company(self, company: str, *, sync_loaders: bool = False) -> None:
         """Delete ``dags/config/<company>.yaml`` (the loader stays unless ``sync_loaders``)."""
         (self.config_dir / f"{company}.yaml").unlink()
         if sync_loaders:
             self.sync_loaders()
+
+    def withdraw(self, companies: Iterable[str]) -> None:
+        """Pause the companies' DAGs and remove their files and loaders: what a module does
+        with its companies when it is done with the shared stack, so the next module's ledger
+        reads and audits see none of them running."""
+        for company in companies:
+            for dag_id in self._company_dags(company):
+                self.pause(dag_id)
+            (self.config_dir / f"{company}.yaml").unlink(missing_ok=True)
+        self.sync_loaders()
+
+    def _company_dags(self, company: str) -> list[str]:
+        page = self._api().ok("GET", "/api/v2/dags?limit=100&dag_id_pattern="
+                                     f"__{company}")["dags"]
+        return [d["dag_id"] for d in page if d["dag_id"].endswith(f"__{company}")
+                or f"__{company}__" in d["dag_id"]]
 
     def sync_loaders(self) -> None:
         result = subprocess.run([str(self.root / ".venv" / "bin" / "exportctl"), "loaders", "dags"],
@@ -346,26 +431,47 @@ class SchedulerStack:
         return open_ledger(self.env["EXPORT_LEDGER_URL"])
 
     def counts(self) -> dict[str, int]:
-        """Rows of the ledger (runs, attempts, artifacts, deliveries, delivery attempts, events)
-        and the staging objects left in the artifact store."""
+        """Rows of the ledger (runs, attempts, artifacts, deliveries, delivery attempts) and the
+        staging objects left in the artifact store: of the view's companies on a shared stack."""
         import sqlalchemy as sa
 
+        scope = sorted(self.scope) if self.scope is not None else None
+        mine = "" if scope is None else " WHERE r.company = ANY(:scope)"
+        queries = {
+            "runs": f"SELECT count(*) FROM export_runs r{mine}",
+            "attempts": f"SELECT count(*) FROM export_attempts a JOIN export_runs r ON "
+                        f"a.run_id = r.id{mine}",
+            "artifacts": f"SELECT count(*) FROM export_artifacts a JOIN export_runs r ON "
+                         f"a.run_id = r.id{mine}",
+            "deliveries": f"SELECT count(*) FROM deliveries d JOIN export_runs r ON "
+                          f"d.run_key = r.run_key{mine}",
+            "delivery_attempts": f"SELECT count(*) FROM delivery_attempts x JOIN deliveries d "
+                                 f"ON x.delivery_id = d.delivery_id JOIN export_runs r ON "
+                                 f"d.run_key = r.run_key{mine}",
+        }
         ledger = self.ledger()
         try:
             with ledger.engine.connect() as conn:
-                out = {name: conn.execute(sa.text(f"SELECT count(*) FROM {table}")).scalar_one()
-                       for name, table in (("runs", "export_runs"), ("attempts", "export_attempts"),
-                                           ("artifacts", "export_artifacts"),
-                                           ("deliveries", "deliveries"),
-                                           ("delivery_attempts", "delivery_attempts"))}
+                params = {} if scope is None else {"scope": scope}
+                out = {name: conn.execute(sa.text(sql), params).scalar_one()
+                       for name, sql in queries.items()}
+                attempt_ids = set(conn.execute(sa.text(
+                    f"SELECT a.attempt_id FROM export_attempts a JOIN export_runs r ON "
+                    f"a.run_id = r.id{mine}"), params).scalars())
         finally:
             ledger.engine.dispose()
         staging = self.artifact_root / ".staging"
-        out["staging_objects"] = len(list(staging.iterdir())) if staging.exists() else 0
+        left = [p for p in staging.iterdir()] if staging.exists() else []
+        out["staging_objects"] = len([p for p in left if scope is None
+                                      or p.name.split(".", 1)[0] in attempt_ids])
         return out
 
     def ledger_runs(self) -> list[dict[str, Any]]:
-        return json.loads(self.exportctl("runs", "--json").stdout)
+        """``exportctl runs --json``: of the view's companies on a shared stack."""
+        if self.scope is None:
+            return json.loads(self.exportctl("runs", "--json").stdout)
+        return [run for company in sorted(self.scope)
+                for run in json.loads(self.exportctl("runs", "--json", "--company", company).stdout)]
 
 
 def _label(ti: dict[str, Any]) -> str:

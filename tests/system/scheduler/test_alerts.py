@@ -1,8 +1,9 @@
 """Alerts and metrics on a real scheduler (issue 13, items 5 and 6; ADR 0010).
 
-One stack, two companies. ``alertco`` reads a source that is down (nothing listens on its
-port): its render fails with a retryable ``SourceError``, is retried 3 times, fails for good,
-is cleared and fails through its retries again — the exports team and the owner each get
+Two companies on the shared stack (its SMTP relay, StatsD listener and ``broken_source``).
+``alertco`` reads a source that is down (nothing listens on its port): its render fails with
+a retryable ``SourceError``, is retried 3 times (its export's ``retries``), fails for good, is
+cleared and fails through its retries again — the exports team and the owner each get
 exactly one "export failed" e-mail from a real SMTP server (aiosmtpd), naming the run, the
 period, the reason and the commands. Its deadline is set to pass while the test runs, so the
 triggerer's deadline callback (the same notifier) sends one "deadline missed" e-mail each too.
@@ -12,17 +13,13 @@ a UDP listener, the rendered rows equal to the ledger's.
 
 from __future__ import annotations
 
-import socket
-import threading
 import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-import yaml
 
-from tests.services.ports import free_port
-from tests.services.smtp import SmtpRelay, start_smtp, stop_smtp
+from tests.services.smtp import SmtpRelay
 from tests.system.scheduler.harness import (
     SchedulerStack,
     company_file,
@@ -33,107 +30,46 @@ from tests.system.scheduler.harness import (
 HOUR = daily_hour_far_from_now()
 FAILING, METERED = "widget_export__alertco__daily", "widget_export__meterco__daily"
 TEAM, OWNER = "exports-team@example.com", "ops@alertco.example"
-# alertco's latest slot. Its deadline is set just before the stack starts to pass 3 min later
-# (the stack starts in 70-125 s; a run created after its deadline gets no deadline alert).
+# alertco's latest slot. Its deadline is set when its file is written, to pass 3 min later
+# (a run created after its deadline gets no deadline alert).
 _NOW = datetime.now(UTC)
 SLOT = _NOW.replace(hour=HOUR, minute=0, second=0, microsecond=0)
 SLOT = SLOT if SLOT <= _NOW else SLOT - timedelta(days=1)
 DEADLINE_AFTER_START = timedelta(minutes=3)
 
 
+# retries=3, 2-4-4 s apart (the cap keeps the retries after the clear as short): each final
+# failure within ~1 min. Per export, so the shared stack's other modules keep their own.
+RETRIES = {"count": 3, "delay": "2s", "max_delay": "4s"}
+
+
 def _failing_company(deadline: timedelta = timedelta(hours=20)) -> dict[str, Any]:
     export = widget_export("daily", export_hour=HOUR, company="alertco",
-                           deadline=f"{int(deadline.total_seconds())}s")
+                           deadline=f"{int(deadline.total_seconds())}s", retries=RETRIES)
     export["query"] = {**export["query"], "source": "broken_source"}
     return company_file("alertco", [export])
-
-
-COMPANIES = {
-    "alertco": _failing_company(),
-    "meterco": company_file("meterco", [widget_export("daily", export_hour=HOUR,
-                                                      company="meterco")]),
-}
-STACK_ENV = {
-    # retries=3, 2-4-4 s apart (the cap keeps the retries after the clear as short): each
-    # final failure within ~1 min.
-    "EXPORT_RETRIES": "3",
-    "EXPORT_RETRY_DELAY_SECONDS": "2",
-    "EXPORT_MAX_RETRY_DELAY_SECONDS": "4",
-}
-
-
-class StatsdListener:
-    """A UDP socket that keeps every StatsD line it receives."""
-
-    def __init__(self) -> None:
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.settimeout(0.5)
-        self.port = self.sock.getsockname()[1]
-        self.lines: list[str] = []
-        self.stopped = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-
-    def _run(self) -> None:
-        while not self.stopped.is_set():
-            try:
-                data = self.sock.recv(65535)
-            except OSError:
-                continue
-            self.lines.extend(data.decode(errors="replace").splitlines())
-
-    def values(self, name: str) -> list[tuple[float, str]]:
-        """``(value, type)`` of every line for metric ``name`` (prefix included)."""
-        out = []
-        for line in list(self.lines):
-            metric, _, rest = line.partition(":")
-            if metric == name:
-                value, _, kind = rest.partition("|")
-                out.append((float(value), kind.split("|")[0]))
-        return out
-
-    def stop(self) -> None:
-        self.stopped.set()
-        self.thread.join(5)
-        self.sock.close()
 
 
 SERVERS: dict[str, Any] = {}
 
 
-@pytest.fixture(scope="module", autouse=True)
-def servers():
-    """The SMTP relay and the StatsD listener, up before the stack starts (prepare_stack)."""
-    relay, statsd = start_smtp(), StatsdListener()
-    SERVERS.update(relay=relay, statsd=statsd)
-    yield SERVERS
-    statsd.stop()
-    stop_smtp(relay)
-
-
-def prepare_stack(stack: SchedulerStack) -> None:
-    relay: SmtpRelay = SERVERS["relay"]
-    defaults = stack.config_dir / "defaults.yaml"
-    data = yaml.safe_load(defaults.read_text())
-    data["sources"]["broken_source"] = {"tables": {"widget_metrics":
-                                                   {"tenant_column": "company_id"}}}
-    assert data["alerts"]["exports_team"] == [TEAM]
-    defaults.write_text(yaml.safe_dump(data, sort_keys=False))
+def COMPANIES() -> dict[str, Any]:  # noqa: N802 - the harness's name for a module's companies
+    """alertco's deadline passes 3 min after its file is written (its DAG is parsed and its
+    run created well before that: a run created after its deadline gets no deadline alert)."""
     deadline = datetime.now(UTC) + DEADLINE_AFTER_START - SLOT
     SERVERS["deadline"] = timedelta(seconds=int(deadline.total_seconds()))
-    stack.write_company("alertco", _failing_company(SERVERS["deadline"]), sync_loaders=False)
-    stack.stack.extra_env.update({
-        "AIRFLOW_CONN_SMTP_DEFAULT": f"smtp://127.0.0.1:{relay.port}/?from_email=airflow"
-                                     "%40example.com&disable_ssl=true&disable_tls=true"
-                                     "&retry_limit=0&timeout=10",
-        "AIRFLOW_CONN_BROKEN_SOURCE": f"postgresql://exports:exports@127.0.0.1:{free_port()}"
-                                      "/demo?connect_timeout=3",
-        "AIRFLOW__METRICS__STATSD_ON": "True",
-        "AIRFLOW__METRICS__STATSD_HOST": "127.0.0.1",
-        "AIRFLOW__METRICS__STATSD_PORT": str(SERVERS["statsd"].port),
-        "AIRFLOW__METRICS__STATSD_PREFIX": "airflow",
-    })
+    return {
+        "alertco": _failing_company(SERVERS["deadline"]),
+        "meterco": company_file("meterco", [widget_export("daily", export_hour=HOUR,
+                                                          company="meterco", retries=RETRIES)]),
+    }
+
+
+@pytest.fixture(scope="module", autouse=True)
+def servers(shared_stack):
+    """The shared stack's SMTP relay (AIRFLOW_CONN_SMTP_DEFAULT) and StatsD listener."""
+    SERVERS.update(relay=shared_stack.relay, statsd=shared_stack.statsd)
+    return SERVERS
 
 
 def _mails(relay: SmtpRelay) -> list[tuple[str, list[str], str]]:
@@ -147,9 +83,11 @@ def _mails(relay: SmtpRelay) -> list[tuple[str, list[str], str]]:
 
 
 def _per_recipient(relay: SmtpRelay, word: str) -> dict[str, int]:
+    """Messages about alertco with ``word`` in the subject, per recipient (the relay is the
+    shared stack's: other modules' failures reach the exports team too)."""
     counts = {TEAM: 0, OWNER: 0}
     for subject, rcpts, _ in _mails(relay):
-        if word in subject:
+        if word in subject and "alertco/" in subject:
             for rcpt in rcpts:
                 counts[rcpt] = counts.get(rcpt, 0) + 1
     return counts
@@ -188,7 +126,8 @@ def test_one_failure_is_one_email_per_recipient_after_three_retries_and_a_clear(
     time.sleep(5)  # the second final failure's callback has run (it runs before the state)
     assert _per_recipient(relay, "export failed") == {TEAM: 1, OWNER: 1}
 
-    (subject, rcpts, body) = next(m for m in _mails(relay) if "export failed" in m[0])
+    (subject, rcpts, body) = next(m for m in _mails(relay)
+                                  if "export failed" in m[0] and "alertco/" in m[0])
     run_key = f"alertco/daily/{SLOT:%Y-%m-%dT%H:%M}Z"
     assert rcpts == sorted([TEAM, OWNER])
     assert subject.startswith("[exports] export failed: alertco/daily ")
@@ -211,7 +150,8 @@ def test_a_missed_deadline_alerts_once_per_recipient(scheduler_stack: SchedulerS
            max(0.0, (due - datetime.now(UTC)).total_seconds()) + 90,
            f"the deadline e-mails (deadline {due:%H:%M:%S}Z; none comes if the stack took "
            f"longer than {DEADLINE_AFTER_START} to create the run)")
-    (_, _, body) = next(m for m in _mails(relay) if "deadline missed" in m[0])
+    (_, _, body) = next(m for m in _mails(relay)
+                         if "deadline missed" in m[0] and "alertco/" in m[0])
     assert f"not delivered within {deadline} of the slot" in body
     assert _per_recipient(relay, "export failed") == {TEAM: 1, OWNER: 1}
 

@@ -1,6 +1,6 @@
 """Catch-up, backfill and deadlines on a real scheduler (ADR 0006, issue 11 items 3, 4, 7).
 
-One stack for the module (see ``_catchup_fixtures``). While 30 missed daily slots of one DAG are
+catchup-co on the shared stack (see ``_catchup_fixtures``). While 30 missed daily slots of one DAG are
 recovered as an Airflow backfill, its on-time slot must start within 60 s and meet its
 deadline; a deadline miss shows in Browse → Deadlines while catch-up runs do not; an operator's
 ``airflow backfill create`` over an old range exports one artifact per slot.
@@ -8,7 +8,6 @@ deadline; a deadline miss shows in Browse → Deadlines while catch-up runs do n
 
 from __future__ import annotations
 
-import subprocess
 import time
 from datetime import datetime, timedelta
 
@@ -16,6 +15,7 @@ import pytest
 
 from tests.system.scheduler._catchup_fixtures import (
     BACKFILLED,
+    COMPANY,
     MISSED,
     MISSER,
     ONTIME,
@@ -29,7 +29,7 @@ START_BAR = timedelta(seconds=60)
 CATCHUP_BUDGET = 2
 OLD_FROM, OLD_TO = timedelta(days=10), timedelta(days=7)
 
-catchup = pytest.fixture(scope="module")(catchup_stack_fixture)
+catchup = pytest.fixture(scope="module", name="catchup")(catchup_stack_fixture)
 
 
 def _t(value: str | None) -> datetime | None:
@@ -122,9 +122,11 @@ def test_a_deadline_miss_shows_in_browse_deadlines_and_catch_up_runs_do_not(catc
     misser_runs = {r["dag_run_id"]: r for r in catchup.runs(MISSER)}
     assert _t(misser_runs[miss["dag_run_id"]]["logical_date"]) == slot
     assert _t(miss["deadline_time"]) == slot + timedelta(seconds=30)
-    # Every deadline row of the stack (missed or not) belongs to a run created before its
-    # deadline: none for yesterday's catch-up runs, none for backfill runs.
-    every = catchup.api.ok("GET", "/ui/dags/~/dagRuns/~/deadlines?limit=100")["deadlines"]
+    # Every deadline row of catchup-co (missed or not; the shared stack holds other modules')
+    # belongs to a run created before its deadline: none for yesterday's catch-up runs, none
+    # for backfill runs.
+    every = [d for d in catchup.api.ok("GET", "/ui/dags/~/dagRuns/~/deadlines?limit=100"
+                                       )["deadlines"] if f"__{COMPANY}__" in d["dag_id"]]
     assert {(d["dag_id"], d["dag_run_id"]) for d in every} <= {
         (d, r["dag_run_id"]) for d in (ONTIME, MISSER) for r in catchup.runs(d)
         if _t(r["logical_date"]) == slot}
@@ -158,8 +160,7 @@ def test_all_missed_slots_exported_oldest_first_within_the_budget(catchup):
     assert {len(r["artifacts"]) for r in missed} == {1}
     assert {r["deadline_status"] for r in missed} == {"late"}
     assert min(r["late_by_minutes"] for r in missed) > 0
-    table = subprocess.run(["exportctl", "runs", "--company", "catchup-co"], cwd=catchup.stack.root,
-                           env=catchup.env, capture_output=True, text=True, check=True).stdout
+    table = catchup.stack.exportctl("runs", "--company", "catchup-co").stdout
     oldest = min(missed, key=lambda r: r["slot_utc"])
     (row,) = [line for line in table.splitlines() if line.startswith(oldest["run_key"] + " ")]
     assert f" {oldest['late_by_minutes']} min " in row and oldest["deadline_utc"] in row

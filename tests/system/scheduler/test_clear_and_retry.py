@@ -34,8 +34,10 @@ COUNTED = ("runs", "artifacts", "deliveries", "delivery_attempts")
 
 
 def _company(company: str, **fields) -> dict:
+    """One daily export whose failed tries Airflow retries 4-8 s later (the default first
+    delay is 10 minutes): the export's own ``retries``, not the stack's."""
     return company_file(company, [widget_export("daily", export_hour=HOUR, company=company,
-                                                **fields)])
+                                                retries={"delay": "4s"}, **fields)])
 
 
 COMPANIES = {
@@ -44,15 +46,6 @@ COMPANIES = {
     "restco": _company("restco", late_data={"policy": "restate", "grace": "0m"}),
     "flakyco": _company("flakyco"),  # its publish is retried; its company is removed at the end
 }
-STACK_ENV = {
-    # Airflow's retry of a failed try comes 4-8 s later (the default first delay is 10 minutes).
-    "EXPORT_RETRY_DELAY_SECONDS": "4",
-    # A removed company's DAGs must survive the dag-processor's re-parse as failing stand-ins:
-    # parse often so the test sees that re-parse quickly.
-    "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "10",
-}
-
-
 def prepare_stack(stack: SchedulerStack) -> None:
     """flakyco's first publish meets a storage error: a file where its artifact directory goes."""
     stack.artifact_root.mkdir(parents=True, exist_ok=True)
@@ -66,8 +59,8 @@ def _counts(stack: SchedulerStack) -> dict[str, int]:
 
 def _run_id(stack: SchedulerStack, dag_id: str) -> str:
     """The DAG's scheduled run (the one every test clears); restco's restatement run."""
-    (run,) = [r for r in stack.dag_runs(dag_id)
-              if r["run_type"] == "scheduled" or dag_id == RESTATEMENT]
+    (run,) = [r for r in stack.dag_runs(dag_id) if r["run_type"] == "scheduled"
+              or (dag_id == RESTATEMENT and r["dag_run_id"].startswith("restate__restco_"))]
     return run["dag_run_id"]
 
 
@@ -79,8 +72,12 @@ def test_every_scheduled_run_succeeds_and_a_publish_retry_after_a_storage_error_
     stack.wait_for_task(FLAKY, stack.wait_for_run_id(FLAKY), "publish", states=("up_for_retry",),
                         timeout=240, interval=0.5)
     (stack.artifact_root / "flakyco").unlink()  # the storage is back
-    for dag_id in (*ALL_DAGS, RESTATEMENT):
+    for dag_id in ALL_DAGS:
         stack.wait_for_run(dag_id, timeout=240)
+    # export_restatement is every company's: restco's run is the one named after its run key.
+    wait_for(lambda: any(r["dag_run_id"].startswith("restate__restco_")
+                         for r in stack.dag_runs(RESTATEMENT)), 240, 1, "restco's restatement run")
+    stack.wait_for_run(RESTATEMENT, _run_id(stack, RESTATEMENT), timeout=240)
 
     publish = stack.task_instance(FLAKY, _run_id(stack, FLAKY), "publish")
     assert publish["state"] == "success" and publish["try_number"] >= 2, publish

@@ -5,18 +5,16 @@ the source an export reads; ``exportctl run`` keeps working from ``AIRFLOW_CONN_
 from __future__ import annotations
 
 import csv
-import shutil
 import subprocess
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 
 from tests.services.postgres import PostgresServer
-from tests.system.scheduler.harness import daily_hour_far_from_now
-from tests.system.soak.stack import Stack, scratch_dir, stop_and_sweep, wait_for
+from tests.system.scheduler.harness import SchedulerStack, daily_hour_far_from_now
+from tests.system.soak.stack import wait_for
 
 COMPANY = "conn-co"
 CONN_ID = "cli_source"
@@ -67,43 +65,34 @@ def _seed_second_source(server: PostgresServer, database: str) -> None:
             cur.executemany("INSERT INTO widget_metrics VALUES (%s, %s, %s, %s)", rows)
 
 
-def _write_config(root: Path) -> None:
+def _write_config(stack: SchedulerStack) -> None:
     """The company file, and its source table on the ``sources:`` allowlist of defaults.yaml
     (a query may read only allowlisted tables, issue 12)."""
-    import yaml
-
-    defaults = root / "dags" / "config" / "defaults.yaml"
-    data = yaml.safe_load(defaults.read_text())
-    data["sources"][CONN_ID] = {"tables": {"widget_metrics": {"tenant_column": "company_id"}}}
-    defaults.write_text(yaml.safe_dump(data, sort_keys=False))
-    (root / "dags" / "config" / f"{COMPANY}.yaml").write_text(CONFIG)
+    stack.add_sources(**{CONN_ID: {"widget_metrics": "company_id"}})
+    stack.write_company(COMPANY, CONFIG, sync_loaders=False)
 
 
-def _run(stack: Stack, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+def _run(stack: SchedulerStack, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(list(args), cwd=stack.root, env=env, capture_output=True, text=True,
                           timeout=120, check=False)
 
 
 @pytest.fixture(scope="module")
-def stack(postgres_server: PostgresServer) -> Iterator[tuple[Stack, str]]:
-    """`make run` in a copy without the demo companies; yields it and the second source's URI."""
+def stack(postgres_server: PostgresServer, shared_stack
+          ) -> Iterator[tuple[SchedulerStack, str]]:
+    """The shared stack, which knows nothing of conn-co yet (the test adds it as an operator
+    does), and the second source's URI."""
     database = f"second_{uuid.uuid4().hex[:8]}"
     _seed_second_source(postgres_server, database)
-    root = scratch_dir("export-conn-")
-    stack = Stack.in_copy(root / "project")
-    for path in (*stack.root.glob("dags/config/*.yaml"), *stack.root.glob("dags/company_*.py")):
-        if path.name != "defaults.yaml":
-            path.unlink()
     uri = f"postgresql://{postgres_server.user}:{postgres_server.password}@127.0.0.1:" \
           f"{postgres_server.port}/{database}"
+    stack = shared_stack.stack.scoped([COMPANY])
     try:
-        stack.start()
         yield stack, uri
     finally:
         try:
-            stop_and_sweep(stack)
+            stack.withdraw([COMPANY])
         finally:
-            shutil.rmtree(root, ignore_errors=True)
             import psycopg
 
             with psycopg.connect(postgres_server.dsn, autocommit=True) as admin:
@@ -112,16 +101,16 @@ def stack(postgres_server: PostgresServer) -> Iterator[tuple[Stack, str]]:
 
 def test_a_connection_added_with_the_cli_is_the_source_an_export_reads(stack):
     stack, uri = stack
-    env = stack.stack_environ()
+    env = stack.env
     assert not any(k == f"AIRFLOW_CONN_{CONN_ID.upper()}" for k in env)
     added = _run(stack, env, "airflow", "connections", "add", CONN_ID, "--conn-uri", uri)
     assert added.returncode == 0, added.stdout + added.stderr
     # An operator adds a company whose export reads that connection; the dag-processor picks
     # up the new loader and the scheduler runs the latest slot (recovery: latest).
-    _write_config(stack.root)
+    _write_config(stack)
     loaders = _run(stack, env, "exportctl", "loaders", "dags")
     assert loaders.returncode == 0, loaders.stdout + loaders.stderr
-    api = stack.api()
+    api = stack.api
 
     def finished() -> list[dict]:
         status, page = api.call("GET", f"/api/v2/dags/{DAG_ID}/dagRuns?state=success"
@@ -131,7 +120,7 @@ def test_a_connection_added_with_the_cli_is_the_source_an_export_reads(stack):
     runs = wait_for(finished, 150, interval=3, what=f"a finished run of {DAG_ID}")
     assert [r["state"] for r in runs] == ["success"], runs
 
-    files = sorted((stack.root / "exports" / "outbox" / COMPANY / "daily").glob("*.csv"))
+    files = sorted((stack.outbox / COMPANY / "daily").glob("*.csv"))
     assert len(files) == 1, files
     with files[0].open(newline="") as fh:
         rows = list(csv.DictReader(fh))
@@ -145,14 +134,14 @@ def test_a_connection_added_with_the_cli_is_the_source_an_export_reads(stack):
 def test_exportctl_run_reads_the_same_id_from_the_environment_alone(stack):
     """exportctl never asks Airflow: without AIRFLOW_CONN_* it names both ways to define it."""
     stack, uri = stack
-    env = stack.stack_environ()
-    config = stack.root / "dags" / "config" / f"{COMPANY}.yaml"
+    env = stack.env
+    config = stack.config_dir / f"{COMPANY}.yaml"
     if not config.exists():  # when run alone
-        _write_config(stack.root)
+        _write_config(stack)
     slot = (datetime.now(UTC) - timedelta(days=2)).strftime(f"%Y-%m-%dT{HOUR:02d}:00Z")
     args = ("exportctl", "run", "dags/config", "--schedule", f"{COMPANY}/daily", "--slot", slot,
             "--json")
-    outbox = stack.root / "exports" / "outbox" / COMPANY / "daily"
+    outbox = stack.outbox / COMPANY / "daily"
     before = set(outbox.glob("*.csv"))
 
     missing = _run(stack, env, *args)

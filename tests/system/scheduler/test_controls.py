@@ -3,8 +3,8 @@ scheduled run is reading its source fences the attempt off — the render task f
 published or delivered, and the cancel is in the audit trail; the daily ``export_retention``
 DAG loads and runs.
 
-The source is a view on a fixture database of the session's PostgreSQL whose rows cost
-``knob.seconds`` each to read: slow while the test cancels, instant afterwards, so the render
+The source is a view in the shared stack's fixture database (``fixture_source``) whose rows cost
+``slowco_knob.seconds`` each to read: slow while the test cancels, instant afterwards, so the render
 ends right after the cancel instead of after minutes.
 """
 
@@ -13,21 +13,16 @@ from __future__ import annotations
 import json
 import shutil
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import psycopg
 import pytest
-import yaml
 
-from tests.services.postgres import scratch_database
 from tests.system.scheduler.harness import (
     SchedulerStack,
     company_file,
     daily_hour_far_from_now,
-    keep_or_remove,
 )
-from tests.system.soak.stack import scratch_dir
 from tests.world import REPO
 
 HOUR = daily_hour_far_from_now()
@@ -44,48 +39,40 @@ EXPORT = {
 
 
 def _seed(dsn: str) -> None:
-    """72 rows a day for the last 4 days behind a view that sleeps knob.seconds per row."""
+    """72 rows a day for the last 4 days behind a view that sleeps slowco_knob.seconds per row
+    (in the shared stack's fixture database: every name is slowco's)."""
     start = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0) - timedelta(days=3)
     with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute("CREATE TABLE metrics (company_id text, event_time timestamptz, "
+        conn.execute("CREATE TABLE slowco_metrics (company_id text, event_time timestamptz, "
                      "value numeric(12, 2))")
-        conn.execute("INSERT INTO metrics SELECT 'slowco', %s + g * interval '20 min', g "
+        conn.execute("INSERT INTO slowco_metrics SELECT 'slowco', %s + g * interval '20 min', g "
                      "FROM generate_series(0, 4 * 72 - 1) g", (start,))
-        conn.execute("CREATE TABLE knob (seconds float8 NOT NULL)")
-        conn.execute("INSERT INTO knob VALUES (3)")
-        conn.execute("CREATE FUNCTION slow(v numeric) RETURNS numeric VOLATILE LANGUAGE sql AS "
-                     "$$ SELECT pg_sleep((SELECT seconds FROM knob)); SELECT v $$")
+        conn.execute("CREATE TABLE slowco_knob (seconds float8 NOT NULL)")
+        conn.execute("INSERT INTO slowco_knob VALUES (3)")
+        conn.execute("CREATE FUNCTION slowco_slow(v numeric) RETURNS numeric VOLATILE LANGUAGE sql AS "
+                     "$$ SELECT pg_sleep((SELECT seconds FROM slowco_knob)); SELECT v $$")
         conn.execute("CREATE VIEW slow_metrics AS SELECT company_id, event_time, "
-                     "slow(value) AS value FROM metrics")
+                     "slowco_slow(value) AS value FROM slowco_metrics")
+
+
+COMPANIES = {"slowco": company_file("slowco", [EXPORT])}
 
 
 @pytest.fixture(scope="module")
-def fixture_dsn(postgres_server) -> Iterator[str]:
-    with scratch_database(postgres_server, "controls") as dsn:
-        _seed(dsn)
-        yield dsn
+def fixture_dsn(shared_stack) -> str:
+    return shared_stack.fixture_dsn
+
+
+def prepare_stack(stack: SchedulerStack) -> None:
+    """slowco's source tables, fixture_source's allowlist, and the retention DAG."""
+    _seed(stack.env["AIRFLOW_CONN_FIXTURE_SOURCE"])
+    stack.add_sources(fixture_source={"slow_metrics": "company_id"})
+    shutil.copy(REPO / "dags" / "export_retention.py", stack.root / "dags" / "export_retention.py")
 
 
 @pytest.fixture(scope="module")
-def stack(fixture_dsn: str) -> Iterator[SchedulerStack]:
-    root = scratch_dir("export-controls-")
-    harness = SchedulerStack.prepare(root / "project",
-                                     {"slowco": company_file("slowco", [EXPORT])},
-                                     {"AIRFLOW_CONN_FIXTURE_SOURCE": fixture_dsn})
-    dags = harness.root / "dags"
-    shutil.copy(REPO / "dags" / "export_retention.py", dags / "export_retention.py")
-    defaults = dags / "config" / "defaults.yaml"
-    data = yaml.safe_load(defaults.read_text())
-    data["sources"]["fixture_source"] = {"retention_days": 400, "tables": {
-        "slow_metrics": {"tenant_column": "company_id"}}}
-    defaults.write_text(yaml.safe_dump(data, sort_keys=False))
-    try:
-        yield harness.start()
-    finally:
-        try:
-            harness.stop()
-        finally:
-            keep_or_remove(root)
+def stack(scheduler_stack: SchedulerStack) -> SchedulerStack:
+    return scheduler_stack
 
 
 def _run(stack: SchedulerStack) -> dict | None:
@@ -106,7 +93,7 @@ def test_cancel_during_render_publishes_nothing_and_is_audited(stack, fixture_ds
     cancelled = stack.exportctl("cancel", key, "--by", "ops@slowco.example",
                                 "--why", "wrong window", check=False)
     with psycopg.connect(fixture_dsn, autocommit=True) as conn:
-        conn.execute("UPDATE knob SET seconds = 0")  # the render may finish now
+        conn.execute("UPDATE slowco_knob SET seconds = 0")  # the render may finish now
 
     why = stack._describe(DAG, run_id, "the cancel")  # the tasks and their logs, if it failed
     assert cancelled.stdout.startswith(f"run {key} cancelled (was rendering)"), (
@@ -121,7 +108,7 @@ def test_cancel_during_render_publishes_nothing_and_is_audited(stack, fixture_ds
     assert _run(stack)["state"] == "cancelled", _run(stack)
     counts = stack.counts()
     assert (counts["artifacts"], counts["deliveries"]) == (0, 0)
-    assert [p for p in stack.outbox.rglob("*") if p.is_file()] == []
+    assert [p for p in (stack.outbox / "slowco").rglob("*") if p.is_file()] == []
     trail = json.loads(stack.exportctl("actions", "--company", "slowco", "--json").stdout)
     assert [(a["who"], a["action"], a["target_id"], a["changed"]) for a in trail] == [
         ("ops@slowco.example", "cancel", key, True)]

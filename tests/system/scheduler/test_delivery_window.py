@@ -1,13 +1,11 @@
-"""Issue 11 items 5 and 6 on a real scheduler (``make run`` in a copy, driven through the REST
-API): a config edit adding a destination while an earlier run is registered fails nothing and
+"""Issue 11 items 5 and 6 on a real scheduler (the shared stack, driven through the REST API):
+a config edit adding a destination while an earlier run is registered fails nothing and
 applies to the later run only; a destination that is down and comes back gets its file once,
-through Airflow's own retries (shortened by the documented test settings
-``EXPORT_DELIVERY_RETRY_BASE_SECONDS`` / ``_CAP_SECONDS``), with no operator action."""
+through Airflow's own retries (shortened by each destination's ``retry: {base, cap}``), with
+no operator action."""
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -15,11 +13,11 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from tests.services.http import WebhookReceiver, start_receiver, stop_receiver
-from tests.system.scheduler.harness import daily_hour_far_from_now
-from tests.system.soak.stack import Api, Stack, scratch_dir, stop_and_sweep, wait_for
+from tests.system.scheduler.harness import SchedulerStack, daily_hour_far_from_now
+from tests.system.soak.stack import Api, wait_for
 
-DAG = "widget_export__acme__daily-spend"
-SCHEDULE = "acme/daily-spend"
+DAG = "widget_export__windowco__daily-spend"
+SCHEDULE = "windowco/daily-spend"
 # The export hour is ~12 h from now, so no on-time slot falls due while the module runs (at a
 # fixed 07:00 Berlin, a run at 06:30 UTC saw the on-time run deliver to the partner as well).
 # The slots are 4-7 days old: the demo source holds the last 21 days.
@@ -27,15 +25,18 @@ HOUR = daily_hour_far_from_now()
 _TODAY = datetime.now(UTC).replace(hour=HOUR, minute=0, second=0, microsecond=0)
 SLOTS = {name: f"{_TODAY - timedelta(days=days):%Y-%m-%dT%H:%M:%SZ}" for name, days in
          (("early", 7), ("later", 6), ("outage", 5), ("window", 4))}
+# No automatic catch-up (the slots are triggered by hand) and short delivery retries: the
+# export's and its destinations' own settings.
 ACME = """\
 company:
-  id: acme
-  name: ACME Corp
+  id: windowco
+  name: Window Corp
   timezone: UTC
-  owner: data-team@acme.example
+  owner: data-team@windowco.example
 widget_exports:
   - id: daily-spend
     export_hour: {hour}
+    catchup: {{lookback: 0h}}
     window: {{kind: calendar_day}}
     query:
       source: demo_source
@@ -44,10 +45,10 @@ widget_exports:
       timestamp_column: event_time
       tenant_column: company_id
     destinations:
-      - {{id: acme-dir, type: local, path: outbox/acme/daily-spend}}
+      - {{id: acme-dir, type: local, path: outbox/windowco/daily-spend, retry: {{base: 3s, cap: 5s}}}}
 {extra}"""
 PARTNER = ("      - {id: partner, type: webhook, conn_id: partner_hook, endpoint: /hooks/exports,"
-           " retry_window: 1d}\n")
+           " retry_window: 1d, retry: {base: 3s, cap: 5s}}\n")
 
 
 @pytest.fixture(scope="module")
@@ -58,40 +59,31 @@ def receiver() -> Iterator[WebhookReceiver]:
         stop_receiver(hook)
 
 
+def COMPANIES() -> dict[str, str]:  # noqa: N802 - the harness's name for a module's companies
+    return {"windowco": ACME.format(hour=HOUR, extra="")}
+
+
+def prepare_stack(stack: SchedulerStack) -> None:
+    """The partner's webhook connection, made the Airflow way (the stack is running)."""
+    stack.airflow("connections", "add", "partner_hook", "--conn-uri",
+                  f"http://127.0.0.1:{RECEIVER['port']}")
+
+
+RECEIVER: dict[str, int] = {}
+
+
 @pytest.fixture(scope="module")
-def stack(receiver: WebhookReceiver) -> Iterator[Stack]:
-    """One schedule (acme/daily-spend), no automatic catch-up, fast re-parsing and short
-    delivery retries; always stopped and deleted."""
-    root = scratch_dir("export-delivery-")
-    stack = Stack.in_copy(
-        root / "project", EXPORT_CATCHUP_LOOKBACK_HOURS="0.01",  # no catch-up (a 0 serialises as "no bound")
-        EXPORT_DELIVERY_RETRY_BASE_SECONDS="3", EXPORT_DELIVERY_RETRY_CAP_SECONDS="5",
-        AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL="5",
-        AIRFLOW_CONN_PARTNER_HOOK=f"http://127.0.0.1:{receiver.port}")
-    dags = stack.root / "dags"
-    # No gap audit either: its startup run anchors on the first registered run, so when it
-    # runs after this module's first trigger it backfills the slots the next tests trigger
-    # (seen: HTTP 409 "Unique constraint violation" on dag_id + logical_date).
-    for path in [*dags.glob("company_*.py"), dags / "demo_feed.py", dags / "export_gap_audit.py",
-                 *(p for p in (dags / "config").glob("*.yaml") if p.name != "defaults.yaml")]:
-        path.unlink()
-    (dags / "config" / "acme.yaml").write_text(ACME.format(hour=HOUR, extra=""))
-    try:
-        stack.start()
-        yield stack
-    finally:
-        try:
-            stop_and_sweep(stack)
-        finally:
-            shutil.rmtree(root, ignore_errors=True)
+def stack(receiver: WebhookReceiver, request: pytest.FixtureRequest) -> SchedulerStack:
+    """windowco/daily-spend on the shared stack, its partner connection pointing at
+    ``receiver``."""
+    RECEIVER["port"] = receiver.port
+    return request.getfixturevalue("scheduler_stack")
 
 
-def _api(stack: Stack) -> Api:
+def _api(stack: SchedulerStack) -> Api:
     """A logged-in client, once the export DAG (not only manual_export) is parsed."""
-    api = stack.api()
-    wait_for(lambda: api.call("GET", f"/api/v2/dags/{DAG}")[0] == 200, 120, interval=1,
-             what=f"{DAG} to be parsed")
-    return api
+    stack.wait_for_dags(DAG)
+    return stack.api
 
 
 def _trigger(api: Api, slot: str) -> str:
@@ -114,21 +106,21 @@ def _finished(api: Api, run_id: str, timeout: float) -> str:
                     timeout, interval=2, what=f"run {run_id} to finish")
 
 
-def _deliveries(stack: Stack, slot: str) -> dict[str, dict]:
+def _deliveries(stack: SchedulerStack, slot: str) -> dict[str, dict]:
     key = f"{SCHEDULE}/{slot[:16]}Z"
     (run,) = [r for r in stack.ledger_runs() if r["run_key"] == key]
     return {d["destination"]: d for d in run["deliveries"]}
 
 
-def _edit(stack: Stack, api: Api, extra: str) -> None:
+def _edit(stack: SchedulerStack, api: Api, extra: str) -> None:
     """Edit the config and wait until the DAG processor has parsed the new version."""
-    (stack.root / "dags" / "config" / "acme.yaml").write_text(ACME.format(hour=HOUR, extra=extra))
+    stack.write_company("windowco", ACME.format(hour=HOUR, extra=extra), sync_loaders=False)
     wait_for(lambda: "partner" in (api.ok("GET", f"/api/v2/dags/{DAG}/details")["doc_md"] or ""),
              60, interval=1, what="the edited config to be parsed")
 
 
 def test_a_destination_added_while_an_earlier_run_is_registered_applies_to_later_runs(
-    stack: Stack, receiver: WebhookReceiver
+    stack: SchedulerStack, receiver: WebhookReceiver
 ) -> None:
     started = time.monotonic()
     api = _api(stack)
@@ -154,7 +146,7 @@ def test_a_destination_added_while_an_earlier_run_is_registered_applies_to_later
 
 
 def test_a_destination_down_then_back_gets_its_file_once_through_airflow_retries(
-    stack: Stack, receiver: WebhookReceiver
+    stack: SchedulerStack, receiver: WebhookReceiver
 ) -> None:
     started = time.monotonic()
     api = _api(stack)
@@ -177,7 +169,7 @@ def test_a_destination_down_then_back_gets_its_file_once_through_airflow_retries
 
 
 def test_a_destination_down_past_its_window_is_exhausted_with_its_last_error_and_unresolved(
-    stack: Stack, receiver: WebhookReceiver
+    stack: SchedulerStack, receiver: WebhookReceiver
 ) -> None:
     """The partner stays down (the previous test stopped it) and its window is 1 minute: the
     deliver task is retried by Airflow until the window closes, then fails for good; the ledger
@@ -185,8 +177,9 @@ def test_a_destination_down_past_its_window_is_exhausted_with_its_last_error_and
     started = time.monotonic()
     api = _api(stack)
     # The worker reads the config at registration: the new window applies to the next run.
-    (stack.root / "dags" / "config" / "acme.yaml").write_text(
-        ACME.format(hour=HOUR, extra=PARTNER.replace("retry_window: 1d", "retry_window: 1m")))
+    stack.write_company("windowco", ACME.format(
+        hour=HOUR, extra=PARTNER.replace("retry_window: 1d", "retry_window: 1m")),
+        sync_loaders=False)
     slot = SLOTS["window"]
     run_id = _trigger(api, slot)
 
@@ -200,7 +193,5 @@ def test_a_destination_down_past_its_window_is_exhausted_with_its_last_error_and
     assert partner["state"] == "exhausted" and partner["attempts"] >= 2, partner
     assert "Connection refused" in (partner["last_error"] or ""), partner
     assert tasks["deliver[1]"]["try_number"] == partner["attempts"]
-    unresolved = subprocess.run(["exportctl", "runs", "--unresolved"], cwd=stack.root,
-                                env=stack.stack_environ(), capture_output=True, text=True,
-                                check=True).stdout
+    unresolved = stack.exportctl("runs", "--unresolved", "--company", "windowco").stdout
     assert f"{SCHEDULE}/{slot[:16]}Z" in unresolved, unresolved

@@ -3,7 +3,7 @@ scheduler: every missed slot ends exported (ledger and files) or recorded with i
 the recovery policy; a second audit changes nothing.
 
 The outage: both schedules start (``effective_from``) three days before their newest due slot,
-and ``EXPORT_CATCHUP_LOOKBACK_HOURS=0`` keeps ``recover_missed`` from looking back, so the
+and ``catchup: {lookback: 0h}`` keeps ``recover_missed`` from looking back, so the
 scheduler runs only the newest due slot and the older ones never get a run, as after an outage
 that recover_missed did not cover. ``audit-each/daily`` (recovery each): 3 missed daily slots,
 backfilled through the REST API. ``audit-latest/hourly`` (recovery latest): ~71 missed hourly
@@ -32,15 +32,17 @@ def _iso(moment: datetime) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+# No look back: recover_missed leaves the older slots alone, as after an outage it did not
+# cover; a failed try is retried 5 s later.
+OUTAGE = {"catchup": {"lookback": "0h"}, "retries": {"delay": "5s"}}
 COMPANIES = {
     "audit-each": company_file("audit-each", [widget_export(
         "daily", export_hour=HOUR, company="audit-each", recovery="each",
-        effective_from=_iso(DAILY_FROM))]),
+        effective_from=_iso(DAILY_FROM), **OUTAGE)]),
     "audit-latest": company_file("audit-latest", [widget_export(
         "hourly", export_hour=0, interval_hours=1, company="audit-latest", recovery="latest",
-        window={"kind": "interval"}, effective_from=_iso(HOURLY_FROM))]),
+        window={"kind": "interval"}, effective_from=_iso(HOURLY_FROM), **OUTAGE)]),
 }
-STACK_ENV = {"EXPORT_CATCHUP_LOOKBACK_HOURS": "0", "EXPORT_RETRY_DELAY_SECONDS": "5"}
 
 
 def _ledger(stack, schedule: str) -> dict[str, dict]:

@@ -1,6 +1,6 @@
 """The obligations page in headless Chromium against a real stack (issue 13, acceptance).
 
-Company clearco has two daily exports whose latest slot is ~12 h ago with a 1 h deadline, so
+Company pageco has two daily exports whose latest slot is ~12 h ago with a 1 h deadline, so
 the stack's own first runs start ~11 h late: ``late-daily`` (``late_start: finish``) exports
 anyway and is delivered late; ``held-daily`` (``late_start: hold``) is held for an operator.
 The test then exports late-daily's slot of two days before through the real pipeline with a
@@ -15,7 +15,6 @@ Screenshots of every step go to ``test-artifacts/screenshots/`` under the projec
 
 from __future__ import annotations
 
-import json
 import shutil
 import time
 from collections.abc import Iterator
@@ -32,22 +31,16 @@ from tests.system.scheduler.harness import (
 )
 
 HOUR = daily_hour_far_from_now()
-LATE, HELD = "widget_export__clearco__late-daily", "widget_export__clearco__held-daily"
-COMPANIES = {"clearco": company_file("clearco", [
+LATE, HELD = "widget_export__pageco__late-daily", "widget_export__pageco__held-daily"
+COMPANIES = {"pageco": company_file("pageco", [
     widget_export("late-daily", export_hour=HOUR, deadline="1h"),
     widget_export("held-daily", export_hour=HOUR, deadline="1h", late_start="hold"),
 ])}
-STACK_ENV = {"AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin"}
 SHOTS = Path(__file__).resolve().parents[3] / "test-artifacts" / "screenshots"
 SEED = ("import sys; from datetime import datetime, timedelta; "
         "from export_lib.cli.commands import run_one; "
-        "print(run_one('dags/config', 'clearco/late-daily', sys.argv[1], "
+        "print(run_one('dags/config', 'pageco/late-daily', sys.argv[1], "
         "now=datetime.fromisoformat(sys.argv[1]) + timedelta(minutes=30))['state'])")
-
-
-def prepare_stack(stack: SchedulerStack) -> None:
-    (stack.root / ".airflow").mkdir(exist_ok=True)
-    (stack.root / ".airflow" / "passwords.json").write_text(json.dumps({"admin": "admin"}))
 
 
 @pytest.fixture(scope="module")
@@ -89,14 +82,14 @@ def test_support_sees_late_and_missed_filters_drills_down_and_releases(scheduler
     started = time.monotonic()
     stack.wait_for_run(LATE, state="success", timeout=240)
     held_run = stack.wait_for_run(HELD, state="failed", timeout=240)
-    (latest,) = _slots(stack, "clearco/late-daily")
-    assert _slots(stack, "clearco/held-daily") == [latest]
+    (latest,) = _slots(stack, "pageco/late-daily")
+    assert _slots(stack, "pageco/held-daily") == [latest]
     before = latest - timedelta(days=2)
     seeded = stack.run_cli(str(stack.root / ".venv" / "bin" / "python"), "-c", SEED,
                            before.strftime("%Y-%m-%dT%H:%MZ"))
     assert seeded.stdout.strip() == "ready", seeded.stderr
-    late_key = f"clearco/late-daily/{latest:%Y-%m-%dT%H:%MZ}"
-    held_key = f"clearco/held-daily/{latest:%Y-%m-%dT%H:%MZ}"
+    late_key = f"pageco/late-daily/{latest:%Y-%m-%dT%H:%MZ}"
+    held_key = f"pageco/held-daily/{latest:%Y-%m-%dT%H:%MZ}"
     missed = latest - timedelta(days=1)
     SHOTS.mkdir(parents=True, exist_ok=True)
     print(f"\nscreenshots in {SHOTS}; ledger ready after {time.monotonic() - started:.0f} s")
@@ -122,7 +115,7 @@ def test_support_sees_late_and_missed_filters_drills_down_and_releases(scheduler
     d.switch_to.frame(d.find_element(By.TAG_NAME, "iframe"))
 
     # The late run and the missed slot, in the strip and in the runs list.
-    strip = d.find_element(By.CSS_SELECTOR, "tr[data-schedule='clearco/late-daily'] .strip")
+    strip = d.find_element(By.CSS_SELECTOR, "tr[data-schedule='pageco/late-daily'] .strip")
     cells = {c.get_attribute("data-slot"): c for c in strip.find_elements(By.CLASS_NAME, "cell")}
     iso = "%Y-%m-%dT%H:%M:%SZ"
     assert [cells[t.strftime(iso)].get_attribute("data-outcome")
