@@ -1,71 +1,71 @@
 """No runaway work and late data on a real scheduler (issue 11, items 10 and 9).
 
-One `make run` stack (tests/system/soak/stack.py) in a copy of the project whose catalog holds only two
-fixture companies reading a fixture source (a database of the session's PostgreSQL, seeded
-before the stack starts, so no scheduled run ever sees a missing table):
+Two companies on the shared stack reading ``fixture_source`` (the shared stack's fixture
+database, seeded before the companies are written, so no scheduled run ever sees a missing
+table):
 
-* ``bigco``: one widget export over ``big_metrics``, 5 M rows of one day. A manual export of
-  that day is triggered through the REST API; once its COPY is active in ``pg_stat_activity``
-  the render task is cleared through the REST API, as an operator does in the UI. Airflow's
-  supervisor sees the refused heartbeat and SIGTERMs the task; ``on_kill`` cancels the query.
-* ``lateco``: an hourly export with ``late_data: restate`` (grace 2 h) and one with
-  ``wait_for_watermark`` whose deadline falls ~150 s after the fixture wrote the config; the
-  source's watermark never passes, so the sensor reschedules until the deadline, then exports.
+* ``bigco``: one widget export over ``big_metrics``, 5 M rows of one day, its renders limited
+  to 8 s (``timeouts: {render: 8s}``). A run of that day is triggered through the REST API;
+  once its COPY is active in ``pg_stat_activity`` the render task is cleared through the REST
+  API, as an operator does in the UI. Airflow's supervisor sees the refused heartbeat and
+  SIGTERMs the task; ``on_kill`` cancels the query.
+* ``lateco``: a daily export with ``late_data: restate`` (grace 2 h) and one with
+  ``wait_for_watermark`` (``poke_interval: 10s``) whose deadline falls ~150 s after the fixture
+  wrote the config; the source's watermark never passes, so the sensor reschedules until the
+  deadline, then exports. Their slot is ~12 h old (``daily_hour_far_from_now``): no slot falls
+  due while the module runs, whatever the hour.
 """
 
 from __future__ import annotations
 
-import shutil
 import threading
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import psycopg
 import pytest
-import yaml
 
-from tests.services.postgres import scratch_database
-from tests.system.soak.stack import Api, Stack, scratch_dir, stop_and_sweep, wait_for
+from tests.system.scheduler.harness import SchedulerStack, daily_hour_far_from_now
+from tests.system.soak.stack import Api, wait_for
 
 ROWS = 5_000_000
+BIG = "widget_export__bigco__full-dump"
 
 
 @dataclass(frozen=True)
 class Clock:
-    """The slots this module's stack works on, read when its first test starts (not at
-    collection: under pytest-xdist a module may start many minutes after it was collected)."""
+    """The slots this module works on, read when it starts (not at collection: under
+    pytest-xdist a module may start many minutes after it was collected)."""
 
     now: datetime
 
     @property
-    def s0(self) -> datetime:  # the latest hourly slot when the stack starts
-        return self.now.replace(minute=0, second=0, microsecond=0)
+    def hour(self) -> int:  # lateco's daily export hour: its latest slot ~12 h ago
+        return daily_hour_far_from_now(self.now)
+
+    @property
+    def s0(self) -> datetime:  # lateco's latest daily slot
+        slot = self.now.replace(hour=self.hour, minute=0, second=0, microsecond=0)
+        return slot if slot <= self.now else slot - timedelta(days=1)
 
     @property
     def big_day(self) -> datetime:
         return (self.now - timedelta(days=3)).replace(hour=0, minute=0, second=0, microsecond=0)
 
     @property
+    def big_slot(self) -> datetime:  # bigco/full-dump's slot whose calendar day is big_day
+        return self.big_day + timedelta(days=1, hours=7)
+
+    @property
     def past_slot(self) -> datetime:  # restated at once: window end + grace has passed
-        return self.s0 - timedelta(hours=3)
-
-
-def read_clock() -> Clock:
-    """Now, out of the last 4 minutes of an hour: the scheduler must create the run of the
-    latest hourly slot the fixtures seed for, at its first parse of the DAGs (the stack is up
-    in ~50 s, ~110 s on a busy machine). Slept through at most 4 min of an hour: a module
-    starting then waits for the next hour."""
-    now = datetime.now(UTC)
-    if now.minute >= 56:
-        time.sleep(3600 - now.minute * 60 - now.second + 5)
-        now = datetime.now(UTC)
-    return Clock(now)
+        return self.s0 - timedelta(days=1)
 
 
 LATE_ROWS, ON_TIME_ROWS = 5, 100
-# The watermark sensor's run reaches its deadline this long after the stack starts starting
-# (the stack is up after ~50 s, ~110 s on a busy machine; the sensor pokes every 10 s).
+# The watermark sensor's run reaches its deadline this long after its company is written (its
+# DAG is parsed and its run started well before; the sensor pokes every 10 s).
 WM_DEADLINE_AFTER = 150
 
 BIGCO = """\
@@ -86,13 +86,14 @@ widget_exports:
       - {id: bigco-dir, type: local, path: outbox/bigco}
     deadline: 2h
     recovery: none
+    timeouts: {render: 8s}
 """
 LATECO = """\
 company: {id: lateco, name: Late Co, timezone: UTC, owner: data@lateco.example, status: active}
 widget_exports:
   - id: restated
-    export_hour: 0
-    interval_hours: 1
+    export_hour: %(hour)d
+    interval_hours: 24
     window: {kind: interval}
     query:
       source: fixture_source
@@ -108,8 +109,8 @@ widget_exports:
     recovery: latest
     late_data: {policy: restate, grace: 2h}
   - id: watermarked
-    export_hour: 0
-    interval_hours: 1
+    export_hour: %(hour)d
+    interval_hours: 24
     window: {kind: interval}
     query:
       source: fixture_source
@@ -123,7 +124,7 @@ widget_exports:
       - {id: lateco-watermarked, type: local, path: outbox/lateco/watermarked}
     deadline: %(wm_deadline)ds
     recovery: latest
-    late_data: {policy: wait_for_watermark, grace: 1m}
+    late_data: {policy: wait_for_watermark, grace: 1m, poke_interval: 10s}
 """
 
 
@@ -155,65 +156,46 @@ def seed_fixture_source(dsn: str, clock: Clock) -> None:
                      (s0 - timedelta(hours=1), s0 - timedelta(hours=1)))
 
 
-def fixture_catalog(stack: Stack, wm_deadline: timedelta) -> None:
-    """The copy's catalog: bigco and lateco only (nothing else loads the 2 cores)."""
-    dags = stack.root / "dags"
-    for path in [*dags.glob("company_*.py"), *dags.glob("config/*.yaml")]:
-        if path.name != "defaults.yaml":
-            path.unlink()
-    defaults = dags / "config" / "defaults.yaml"
-    data = yaml.safe_load(defaults.read_text())
-    data["sources"]["fixture_source"] = {"retention_days": 400, "tables": {
-        t: {"tenant_column": "company_id"} for t in ("big_metrics", "late_metrics", "wm_metrics")}}
-    defaults.write_text(yaml.safe_dump(data, sort_keys=False))
-    (dags / "config" / "bigco.yaml").write_text(BIGCO)
-    (dags / "config" / "lateco.yaml").write_text(
-        LATECO % {"wm_deadline": int(wm_deadline.total_seconds())})
-
-
 @pytest.fixture(scope="module")
 def clock() -> Clock:
-    return read_clock()
+    return Clock(datetime.now(UTC))
 
 
 @pytest.fixture(scope="module")
-def fixture_dsn(postgres_server, clock):
-    with scratch_database(postgres_server, "runaway") as dsn:
-        seed_fixture_source(dsn, clock)
-        yield dsn
+def fixture_dsn(shared_stack) -> str:
+    return shared_stack.fixture_dsn
 
 
 @pytest.fixture(scope="module")
-def stack(fixture_dsn, clock):
-    root = scratch_dir("export-runaway-")
-    stack = Stack.in_copy(root / "project", AIRFLOW_CONN_FIXTURE_SOURCE=fixture_dsn,
-                          EXPORT_WATERMARK_POKE_SECONDS="10", EXPORT_TIMEOUT_RENDER="8s")
+def stack(shared_stack, fixture_dsn: str, clock: Clock):
+    """bigco and lateco on the shared stack, their source seeded first; restatement runs held
+    until the test says so (released again afterwards: export_restatement is every module's)."""
+    stack = shared_stack.stack.scoped(["bigco", "lateco"])
+    seed_fixture_source(fixture_dsn, clock)
+    fill_big_metrics(fixture_dsn, clock.big_day)
+    stack.add_sources(fixture_source={t: "company_id" for t in
+                                      ("big_metrics", "late_metrics", "wm_metrics")})
+    stack.pause("export_restatement")
     # The watermark never passes: the sensor reschedules until this deadline, then exports.
-    wm_deadline_at = datetime.now(UTC) + timedelta(seconds=WM_DEADLINE_AFTER)
-    fixture_catalog(stack, wm_deadline_at.replace(microsecond=0) - clock.s0)
-    filler = threading.Thread(target=fill_big_metrics, args=(fixture_dsn, clock.big_day))
-    filler.start()
+    wm_deadline = (datetime.now(UTC) + timedelta(seconds=WM_DEADLINE_AFTER)).replace(
+        microsecond=0) - clock.s0
     try:
-        stack.start()
-        filler.join()
+        stack.write_company("bigco", BIGCO, sync_loaders=False)
+        stack.write_company("lateco", LATECO % {"hour": clock.hour,
+                                                "wm_deadline": int(wm_deadline.total_seconds())})
+        stack.wait_for_dags("widget_export__bigco__full-dump", "widget_export__lateco__restated",
+                            "widget_export__lateco__watermarked", timeout=300)
         yield stack
     finally:
         try:
-            stop_and_sweep(stack)
+            stack.withdraw(["bigco", "lateco"])
         finally:
-            shutil.rmtree(root, ignore_errors=True)
+            stack.pause("export_restatement", paused=False)
 
 
 @pytest.fixture(scope="module")
-def api(stack) -> Api:
-    api = stack.api()
-    wanted = ("export_restatement", "manual_export__bigco", "widget_export__lateco__restated",
-              "widget_export__lateco__watermarked")
-    wait_for(lambda: all(api.call("GET", f"/api/v2/dags/{d}")[0] == 200 for d in wanted), 120,
-             interval=1, what=f"DAGs {wanted} to be parsed")
-    # Late rows arrive only when the test says so: hold restatement runs until then.
-    api.ok("PATCH", "/api/v2/dags/export_restatement", {"is_paused": True})
-    return api
+def api(stack: SchedulerStack) -> Api:
+    return stack.api
 
 
 def export_queries(dsn: str, day: str) -> list[tuple[int, str]]:
@@ -226,9 +208,9 @@ def export_queries(dsn: str, day: str) -> list[tuple[int, str]]:
             ("%big_metrics%", f"%{day}%")).fetchall()
 
 
-def task_logs(stack: Stack, dag_id: str, run_id: str, task_id: str) -> str:
-    folder = (stack.root / ".airflow" / "logs" / f"dag_id={dag_id}" / f"run_id={run_id}"
-              / f"task_id={task_id}")
+def task_logs(stack: SchedulerStack, dag_id: str, run_id: str, task_id: str) -> str:
+    folder = (Path(stack.env["AIRFLOW_HOME"]) / "logs" / f"dag_id={dag_id}"
+              / f"run_id={run_id}" / f"task_id={task_id}")
     return "\n".join(p.read_text(errors="replace") for p in sorted(folder.glob("**/*.log")))
 
 
@@ -240,18 +222,18 @@ def test_a_cleared_and_a_timed_out_render_leave_no_query_on_the_source(stack, ap
                                                                       clock):
     """Both ways Airflow stops a running render end its COPY on the source within 5 s: a clear
     (SIGTERM → on_kill), then the cleared render's next try meeting its execution_timeout
-    (EXPORT_TIMEOUT_RENDER=8s here) while the table is locked, so its COPY waits until then."""
-    run_id = api.trigger_manual("bigco", "bigco/full-dump", clock.big_day,
-                               "runaway test")["dag_run_id"]
+    (the export's ``timeouts: {render: 8s}``) while the table is locked, so its COPY waits
+    until then."""
+    run_id = api.ok("POST", f"/api/v2/dags/{BIG}/dagRuns",
+                    {"logical_date": clock.big_slot.isoformat(), "conf": {}})["dag_run_id"]
     day_text = f"{clock.big_day:%Y-%m-%d}"
     active = wait_for(lambda: [p for p, s in export_queries(fixture_dsn, day_text)
                                if s == "active"],
                       180, interval=0.2, what="the render's COPY to be active on the source")
     (pid,) = set(active)
-    ti = api.ok("GET", f"/api/v2/dags/manual_export__bigco/dagRuns/{run_id}"
-                       "/taskInstances/render")
+    ti = api.ok("GET", f"/api/v2/dags/{BIG}/dagRuns/{run_id}/taskInstances/render")
     assert ti["state"] == "running", ti
-    api.ok("POST", "/api/v2/dags/manual_export__bigco/clearTaskInstances",
+    api.ok("POST", f"/api/v2/dags/{BIG}/clearTaskInstances",
            {"dry_run": False, "dag_run_id": run_id, "task_ids": ["render"],
             "only_failed": False, "include_downstream": True, "reset_dag_runs": True})
     cleared = time.monotonic()
@@ -264,7 +246,7 @@ def test_a_cleared_and_a_timed_out_render_leave_no_query_on_the_source(stack, ap
     print(f"cleared a running render of {ROWS} rows: backend {pid} (and its parallel workers) "
           f"gone from pg_stat_activity {gone_after:.2f} s after the clear")
     assert gone_after <= 5.0
-    first_try = task_logs(stack, "manual_export__bigco", run_id, "render")
+    first_try = task_logs(stack, BIG, run_id, "render")
     assert "on_kill: cancelled 1 running source query" in first_try
 
     # The next try waits on a lock we hold until its execution_timeout stops it.
@@ -293,12 +275,12 @@ def test_a_cleared_and_a_timed_out_render_leave_no_query_on_the_source(stack, ap
     print(f"timed-out render: backend {retry_pid} gone {gone_after:.2f} s after it appeared "
           "(execution_timeout 8 s)")
     assert gone_after <= 8.0 + 5.0
-    ti = wait_for(lambda: (t := api.ok("GET", f"/api/v2/dags/manual_export__bigco/dagRuns/"
+    ti = wait_for(lambda: (t := api.ok("GET", f"/api/v2/dags/{BIG}/dagRuns/"
                                               f"{run_id}/taskInstances/render"))["state"]
                   in ("up_for_retry", "failed") and t, 60, interval=1,
                   what="the timed-out render to end its try")
     assert ti["try_number"] == 2, ti
-    folder = (stack.root / ".airflow" / "logs" / "dag_id=manual_export__bigco"
+    folder = (Path(stack.env["AIRFLOW_HOME"]) / "logs" / f"dag_id={BIG}"
               / f"run_id={run_id}" / "task_id=render")
     second_try = "\n".join(p.read_text(errors="replace") for p in folder.glob("**/attempt=2*"))
     assert "AirflowTaskTimeout" in second_try, second_try[-3000:]
@@ -319,10 +301,12 @@ def test_restatement_runs_apart_and_publishes_a_correction(stack, api, fixture_d
         return runs if mine and all(r["state"] == "success" for r in runs) else None
 
     # The export runs end with their first delivery: the scheduled on-time run (restated at
-    # s0 + 2 h) and the past slot's run both finish, holding no max_active_runs slot.
+    # s0 + 2 h, held: export_restatement is paused) and the past slot's run both finish,
+    # holding no max_active_runs slot.
     runs = wait_for(export_runs_done, 150, interval=2, what=f"{dag_id} runs to succeed")
     restatements = {datetime.fromisoformat(r["conf"]["run"]["slot"]): r
-                    for r in dag_runs(api, "export_restatement")}
+                    for r in dag_runs(api, "export_restatement")
+                    if r["dag_run_id"].startswith("restate__lateco_restated_")}
     assert set(restatements) >= {s0, past_slot} and len(runs) >= 2
     on_time = restatements[s0]
     assert on_time["state"] == "queued"
