@@ -38,6 +38,17 @@ class StepRetryPolicy(RetryPolicy):
 MANUAL_RETRY = StepRetryPolicy((timedelta(seconds=30), timedelta(minutes=2), timedelta(minutes=10)))
 
 
+def _doubled(base: timedelta, cap: timedelta, doublings: int) -> timedelta:
+    """``base * 2**doublings``, at most ``cap``: doubled step by step and never past the cap (a
+    short cap over a long window means hundreds of tries; ``base * 2**40`` overflows)."""
+    wait = base
+    for _ in range(doublings):
+        if wait >= cap:
+            break
+        wait *= 2
+    return min(wait, cap)
+
+
 class DeliveryWindowPolicy(RetryPolicy):
     """Deliveries retry until their window closes (ADR 0003 §6): ``base`` doubling, capped at
     ``cap``, and never past the window's end — the ledger put it on the error
@@ -50,7 +61,7 @@ class DeliveryWindowPolicy(RetryPolicy):
 
     def delay(self, try_number: int, retry_until: datetime | None, now: datetime) -> timedelta:
         """The wait before try ``try_number + 1``."""
-        wait = min(self.base * 2 ** min(max(try_number - 1, 0), 40), self.cap)
+        wait = _doubled(self.base, self.cap, max(try_number - 1, 0))
         if retry_until is not None and retry_until > now:
             wait = min(wait, retry_until - now + timedelta(seconds=1))
         return max(wait, timedelta(seconds=1))
@@ -68,8 +79,8 @@ class DeliveryWindowPolicy(RetryPolicy):
         """Enough retries for the backoff schedule to outlast ``window`` (plus one at its end)."""
         total, tries = timedelta(0), 0
         while total < window:
+            total += _doubled(self.base, self.cap, tries)
             tries += 1
-            total += min(self.base * 2 ** min(tries - 1, 40), self.cap)
         return tries + 1
 
     def serialize(self) -> dict[str, Any]:
