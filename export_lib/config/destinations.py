@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
 
 from export_lib.config.durations import parse_duration, short
 from export_lib.config.limits import MAX_AUTHORIZED, MAX_TEXT, StrictFloat, StrictInt
+from export_lib.config.operational import DeliveryRetry
 from export_lib.errors import ConfigError
 from export_lib.periods.timing import invalid
 
@@ -73,7 +74,7 @@ MIN_RETRY_WINDOW = timedelta(minutes=1)
 MAX_RETRY_WINDOW = timedelta(days=30)
 # Fields that say how hard to try, not where the artifact goes: a run may deliver with a newer
 # value (they are not part of a delivery's identity, see delivery.engine).
-POLICY_FIELDS = frozenset({"retry_window"})
+POLICY_FIELDS = frozenset({"retry_window", "retry"})
 
 
 class _Destination(BaseModel):
@@ -81,6 +82,8 @@ class _Destination(BaseModel):
 
     id: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]*$", max_length=48)
     retry_window: timedelta = DEFAULT_RETRY_WINDOW
+    # The pacing of the retries inside that window (ADR 0015); None: the deployment default.
+    retry: DeliveryRetry | None = None
 
     @field_validator("retry_window", mode="before")
     @classmethod

@@ -37,6 +37,13 @@ from export_lib.config.limits import (
     StrictInt,
     shown,
 )
+from export_lib.config.operational import (
+    OPERATIONAL_KEYS,
+    Catchup,
+    TaskRetries,
+    TaskTimeouts,
+    check_poke_interval,
+)
 from export_lib.config.query import SOURCE_NAME, QuerySpec, check_identifier, check_not_system
 from export_lib.periods.timing import (
     DstFold,
@@ -86,10 +93,12 @@ class CompanyConfig(FrozenModel):
 
 
 class LateData(FrozenModel):
-    """What to do with rows that arrive after a window was exported (used by later issues)."""
+    """What to do with rows that arrive after a window was exported; ``poke_interval``: how
+    often ``wait_for_watermark`` looks (None: the deployment default, ADR 0015)."""
 
     policy: Literal["none", "wait_for_watermark", "restate"] = "none"
     grace: Duration = timedelta(0)
+    poke_interval: Annotated[Duration | None, AfterValidator(check_poke_interval)] = None
 
 
 class PolicyFields(FrozenModel):
@@ -102,6 +111,10 @@ class PolicyFields(FrozenModel):
     retention_days: StrictInt = Field(default=30, ge=1, le=MAX_RETENTION_DAYS)
     legal_hold: StrictBool = False
     skip_empty: StrictBool = False
+    # Operational settings (export_lib.config.operational, ADR 0015); None: deployment default.
+    retries: TaskRetries | None = None
+    timeouts: TaskTimeouts | None = None
+    catchup: Catchup | None = None
 
     @field_validator("deadline")
     @classmethod
@@ -369,9 +382,11 @@ class Schedule(FrozenModel):
     def content(self) -> dict[str, Any]:
         """The normalised config that defines this schedule's output (hashed by the version).
 
-        ``company.status`` is left out: pausing a company is not a new configuration.
+        ``company.status`` is left out: pausing a company is not a new configuration; so are
+        the operational settings (ADR 0015), which say how hard Airflow tries, not what.
         """
-        data = self.model_dump(mode="json", exclude={"config_version", "history"})
+        data = self.snapshot(operational=False)
+        data.pop("config_version")
         data["company"].pop("status", None)
         # A destination's default retry window is left out, so configs written before the
         # field existed keep their version (and its value never moves a version by itself).
@@ -381,10 +396,20 @@ class Schedule(FrozenModel):
                 del destination["retry_window"]
         return data
 
-    def snapshot(self) -> dict[str, Any]:
-        """JSON-able normalised config plus ``config_version``, captured on every run."""
-        return {**self.model_dump(mode="json", exclude={"history"}),
-                "config_version": self.config_version}
+    def snapshot(self, *, operational: bool = True) -> dict[str, Any]:
+        """JSON-able normalised config plus ``config_version``, captured on every run; the
+        operational settings only where set (``operational=False``: never)."""
+        data = self.model_dump(mode="json", exclude={"history"})
+        policies, late_data = data["policies"], data["policies"]["late_data"]
+        for key in OPERATIONAL_KEYS:
+            if not operational or policies[key] is None:
+                del policies[key]
+        if not operational or late_data["poke_interval"] is None:
+            del late_data["poke_interval"]
+        for destination in data["destinations"]:
+            if not operational or destination["retry"] is None:
+                del destination["retry"]
+        return data
 
     def with_version(self) -> Schedule:
         canonical = json.dumps(self.content(), sort_keys=True, separators=(",", ":"))
