@@ -27,7 +27,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
 
+from export_lib.config.durations import parse_duration, short
 from export_lib.config.limits import MAX_AUTHORIZED, MAX_TEXT, StrictFloat, StrictInt
+from export_lib.config.operational import DeliveryRetry
 from export_lib.errors import ConfigError
 from export_lib.periods.timing import invalid
 
@@ -72,21 +74,7 @@ MIN_RETRY_WINDOW = timedelta(minutes=1)
 MAX_RETRY_WINDOW = timedelta(days=30)
 # Fields that say how hard to try, not where the artifact goes: a run may deliver with a newer
 # value (they are not part of a delivery's identity, see delivery.engine).
-POLICY_FIELDS = frozenset({"retry_window"})
-
-
-def _parse_window(value: Any) -> Any:
-    from export_lib.config.models import parse_duration  # models imports this module
-
-    return parse_duration(value)
-
-
-def _short(value: timedelta) -> str:
-    """``40d``, ``30s``, ``1d2h``: a duration the way the config writes it."""
-    seconds = int(value.total_seconds())
-    parts = [(seconds // 86400, "d"), (seconds % 86400 // 3600, "h"),
-             (seconds % 3600 // 60, "m"), (seconds % 60, "s")]
-    return "".join(f"{n}{unit}" for n, unit in parts if n) or "0s"
+POLICY_FIELDS = frozenset({"retry_window", "retry"})
 
 
 class _Destination(BaseModel):
@@ -94,17 +82,19 @@ class _Destination(BaseModel):
 
     id: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]*$", max_length=48)
     retry_window: timedelta = DEFAULT_RETRY_WINDOW
+    # The pacing of the retries inside that window (ADR 0015); None: the deployment default.
+    retry: DeliveryRetry | None = None
 
     @field_validator("retry_window", mode="before")
     @classmethod
     def _window_duration(cls, value: Any) -> Any:
-        return _parse_window(value)
+        return parse_duration(value)
 
     @field_validator("retry_window")
     @classmethod
     def _window_bounds(cls, value: timedelta) -> timedelta:
         if not MIN_RETRY_WINDOW <= value <= MAX_RETRY_WINDOW:
-            raise invalid("retry_window", f"retry_window {_short(value)} is out of bounds; give a "
+            raise invalid("retry_window", f"retry_window {short(value)} is out of bounds; give a "
                           "duration between 1m and 30d (e.g. '5d', the default)")
         return value
 

@@ -286,11 +286,17 @@ def _with_defaults(data: dict[str, Any], defaults: DefaultsFile) -> dict[str, An
     return merged
 
 
+# Policy blocks merged key by key: ``grace`` alone keeps the default ``late_data.policy``,
+# ``retries: {count: 3}`` keeps the default ``delay``.
+_MERGED_BLOCKS = ("late_data", "retries", "timeouts", "catchup")
+
+
 def _layer(base: dict[str, Any], own: dict[str, Any]) -> dict[str, Any]:
-    """``own`` over ``base``; ``late_data`` is merged key by key (grace alone keeps the policy)."""
+    """``own`` over ``base``; the :data:`_MERGED_BLOCKS` are merged key by key."""
     layered = {**base, **own}
-    if isinstance(base.get("late_data"), dict) and isinstance(own.get("late_data"), dict):
-        layered["late_data"] = {**base["late_data"], **own["late_data"]}
+    for block in _MERGED_BLOCKS:
+        if isinstance(base.get(block), dict) and isinstance(own.get(block), dict):
+            layered[block] = {**base[block], **own[block]}
     return layered
 
 

@@ -26,16 +26,23 @@ from pydantic import (
 )
 
 from export_lib.config.destinations import DEFAULT_RETRY_WINDOW, Destination
+from export_lib.config.durations import Duration
 from export_lib.config.limits import (
     MAX_AUTHORIZED,
     MAX_DESTINATIONS,
-    MAX_DURATION,
     MAX_EXPORTS,
     MAX_RETENTION_DAYS,
     MAX_TEXT,
     StrictBool,
     StrictInt,
     shown,
+)
+from export_lib.config.operational import (
+    OPERATIONAL_KEYS,
+    Catchup,
+    TaskRetries,
+    TaskTimeouts,
+    check_poke_interval,
 )
 from export_lib.config.query import SOURCE_NAME, QuerySpec, check_identifier, check_not_system
 from export_lib.periods.timing import (
@@ -53,43 +60,8 @@ from export_lib.periods.timing import (
 
 SLUG = r"^[a-z0-9]+(?:[-_][a-z0-9]+)*$"
 _EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+")  # always fullmatch: '$' lets a '\n' through
-_SHORT_DURATION = re.compile(r"(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")
-_DURATION_HELP = "expected a duration such as '2h', '90m', '1h30m' or 'PT2H'"
 # Ids that name manual exports (``<company>/manual-<tag>``) are not available to configs.
 RESERVED_EXPORT_IDS = re.compile(r"manual(?:[-_].*)?")
-
-
-def parse_duration(value: Any) -> Any:
-    """``"2h"``, ``"90m"``, ``"1h30m"``, ``"2d"``, ``"45s"`` or ISO 8601 ``"PT2H"`` → timedelta."""
-    if isinstance(value, timedelta):
-        return value
-    if value == 0 and isinstance(value, int) and not isinstance(value, bool):
-        return timedelta(0)
-    if isinstance(value, bool) or not isinstance(value, str) or not value.strip():
-        raise invalid("duration", f"{_DURATION_HELP} (got {shown(value)})")
-    text = value.strip()
-    match = _SHORT_DURATION.fullmatch(text) if len(text) <= 40 else None
-    if match and any(match.groups()):
-        days, hours, minutes, seconds = (int(g or 0) for g in match.groups())
-        total = ((days * 24 + hours) * 60 + minutes) * 60 + seconds
-        if total > MAX_DURATION.total_seconds():
-            raise _too_long(value)
-        return timedelta(seconds=total)
-    if text.upper().startswith("P") and len(text) <= 40:
-        return text  # pydantic parses ISO 8601 durations; check_duration bounds them
-    raise invalid("duration", f"{_DURATION_HELP} (got {shown(value)})")
-
-
-def _too_long(value: Any) -> Exception:
-    return invalid("duration", f"duration {shown(value)} is longer than the maximum of "
-                   f"{MAX_DURATION.days} days; use a shorter one")
-
-
-def check_duration(value: timedelta) -> timedelta:
-    """Upper bound on every duration (parsed ISO 8601 ones included)."""
-    if value > MAX_DURATION:
-        raise _too_long(str(value))
-    return value
 
 
 def check_email(value: Any) -> Any:
@@ -99,7 +71,6 @@ def check_email(value: Any) -> Any:
     return value.lower()
 
 
-Duration = Annotated[timedelta, BeforeValidator(parse_duration), AfterValidator(check_duration)]
 Email = Annotated[str, BeforeValidator(check_email)]
 Slug = Annotated[str, Field(pattern=SLUG, max_length=64)]
 TimezoneName = Annotated[str, BeforeValidator(check_timezone)]
@@ -122,10 +93,12 @@ class CompanyConfig(FrozenModel):
 
 
 class LateData(FrozenModel):
-    """What to do with rows that arrive after a window was exported (used by later issues)."""
+    """What to do with rows that arrive after a window was exported; ``poke_interval``: how
+    often ``wait_for_watermark`` looks (None: the deployment default, ADR 0015)."""
 
     policy: Literal["none", "wait_for_watermark", "restate"] = "none"
     grace: Duration = timedelta(0)
+    poke_interval: Annotated[Duration | None, AfterValidator(check_poke_interval)] = None
 
 
 class PolicyFields(FrozenModel):
@@ -138,6 +111,10 @@ class PolicyFields(FrozenModel):
     retention_days: StrictInt = Field(default=30, ge=1, le=MAX_RETENTION_DAYS)
     legal_hold: StrictBool = False
     skip_empty: StrictBool = False
+    # Operational settings (export_lib.config.operational, ADR 0015); None: deployment default.
+    retries: TaskRetries | None = None
+    timeouts: TaskTimeouts | None = None
+    catchup: Catchup | None = None
 
     @field_validator("deadline")
     @classmethod
@@ -405,9 +382,11 @@ class Schedule(FrozenModel):
     def content(self) -> dict[str, Any]:
         """The normalised config that defines this schedule's output (hashed by the version).
 
-        ``company.status`` is left out: pausing a company is not a new configuration.
+        ``company.status`` is left out: pausing a company is not a new configuration; so are
+        the operational settings (ADR 0015), which say how hard Airflow tries, not what.
         """
-        data = self.model_dump(mode="json", exclude={"config_version", "history"})
+        data = self.snapshot(operational=False)
+        data.pop("config_version")
         data["company"].pop("status", None)
         # A destination's default retry window is left out, so configs written before the
         # field existed keep their version (and its value never moves a version by itself).
@@ -417,10 +396,20 @@ class Schedule(FrozenModel):
                 del destination["retry_window"]
         return data
 
-    def snapshot(self) -> dict[str, Any]:
-        """JSON-able normalised config plus ``config_version``, captured on every run."""
-        return {**self.model_dump(mode="json", exclude={"history"}),
-                "config_version": self.config_version}
+    def snapshot(self, *, operational: bool = True) -> dict[str, Any]:
+        """JSON-able normalised config plus ``config_version``, captured on every run; the
+        operational settings only where set (``operational=False``: never)."""
+        data = self.model_dump(mode="json", exclude={"history"})
+        policies, late_data = data["policies"], data["policies"]["late_data"]
+        for key in OPERATIONAL_KEYS:
+            if not operational or policies[key] is None:
+                del policies[key]
+        if not operational or late_data["poke_interval"] is None:
+            del late_data["poke_interval"]
+        for destination in data["destinations"]:
+            if not operational or destination["retry"] is None:
+                del destination["retry"]
+        return data
 
     def with_version(self) -> Schedule:
         canonical = json.dumps(self.content(), sort_keys=True, separators=(",", ":"))

@@ -14,10 +14,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from export_lib.config.operational import OPERATIONAL_KEYS
+
 # Keys an earlier version (``history``) cannot change: they name the schedule or set its slots,
 # and one DAG has one timetable (ADR 0005).
 FIXED_ACROSS_VERSIONS = ("id", "export_hour", "interval_hours", "cron", "timezone", "dst_gap",
                          "dst_fold", "history")
+# Operational settings (ADR 0015): they set the DAG's task arguments, one value for every run,
+# so an earlier version cannot have its own (``late_data.poke_interval`` likewise).
+DAG_WIDE_KEYS = OPERATIONAL_KEYS
 
 
 Layer = Callable[[dict[str, Any]], dict[str, Any]]
@@ -49,12 +54,26 @@ def history_issues(path: Path, data: dict[str, Any]) -> list[str]:
         if not isinstance(export, dict):
             continue
         for number, entry in enumerate(_list(export.get("history"))):
-            fixed = sorted(k for k in (entry if isinstance(entry, dict) else ())
-                           if k in FIXED_ACROSS_VERSIONS)
-            if fixed:
-                issues.append(f"{path}: {where}.history[{number}]: {', '.join(fixed)} cannot "
-                              "change between versions (one DAG has one timetable); remove "
-                              "them from the entry, or make a new export for the new timing")
+            issues.extend(_entry_issues(f"{path}: {where}.history[{number}]", entry))
+    return issues
+
+
+def _entry_issues(where: str, entry: Any) -> list[str]:
+    keys = entry if isinstance(entry, dict) else {}
+    issues = []
+    fixed = sorted(k for k in keys if k in FIXED_ACROSS_VERSIONS)
+    if fixed:
+        issues.append(f"{where}: {', '.join(fixed)} cannot change between versions (one DAG "
+                      "has one timetable); remove them from the entry, or make a new export "
+                      "for the new timing")
+    late_data = keys.get("late_data")
+    wide = sorted(k for k in keys if k in DAG_WIDE_KEYS) + (
+        ["late_data.poke_interval"] if isinstance(late_data, dict)
+        and "poke_interval" in late_data else [])
+    if wide:
+        issues.append(f"{where}: {', '.join(wide)} cannot differ between versions (they set "
+                      "the DAG's tasks, the same for every run); remove them from the entry and "
+                      "set them on the current version")
     return issues
 
 

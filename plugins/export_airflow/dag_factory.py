@@ -18,7 +18,7 @@ from airflow.sdk import DAG, Param, get_parsing_context
 
 from export_airflow.alerts import failure_notifier
 from export_airflow.deadlines import deadline_alert
-from export_airflow.limits import task_timeout
+from export_airflow.limits import timeout_for
 from export_airflow.operators import (
     CapturedDestinationsOperator,
     DeliverOperator,
@@ -27,10 +27,10 @@ from export_airflow.operators import (
     RenderCsvOperator,
     ResolveWindowOperator,
 )
-from export_airflow.recovery import RecoverMissedOperator
+from export_airflow.recovery import RecoverMissedOperator, catchup_lookback
 from export_airflow.restatement import RestateLaterOperator
 from export_airflow.retry_policy import DeliveryWindowPolicy
-from export_airflow.sensors import WatermarkSensor
+from export_airflow.sensors import WatermarkSensor, poke_interval
 from export_airflow.timetable import ExportTimetable
 from export_lib.config.dag_loaders import (
     LOADER_PREFIX,
@@ -39,6 +39,7 @@ from export_lib.config.dag_loaders import (
     recorded_company_dags,
     removed_company,
 )
+from export_lib.config.operational import TaskRetries
 
 # Channel size → share of the global render budget (pool export_render, 4 slots; seed 000 gives
 # large channels more memory, here they also take more of the source's capacity).
@@ -47,51 +48,65 @@ log = logging.getLogger(__name__)
 POOL_SLOTS = {"small": 1, "medium": 1, "large": 2}
 # The earliest slot a backfill may ask for when the schedule has no effective_from. The
 # scheduler itself never goes back (catchup=False, ADR 0006): recover_missed bounds recovery
-# by EXPORT_CATCHUP_LOOKBACK_HOURS and the previous run.
+# by the schedule's catchup.lookback (EXPORT_CATCHUP_LOOKBACK_HOURS) and the previous run.
 EPOCH = datetime(2020, 1, 1, tzinfo=UTC)
 
 
 def retry_delay() -> timedelta:
-    """The first retry's delay: 10 minutes (seed 000). ``EXPORT_RETRY_DELAY_SECONDS`` shortens it
-    for tests on a real scheduler (the scheduler harness sets a few seconds); the backoff and
-    the number of retries stay as they are."""
+    """The deployment's first retry delay: 10 minutes (seed 000), or
+    ``EXPORT_RETRY_DELAY_SECONDS``. An export's ``retries.delay`` overrides it (ADR 0015)."""
     seconds = os.environ.get("EXPORT_RETRY_DELAY_SECONDS")
     return timedelta(seconds=float(seconds)) if seconds else timedelta(minutes=10)
 
 
 def retry_args(schedule: Any) -> dict[str, Any]:
     """Seed 000: retry every 10 minutes, doubling, inside a 5-day window (24 h cap per wait:
-    10+20+…+1280 min, then 1440 min twice = 4.8 days over 11 retries). For tests on a real
-    scheduler (tests/system/scheduler/test_alerts.py) ``EXPORT_RETRIES`` lowers the count and
-    ``EXPORT_MAX_RETRY_DELAY_SECONDS`` the cap (Airflow's backoff counts every try of a cleared
-    task, so its retries after a clear start at 2**4 times the first delay)."""
+    10+20+…+1280 min, then 1440 min twice = 4.8 days over 11 retries). An export's
+    ``retries: {count, delay, max_delay}`` sets its own (ADR 0015); what it leaves out is the
+    deployment's: ``EXPORT_RETRIES``, ``EXPORT_RETRY_DELAY_SECONDS``,
+    ``EXPORT_MAX_RETRY_DELAY_SECONDS`` (Airflow's backoff counts every try of a cleared task,
+    so its retries after a clear start at 2**4 times the first delay)."""
+    own = schedule.policies.retries or TaskRetries()
     cap = os.environ.get("EXPORT_MAX_RETRY_DELAY_SECONDS")
     return {
-        "retries": int(os.environ.get("EXPORT_RETRIES") or 11),
-        "retry_delay": retry_delay(),
+        "retries": own.count if own.count is not None
+        else int(os.environ.get("EXPORT_RETRIES") or 11),
+        "retry_delay": own.delay or retry_delay(),
         "retry_exponential_backoff": 2.0,
-        "max_retry_delay": timedelta(seconds=float(cap)) if cap else timedelta(days=1),
+        "max_retry_delay": own.max_delay or (
+            timedelta(seconds=float(cap)) if cap else timedelta(days=1)),
     }
 
 
-def delivery_policy() -> DeliveryWindowPolicy:
+def delivery_policy(schedule: Any = None) -> DeliveryWindowPolicy:
     """The deliver tasks' retry schedule: 10 minutes doubling, at most 6 h between tries, until
-    the delivery's window closes. ``EXPORT_DELIVERY_RETRY_BASE_SECONDS`` (else the harness's
-    ``EXPORT_RETRY_DELAY_SECONDS``, else 600) and ``EXPORT_DELIVERY_RETRY_CAP_SECONDS`` (21600)
-    shorten it for tests only."""
-    base = float(os.environ.get("EXPORT_DELIVERY_RETRY_BASE_SECONDS")
-                 or retry_delay().total_seconds())
-    cap = float(os.environ.get("EXPORT_DELIVERY_RETRY_CAP_SECONDS", str(6 * 3600)))
-    return DeliveryWindowPolicy(timedelta(seconds=base), timedelta(seconds=max(cap, base)))
+    the delivery's window closes. The deployment's ``EXPORT_DELIVERY_RETRY_BASE_SECONDS``
+    (else ``EXPORT_RETRY_DELAY_SECONDS``, else 600) and ``EXPORT_DELIVERY_RETRY_CAP_SECONDS``
+    (21600) change it for every destination; a destination's ``retry: {base, cap}`` for its own
+    deliveries (ADR 0015; the newest version that has the destination decides)."""
+    base = timedelta(seconds=float(os.environ.get("EXPORT_DELIVERY_RETRY_BASE_SECONDS")
+                                   or retry_delay().total_seconds()))
+    cap = timedelta(seconds=float(os.environ.get("EXPORT_DELIVERY_RETRY_CAP_SECONDS",
+                                                 str(6 * 3600))))
+    own: dict[str, tuple[timedelta, timedelta]] = {}
+    for version in schedule.versions if schedule is not None else ():
+        for destination in version.destinations:
+            if destination.retry is not None:
+                mine = destination.retry.base or base
+                own[destination.id] = (mine, max(destination.retry.cap or cap, mine))
+            else:
+                own.pop(destination.id, None)
+    return DeliveryWindowPolicy(base, max(cap, base), own)
 
 
 def deliver_args(schedule: Any) -> dict[str, Any]:
     """Retries of the deliver tasks: enough for the longest ``retry_window`` of any version's
-    destinations; the policy paces them and the ledger decides when the window has closed."""
-    policy = delivery_policy()
-    window = max(d.retry_window for version in schedule.versions
-                 for d in version.destinations)
-    return {"retries": policy.retries_for(window), "retry_delay": policy.base,
+    destinations at its pace; the policy paces them and the ledger decides when the window has
+    closed."""
+    policy = delivery_policy(schedule)
+    retries = max(policy.retries_for(d.retry_window, d.id) for version in schedule.versions
+                  for d in version.destinations)
+    return {"retries": retries, "retry_delay": policy.base,
             "retry_exponential_backoff": 2.0, "max_retry_delay": policy.cap,
             "retry_policy": policy}
 
@@ -177,16 +192,20 @@ def build_dag(schedule: Any, config_dir: str) -> DAG:
         deadline=deadline_alert(schedule, config_dir),
     ) as dag:
         resolve = ResolveWindowOperator(task_id="resolve_window",
-                                        schedule_id=schedule.schedule_id, config_dir=config_dir)
+                                        schedule_id=schedule.schedule_id, config_dir=config_dir,
+                                        execution_timeout=timeout_for(schedule, "resolve"))
         if schedule.policies.recovery == "each":
             # No upstream: a skipped or held current slot still recovers the missed ones.
             # Its failure does not fail the export: no export alert (its own retries apply).
             RecoverMissedOperator(task_id="recover_missed", schedule_id=schedule.schedule_id,
-                                  config_dir=config_dir, on_failure_callback=None)
+                                  config_dir=config_dir, on_failure_callback=None,
+                                  lookback_seconds=catchup_lookback(schedule).total_seconds())
         late_data = schedule.policies.late_data
         if late_data.policy == "wait_for_watermark":
             wait = WatermarkSensor(task_id="wait_for_watermark", run=resolve.output,
-                                   timeout=schedule.deadline.total_seconds() + 3600)
+                                   timeout=schedule.deadline.total_seconds() + 3600,
+                                   execution_timeout=timeout_for(schedule, "sensor"),
+                                   poke_interval=poke_interval(schedule).total_seconds())
             resolve >> wait
             last = wait
         else:
@@ -194,24 +213,28 @@ def build_dag(schedule: Any, config_dir: str) -> DAG:
         rendered = RenderCsvOperator(task_id="render", run=resolve.output, pool="export_render",
                                      pool_slots=POOL_SLOTS[schedule.size or "small"],
                                      channel_size=schedule.size or "small",
-                                     regenerate="{{ params.regenerate }}")
+                                     regenerate="{{ params.regenerate }}",
+                                     execution_timeout=timeout_for(schedule, "render"))
         last >> rendered
-        published = PublishOperator(task_id="publish", rendered=rendered.output)
+        published = PublishOperator(task_id="publish", rendered=rendered.output,
+                                    execution_timeout=timeout_for(schedule, "publish"))
         # Mapped over the run's own captured destinations (not today's config): a destination
         # added later applies to later slots only (ADR 0005).
         destinations = CapturedDestinationsOperator(task_id="destinations",
                                                     published=published.output,
-                                                    execution_timeout=task_timeout("small"))
+                                                    execution_timeout=timeout_for(schedule,
+                                                                                  "small"))
         delivered = DeliverOperator.partial(task_id="deliver", published=published.output,
                                             pool="export_deliver", config_dir=config_dir,
-                                            execution_timeout=task_timeout("deliver"),
+                                            execution_timeout=timeout_for(schedule, "deliver"),
                                             **deliver_args(schedule)).expand(
             destination_id=destinations.output)
         if late_data.policy == "restate":
             # Its own short run of export_restatement at window end + grace: this run ends
             # with the first delivery and holds no max_active_runs slot meanwhile.
             delivered >> RestateLaterOperator(task_id="restate_later", run=resolve.output,
-                                              grace_seconds=late_data.grace.total_seconds())
+                                              grace_seconds=late_data.grace.total_seconds(),
+                                              execution_timeout=timeout_for(schedule, "small"))
     return dag
 
 

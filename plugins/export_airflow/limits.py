@@ -1,7 +1,8 @@
 """Every export task has an ``execution_timeout``: nothing an export starts runs unbounded.
 
-Defaults per task kind, each overridable from the environment the dag-processor parses with
-(``EXPORT_TIMEOUT_RENDER=3h``, ``EXPORT_TIMEOUT_DELIVER=90m``, …; ``1h30m``/``45s`` forms).
+Defaults per task kind, each overridable for the deployment from the environment the
+dag-processor parses with (``EXPORT_TIMEOUT_RENDER=3h``, ``EXPORT_TIMEOUT_DELIVER=90m``, …;
+``1h30m``/``45s`` forms) and per export with ``timeouts: {render: 3h, …}`` (ADR 0015).
 Render's default (1 h) sits above the sources' ``statement_timeout`` (30 min,
 export_lib/source/session.py) plus the upload of what was read; a sensor's is per poke (its
 overall limit is the sensor's own ``timeout``). On a timeout Airflow raises in the task: the
@@ -15,6 +16,7 @@ from __future__ import annotations
 import os
 import re
 from datetime import timedelta
+from typing import Any
 
 from export_lib.errors import ConfigError
 
@@ -46,3 +48,10 @@ def task_timeout(kind: str, environ: dict[str, str] | None = None) -> timedelta:
     if not value:
         raise ConfigError(f"{var}: {text!r} is zero; every export task needs a time limit")
     return value
+
+
+def timeout_for(schedule: Any, kind: str) -> timedelta:
+    """The ``execution_timeout`` of ``schedule``'s task of ``kind``: its ``timeouts.<kind>``,
+    else the deployment's (:func:`task_timeout`)."""
+    own = schedule.policies.timeouts
+    return (own.get(kind) if own is not None else None) or task_timeout(kind)

@@ -31,10 +31,13 @@ from export_airflow.metrics import emit
 from export_lib.pipeline.backfills import API_CONN_ID, AirflowApi
 
 
-def catchup_lookback() -> timedelta:
-    """How far back a scheduled run looks for missed slots at least
-    (``EXPORT_CATCHUP_LOOKBACK_HOURS``, default 48 h; it reaches further back to the previous
-    run after an outage)."""
+def catchup_lookback(schedule: Any = None) -> timedelta:
+    """How far back a scheduled run looks for missed slots at least: the schedule's
+    ``catchup.lookback``, else the deployment's ``EXPORT_CATCHUP_LOOKBACK_HOURS``, else 48 h
+    (ADR 0015; it reaches further back to the previous run after an outage)."""
+    own = schedule.policies.catchup if schedule is not None else None
+    if own is not None and own.lookback is not None:
+        return own.lookback  # 0 is a value here: look back only to the previous run
     return timedelta(hours=float(os.environ.get("EXPORT_CATCHUP_LOOKBACK_HOURS", "48")))
 
 
@@ -52,12 +55,15 @@ class RecoverMissedOperator(BaseOperator):
 
     :param schedule_id: e.g. ``acme/daily-spend`` (templated)
     :param config_dir: the config catalog directory (templated)
+    :param lookback_seconds: how far back to look at least (the DAG factory passes the
+        schedule's :func:`catchup_lookback`; None: the deployment's)
     """
 
     template_fields: Sequence[str] = ("schedule_id", "config_dir")
     ui_color = "#f0f0f0"
 
-    def __init__(self, *, schedule_id: str, config_dir: str, **kwargs: Any) -> None:
+    def __init__(self, *, schedule_id: str, config_dir: str,
+                 lookback_seconds: float | None = None, **kwargs: Any) -> None:
         # Its own retry budget, not the export's 5-day one (default_args are merged in before
         # __init__, so these are set, not defaulted): an unreachable API is an incident.
         kwargs.update(retries=3, retry_delay=timedelta(minutes=2), retry_exponential_backoff=0,
@@ -65,6 +71,7 @@ class RecoverMissedOperator(BaseOperator):
         super().__init__(**kwargs)
         self.schedule_id = schedule_id
         self.config_dir = config_dir
+        self.lookback_seconds = lookback_seconds
 
     def execute(self, context: Any) -> dict[str, Any]:
         from export_airflow.operators import export_errors
@@ -84,7 +91,8 @@ class RecoverMissedOperator(BaseOperator):
         with export_errors():
             previous = api.previous_automated_slot(dag_id, slot)
         wanted = recovery_range(schedule.timing, slot, previous=previous,
-                                lookback=catchup_lookback(),
+                                lookback=catchup_lookback() if self.lookback_seconds is None
+                                else timedelta(seconds=self.lookback_seconds),
                                 effective_from=schedule.effective_from)
         if wanted is None:
             self.log.info("company=%s schedule=%s period=%s: no missed slots", *fields)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -38,19 +39,41 @@ class StepRetryPolicy(RetryPolicy):
 MANUAL_RETRY = StepRetryPolicy((timedelta(seconds=30), timedelta(minutes=2), timedelta(minutes=10)))
 
 
+def _doubled(base: timedelta, cap: timedelta, doublings: int) -> timedelta:
+    """``base * 2**doublings``, at most ``cap``: doubled step by step and never past the cap (a
+    short cap over a long window means hundreds of tries; ``base * 2**40`` overflows)."""
+    wait = base
+    for _ in range(doublings):
+        if wait >= cap:
+            break
+        wait *= 2
+    return min(wait, cap)
+
+
 class DeliveryWindowPolicy(RetryPolicy):
     """Deliveries retry until their window closes (ADR 0003 §6): ``base`` doubling, capped at
     ``cap``, and never past the window's end — the ledger put it on the error
     (``DeliveryError.retry_until``), so the last try lands when the window closes and the
     ledger, not an attempt count, decides exhaustion (it then raises a non-retryable error).
+
+    ``destinations`` maps a destination id to its own ``(base, cap)`` (its ``retry:`` in the
+    config, ADR 0015); the mapped ``deliver`` task's ``destination_id`` picks it at failure
+    time, any other destination gets ``base`` and ``cap``.
     """
 
-    def __init__(self, base: timedelta, cap: timedelta) -> None:
+    def __init__(self, base: timedelta, cap: timedelta,
+                 destinations: Mapping[str, tuple[timedelta, timedelta]] | None = None) -> None:
         self.base, self.cap = base, cap
+        self.destinations = dict(sorted((destinations or {}).items()))
 
-    def delay(self, try_number: int, retry_until: datetime | None, now: datetime) -> timedelta:
+    def pacing(self, destination_id: str | None = None) -> tuple[timedelta, timedelta]:
+        """``(base, cap)`` of ``destination_id``'s retries."""
+        return self.destinations.get(destination_id or "", (self.base, self.cap))
+
+    def delay(self, try_number: int, retry_until: datetime | None, now: datetime,
+              destination_id: str | None = None) -> timedelta:
         """The wait before try ``try_number + 1``."""
-        wait = min(self.base * 2 ** min(max(try_number - 1, 0), 40), self.cap)
+        wait = _doubled(*self.pacing(destination_id), max(try_number - 1, 0))
         if retry_until is not None and retry_until > now:
             wait = min(wait, retry_until - now + timedelta(seconds=1))
         return max(wait, timedelta(seconds=1))
@@ -60,21 +83,28 @@ class DeliveryWindowPolicy(RetryPolicy):
         if isinstance(exception, ExportError) and not exception.retryable:
             return RetryDecision.fail(f"{type(exception).__name__} is not retryable")
         until = getattr(exception, "retry_until", None)
-        wait = self.delay(try_number, until, datetime.now(UTC))
+        task = context.get("task") if context is not None else None
+        wait = self.delay(try_number, until, datetime.now(UTC),
+                          getattr(task, "destination_id", None))
         window = f"; window closes {until:%Y-%m-%dT%H:%M:%SZ}" if until else ""
         return RetryDecision.retry(delay=wait, reason=f"retry in {wait}{window}")
 
-    def retries_for(self, window: timedelta) -> int:
+    def retries_for(self, window: timedelta, destination_id: str | None = None) -> int:
         """Enough retries for the backoff schedule to outlast ``window`` (plus one at its end)."""
+        base, cap = self.pacing(destination_id)
         total, tries = timedelta(0), 0
         while total < window:
+            total += _doubled(base, cap, tries)
             tries += 1
-            total += min(self.base * 2 ** min(tries - 1, 40), self.cap)
         return tries + 1
 
     def serialize(self) -> dict[str, Any]:
-        return {"base": self.base.total_seconds(), "cap": self.cap.total_seconds()}
+        return {"base": self.base.total_seconds(), "cap": self.cap.total_seconds(),
+                "destinations": {d: [b.total_seconds(), c.total_seconds()]
+                                 for d, (b, c) in self.destinations.items()}}
 
     @classmethod
     def deserialize(cls, data: dict[str, Any]) -> DeliveryWindowPolicy:
-        return cls(timedelta(seconds=data["base"]), timedelta(seconds=data["cap"]))
+        return cls(timedelta(seconds=data["base"]), timedelta(seconds=data["cap"]),
+                   {d: (timedelta(seconds=b), timedelta(seconds=c))
+                    for d, (b, c) in data.get("destinations", {}).items()})

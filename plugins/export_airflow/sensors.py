@@ -20,6 +20,14 @@ from export_airflow.limits import task_timeout
 from export_airflow.operators import CancelsSourceQueries, export_errors
 
 
+def poke_interval(schedule: Any = None) -> timedelta:
+    """How often ``wait_for_watermark`` looks: the schedule's ``late_data.poke_interval``, else
+    the deployment's ``EXPORT_WATERMARK_POKE_SECONDS``, else 5 minutes (ADR 0015)."""
+    own = schedule.policies.late_data.poke_interval if schedule is not None else None
+    return own or timedelta(seconds=float(os.environ.get("EXPORT_WATERMARK_POKE_SECONDS",
+                                                         "300")))
+
+
 class WatermarkSensor(CancelsSourceQueries, BaseSensorOperator):
     """:param run: the summary pushed by ResolveWindowOperator (templated / XComArg)"""
 
@@ -28,8 +36,7 @@ class WatermarkSensor(CancelsSourceQueries, BaseSensorOperator):
     def __init__(self, *, run: Any, **kwargs: Any) -> None:
         kwargs.setdefault("mode", "reschedule")
         kwargs.setdefault("execution_timeout", task_timeout("sensor"))  # per poke
-        kwargs.setdefault("poke_interval", float(os.environ.get("EXPORT_WATERMARK_POKE_SECONDS",
-                                                                "300")))
+        kwargs.setdefault("poke_interval", poke_interval().total_seconds())
         super().__init__(**kwargs)
         self.run = run
 

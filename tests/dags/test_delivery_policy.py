@@ -30,6 +30,20 @@ def test_defaults_back_off_from_10_minutes_to_6_hours_and_outlast_5_days(monkeyp
     assert retries == 26 and total >= timedelta(days=5)
 
 
+def test_the_longest_retry_window_never_overflows_the_backoff(monkeypatch) -> None:
+    """retry_window may be 30 days: 126 tries of 10 min doubling, 6 h apart. Doubling past the
+    cap computed 10 min * 2**40 from the 42nd try on, which no timedelta holds (OverflowError:
+    the DAG of any destination with retry_window >= 10d failed to import)."""
+    from export_airflow.retry_policy import DeliveryWindowPolicy
+
+    policy = DeliveryWindowPolicy(timedelta(minutes=10), timedelta(hours=6))
+    assert policy.retries_for(timedelta(days=30)) == 126
+    assert policy.delay(125, None, NOW) == timedelta(hours=6)
+    short = DeliveryWindowPolicy(timedelta(minutes=2), timedelta(hours=1))
+    assert short.retries_for(timedelta(days=30)) == 725
+    assert short.delay(3, None, NOW) == timedelta(minutes=8)
+
+
 def test_the_last_retry_lands_when_the_window_closes() -> None:
     policy = _policy()
     closes = NOW + timedelta(minutes=7)

@@ -100,10 +100,10 @@ def test_config_version_changes_with_content_but_not_with_pause(config_dir):
                  id="window-without-n"),
     pytest.param("export_hour: 7", "exprt_hour: 7",
                  "widget_exports[0].exprt_hour: unknown key 'exprt_hour'; did you mean "
-                 "'export_hour'? allowed keys: csv, deadline, destinations, dst_fold, dst_gap, "
-                 "effective_from, export_hour, format, history, id, interval_hours, late_data, "
-                 "late_start, legal_hold, owner, query, recovery, retention_days, skip_empty, "
-                 "window", id="unknown-key"),
+                 "'export_hour'? allowed keys: catchup, csv, deadline, destinations, dst_fold, "
+                 "dst_gap, effective_from, export_hour, format, history, id, interval_hours, "
+                 "late_data, late_start, legal_hold, owner, query, recovery, retention_days, "
+                 "retries, skip_empty, timeouts, window", id="unknown-key"),
     pytest.param("export_hour: 7", "dst_fold: twice",
                  "widget_exports[0].dst_fold: Input should be 'first', 'second' or 'both' "
                  "(got 'twice')", id="bad-fold-policy"),
@@ -112,7 +112,7 @@ def test_config_version_changes_with_content_but_not_with_pause(config_dir):
                  "'1h30m' or 'PT2H' (got 'soon')", id="bad-duration"),
     pytest.param("path: outbox/t}", "paht: outbox/t}",
                  "widget_exports[0].destinations[0].paht: unknown key 'paht'; did you mean "
-                 "'path'? allowed keys: id, path, retry_window, type", id="destination-typo"),
+                 "'path'? allowed keys: id, path, retry, retry_window, type", id="destination-typo"),
 ])
 def test_bad_input_is_named_precisely(config_dir, old, new, expected):
     path = write(config_dir, "t.yaml", (GOOD % {"id": "t"}).replace(old, new))

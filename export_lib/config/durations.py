@@ -1,0 +1,66 @@
+"""The one duration type of the config: ``"2h"``, ``"90m"``, ``"1h30m"``, ``"2d"``, ``"45s"`` or
+ISO 8601 ``"PT2H"``, bounded by :data:`~export_lib.config.limits.MAX_DURATION`.
+
+Every duration a config file states (``deadline``, ``grace``, ``retry_window``, the operational
+settings of ADR 0015) is read here, so one spelling works everywhere and one message explains a
+wrong one.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, BeforeValidator
+
+from export_lib.config.limits import MAX_DURATION, shown
+from export_lib.periods.timing import invalid
+
+_SHORT_DURATION = re.compile(r"(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")
+DURATION_HELP = "expected a duration such as '2h', '90m', '1h30m' or 'PT2H'"
+
+
+def parse_duration(value: Any) -> Any:
+    """``"2h"``, ``"90m"``, ``"1h30m"``, ``"2d"``, ``"45s"`` or ISO 8601 ``"PT2H"`` → timedelta."""
+    if isinstance(value, timedelta):
+        return value
+    if value == 0 and isinstance(value, int) and not isinstance(value, bool):
+        return timedelta(0)
+    if isinstance(value, bool) or not isinstance(value, str) or not value.strip():
+        raise invalid("duration", f"{DURATION_HELP} (got {shown(value)})")
+    text = value.strip()
+    match = _SHORT_DURATION.fullmatch(text) if len(text) <= 40 else None
+    if match and any(match.groups()):
+        days, hours, minutes, seconds = (int(g or 0) for g in match.groups())
+        total = ((days * 24 + hours) * 60 + minutes) * 60 + seconds
+        if total > MAX_DURATION.total_seconds():
+            raise _too_long(value)
+        return timedelta(seconds=total)
+    if text.upper().startswith("P") and len(text) <= 40:
+        return text  # pydantic parses ISO 8601 durations; check_duration bounds them
+    raise invalid("duration", f"{DURATION_HELP} (got {shown(value)})")
+
+
+def _too_long(value: Any) -> Exception:
+    return invalid("duration", f"duration {shown(value)} is longer than the maximum of "
+                   f"{MAX_DURATION.days} days; use a shorter one")
+
+
+def check_duration(value: timedelta) -> timedelta:
+    """Upper bound on every duration (parsed ISO 8601 ones included)."""
+    if value > MAX_DURATION:
+        raise _too_long(str(value))
+    return value
+
+
+def short(value: timedelta) -> str:
+    """``40d``, ``30s``, ``1d2h``: a duration the way the config writes it."""
+    seconds = int(value.total_seconds())
+    sign, seconds = ("-", -seconds) if seconds < 0 else ("", seconds)
+    parts = [(seconds // 86400, "d"), (seconds % 86400 // 3600, "h"),
+             (seconds % 3600 // 60, "m"), (seconds % 60, "s")]
+    return sign + ("".join(f"{n}{unit}" for n, unit in parts if n) or "0s")
+
+
+Duration = Annotated[timedelta, BeforeValidator(parse_duration), AfterValidator(check_duration)]

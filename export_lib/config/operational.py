@@ -1,0 +1,149 @@
+"""Per-export operational settings (ADR 0015): how hard and how long the export's tasks try,
+not what they export or when.
+
+* ``retries: {count, delay, max_delay}`` — Airflow retries of the export's tasks (resolve,
+  sensor, render, publish, ...; ``delay`` doubling up to ``max_delay``). The ``deliver`` tasks
+  follow their destinations' ``retry`` and ``retry_window`` instead.
+* ``timeouts: {resolve, sensor, render, publish, deliver, small}`` — each task kind's
+  ``execution_timeout`` (``sensor``: per poke; ``small``: the ``destinations`` and
+  ``restate_later`` bookkeeping tasks).
+* ``catchup: {lookback}`` — how far back ``recover_missed`` looks for missed slots at least
+  (``0s``: only back to the previous run).
+* ``late_data.poke_interval`` (:class:`export_lib.config.models.LateData`) — how often
+  ``wait_for_watermark`` looks at the source's watermark.
+* a destination's ``retry: {base, cap}`` — the pacing of its deliveries' retries.
+
+Every field is optional: a field left out takes the deployment default, which is the
+environment variable the deployment sets (``EXPORT_RETRIES``, ``EXPORT_TIMEOUT_RENDER``, ...),
+else the seed default. They are not timing keys (they do not decide a slot or a window) and not
+part of ``config_version`` (they change how Airflow runs the tasks from the next parse on, for
+every run, which a version per slot could not honour); a run's config snapshot still records
+them. They apply to one DAG as a whole, so a ``history`` entry cannot set them
+(:data:`export_lib.config.versions.DAG_WIDE_KEYS`).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from pydantic import field_validator, model_validator
+
+from export_lib.config.durations import Duration, short
+from export_lib.config.limits import StrictInt, shown
+from export_lib.periods.timing import FrozenModel, invalid
+
+# The export-level keys (``late_data.poke_interval`` and a destination's ``retry`` live in
+# their own blocks).
+OPERATIONAL_KEYS = ("retries", "timeouts", "catchup")
+MAX_RETRIES = 100  # 10 min doubling, capped at 1 day: 100 retries are three months of trying
+TIMEOUT_KINDS = ("resolve", "sensor", "render", "publish", "deliver", "small")
+
+
+def positive(field: str, value: timedelta | None, example: str) -> timedelta | None:
+    """``value`` if it is above zero (None passes: the deployment default applies)."""
+    if value is not None and value <= timedelta(0):
+        raise invalid("duration", f"{field} must be longer than zero (got {short(value)}); "
+                      f"give e.g. '{example}', or leave it out for the deployment default")
+    return value
+
+
+def _cap_not_below(names: tuple[str, str], base: timedelta | None, cap: timedelta | None) -> None:
+    if base is not None and cap is not None and cap < base:
+        raise invalid("order", f"{names[1]} {short(cap)} is shorter than {names[0]} "
+                      f"{short(base)}; make {names[1]} at least {short(base)} (the longest wait "
+                      f"between two tries), or lower {names[0]}")
+
+
+class TaskRetries(FrozenModel):
+    """``retries:`` of an export's tasks: ``count`` retries, the first after ``delay``, each
+    next one doubling, never more than ``max_delay`` apart."""
+
+    count: StrictInt | None = None
+    delay: Duration | None = None
+    max_delay: Duration | None = None
+
+    @field_validator("count")
+    @classmethod
+    def _count_in_range(cls, value: int | None) -> int | None:
+        if value is not None and not 0 <= value <= MAX_RETRIES:
+            raise invalid("retries", f"retries.count {shown(value)} is out of range; give a "
+                          f"whole number from 0 (no retry) to {MAX_RETRIES}")
+        return value
+
+    @field_validator("delay", "max_delay")
+    @classmethod
+    def _positive(cls, value: timedelta | None, info: Any) -> timedelta | None:
+        return positive(f"retries.{info.field_name}", value, "30s")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> TaskRetries:
+        _cap_not_below(("retries.delay", "retries.max_delay"), self.delay, self.max_delay)
+        return self
+
+
+class TaskTimeouts(FrozenModel):
+    """``timeouts:``: the ``execution_timeout`` of each task kind of the export."""
+
+    resolve: Duration | None = None
+    sensor: Duration | None = None
+    render: Duration | None = None
+    publish: Duration | None = None
+    deliver: Duration | None = None
+    small: Duration | None = None
+
+    @field_validator(*TIMEOUT_KINDS)
+    @classmethod
+    def _positive(cls, value: timedelta | None, info: Any) -> timedelta | None:
+        if value is not None and value <= timedelta(0):
+            raise invalid("duration", f"timeouts.{info.field_name} must be longer than zero "
+                          f"(got {short(value)}); every export task needs a time limit: give "
+                          "e.g. '90m', or leave it out for the deployment default")
+        return value
+
+    def get(self, kind: str) -> timedelta | None:
+        """The configured timeout of ``kind`` (a :data:`TIMEOUT_KINDS` name), or None."""
+        return getattr(self, kind)
+
+
+class Catchup(FrozenModel):
+    """``catchup:``: ``lookback`` is how far before its own slot a scheduled run looks for
+    missed slots at least (it always reaches back to the previous run after an outage)."""
+
+    lookback: Duration | None = None
+
+    @field_validator("lookback")
+    @classmethod
+    def _not_negative(cls, value: timedelta | None) -> timedelta | None:
+        if value is not None and value < timedelta(0):
+            raise invalid("duration", f"catchup.lookback cannot be negative (got "
+                          f"{short(value)}); give e.g. '48h', or '0s' to look back only to the "
+                          "previous run")
+        return value
+
+
+class DeliveryRetry(FrozenModel):
+    """A destination's ``retry:``: its failed deliveries are tried again after ``base``,
+    doubling, never more than ``cap`` apart, until its ``retry_window`` closes."""
+
+    base: Duration | None = None
+    cap: Duration | None = None
+
+    @field_validator("base", "cap")
+    @classmethod
+    def _positive(cls, value: timedelta | None, info: Any) -> timedelta | None:
+        return positive(f"retry.{info.field_name}", value, "10m")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> DeliveryRetry:
+        _cap_not_below(("retry.base", "retry.cap"), self.base, self.cap)
+        return self
+
+
+def check_poke_interval(value: timedelta | None) -> timedelta | None:
+    """``late_data.poke_interval``: above zero when set."""
+    return positive("late_data.poke_interval", value, "5m")
+
+
+__all__ = ["MAX_RETRIES", "OPERATIONAL_KEYS", "TIMEOUT_KINDS", "Catchup", "DeliveryRetry", "TaskRetries",
+           "TaskTimeouts", "check_poke_interval", "positive"]
