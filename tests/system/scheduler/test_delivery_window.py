@@ -36,7 +36,7 @@ company:
 widget_exports:
   - id: daily-spend
     export_hour: {hour}
-    catchup: {{lookback: 0h}}
+    catchup: {{lookback: 36s}}
     window: {{kind: calendar_day}}
     query:
       source: demo_source
