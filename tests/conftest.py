@@ -46,7 +46,7 @@ SERVER_FIXTURES = frozenset({
     "postgres_server", "s3_server", "gcs_server", "sftp_server", "webhook_server",
     "smtp_server", "smtp_tls_server", "https_webhook_server",
 })
-KINDS = ("integration", "airflow", "scheduler", "soak", "cluster")
+KINDS = ("integration", "airflow", "scheduler", "soak", "cluster", "system")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -65,7 +65,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 # Kinds from the longest-running to the shortest (a cluster module is minutes per stack).
-BY_LENGTH = ("cluster", "soak", "scheduler", "slow", "airflow", "integration", "unit")
+BY_LENGTH = ("cluster", "soak", "scheduler", "system", "slow", "airflow", "integration", "unit")
 # Before every kind, in this order. xdist hands worker 1 test_faults.py (~9 minutes, one test)
 # and worker 2 the soak (4 tests); worker 1, with one test pending, takes the next file at once:
 # test_cluster.py, which so runs after the fault test on the same worker. Two Celery clusters
