@@ -39,8 +39,10 @@ esac
 # PostgreSQL: the newest Debian server binaries; data in .airflow/pg, owned by `postgres` when
 # we are root (PostgreSQL refuses to run as root), else by the invoking user.
 PG_BIN="$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)"
-# .airflow/pg, or where it links to (see pg_init: a project postgres cannot reach).
-PG_DATA="$(readlink -f "$AIRFLOW_HOME/pg" 2>/dev/null || echo "$AIRFLOW_HOME/pg")"
+# .airflow/pg, or where it links to (see pg_init: a project postgres cannot reach). The link is
+# made by the first setup, so a script that runs setup reads it again afterwards (run.sh).
+pg_data_dir() { readlink -f "$AIRFLOW_HOME/pg" 2>/dev/null || echo "$AIRFLOW_HOME/pg"; }
+PG_DATA="$(pg_data_dir)"
 PG_OWNER=""
 [ "$(id -u)" = 0 ] && PG_OWNER=postgres
 PG_USER=exports

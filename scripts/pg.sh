@@ -10,6 +10,14 @@ pg_as_owner() {
 
 pg_installed_major() { basename "$(dirname "$PG_BIN")"; }
 
+# Where the cluster lives when $PG_OWNER cannot reach the project (pg_init): in its home, one
+# directory per state directory, so `make run` (.airflow) and `make cluster` (.airflow-cluster)
+# of one checkout never share a cluster.
+pg_relocated_dir() {
+  local home; home="$(getent passwd "$PG_OWNER" | cut -d: -f6)"
+  printf '%s/airflow-scheduled-exports/%s\n' "$home" "$(printf %s "$AIRFLOW_HOME" | sha1sum | cut -c1-12)"
+}
+
 # Refuse a data directory written by another PostgreSQL major version (never delete it here).
 pg_check_version() {
   if [ -z "$PG_BIN" ] || [ ! -x "$PG_BIN/initdb" ]; then
@@ -48,14 +56,19 @@ pg_init() {
     if ! pg_as_owner test -w "$PG_DATA"; then
       # The project sits where `postgres` cannot go (e.g. under /root): keep the cluster in
       # postgres's home and link it from .airflow/pg (make reset-db / make clean delete both).
-      local home; home="$(getent passwd "$PG_OWNER" | cut -d: -f6)"
-      local elsewhere; elsewhere="$home/airflow-scheduled-exports/$(printf %s "$ROOT" | sha1sum | cut -c1-12)"
+      local elsewhere; elsewhere="$(pg_relocated_dir)"
       rmdir "$PG_DATA"
+      if [ -n "$(ls -A "$elsewhere" 2>/dev/null)" ]; then
+        # Never initdb over (or adopt) what an earlier checkout here left.
+        rm -f "$pwfile"
+        echo "$elsewhere holds the cluster of an earlier checkout in $ROOT (its link $AIRFLOW_HOME/pg is gone); 'make reset-db' deletes it and the next 'make run' starts fresh" >&2
+        return 1
+      fi
       mkdir -p "$elsewhere"
       chown "$PG_OWNER": "$(dirname "$elsewhere")" "$elsewhere"
       ln -s "$elsewhere" "$AIRFLOW_HOME/pg"
       PG_DATA="$elsewhere"
-      echo "==> $PG_OWNER cannot reach $ROOT, so the cluster lives in $PG_DATA (linked from .airflow/pg)"
+      echo "==> $PG_OWNER cannot reach $ROOT, so the cluster lives in $PG_DATA (linked from ${AIRFLOW_HOME#"$ROOT"/}/pg)"
       mv "$pwfile" "$(dirname "$elsewhere")/.pgpw-$$"   # initdb (as postgres) reads it
       pwfile="$(dirname "$elsewhere")/.pgpw-$$"
     fi

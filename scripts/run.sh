@@ -35,6 +35,10 @@ else
 fi
 
 bash "$ROOT/scripts/setup.sh"
+# The first setup may have put the cluster elsewhere (pg_init: a project `postgres` cannot
+# enter, e.g. under /root), linked from .airflow/pg: the supervisor starts PostgreSQL as
+# `postgres`, which cannot follow that link, so it gets the resolved directory.
+PG_DATA="$(pg_data_dir)"
 
 mkdir -p "$RUN_DIR" "$AIRFLOW_HOME/logs"
 rm -f "$RUN_DIR/status.json"

@@ -14,7 +14,6 @@ import pytest
 
 from tests.dags.test_integrity import DAGS, _dag_bag
 
-
 DAILY = "widget_export__acme__daily-spend"
 ANCHOR = "      - {id: acme-dir, type: local, path: outbox/acme/daily-spend}\n"
 TUNED = """\
