@@ -112,7 +112,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_runs(args: argparse.Namespace) -> int:
     from export_lib.ledger import open_ledger
-    from export_lib.reports import run_filter, runs_page
+    from export_lib.views.reports import run_filter, runs_page
 
     wanted = run_filter(company=args.company, schedule_id=args.schedule, state=args.state,
                         since=args.since and _parse_instant(args.since, "--since"),

@@ -36,7 +36,7 @@ from export_lib.periods.decisions import HOLD_REASON_PREFIX
 from export_lib.periods.instants import format_instant
 from export_lib.periods.names import deadline_for, period_label
 from export_lib.periods.slots import next_slots, slots_between
-from export_lib.reports import LedgerFilter, build_filter, ledger_where
+from export_lib.views.reports import LedgerFilter, build_filter, ledger_where
 
 # outcome → what the page says, in plain words (the legend)
 OUTCOMES: dict[str, str] = {

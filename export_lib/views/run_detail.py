@@ -18,8 +18,8 @@ from sqlalchemy.engine import Engine
 
 from export_lib.errors import WindowError
 from export_lib.ledger.schema import artifacts, attempts, deliveries, delivery_attempts, events, runs
-from export_lib.obligations import _run_columns, run_row
 from export_lib.periods.instants import format_instant
+from export_lib.views.obligations import _run_columns, run_row
 
 
 def _iso(value: datetime | None) -> str | None:
