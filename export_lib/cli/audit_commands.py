@@ -5,7 +5,7 @@
 * ``explain``: one paragraph per slot of a schedule on a date (export_lib.pipeline.explain),
   and under it what still waits in Airflow and why (export_lib.pipeline.waiting, ADR 0013).
 * ``migrate-legacy``: ``export_time`` (morning/evening) to ``export_hour`` + ``effective_from``
-  (export_lib.config.legacy); prints the conversion and the next runs, ``--write`` edits.
+  (export_lib.periods.legacy); prints the conversion and the next runs, ``--write`` edits.
 """
 
 from __future__ import annotations
@@ -172,8 +172,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 
 def cmd_migrate_legacy(args: argparse.Namespace) -> int:
-    from export_lib.config.legacy import find_legacy, write_conversions
     from export_lib.periods.instants import parse_instant
+    from export_lib.periods.legacy import find_legacy, write_conversions
 
     config_dir = Path(_config_dir(args.config))
     start = parse_instant(args.start, "--from") if args.start else _now()

@@ -27,9 +27,10 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
 
+from export_lib.config.durations import parse_duration
 from export_lib.config.limits import MAX_AUTHORIZED, MAX_TEXT, StrictFloat, StrictInt
+from export_lib.config.messages import invalid
 from export_lib.errors import ConfigError
-from export_lib.periods.timing import invalid
 
 _CONN_ID = r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$"
 _EMAIL = re.compile(r"[^@\s<>]+@[^@\s<>]+\.[^@\s<>]+")  # fullmatch: '$' lets a '\n' in
@@ -75,12 +76,6 @@ MAX_RETRY_WINDOW = timedelta(days=30)
 POLICY_FIELDS = frozenset({"retry_window"})
 
 
-def _parse_window(value: Any) -> Any:
-    from export_lib.config.models import parse_duration  # models imports this module
-
-    return parse_duration(value)
-
-
 def _short(value: timedelta) -> str:
     """``40d``, ``30s``, ``1d2h``: a duration the way the config writes it."""
     seconds = int(value.total_seconds())
@@ -98,7 +93,7 @@ class _Destination(BaseModel):
     @field_validator("retry_window", mode="before")
     @classmethod
     def _window_duration(cls, value: Any) -> Any:
-        return _parse_window(value)
+        return parse_duration(value)
 
     @field_validator("retry_window")
     @classmethod

@@ -46,10 +46,10 @@ from export_lib.config.models import (
     WidgetExportConfig,
 )
 from export_lib.config.recipients import recipient_issues
+from export_lib.config.timing import Timing
 from export_lib.config.versions import history_issues, with_history
 from export_lib.config.yaml_io import parse_yaml, read_yaml
 from export_lib.errors import ConfigError
-from export_lib.periods.timing import Timing
 
 log = logging.getLogger(__name__)
 

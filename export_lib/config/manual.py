@@ -26,7 +26,6 @@ from export_lib.config.limits import MAX_COLUMNS, MAX_DESTINATIONS, MAX_REASON, 
 from export_lib.config.models import SLUG
 from export_lib.config.query import IDENTIFIER
 from export_lib.errors import ConfigError
-from export_lib.ledger.records import RunRegistration
 
 MAX_WINDOW = timedelta(days=400)
 SCHEDULE_ID = r"^[a-z0-9]+(?:[-_][a-z0-9]+)*/[a-z0-9]+(?:[-_][a-z0-9]+)*(?:/(?:primary|secondary))?$"
@@ -143,17 +142,3 @@ def manual_schedule(catalog: Any, request: ManualRequest, *, run_id: str,
         "format": request.format or base.format, "destinations": destinations,
     })
     return temp.with_version()
-
-
-def manual_registration(schedule: Any, request: ManualRequest, *, run_id: str, slot: datetime,
-                        now: datetime) -> RunRegistration:
-    """Registration of a manual run: its window is the requested one, not a slot's. (The reason
-    and requester go on the run's event log; the snapshot stays a valid Schedule.)"""
-    return RunRegistration(
-        run_key=f"{schedule.schedule_id.replace('/manual-', '/manual/')}",
-        company=schedule.company.id, schedule_id=schedule.schedule_id, slot=slot,
-        window_start=request.window_start.astimezone(UTC),
-        window_end=request.window_end.astimezone(UTC), timezone=schedule.company.timezone,
-        window_kind="manual", config_version=schedule.config_version, config_snapshot=schedule.snapshot(),
-        owner=schedule.owner, trigger="manual", source_cutoff=now, deadline=None,
-    )

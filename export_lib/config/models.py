@@ -26,10 +26,10 @@ from pydantic import (
 )
 
 from export_lib.config.destinations import DEFAULT_RETRY_WINDOW, Destination
+from export_lib.config.durations import Duration
 from export_lib.config.limits import (
     MAX_AUTHORIZED,
     MAX_DESTINATIONS,
-    MAX_DURATION,
     MAX_EXPORTS,
     MAX_RETENTION_DAYS,
     MAX_TEXT,
@@ -37,8 +37,9 @@ from export_lib.config.limits import (
     StrictInt,
     shown,
 )
+from export_lib.config.messages import invalid
 from export_lib.config.query import SOURCE_NAME, QuerySpec, check_identifier, check_not_system
-from export_lib.periods.timing import (
+from export_lib.config.timing import (
     DstFold,
     DstGap,
     ExportHour,
@@ -48,48 +49,12 @@ from export_lib.periods.timing import (
     WindowSpec,
     check_cron,
     check_timezone,
-    invalid,
 )
 
 SLUG = r"^[a-z0-9]+(?:[-_][a-z0-9]+)*$"
 _EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+")  # always fullmatch: '$' lets a '\n' through
-_SHORT_DURATION = re.compile(r"(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")
-_DURATION_HELP = "expected a duration such as '2h', '90m', '1h30m' or 'PT2H'"
 # Ids that name manual exports (``<company>/manual-<tag>``) are not available to configs.
 RESERVED_EXPORT_IDS = re.compile(r"manual(?:[-_].*)?")
-
-
-def parse_duration(value: Any) -> Any:
-    """``"2h"``, ``"90m"``, ``"1h30m"``, ``"2d"``, ``"45s"`` or ISO 8601 ``"PT2H"`` → timedelta."""
-    if isinstance(value, timedelta):
-        return value
-    if value == 0 and isinstance(value, int) and not isinstance(value, bool):
-        return timedelta(0)
-    if isinstance(value, bool) or not isinstance(value, str) or not value.strip():
-        raise invalid("duration", f"{_DURATION_HELP} (got {shown(value)})")
-    text = value.strip()
-    match = _SHORT_DURATION.fullmatch(text) if len(text) <= 40 else None
-    if match and any(match.groups()):
-        days, hours, minutes, seconds = (int(g or 0) for g in match.groups())
-        total = ((days * 24 + hours) * 60 + minutes) * 60 + seconds
-        if total > MAX_DURATION.total_seconds():
-            raise _too_long(value)
-        return timedelta(seconds=total)
-    if text.upper().startswith("P") and len(text) <= 40:
-        return text  # pydantic parses ISO 8601 durations; check_duration bounds them
-    raise invalid("duration", f"{_DURATION_HELP} (got {shown(value)})")
-
-
-def _too_long(value: Any) -> Exception:
-    return invalid("duration", f"duration {shown(value)} is longer than the maximum of "
-                   f"{MAX_DURATION.days} days; use a shorter one")
-
-
-def check_duration(value: timedelta) -> timedelta:
-    """Upper bound on every duration (parsed ISO 8601 ones included)."""
-    if value > MAX_DURATION:
-        raise _too_long(str(value))
-    return value
 
 
 def check_email(value: Any) -> Any:
@@ -99,7 +64,6 @@ def check_email(value: Any) -> Any:
     return value.lower()
 
 
-Duration = Annotated[timedelta, BeforeValidator(parse_duration), AfterValidator(check_duration)]
 Email = Annotated[str, BeforeValidator(check_email)]
 Slug = Annotated[str, Field(pattern=SLUG, max_length=64)]
 TimezoneName = Annotated[str, BeforeValidator(check_timezone)]

@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import field_validator, model_validator
 
+from export_lib.config.timing import FrozenModel, Timing, WindowKind, WindowSpec, zone
 from export_lib.errors import WindowError
 from export_lib.periods.slots import format_instant, previous_slot, require_slot, start_of_day
-from export_lib.periods.timing import FrozenModel, Timing, WindowKind, WindowSpec, zone
 
 if TYPE_CHECKING:
     from export_lib.config.models import Schedule

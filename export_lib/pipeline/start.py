@@ -171,6 +171,21 @@ def start_run(ledger: Ledger, schedule: Any, slot: datetime, *, now: datetime,
                                       "late_reason": decision.reason or None})
 
 
+def manual_registration(schedule: Any, request: Any, *, run_id: str, slot: datetime,
+                        now: datetime) -> RunRegistration:
+    """Registration of a manual run: its window is the requested one, not a slot's. (The reason
+    and requester go on the run's event log; the snapshot stays a valid Schedule.)"""
+    return RunRegistration(
+        run_key=f"{schedule.schedule_id.replace('/manual-', '/manual/')}",
+        company=schedule.company.id, schedule_id=schedule.schedule_id, slot=slot,
+        window_start=request.window_start.astimezone(UTC),
+        window_end=request.window_end.astimezone(UTC), timezone=schedule.company.timezone,
+        window_kind="manual", config_version=schedule.config_version,
+        config_snapshot=schedule.snapshot(), owner=schedule.owner, trigger="manual",
+        source_cutoff=now, deadline=None,
+    )
+
+
 def start_manual(ledger: Ledger, config_dir: str, params: dict[str, Any], *, run_id: str,
                  requested_at: datetime, now: datetime, ctx: Any, company: str | None = None,
                  requested_by: str | None = None) -> RunSummary:
@@ -183,7 +198,7 @@ def start_manual(ledger: Ledger, config_dir: str, params: dict[str, Any], *, run
     the permission to export that company's data. ``requested_by`` (the triggering user) goes
     on the run's event log."""
     from export_lib.config.loader import load_catalog
-    from export_lib.config.manual import manual_registration, manual_schedule, parse_request
+    from export_lib.config.manual import manual_schedule, parse_request
 
     request = parse_request(params)  # every field checked before the company's file is read
     if company is not None and request.company != company:

@@ -6,8 +6,8 @@ from datetime import UTC, datetime
 
 import pytest
 
+from export_lib.config.timing import Timing, WindowSpec
 from export_lib.periods.preview import preview_rows
-from export_lib.periods.timing import Timing, WindowSpec
 from tests.time.helpers import timing, utc
 
 pytestmark = pytest.mark.airflow
