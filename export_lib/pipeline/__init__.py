@@ -17,10 +17,10 @@ from export_lib.pipeline.stages import (
     watermark_ready,
 )
 from export_lib.pipeline.start import register_run, slot_at_or_before, start_manual, start_run
-from export_lib.pipeline.summary import RunSummary, Window
+from export_lib.pipeline.summary import RunSummary
 
 __all__ = [
-    "Requeued", "RunContext", "RunSummary", "Window", "captured_destinations",
+    "Requeued", "RunContext", "RunSummary", "captured_destinations",
     "collect_staging_garbage", "deliver_run", "list_deliveries", "operator_actions",
     "publish_run", "register_run", "render_run", "requeue_deliveries", "schedule_of",
     "slot_at_or_before", "start_manual", "start_run", "watermark_ready",

@@ -19,9 +19,9 @@ from export_lib.ledger.records import RunRecord, RunRegistration
 from export_lib.periods.decisions import missed_slots, start_decision
 from export_lib.periods.names import deadline_for, run_key
 from export_lib.periods.slots import format_instant, is_slot, latest_slot_at_or_before
-from export_lib.periods.windows import resolve_window
+from export_lib.periods.windows import ExportWindow, resolve_window
 from export_lib.pipeline.controls import pause_reason
-from export_lib.pipeline.summary import RunSummary, Window
+from export_lib.pipeline.summary import RunSummary
 
 log = logging.getLogger(__name__)
 
@@ -48,8 +48,8 @@ def _summary(ledger: Ledger, run: RunRecord, *, created: bool, **extra: Any) -> 
     return RunSummary(
         run_key=run.run_key, created=created, state=run.state, company=run.company,
         schedule_id=run.schedule_id, slot=run.slot,
-        window=Window(start=run.window_start, end=run.window_end, timezone=run.timezone,
-                      kind=run.window_kind),
+        window=ExportWindow(start=run.window_start, end=run.window_end, timezone=run.timezone,
+                            kind=run.window_kind),
         config_version=run.config_version, deadline=run.deadline,
         artifact_version=latest.version if latest else None,
         destinations=tuple(d["id"] for d in snapshot.get("destinations", ())), **extra,
