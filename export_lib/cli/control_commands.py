@@ -81,15 +81,15 @@ def cmd_retention(args: argparse.Namespace) -> int:
     else:
         verb = "would delete" if args.dry_run else "deleted"
         for item in report.deleted:
-            print(f"{verb} artifact {item['artifact_id']} {item['uri']} ({item['run_key']} "
-                  f"v{item['version']}, generated {item['generated_at']}, retention "
-                  f"{item['retention_days']} days)")
-        for item in report.staging_deleted:
-            print(f"{verb} staging leftover {item['uri']} ({item['run_key']})")
-        for item in report.kept:
-            print(f"kept artifact {item['artifact_id']} {item['uri']}: {item['reason']}")
-        for item in report.failed:
-            print(f"not deleted {item['uri']}: {item['error']}", file=sys.stderr)
+            print(f"{verb} artifact {item.artifact_id} {item.uri} ({item.run_key} "
+                  f"v{item.version}, generated {item.generated_at}, retention "
+                  f"{item.retention_days} days)")
+        for leftover in report.staging_deleted:
+            print(f"{verb} staging leftover {leftover.uri} ({leftover.run_key})")
+        for held in report.kept:
+            print(f"kept artifact {held.artifact_id} {held.uri}: {held.reason}")
+        for failed in report.failed:
+            print(f"not deleted {failed.uri}: {failed.error}", file=sys.stderr)
         print(f"{len(report.deleted)} artifact(s) {verb}, {len(report.kept)} kept (held), "
               f"{len(report.failed)} not deletable, {len(report.staging_deleted)} staging "
               f"leftover(s){' (dry run: nothing changed)' if args.dry_run else ''}")

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 # A manual export's window is the one its request names (``pipeline.start.start_manual``), not
 # one a window kind computed from a slot.
-ExportWindowKind = WindowKind | Literal["manual"]
+ExportWindowKind = Literal[WindowKind, "manual"]
 
 
 class ExportWindow(FrozenModel):
