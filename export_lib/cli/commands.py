@@ -16,7 +16,7 @@ import json
 import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from export_lib.errors import ConfigError, ExportError, WindowError
 from export_lib.periods.instants import format_instant, parse_instant
@@ -254,7 +254,7 @@ def cmd_requeue(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
-def register(sub: Any) -> None:
+def register(sub: argparse._SubParsersAction) -> None:
     """Add the ledger subcommands to exportctl's argparse subparsers."""
     p = sub.add_parser("run", help="run one export end to end (idempotent on the run key)")
     p.add_argument("config_dir")

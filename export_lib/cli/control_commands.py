@@ -15,7 +15,10 @@ import os
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from export_lib.pipeline.controls import ControlResult
 
 EXIT_OK, EXIT_UNCHANGED = 0, 1
 
@@ -42,7 +45,7 @@ def _catalog(config: str | None):
     return load_catalog(directory) if directory else None
 
 
-def _report(result: Any, as_json: bool) -> int:
+def _report(result: ControlResult, as_json: bool) -> int:
     if as_json:
         print(json.dumps(result.as_dict(), indent=2))
     elif result.changed:
@@ -112,7 +115,7 @@ def cmd_actions(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def register(sub: Any) -> None:
+def register(sub: argparse._SubParsersAction) -> None:
     """Add the control subcommands to exportctl's argparse subparsers."""
     from export_lib.cli.commands import guarded
 

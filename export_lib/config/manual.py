@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 from datetime import UTC, datetime, timedelta
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -26,6 +26,10 @@ from export_lib.config.limits import MAX_COLUMNS, MAX_DESTINATIONS, MAX_REASON, 
 from export_lib.config.models import SLUG
 from export_lib.config.query import IDENTIFIER
 from export_lib.errors import ConfigError
+
+if TYPE_CHECKING:
+    from export_lib.config.loader import Catalog
+    from export_lib.config.models import Schedule
 
 MAX_WINDOW = timedelta(days=400)
 SCHEDULE_ID = r"^[a-z0-9]+(?:[-_][a-z0-9]+)*/[a-z0-9]+(?:[-_][a-z0-9]+)*(?:/(?:primary|secondary))?$"
@@ -111,8 +115,8 @@ def manual_run_key(company: str, run_id: str) -> str:
     return f"{company}/manual/{manual_tag(run_id)}"
 
 
-def manual_schedule(catalog: Any, request: ManualRequest, *, run_id: str,
-                    now: datetime | None = None):
+def manual_schedule(catalog: Catalog, request: ManualRequest, *, run_id: str,
+                    now: datetime | None = None) -> Schedule:
     """The temporary schedule of one manual export, derived from ``request.base_export``.
 
     :param now: the current time (aware); the window must end before it.

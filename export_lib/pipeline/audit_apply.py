@@ -15,11 +15,15 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from export_lib.periods.instants import format_instant
 from export_lib.pipeline.audit import AuditPlan, Gap, find_gaps, plan_audit
 from export_lib.pipeline.backfills import AirflowApi, BackfillOutcome
+
+if TYPE_CHECKING:
+    from export_lib.config.loader import Catalog
+    from export_lib.ledger import Ledger
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +73,7 @@ class AuditResult:
                 "not_requested": self.not_requested, "summary": self.summary()}
 
 
-def _record(ledger: Any, catalog: Any, gap: Gap, reason: str, *, now: datetime,
+def _record(ledger: Ledger, catalog: Catalog, gap: Gap, reason: str, *, now: datetime,
             notify: Notify | None, unrecoverable: bool) -> tuple[str, bool]:
     """Record one gap: (its run key, True) when recorded, (run key, False) when someone else
     registered the run meanwhile and it is left alone."""
@@ -96,7 +100,7 @@ def _record(ledger: Any, catalog: Any, gap: Gap, reason: str, *, now: datetime,
     return summary.run_key, True
 
 
-def apply_audit(plan: AuditPlan, ledger: Any, catalog: Any, *, now: datetime,
+def apply_audit(plan: AuditPlan, ledger: Ledger, catalog: Catalog, *, now: datetime,
                 api: AirflowApi | None, notify: Notify | None = None) -> AuditResult:
     """Record every ``skip``/``unrecoverable`` gap and request every backfill (``api``; None
     leaves the backfills unrequested and says so). ``untouched`` gaps are not touched."""
@@ -120,7 +124,7 @@ def apply_audit(plan: AuditPlan, ledger: Any, catalog: Any, *, now: datetime,
                        not_requested=not_requested, applied=True)
 
 
-def run_audit(catalog: Any, ledger: Any, *, since: datetime, until: datetime, now: datetime,
+def run_audit(catalog: Catalog, ledger: Ledger, *, since: datetime, until: datetime, now: datetime,
               company: str | None = None, api: AirflowApi | None = None, dry_run: bool = False,
               notify: Notify | None = None) -> AuditResult:
     """Find the gaps, plan them (slots Airflow is running are left alone: asked through

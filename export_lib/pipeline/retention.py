@@ -18,7 +18,7 @@ import json
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from export_lib.ledger import Ledger
 from export_lib.ledger import controls as repo
@@ -27,6 +27,9 @@ from export_lib.ledger.records import ArtifactRecord, RunRecord
 from export_lib.periods.instants import format_instant
 from export_lib.pipeline.results import ResultModel
 from export_lib.storage.stores import ArtifactStore
+
+if TYPE_CHECKING:
+    from export_lib.config.loader import Catalog
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +104,7 @@ class _Pass:
                                failed=self.failed, staging_deleted=self.staging_deleted)
 
 
-def _policy(run: RunRecord, catalog: Any) -> tuple[int, bool]:
+def _policy(run: RunRecord, catalog: Catalog | None) -> tuple[int, bool]:
     """(retention_days, legal_hold) for the run's schedule: today's config, else as captured.
     A legal hold in either is a hold."""
     captured = (run.config_snapshot or {}).get("policies", {})
@@ -120,7 +123,7 @@ def _item(artifact: ArtifactRecord, run: RunRecord, days: int) -> ExpiredArtifac
                            retention_days=days)
 
 
-def apply_retention(ledger: Ledger, catalog: Any, store: ArtifactStore, *, now: datetime,
+def apply_retention(ledger: Ledger, catalog: Catalog | None, store: ArtifactStore, *, now: datetime,
                     dry_run: bool = False) -> RetentionReport:
     """One retention pass over every artifact not yet deleted (see the module docstring)."""
     report = _Pass(dry_run=dry_run)
@@ -190,7 +193,7 @@ def _mark_manifest(store: ArtifactStore, manifest_uri: str, now: datetime, reaso
     path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
-def _staging(ledger: Ledger, catalog: Any, store: ArtifactStore, *, now: datetime,
+def _staging(ledger: Ledger, catalog: Catalog | None, store: ArtifactStore, *, now: datetime,
              dry_run: bool, report: _Pass) -> None:
     """Staging objects of abandoned or failed attempts past their run's retention."""
     runs: dict[int, RunRecord | None] = {}

@@ -19,7 +19,7 @@ import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from export_lib.checksums import sha256_stream
 from export_lib.errors import ArtifactValidationError, DeliveryError, ExportError, PublishError
@@ -41,6 +41,10 @@ from export_lib.pipeline.results import (
 from export_lib.source.connections import ConnectionResolver
 from export_lib.storage.stores import ArtifactStore
 
+if TYPE_CHECKING:
+    from export_lib.config.destinations import Destination
+    from export_lib.config.models import Schedule
+
 log = logging.getLogger(__name__)
 
 EXT = {"csv": "csv", "parquet": "parquet"}
@@ -59,7 +63,7 @@ def _label(run: RunRecord) -> str:
            f"{run.timezone}]"
 
 
-def schedule_of(run: RunRecord):
+def schedule_of(run: RunRecord) -> Schedule:
     """The schedule exactly as captured at registration (never today's config)."""
     from export_lib.config.loader import Schedule
 
@@ -322,7 +326,7 @@ def deliver_run(ledger: Ledger, run_key: str, destination_id: str, *, now: datet
     return DeliverResult(run_key=run_key, destination=destination_id, **outcome.as_xcom())
 
 
-def retry_window_end(run: RunRecord, destination: Any) -> datetime:
+def retry_window_end(run: RunRecord, destination: Destination) -> datetime:
     """When a delivery of ``run`` to ``destination`` stops retrying: the slot + the
     destination's ``retry_window``. A run registered after its deadline (catch-up after an
     outage, a backfill — the runs ADR 0003 gives no Deadline Alert) counts from its
