@@ -47,7 +47,7 @@ EXPORT_EXTRAS = ("statement_timeout",)
 _DURATION = re.compile(r"^\s*\d+\s*(us|ms|s|min|h|d)?\s*$")
 
 _lock = threading.Lock()
-_running: dict[int, Any] = {}
+_running: dict[int, Cancellable] = {}
 
 
 def statement_timeout(conn_id: str, extra: dict[str, Any],

@@ -22,6 +22,8 @@ CONFIG = REPO / ".importlinter"
 def _lint_imports(root: Path) -> subprocess.CompletedProcess[str]:
     """``lint-imports`` over the export_lib in ``root`` with the contracts in ``root``."""
     script = Path(sys.executable).parent / "lint-imports"
+    assert script.is_file(), f"{script} is missing: install the lock (make venv, or " \
+                             "pip install -r requirements.txt)"
     env = {**os.environ, "PYTHONPATH": str(root), "NO_COLOR": "1", "COLUMNS": "200"}
     return subprocess.run([str(script), "--config", str(root / ".importlinter"), "--no-cache"],
                           cwd=root, env=env, capture_output=True, text=True, timeout=300)
