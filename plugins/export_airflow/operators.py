@@ -217,11 +217,12 @@ class PublishOperator(BaseOperator):
         from export_lib.storage.stores import open_store
 
         with export_errors():
+            ledger, store = open_ledger(), open_store(resolver=airflow_resolver())
             rendered = render_result_from_xcom(self.rendered)
             # Only a new attempt has something to publish; otherwise publish reports the artifact.
             fresh = rendered if isinstance(rendered, Rendered) else None
-            return publish_run(open_ledger(), open_store(resolver=airflow_resolver()),
-                               rendered.run_key, fresh.attempt_id if fresh else None, now=_now(),
+            return publish_run(ledger, store, rendered.run_key,
+                               fresh.attempt_id if fresh else None, now=_now(),
                                columns=list(fresh.columns) if fresh else None,
                                correction=self.correction).as_xcom()
 
