@@ -94,6 +94,7 @@ acceptance: venv
 
 lint: venv
 	$(VENV)/bin/ruff check export_lib plugins dags tests bench scripts
+	PYTHONPATH=. $(VENV)/bin/lint-imports --no-cache
 
 bench: venv
 	$(PY) bench/render.py --rows 2000000 --skip-pandas --check

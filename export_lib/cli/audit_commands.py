@@ -5,7 +5,7 @@
 * ``explain``: one paragraph per slot of a schedule on a date (export_lib.pipeline.explain),
   and under it what still waits in Airflow and why (export_lib.pipeline.waiting, ADR 0013).
 * ``migrate-legacy``: ``export_time`` (morning/evening) to ``export_hour`` + ``effective_from``
-  (export_lib.config.legacy); prints the conversion and the next runs, ``--write`` edits.
+  (export_lib.periods.legacy); prints the conversion and the next runs, ``--write`` edits.
 """
 
 from __future__ import annotations
@@ -17,9 +17,18 @@ import os
 import sys
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from export_lib.errors import ConfigError, WindowError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from export_lib.config.models import Schedule
+    from export_lib.ledger import Ledger
+
+    # What waits in Airflow for each due slot of a schedule (``exportctl explain``).
+    Waits = Callable[[Schedule, list[datetime]], dict[datetime, list[str]]]
 
 DEFAULT_LOOKBACK = timedelta(days=7)
 
@@ -100,7 +109,7 @@ def _day_or_slot(text: str) -> tuple[date | None, datetime | None]:
 
 
 def explain_text(config_dir: str, schedule_id: str, when: str, *, now: datetime,
-                 ledger: Any, waits: Any = None) -> list[str]:
+                 ledger: Ledger, waits: Waits | None = None) -> list[str]:
     """The paragraphs ``exportctl explain`` prints (one per slot). ``waits``: ``(schedule,
     due slots) -> {slot: lines}``, what waits in Airflow (export_lib.pipeline.waiting_sources),
     appended under the slot's paragraph."""
@@ -134,7 +143,7 @@ def explain_text(config_dir: str, schedule_id: str, when: str, *, now: datetime,
             for text, s in zip(paragraphs, slots, strict=True)]
 
 
-def _airflow_waits(args: argparse.Namespace, now: datetime) -> Any:
+def _airflow_waits(args: argparse.Namespace, now: datetime) -> Waits | None:
     """What waits in Airflow, for :func:`explain_text` (None with ``--no-airflow``). When
     Airflow cannot be asked, a note on stderr: the paragraphs are the ledger's view only."""
     from export_lib.errors import ExportError
@@ -144,7 +153,7 @@ def _airflow_waits(args: argparse.Namespace, now: datetime) -> Any:
     if args.no_airflow:
         return None
 
-    def waits(schedule: Any, slots: list[datetime]) -> dict[datetime, list[str]]:
+    def waits(schedule: Schedule, slots: list[datetime]) -> dict[datetime, list[str]]:
         try:
             return slot_waits(api_from_environment(), schedule, slots,
                               lambda queues: celery_workers(queues, os.environ), now=now)
@@ -172,8 +181,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 
 def cmd_migrate_legacy(args: argparse.Namespace) -> int:
-    from export_lib.config.legacy import find_legacy, write_conversions
     from export_lib.periods.instants import parse_instant
+    from export_lib.periods.legacy import find_legacy, write_conversions
 
     config_dir = Path(_config_dir(args.config))
     start = parse_instant(args.start, "--from") if args.start else _now()
@@ -198,7 +207,7 @@ def cmd_migrate_legacy(args: argparse.Namespace) -> int:
     return 1 if problems or refused else 0
 
 
-def register(sub: Any) -> None:
+def register(sub: argparse._SubParsersAction) -> None:
     from export_lib.cli.commands import guarded
 
     p = sub.add_parser("audit", help="find expected slots without a run and recover or record "

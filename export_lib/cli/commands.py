@@ -16,10 +16,13 @@ import json
 import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from export_lib.errors import ConfigError, ExportError, WindowError
 from export_lib.periods.instants import format_instant, parse_instant
+
+if TYPE_CHECKING:
+    from export_lib.pipeline.results import RunOutcome
 
 EXIT_USAGE = 2
 
@@ -32,7 +35,7 @@ def _parse_instant(text: str, flag: str) -> datetime:
     return parse_instant(text, flag)
 
 
-def run_one(config_dir: str, schedule_id: str, slot_text: str, *, now: datetime) -> dict[str, Any]:
+def run_one(config_dir: str, schedule_id: str, slot_text: str, *, now: datetime) -> RunOutcome:
     """Start → render → publish → deliver one export; idempotent on the run key.
 
     The start policies are the DAG's (``pipeline.start_run``): a paused company's slot is
@@ -43,7 +46,12 @@ def run_one(config_dir: str, schedule_id: str, slot_text: str, *, now: datetime)
     from export_lib.ledger.runs import render_lease
     from export_lib.periods.slots import require_slot
     from export_lib.pipeline import (
+        ArtifactLine,
+        DeliveryLine,
+        Rendered,
+        RenderSkipped,
         RunContext,
+        RunOutcome,
         deliver_run,
         publish_run,
         render_run,
@@ -67,52 +75,52 @@ def run_one(config_dir: str, schedule_id: str, slot_text: str, *, now: datetime)
     ctx = RunContext(origin="cli", trigger="cli")
     started = start_run(ledger, schedule, slot, now=now, ctx=ctx)
     key = started.run_key
-    result: dict[str, Any] = {
-        "run_key": key, "state": started.state,
-        "window_start_utc": format_instant(started.window.start),
-        "window_end_utc": format_instant(started.window.end),
-    }
+    outcome = RunOutcome(run_key=key, state=started.state,
+                         window_start_utc=format_instant(started.window.start),
+                         window_end_utc=format_instant(started.window.end))
     if started.skip_reason:
-        return {**result, "skipped": started.skip_reason, "artifact": None, "deliveries": []}
+        return outcome.model_copy(update={"skipped": started.skip_reason})
     # Another attempt holding the run (Airflow, a second exportctl) is waited for, bounded:
     # it publishes (its artifact is ours) or its lease lapses (a killed worker) and we take over.
     rendered = render_run(ledger, store, key, now=now, ctx=ctx,
                           wait=render_lease() + timedelta(seconds=10))
-    if rendered.get("skipped"):
-        return {**result, "state": ledger.get_run(key).state, "skipped": rendered["skipped"],
-                "artifact": None, "deliveries": []}
-    published = publish_run(ledger, store, key, rendered.get("attempt_id") if rendered["rendered"]
-                            else None, now=now, columns=rendered.get("columns"))
+    if isinstance(rendered, RenderSkipped):
+        return outcome.model_copy(update={"state": ledger.get_run(key).state,
+                                          "skipped": rendered.skipped})
+    fresh = rendered if isinstance(rendered, Rendered) else None
+    published = publish_run(ledger, store, key, fresh.attempt_id if fresh else None, now=now,
+                            columns=list(fresh.columns) if fresh else None)
     deliveries = [deliver_run(ledger, key, dest.id, now=now, config_dir=config_dir)
                   for dest in schedule_of(ledger.get_run(key)).destinations]
-    return {
-        **result, "state": ledger.get_run(key).state,
-        "artifact": {k: published[k] for k in ("uri", "version", "sha256", "rows")},
-        "deliveries": [{"destination": d["destination"], "state": d["state"]} for d in deliveries],
-    }
+    return outcome.model_copy(update={
+        "state": ledger.get_run(key).state,
+        "artifact": ArtifactLine(uri=published.uri, version=published.version,
+                                 sha256=published.sha256, rows=published.rows),
+        "deliveries": tuple(DeliveryLine(destination=d.destination, state=d.state)
+                            for d in deliveries),
+    })
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     result = run_one(args.config_dir, args.schedule, args.slot, now=_now())
     if args.json:
-        print(json.dumps(result, indent=2))
+        print(json.dumps(result.as_xcom(), indent=2))
     else:
-        art = result["artifact"]
-        print(f"run {result['run_key']}: {result['state']}")
-        print(f"  window   {result['window_start_utc']} → {result['window_end_utc']}")
-        if result.get("skipped"):
-            print(f"  skipped  {result['skipped']}")
+        art = result.artifact
+        print(f"run {result.run_key}: {result.state}")
+        print(f"  window   {result.window_start_utc} → {result.window_end_utc}")
+        if result.skipped:
+            print(f"  skipped  {result.skipped}")
         if art:
-            print(f"  artifact v{art['version']} {art['uri']} ({art['rows']} rows, "
-                  f"sha256 {art['sha256']})")
-        for d in result["deliveries"]:
-            print(f"  delivery {d['destination']}: {d['state']}")
+            print(f"  artifact v{art.version} {art.uri} ({art.rows} rows, sha256 {art.sha256})")
+        for d in result.deliveries:
+            print(f"  delivery {d.destination}: {d.state}")
     return 0
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
     from export_lib.ledger import open_ledger
-    from export_lib.reports import run_filter, runs_page
+    from export_lib.views.reports import run_filter, runs_page
 
     wanted = run_filter(company=args.company, schedule_id=args.schedule, state=args.state,
                         since=args.since and _parse_instant(args.since, "--since"),
@@ -162,14 +170,14 @@ def cmd_ledger(args: argparse.Namespace) -> int:
     ledger.ensure_schema()
     report = collect_staging_garbage(ledger, open_store())
     if args.json:
-        print(json.dumps(report, indent=2))
+        print(json.dumps(report.as_xcom(), indent=2))
     else:
-        for item in report["cleaned"]:
-            print(f"deleted {item['uri']} (attempt {item['attempt_id'][:12]} of {item['run_key']})")
-        for item in report["kept"]:
-            print(f"kept {item['uri']}: {item['error']}", file=sys.stderr)
-        print(f"{len(report['cleaned'])} staging object(s) cleaned, {len(report['kept'])} kept")
-    return 1 if report["kept"] else 0
+        for item in report.cleaned:
+            print(f"deleted {item.uri} (attempt {item.attempt_id[:12]} of {item.run_key})")
+        for kept in report.kept:
+            print(f"kept {kept.uri}: {kept.error}", file=sys.stderr)
+        print(f"{len(report.cleaned)} staging object(s) cleaned, {len(report.kept)} kept")
+    return 1 if report.kept else 0
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -242,11 +250,11 @@ def cmd_requeue(args: argparse.Namespace) -> int:
             print(f"  delivery to {item.destination_id} failed again: {type(exc).__name__}: "
                   f"{exc}", file=sys.stderr)
             continue
-        print(f"  delivered to {item.destination_id}: {outcome['state']} ({outcome['receipt']})")
+        print(f"  delivered to {item.destination_id}: {outcome.state} ({outcome.receipt})")
     return 1 if failed else 0
 
 
-def register(sub: Any) -> None:
+def register(sub: argparse._SubParsersAction) -> None:
     """Add the ledger subcommands to exportctl's argparse subparsers."""
     p = sub.add_parser("run", help="run one export end to end (idempotent on the run key)")
     p.add_argument("config_dir")

@@ -15,7 +15,10 @@ import os
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from export_lib.pipeline.controls import ControlResult
 
 EXIT_OK, EXIT_UNCHANGED = 0, 1
 
@@ -42,7 +45,7 @@ def _catalog(config: str | None):
     return load_catalog(directory) if directory else None
 
 
-def _report(result: Any, as_json: bool) -> int:
+def _report(result: ControlResult, as_json: bool) -> int:
     if as_json:
         print(json.dumps(result.as_dict(), indent=2))
     elif result.changed:
@@ -81,15 +84,15 @@ def cmd_retention(args: argparse.Namespace) -> int:
     else:
         verb = "would delete" if args.dry_run else "deleted"
         for item in report.deleted:
-            print(f"{verb} artifact {item['artifact_id']} {item['uri']} ({item['run_key']} "
-                  f"v{item['version']}, generated {item['generated_at']}, retention "
-                  f"{item['retention_days']} days)")
-        for item in report.staging_deleted:
-            print(f"{verb} staging leftover {item['uri']} ({item['run_key']})")
-        for item in report.kept:
-            print(f"kept artifact {item['artifact_id']} {item['uri']}: {item['reason']}")
-        for item in report.failed:
-            print(f"not deleted {item['uri']}: {item['error']}", file=sys.stderr)
+            print(f"{verb} artifact {item.artifact_id} {item.uri} ({item.run_key} "
+                  f"v{item.version}, generated {item.generated_at}, retention "
+                  f"{item.retention_days} days)")
+        for leftover in report.staging_deleted:
+            print(f"{verb} staging leftover {leftover.uri} ({leftover.run_key})")
+        for held in report.kept:
+            print(f"kept artifact {held.artifact_id} {held.uri}: {held.reason}")
+        for failed in report.failed:
+            print(f"not deleted {failed.uri}: {failed.error}", file=sys.stderr)
         print(f"{len(report.deleted)} artifact(s) {verb}, {len(report.kept)} kept (held), "
               f"{len(report.failed)} not deletable, {len(report.staging_deleted)} staging "
               f"leftover(s){' (dry run: nothing changed)' if args.dry_run else ''}")
@@ -112,7 +115,7 @@ def cmd_actions(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def register(sub: Any) -> None:
+def register(sub: argparse._SubParsersAction) -> None:
     """Add the control subcommands to exportctl's argparse subparsers."""
     from export_lib.cli.commands import guarded
 

@@ -174,7 +174,7 @@ def _adhoc_models(args: argparse.Namespace) -> tuple[Any, Any]:
     """The ad-hoc ``Timing`` and ``WindowSpec``; every bad option is reported at once (exit 2)."""
     from pydantic import ValidationError
 
-    from export_lib.periods.timing import Timing, WindowSpec
+    from export_lib.config.timing import Timing, WindowSpec
 
     needs = {"trailing_days": "window_days", "trailing_hours": "window_hours"}.get(args.window)
     for name in ("window_days", "window_hours"):

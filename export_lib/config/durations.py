@@ -15,7 +15,7 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, BeforeValidator
 
 from export_lib.config.limits import MAX_DURATION, shown
-from export_lib.periods.timing import invalid
+from export_lib.config.messages import invalid
 
 _SHORT_DURATION = re.compile(r"(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")
 DURATION_HELP = "expected a duration such as '2h', '90m', '1h30m' or 'PT2H'"

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import posixpath
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from export_lib.config.destinations import (
     GcsDestination,
@@ -29,10 +29,16 @@ from export_lib.config.destinations import (
 )
 from export_lib.config.limits import shown
 
+if TYPE_CHECKING:
+    from export_lib.config.destinations import Destination
+    from export_lib.config.models import CompanyFile, Schedule, SourceConfig
+    from export_lib.config.query import QuerySpec
+
 COMPANY_PLACEHOLDER = "{company}"
 
 
-def source_issues(query: Any, sources: Mapping[str, Any], where: str) -> list[str]:
+def source_issues(query: QuerySpec, sources: Mapping[str, SourceConfig], where: str
+                  ) -> list[str]:
     """``where: field: message`` lines for a query outside the ``sources`` allowlist."""
     source = sources.get(query.source)
     if source is None:
@@ -92,7 +98,7 @@ def with_company(destinations: Iterable[dict[str, Any]], company: str) -> list[d
     return out
 
 
-def location(dest: Any) -> tuple[str, ...] | None:
+def location(dest: Destination) -> tuple[str, ...] | None:
     """Where a destination writes, as comparable path components (None: it writes no path)."""
     if isinstance(dest, LocalDestination):
         return ("local", *posixpath.normpath(dest.path).strip("/").split("/"))
@@ -152,14 +158,14 @@ def _nested(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
     return a[:shorter] == b[:shorter]
 
 
-def _field(schedule: Any) -> str:
+def _field(schedule: Schedule) -> str:
     """The config field a schedule came from, for messages (``widget_exports[id=x]``)."""
     if schedule.kind == "widget":
         return f"widget_exports[id={schedule.export_id}]"
     return f"data_exports[channel={schedule.channel}].{schedule.kind}"
 
 
-def company_issues(file: str, parsed: Any, sources: Mapping[str, Any],
+def company_issues(file: str, parsed: CompanyFile, sources: Mapping[str, SourceConfig],
                    mounts: Iterable[str]) -> list[str]:
     """Allowlist, local-path and confusable-name problems of one validated company file."""
     company = parsed.company.id

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
@@ -46,10 +46,13 @@ from export_lib.config.models import (
     WidgetExportConfig,
 )
 from export_lib.config.recipients import recipient_issues
+from export_lib.config.timing import Timing
 from export_lib.config.versions import history_issues, with_history
 from export_lib.config.yaml_io import parse_yaml, read_yaml
 from export_lib.errors import ConfigError
-from export_lib.periods.timing import Timing
+
+if TYPE_CHECKING:
+    from export_lib.config.models import DataExportKindConfig, SourceConfig
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +68,7 @@ class Catalog:
     schedules: tuple[Schedule, ...]
     companies: Mapping[str, CompanyConfig]
     errors: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-    sources: Mapping[str, Any] = field(default_factory=dict)  # defaults.yaml ``sources``
+    sources: Mapping[str, SourceConfig] = field(default_factory=dict)  # defaults.yaml ``sources``
     alerts: AlertsConfig = AlertsConfig()  # defaults.yaml ``alerts``
 
     @property
@@ -375,7 +378,7 @@ def build_schedules(parsed: CompanyFile) -> list[Schedule]:
     return out
 
 
-def _policies(export: Any) -> PolicyFields:
+def _policies(export: PolicyFields) -> PolicyFields:
     return PolicyFields(**{key: getattr(export, key) for key in POLICY_KEYS})
 
 
@@ -399,7 +402,7 @@ def _start_of(version: Schedule) -> datetime:
 
 
 def _data_schedule(company: CompanyConfig, channel: DataExportConfig, kind: str,
-                   spec: Any = None) -> Schedule:
+                   spec: DataExportKindConfig | None = None) -> Schedule:
     spec = spec or getattr(channel, kind)
     history = tuple(sorted((_data_schedule(company, channel, kind, h) for h in spec.history),
                            key=_start_of))

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 from datetime import UTC, datetime, timedelta
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -26,7 +26,10 @@ from export_lib.config.limits import MAX_COLUMNS, MAX_DESTINATIONS, MAX_REASON, 
 from export_lib.config.models import SLUG
 from export_lib.config.query import IDENTIFIER
 from export_lib.errors import ConfigError
-from export_lib.ledger.records import RunRegistration
+
+if TYPE_CHECKING:
+    from export_lib.config.loader import Catalog
+    from export_lib.config.models import Schedule
 
 MAX_WINDOW = timedelta(days=400)
 SCHEDULE_ID = r"^[a-z0-9]+(?:[-_][a-z0-9]+)*/[a-z0-9]+(?:[-_][a-z0-9]+)*(?:/(?:primary|secondary))?$"
@@ -112,8 +115,8 @@ def manual_run_key(company: str, run_id: str) -> str:
     return f"{company}/manual/{manual_tag(run_id)}"
 
 
-def manual_schedule(catalog: Any, request: ManualRequest, *, run_id: str,
-                    now: datetime | None = None):
+def manual_schedule(catalog: Catalog, request: ManualRequest, *, run_id: str,
+                    now: datetime | None = None) -> Schedule:
     """The temporary schedule of one manual export, derived from ``request.base_export``.
 
     :param now: the current time (aware); the window must end before it.
@@ -143,17 +146,3 @@ def manual_schedule(catalog: Any, request: ManualRequest, *, run_id: str,
         "format": request.format or base.format, "destinations": destinations,
     })
     return temp.with_version()
-
-
-def manual_registration(schedule: Any, request: ManualRequest, *, run_id: str, slot: datetime,
-                        now: datetime) -> RunRegistration:
-    """Registration of a manual run: its window is the requested one, not a slot's. (The reason
-    and requester go on the run's event log; the snapshot stays a valid Schedule.)"""
-    return RunRegistration(
-        run_key=f"{schedule.schedule_id.replace('/manual-', '/manual/')}",
-        company=schedule.company.id, schedule_id=schedule.schedule_id, slot=slot,
-        window_start=request.window_start.astimezone(UTC),
-        window_end=request.window_end.astimezone(UTC), timezone=schedule.company.timezone,
-        window_kind="manual", config_version=schedule.config_version, config_snapshot=schedule.snapshot(),
-        owner=schedule.owner, trigger="manual", source_cutoff=now, deadline=None,
-    )

@@ -13,10 +13,16 @@ import typing
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
+from pydantic_core import PydanticCustomError
 
 from export_lib.config.limits import cut_line, shown
 
 _NO_VALUE_TYPES = {"missing", "extra_forbidden"}
+
+
+def invalid(kind: str, message: str) -> PydanticCustomError:
+    """A pydantic error carrying a finished human message (no template substitution)."""
+    return PydanticCustomError(f"export_{kind}", message)
 
 
 def _unwrap(tp: Any) -> list[Any]:

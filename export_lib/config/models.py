@@ -44,8 +44,9 @@ from export_lib.config.operational import (
     TaskTimeouts,
     check_poke_interval,
 )
+from export_lib.config.messages import invalid
 from export_lib.config.query import SOURCE_NAME, QuerySpec, check_identifier, check_not_system
-from export_lib.periods.timing import (
+from export_lib.config.timing import (
     DstFold,
     DstGap,
     ExportHour,
@@ -55,7 +56,6 @@ from export_lib.periods.timing import (
     WindowSpec,
     check_cron,
     check_timezone,
-    invalid,
 )
 
 SLUG = r"^[a-z0-9]+(?:[-_][a-z0-9]+)*$"

@@ -31,7 +31,8 @@ from pydantic import field_validator, model_validator
 
 from export_lib.config.durations import Duration, short
 from export_lib.config.limits import StrictInt, shown
-from export_lib.periods.timing import FrozenModel, invalid
+from export_lib.config.messages import invalid
+from export_lib.config.timing import FrozenModel
 
 # The export-level keys (``late_data.poke_interval`` and a destination's ``retry`` live in
 # their own blocks).

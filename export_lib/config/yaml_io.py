@@ -52,7 +52,7 @@ class _Bounded:
 
 
 class _TooLarge(yaml.YAMLError):
-    def __init__(self, problem: str, mark: Any) -> None:
+    def __init__(self, problem: str, mark: yaml.Mark | None) -> None:
         super().__init__(problem)
         self.problem, self.problem_mark = problem, mark
 

@@ -18,7 +18,7 @@ import os
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, func, insert, select, update
 from sqlalchemy.exc import ArgumentError, IntegrityError, OperationalError
@@ -36,6 +36,9 @@ from export_lib.ledger.database import ledger_url, make_engine, masked
 from export_lib.ledger.records import ArtifactRecord, AttemptRecord, RunRecord, RunRegistration
 from export_lib.ledger.schema import artifacts, attempts, events, runs
 from export_lib.ledger.states import RUN_STATES, AttemptState, RunState, check_transition
+
+if TYPE_CHECKING:
+    from sqlalchemy import Row
 
 log = logging.getLogger(__name__)
 
@@ -87,15 +90,15 @@ def open_ledger(url: str | None = None) -> Ledger:
     return Ledger(engine, resolved)
 
 
-def _run(row: Any) -> RunRecord:
+def _run(row: Row[Any]) -> RunRecord:
     return RunRecord(**dict(row._mapping))
 
 
-def _attempt(row: Any) -> AttemptRecord:
+def _attempt(row: Row[Any]) -> AttemptRecord:
     return AttemptRecord(**dict(row._mapping))
 
 
-def _artifact(row: Any) -> ArtifactRecord:
+def _artifact(row: Row[Any]) -> ArtifactRecord:
     return ArtifactRecord(**dict(row._mapping))
 
 

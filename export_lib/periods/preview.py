@@ -11,9 +11,9 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from export_lib.config.timing import Timing, WindowSpec
 from export_lib.periods.names import deadline_for, run_key
 from export_lib.periods.slots import format_instant, next_slots
-from export_lib.periods.timing import Timing, WindowSpec
 from export_lib.periods.windows import window_for
 
 if TYPE_CHECKING:

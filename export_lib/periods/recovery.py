@@ -18,8 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from export_lib.config.timing import Timing
 from export_lib.periods.slots import slots_between
-from export_lib.periods.timing import Timing
 
 # How many catch-up runs of one DAG run at once (the backfill's max_active_runs); the renders
 # of all catch-up runs together share the `export_catchup` pool (2 slots).

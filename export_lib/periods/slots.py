@@ -22,9 +22,9 @@ from collections.abc import Iterator
 from datetime import UTC, date, datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
+from export_lib.config.timing import Timing, zone
 from export_lib.errors import WindowError
 from export_lib.periods.instants import format_instant
-from export_lib.periods.timing import Timing, zone
 
 _MARGIN = timedelta(days=2)  # a DST shift moves a wall time by far less than a day
 _MAX_SEARCH = timedelta(days=366 * 30)  # sparse crons (29 Feb) still fire within 30 years

@@ -16,28 +16,37 @@ Worked example: Europe/Berlin, a slot at 2026-03-30 07:00 CEST with ``calendar_d
 from __future__ import annotations
 
 from datetime import UTC, date, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import field_validator, model_validator
 
+from export_lib.config.timing import FrozenModel, Timing, WindowKind, WindowSpec, zone
 from export_lib.errors import WindowError
+from export_lib.periods.names import period_label
 from export_lib.periods.slots import format_instant, previous_slot, require_slot, start_of_day
-from export_lib.periods.timing import FrozenModel, Timing, WindowKind, WindowSpec, zone
 
 if TYPE_CHECKING:
     from export_lib.config.models import Schedule
+
+# A manual export's window is the one its request names (``pipeline.start.start_manual``), not
+# one a window kind computed from a slot.
+ExportWindowKind = Literal[WindowKind, "manual"]
 
 
 class ExportWindow(FrozenModel):
     """A reporting window. Invariants: ``start`` and ``end`` MUST be aware and in UTC,
     ``start <= end``, half-open ``[start, end)``; ``timezone`` is the IANA zone its calendar
-    boundaries were computed in; ``kind`` the window kind that produced it.
+    boundaries were computed in (and its period is named in); ``kind`` the window kind that
+    produced it (``manual``: the window a manual export's request named).
+
+    The one window type: a run's window travels through XCom in the run summary as this model's
+    JSON (``start``/``end`` as UTC ISO strings, ``timezone``, ``kind``).
     """
 
     start: datetime
     end: datetime
     timezone: str
-    kind: WindowKind
+    kind: ExportWindowKind
 
     @field_validator("start", "end")
     @classmethod
@@ -51,6 +60,11 @@ class ExportWindow(FrozenModel):
         if self.end < self.start:
             raise ValueError(f"window end {self.end} is before its start {self.start}")
         return self
+
+    @property
+    def period(self) -> str:
+        """The period's name in ``timezone`` (:func:`~export_lib.periods.names.period_label`)."""
+        return period_label(self.start, self.end, self.timezone)
 
     @property
     def duration(self) -> timedelta:

@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from sqlalchemy import func, select
 
@@ -35,6 +35,10 @@ from export_lib.periods.instants import format_instant
 from export_lib.periods.names import deadline_for
 from export_lib.periods.slots import latest_slot_at_or_before, slots_between
 from export_lib.periods.windows import resolve_window
+
+if TYPE_CHECKING:
+    from export_lib.config.loader import Catalog
+    from export_lib.ledger import Ledger
 
 Action = Literal["backfill", "skip", "unrecoverable", "untouched"]
 UNRECOVERABLE_PREFIX = "unrecoverable: "
@@ -119,7 +123,7 @@ class AuditPlan:
         return out + [f"note: {n}" for n in self.notes]
 
 
-def _registered(ledger: Any, schedule_id: str, start: datetime, end: datetime
+def _registered(ledger: Ledger, schedule_id: str, start: datetime, end: datetime
                 ) -> tuple[set[datetime], datetime | None, datetime | None]:
     """Registered slots of the schedule in ``[start, end)``, its first and newest slot ever."""
     from export_lib.ledger.schema import runs
@@ -132,14 +136,14 @@ def _registered(ledger: Any, schedule_id: str, start: datetime, end: datetime
     return slots, first, newest
 
 
-def _retention(catalog: Any, source: str) -> int:
+def _retention(catalog: Catalog, source: str) -> int:
     try:
         return catalog.retention_days(source)
     except Exception:  # noqa: BLE001 — an unlisted source fails at render time with its message
         return 10**6
 
 
-def find_gaps(catalog: Any, ledger: Any, *, since: datetime, until: datetime, now: datetime,
+def find_gaps(catalog: Catalog, ledger: Ledger, *, since: datetime, until: datetime, now: datetime,
               company: str | None = None) -> tuple[list[ScheduleGaps], list[str]]:
     """Every schedule's gaps in ``[since, min(until, now)]``, and notes on what was not audited.
 

@@ -15,11 +15,15 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from export_lib.periods.instants import format_instant
 from export_lib.pipeline.audit import AuditPlan, Gap, find_gaps, plan_audit
 from export_lib.pipeline.backfills import AirflowApi, BackfillOutcome
+
+if TYPE_CHECKING:
+    from export_lib.config.loader import Catalog
+    from export_lib.ledger import Ledger
 
 log = logging.getLogger(__name__)
 
@@ -27,8 +31,11 @@ AUDIT_TRIGGER = "audit"
 Notify = Callable[[Gap, str], None]
 
 
-@dataclass
+@dataclass(frozen=True)
 class AuditResult:
+    """What one audit did (``applied`` False: a dry run, nothing changed). ``as_dict()`` is its
+    JSON (``exportctl audit --json``)."""
+
     plan: AuditPlan
     recorded: list[str] = field(default_factory=list)  # run keys recorded skipped
     left_alone: list[str] = field(default_factory=list)  # registered meanwhile by someone else
@@ -66,8 +73,10 @@ class AuditResult:
                 "not_requested": self.not_requested, "summary": self.summary()}
 
 
-def _record(ledger: Any, catalog: Any, gap: Gap, reason: str, *, now: datetime,
-            result: AuditResult, notify: Notify | None, unrecoverable: bool) -> None:
+def _record(ledger: Ledger, catalog: Catalog, gap: Gap, reason: str, *, now: datetime,
+            notify: Notify | None, unrecoverable: bool) -> tuple[str, bool]:
+    """Record one gap: (its run key, True) when recorded, (run key, False) when someone else
+    registered the run meanwhile and it is left alone."""
     from export_lib.pipeline.stages import RunContext
     from export_lib.pipeline.start import register_run
 
@@ -75,43 +84,47 @@ def _record(ledger: Any, catalog: Any, gap: Gap, reason: str, *, now: datetime,
     summary = register_run(ledger, schedule, gap.slot, now=now,
                            ctx=RunContext(origin="gap-audit", trigger=AUDIT_TRIGGER))
     if not summary.created:
-        result.left_alone.append(summary.run_key)
         log.info("company=%s schedule=%s period=%s: registered meanwhile (state %s); the audit "
                  "leaves it alone", *gap.log_fields(), summary.state)
-        return
+        return summary.run_key, False
     ledger.skip(summary.run_key, reason, now)
-    result.recorded.append(summary.run_key)
     if not unrecoverable:
         log.warning("company=%s schedule=%s period=%s: recorded skipped: %s",
                     *gap.log_fields(), reason)
-        return
+        return summary.run_key, True
     ledger.note(summary.run_key, f"owner notified: {gap.owner}: {reason}", now)
     log.warning("company=%s schedule=%s period=%s: UNRECOVERABLE, owner %s notified: %s",
                 *gap.log_fields(), gap.owner, reason)
     if notify is not None:
         notify(gap, reason)
+    return summary.run_key, True
 
 
-def apply_audit(plan: AuditPlan, ledger: Any, catalog: Any, *, now: datetime,
+def apply_audit(plan: AuditPlan, ledger: Ledger, catalog: Catalog, *, now: datetime,
                 api: AirflowApi | None, notify: Notify | None = None) -> AuditResult:
     """Record every ``skip``/``unrecoverable`` gap and request every backfill (``api``; None
     leaves the backfills unrequested and says so). ``untouched`` gaps are not touched."""
-    result = AuditResult(plan, applied=True)
+    recorded: list[str] = []
+    left_alone: list[str] = []
     for action in plan.of("skip", "unrecoverable"):
-        _record(ledger, catalog, action.gap, action.reason, now=now, result=result,
-                notify=notify, unrecoverable=action.action == "unrecoverable")
+        key, done = _record(ledger, catalog, action.gap, action.reason, now=now, notify=notify,
+                            unrecoverable=action.action == "unrecoverable")
+        (recorded if done else left_alone).append(key)
+    backfills: list[BackfillOutcome] = []
+    not_requested: list[str] = []
     for dag_id, gaps in plan.backfills.items():
         if api is None:
-            result.not_requested.append(dag_id)
+            not_requested.append(dag_id)
             continue
         outcome = api.request_backfill(dag_id, [g.slot for g in gaps])
-        result.backfills.append(outcome)
+        backfills.append(outcome)
         log.info("company=%s schedule=%s period=%s: %s", *gaps[-1].log_fields(),
                  outcome.describe())
-    return result
+    return AuditResult(plan, recorded=recorded, left_alone=left_alone, backfills=backfills,
+                       not_requested=not_requested, applied=True)
 
 
-def run_audit(catalog: Any, ledger: Any, *, since: datetime, until: datetime, now: datetime,
+def run_audit(catalog: Catalog, ledger: Ledger, *, since: datetime, until: datetime, now: datetime,
               company: str | None = None, api: AirflowApi | None = None, dry_run: bool = False,
               notify: Notify | None = None) -> AuditResult:
     """Find the gaps, plan them (slots Airflow is running are left alone: asked through

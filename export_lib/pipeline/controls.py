@@ -22,7 +22,7 @@ import logging
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from export_lib.ledger import Ledger, RunState
 from export_lib.ledger import controls as repo
@@ -31,6 +31,9 @@ from export_lib.ledger.controls import NOTHING_CHANGED, Action
 from export_lib.ledger.records import ArtifactRecord, RunRecord
 from export_lib.periods.instants import format_instant
 from export_lib.source.connections import ConnectionResolver
+
+if TYPE_CHECKING:
+    from export_lib.config.loader import Catalog
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +88,7 @@ def _stamp(verb: str, who: str, now: datetime, why: str) -> str:
 # -- pause ---------------------------------------------------------------------------------------
 
 def pause(ledger: Ledger, company: str, schedule_id: str | None, *, who: str, why: str,
-          now: datetime, catalog: Any = None) -> ControlResult:
+          now: datetime, catalog: Catalog | None = None) -> ControlResult:
     """Pause a company (``schedule_id`` None) or one of its schedules. With ``catalog`` (the
     current config) an unknown company or schedule is refused."""
     target = schedule_id or company
@@ -108,7 +111,7 @@ def pause(ledger: Ledger, company: str, schedule_id: str | None, *, who: str, wh
 
 
 def unpause(ledger: Ledger, company: str, schedule_id: str | None, *, who: str, why: str,
-            now: datetime, catalog: Any = None) -> ControlResult:
+            now: datetime, catalog: Catalog | None = None) -> ControlResult:
     """End the pause of exactly this scope (a company's pause, or one schedule's)."""
     target = schedule_id or company
     kind = "schedule" if schedule_id else "company"
@@ -132,7 +135,7 @@ def unpause(ledger: Ledger, company: str, schedule_id: str | None, *, who: str, 
                  changed=True, company=company, schedule_id=schedule_id, recorded=True)
 
 
-def _unknown_scope(catalog: Any, company: str, schedule_id: str | None) -> str | None:
+def _unknown_scope(catalog: Catalog | None, company: str, schedule_id: str | None) -> str | None:
     if schedule_id is not None and not schedule_id.startswith(f"{company}/"):
         return f"schedule {schedule_id} does not belong to company {company}"
     if catalog is None:

@@ -14,12 +14,18 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
+from zoneinfo import ZoneInfo
 
+from export_lib.ledger.records import ArtifactRecord, AttemptRecord, RunRecord
 from export_lib.ledger.states import IN_FLIGHT, RunState
 from export_lib.periods.names import deadline_for, run_key
 from export_lib.periods.slots import latest_slot_at_or_before, next_slots, slots_between, start_of_day
 from export_lib.pipeline.audit import UNRECOVERABLE_PREFIX
+
+if TYPE_CHECKING:
+    from export_lib.config.models import Schedule
+    from export_lib.ledger import Ledger
 
 RETRY_WINDOW = timedelta(days=5)  # the export tasks' retries (dag_factory.retry_args, seed 000)
 
@@ -28,16 +34,16 @@ RETRY_WINDOW = timedelta(days=5)  # the export tasks' retries (dag_factory.retry
 class PeriodFacts:
     """What the ledger knows about one slot (empty when no run was registered)."""
 
-    run: Any = None  # RunRecord
+    run: RunRecord | None = None
     events: Sequence[Mapping[str, Any]] = ()
-    artifacts: Sequence[Any] = ()  # ArtifactRecord, oldest first
+    artifacts: Sequence[ArtifactRecord] = ()  # oldest first
     deliveries: Sequence[Mapping[str, Any]] = ()  # ledger.deliveries.list_deliveries rows
-    attempts: Sequence[Any] = ()  # AttemptRecord
+    attempts: Sequence[AttemptRecord] = ()
     paused: str | None = None  # an operator's pause in force now (pipeline.controls), if any
     extra: Mapping[str, Any] = field(default_factory=dict)
 
 
-def _when(moment: datetime, tz: Any) -> str:
+def _when(moment: datetime, tz: ZoneInfo) -> str:
     local = moment.astimezone(tz)
     return f"{local:%Y-%m-%d %H:%M} {local.tzname()} ({moment.astimezone(UTC):%H:%M} UTC)"
 
@@ -54,7 +60,7 @@ def _span(delta: timedelta) -> str:
     return " ".join(parts if mins or not (days or hours) else parts[:-1])
 
 
-def _at(value: Any) -> datetime | None:
+def _at(value: datetime | str | None) -> datetime | None:
     if value is None or isinstance(value, datetime):
         return value
     parsed = datetime.fromisoformat(str(value))
@@ -66,7 +72,7 @@ def _detail(events: Sequence[Mapping[str, Any]], prefix: str) -> Mapping[str, An
     return found[-1] if found else None
 
 
-def _delivered(schedule: Any, run: Any, facts: PeriodFacts) -> str:
+def _delivered(schedule: Schedule, run: RunRecord, facts: PeriodFacts) -> str:
     art = facts.artifacts[-1]
     text = (f"it was exported: artifact v{art.version} ({art.rows} rows, sha256 "
             f"{art.sha256[:12]}) published at {_utc(art.generated_at)}.")
@@ -94,7 +100,8 @@ def _delivered(schedule: Any, run: Any, facts: PeriodFacts) -> str:
     return text + " " + "; ".join(parts) + "." + deadline
 
 
-def _not_registered(schedule: Any, slot: datetime, version: Any, now: datetime) -> str:
+def _not_registered(schedule: Schedule, slot: datetime, version: Schedule | None,
+                    now: datetime) -> str:
     company = schedule.company
     if company.status == "paused":
         return (f"paused: company {company.id} is paused in its config file, so no run was "
@@ -111,7 +118,7 @@ def _not_registered(schedule: Any, slot: datetime, version: Any, now: datetime) 
             "missed slot; none: recorded skipped).")
 
 
-def _held(schedule: Any, run: Any, facts: PeriodFacts) -> str | None:
+def _held(schedule: Schedule, run: RunRecord, facts: PeriodFacts) -> str | None:
     held = _detail(facts.events, "held: ")
     released = _detail(facts.events, "released by operator")
     if run.state not in (RunState.REGISTERED, RunState.FAILED) or held is None or (
@@ -122,7 +129,7 @@ def _held(schedule: Any, run: Any, facts: PeriodFacts) -> str | None:
             f"{schedule.dag_id}.")
 
 
-def _failed(schedule: Any, slot: datetime, run: Any, now: datetime,
+def _failed(schedule: Schedule, slot: datetime, run: RunRecord, now: datetime,
             next_retry: datetime | None) -> str:
     if next_retry is not None:
         retry = f"The next retry is at {_utc(next_retry)}"
@@ -136,7 +143,7 @@ def _failed(schedule: Any, slot: datetime, run: Any, now: datetime,
     return f"failed at {_utc(run.updated_at)}: {run.reason or 'no error recorded'}. {retry}."
 
 
-def _registered(schedule: Any, slot: datetime, facts: PeriodFacts, now: datetime,
+def _registered(schedule: Schedule, slot: datetime, facts: PeriodFacts, now: datetime,
                 next_retry: datetime | None) -> str:
     run = facts.run
     revoked = [a for a in facts.artifacts if getattr(a, "revoked_at", None) is not None]
@@ -168,7 +175,7 @@ def _registered(schedule: Any, slot: datetime, facts: PeriodFacts, now: datetime
     return f"{run.state}: {reason}."
 
 
-def explain_period(schedule: Any, slot: datetime, facts: PeriodFacts, *, now: datetime,
+def explain_period(schedule: Schedule, slot: datetime, facts: PeriodFacts, *, now: datetime,
                    next_retry: datetime | None = None) -> str:
     """One paragraph on ``slot`` of ``schedule`` (see the module docstring). ``next_retry``:
     when Airflow retries a failed run next, if the caller knows (the page asks Airflow)."""
@@ -201,14 +208,14 @@ def explain_period(schedule: Any, slot: datetime, facts: PeriodFacts, *, now: da
     return head + _registered(schedule, slot, facts, now, next_retry)
 
 
-def slots_of_day(schedule: Any, day: date) -> tuple[datetime, ...]:
+def slots_of_day(schedule: Schedule, day: date) -> tuple[datetime, ...]:
     """The slots of ``schedule`` on local date ``day`` (in the schedule's timezone)."""
     tz = schedule.timing.zone
     return slots_between(schedule.timing, start_of_day(tz, day),
                          start_of_day(tz, day + timedelta(days=1)))
 
 
-def explain_day(schedule: Any, day: date, ledger: Any, *, now: datetime) -> list[str]:
+def explain_day(schedule: Schedule, day: date, ledger: Ledger, *, now: datetime) -> list[str]:
     """One paragraph per slot of ``day``; a day without slots says when the nearest ones are."""
     slots = slots_of_day(schedule, day)
     if not slots:
@@ -219,7 +226,7 @@ def explain_day(schedule: Any, day: date, ledger: Any, *, now: datetime) -> list
                            now=now) for slot in slots]
 
 
-def explain_facts(ledger: Any, schedule_id: str, slot: datetime) -> PeriodFacts:
+def explain_facts(ledger: Ledger, schedule_id: str, slot: datetime) -> PeriodFacts:
     from export_lib.ledger.deliveries import list_deliveries
     from export_lib.pipeline.controls import pause_reason
 

@@ -18,35 +18,93 @@ import json
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from export_lib.ledger import Ledger
 from export_lib.ledger import controls as repo
 from export_lib.ledger.controls import NOTHING_CHANGED, Action
 from export_lib.ledger.records import ArtifactRecord, RunRecord
 from export_lib.periods.instants import format_instant
+from export_lib.pipeline.results import ResultModel
 from export_lib.storage.stores import ArtifactStore
+
+if TYPE_CHECKING:
+    from export_lib.config.loader import Catalog
 
 log = logging.getLogger(__name__)
 
 WHO = "retention"
 
 
-@dataclass
-class RetentionReport:
-    """What one retention pass did (or, with ``dry_run``, would do)."""
+class ExpiredArtifact(ResultModel):
+    """An artifact past its schedule's ``retention_days``."""
+
+    artifact_id: int
+    company: str
+    schedule_id: str
+    run_key: str
+    version: int
+    uri: str
+    generated_at: str
+    retention_days: int
+
+
+class HeldArtifact(ExpiredArtifact):
+    """An expired artifact kept: ``reason`` names the legal hold or the operator's hold."""
+
+    reason: str
+
+
+class UndeletableArtifact(ExpiredArtifact):
+    """An expired artifact the store could not delete (recorded; retention went on)."""
+
+    error: str
+
+
+class StagingLeftover(ResultModel):
+    """The staging object of an attempt that never published, past its run's retention."""
+
+    attempt_id: str
+    run_key: str
+    uri: str
+
+
+class UndeletableStaging(StagingLeftover):
+    """A staging leftover the store could not delete."""
+
+    error: str
+
+
+class RetentionReport(ResultModel):
+    """What one retention pass did (or, with ``dry_run``, would do). Lists in the order met."""
 
     dry_run: bool
-    deleted: list[dict[str, Any]] = field(default_factory=list)
-    kept: list[dict[str, Any]] = field(default_factory=list)
-    failed: list[dict[str, Any]] = field(default_factory=list)
-    staging_deleted: list[dict[str, Any]] = field(default_factory=list)
+    deleted: list[ExpiredArtifact] = []
+    kept: list[HeldArtifact] = []
+    failed: list[UndeletableArtifact | UndeletableStaging] = []
+    staging_deleted: list[StagingLeftover] = []
 
     def as_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        """The JSON form (``exportctl retention --json``)."""
+        return self.as_xcom()
 
 
-def _policy(run: RunRecord, catalog: Any) -> tuple[int, bool]:
+@dataclass
+class _Pass:
+    """The report being gathered during one pass (frozen into a RetentionReport at its end)."""
+
+    dry_run: bool
+    deleted: list[ExpiredArtifact] = field(default_factory=list)
+    kept: list[HeldArtifact] = field(default_factory=list)
+    failed: list[UndeletableArtifact | UndeletableStaging] = field(default_factory=list)
+    staging_deleted: list[StagingLeftover] = field(default_factory=list)
+
+    def report(self) -> RetentionReport:
+        return RetentionReport(dry_run=self.dry_run, deleted=self.deleted, kept=self.kept,
+                               failed=self.failed, staging_deleted=self.staging_deleted)
+
+
+def _policy(run: RunRecord, catalog: Catalog | None) -> tuple[int, bool]:
     """(retention_days, legal_hold) for the run's schedule: today's config, else as captured.
     A legal hold in either is a hold."""
     captured = (run.config_snapshot or {}).get("policies", {})
@@ -57,17 +115,18 @@ def _policy(run: RunRecord, catalog: Any) -> tuple[int, bool]:
     return days, legal
 
 
-def _item(artifact: ArtifactRecord, run: RunRecord, days: int) -> dict[str, Any]:
-    return {"artifact_id": artifact.id, "company": run.company, "schedule_id": run.schedule_id,
-            "run_key": run.run_key, "version": artifact.version,
-            "uri": artifact.uri, "generated_at": format_instant(artifact.generated_at),
-            "retention_days": days}
+def _item(artifact: ArtifactRecord, run: RunRecord, days: int) -> ExpiredArtifact:
+    return ExpiredArtifact(artifact_id=artifact.id, company=run.company,
+                           schedule_id=run.schedule_id, run_key=run.run_key,
+                           version=artifact.version, uri=artifact.uri,
+                           generated_at=format_instant(artifact.generated_at),
+                           retention_days=days)
 
 
-def apply_retention(ledger: Ledger, catalog: Any, store: ArtifactStore, *, now: datetime,
+def apply_retention(ledger: Ledger, catalog: Catalog | None, store: ArtifactStore, *, now: datetime,
                     dry_run: bool = False) -> RetentionReport:
     """One retention pass over every artifact not yet deleted (see the module docstring)."""
-    report = RetentionReport(dry_run=dry_run)
+    report = _Pass(dry_run=dry_run)
     for artifact, run in repo.live_artifacts(ledger):
         days, legal = _policy(run, catalog)
         if artifact.generated_at >= now - timedelta(days=days):
@@ -78,7 +137,7 @@ def apply_retention(ledger: Ledger, catalog: Any, store: ArtifactStore, *, now: 
             why = (f"schedule {run.schedule_id} is under legal_hold" if legal else
                    f"held by {held[0]['held_by']} at {format_instant(held[0]['held_at'])}: "
                    f"{held[0]['why']}")
-            report.kept.append({**item, "reason": why})
+            report.kept.append(HeldArtifact(**item.model_dump(), reason=why))
             continue
         if dry_run:
             report.deleted.append(item)
@@ -88,11 +147,11 @@ def apply_retention(ledger: Ledger, catalog: Any, store: ArtifactStore, *, now: 
     log.info("retention%s: %d artifact(s) deleted, %d kept (held), %d not deletable, %d staging "
              "leftover(s) deleted", " (dry run)" if dry_run else "", len(report.deleted),
              len(report.kept), len(report.failed), len(report.staging_deleted))
-    return report
+    return report.report()
 
 
 def _delete(ledger: Ledger, store: ArtifactStore, artifact: ArtifactRecord, run: RunRecord,
-            item: dict[str, Any], days: int, now: datetime, report: RetentionReport) -> None:
+            item: ExpiredArtifact, days: int, now: datetime, report: _Pass) -> None:
     why = (f"older than retention_days={days} (generated "
            f"{format_instant(artifact.generated_at)})")
     try:
@@ -106,7 +165,7 @@ def _delete(ledger: Ledger, store: ArtifactStore, artifact: ArtifactRecord, run:
             company=run.company, schedule_id=run.schedule_id))
         log.warning("company=%s schedule=%s run=%s: retention cannot delete %s: %s",
                     run.company, run.schedule_id, run.run_key, artifact.uri, error)
-        report.failed.append({**item, "error": error})
+        report.failed.append(UndeletableArtifact(**item.model_dump(), error=error))
         return
     reason = f"deleted by retention at {format_instant(now)}: {why}"
     _mark_manifest(store, artifact.manifest_uri, now, reason)
@@ -134,8 +193,8 @@ def _mark_manifest(store: ArtifactStore, manifest_uri: str, now: datetime, reaso
     path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
-def _staging(ledger: Ledger, catalog: Any, store: ArtifactStore, *, now: datetime,
-             dry_run: bool, report: RetentionReport) -> None:
+def _staging(ledger: Ledger, catalog: Catalog | None, store: ArtifactStore, *, now: datetime,
+             dry_run: bool, report: _Pass) -> None:
     """Staging objects of abandoned or failed attempts past their run's retention."""
     runs: dict[int, RunRecord | None] = {}
     for attempt in ledger.staging_garbage():
@@ -146,13 +205,14 @@ def _staging(ledger: Ledger, catalog: Any, store: ArtifactStore, *, now: datetim
         days, legal = _policy(run, catalog)
         if legal or attempt.started_at >= now - timedelta(days=days):
             continue
-        item = {"attempt_id": attempt.attempt_id, "run_key": run.run_key,
-                "uri": attempt.staging_uri}
+        item = StagingLeftover(attempt_id=attempt.attempt_id, run_key=run.run_key,
+                               uri=attempt.staging_uri)
         if not dry_run:
             try:
                 store.delete(attempt.staging_uri)
             except Exception as exc:  # noqa: BLE001 - recorded, retention goes on
-                report.failed.append({**item, "error": f"{type(exc).__name__}: {exc}"})
+                report.failed.append(UndeletableStaging(**item.model_dump(),
+                                                        error=f"{type(exc).__name__}: {exc}"))
                 continue
             ledger.mark_cleaned(attempt.attempt_id)
         report.staging_deleted.append(item)

@@ -19,16 +19,31 @@ import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from export_lib.checksums import sha256_stream
 from export_lib.errors import ArtifactValidationError, DeliveryError, ExportError, PublishError
 from export_lib.ledger import Ledger, RunState
 from export_lib.ledger.budget import RenderBudget
-from export_lib.ledger.records import RunRecord
+from export_lib.ledger.records import ArtifactRecord, RunRecord
 from export_lib.periods.names import artifact_key, period_label
+from export_lib.pipeline.results import (
+    AlreadyPublished,
+    DeliverResult,
+    KeptStagingObject,
+    PublishResult,
+    Rendered,
+    RenderResult,
+    RenderSkipped,
+    StagingCleanup,
+    StagingObject,
+)
 from export_lib.source.connections import ConnectionResolver
 from export_lib.storage.stores import ArtifactStore
+
+if TYPE_CHECKING:
+    from export_lib.config.destinations import Destination
+    from export_lib.config.models import Schedule
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +63,7 @@ def _label(run: RunRecord) -> str:
            f"{run.timezone}]"
 
 
-def schedule_of(run: RunRecord):
+def schedule_of(run: RunRecord) -> Schedule:
     """The schedule exactly as captured at registration (never today's config)."""
     from export_lib.config.loader import Schedule
 
@@ -59,7 +74,7 @@ def render_run(ledger: Ledger, store: ArtifactStore, run_key: str, *, now: datet
                ctx: RunContext = RunContext(), regenerate: bool = False,
                resolver: ConnectionResolver | None = None,
                budget: RenderBudget | None = None,
-               wait: timedelta = timedelta(0)) -> dict[str, Any]:
+               wait: timedelta = timedelta(0)) -> RenderResult:
     """Claim a new attempt within the render budget (``budget``, default from the environment:
     4 at once, 2 per company; RenderBudgetError when full) and render the captured query into
     its staging object, keeping the attempt's lease alive while the source is read.
@@ -127,15 +142,15 @@ def render_run(ledger: Ledger, store: ArtifactStore, run_key: str, *, now: datet
         store.delete(attempt.staging_uri)
         ledger.skip(run_key, reason, now)
         log.info("%s: %s", _label(run), reason)
-        return {"run_key": run_key, "rendered": False, "skipped": reason, "rows": 0}
-    return {"run_key": run_key, "rendered": True, "attempt_id": attempt.attempt_id,
-            "generation": attempt.generation, "rows": result.rows, "bytes": result.bytes,
-            "sha256": result.sha256, "columns": list(result.columns)}
+        return RenderSkipped(run_key=run_key, skipped=reason)
+    return Rendered(run_key=run_key, attempt_id=attempt.attempt_id,
+                    generation=attempt.generation, rows=result.rows, bytes=result.bytes,
+                    sha256=result.sha256, columns=tuple(result.columns))
 
 
-def _already(run_key: str, latest: Any) -> dict[str, Any]:
-    return {"run_key": run_key, "rendered": False, "artifact_version": latest.version,
-            "sha256": latest.sha256, "rows": latest.rows}
+def _already(run_key: str, latest: ArtifactRecord) -> AlreadyPublished:
+    return AlreadyPublished(run_key=run_key, artifact_version=latest.version,
+                            sha256=latest.sha256, rows=latest.rows)
 
 
 def _validate_staged(store: ArtifactStore, uri: str, *, sha256: str, nbytes: int, fmt: str,
@@ -160,7 +175,7 @@ def _validate_staged(store: ArtifactStore, uri: str, *, sha256: str, nbytes: int
 
 def publish_run(ledger: Ledger, store: ArtifactStore, run_key: str, attempt_id: str | None, *,
                 now: datetime, columns: list[str] | None = None,
-                correction: bool = False) -> dict[str, Any]:
+                correction: bool = False) -> PublishResult:
     """Validate the staged object and publish it (fenced) as an immutable, versioned artifact."""
     run = _get(ledger, run_key)
     if attempt_id is None:  # render found the run already ready: nothing new to publish
@@ -222,10 +237,11 @@ def publish_run(ledger: Ledger, store: ArtifactStore, run_key: str, attempt_id: 
     return _artifact_summary(run_key, artifact, created=created)
 
 
-def _artifact_summary(run_key: str, artifact, *, created: bool) -> dict[str, Any]:
-    return {"run_key": run_key, "created": created, "version": artifact.version,
-            "uri": artifact.uri, "sha256": artifact.sha256, "rows": artifact.rows,
-            "bytes": artifact.bytes}
+def _artifact_summary(run_key: str, artifact: ArtifactRecord, *, created: bool
+                      ) -> PublishResult:
+    return PublishResult(run_key=run_key, created=created, version=artifact.version,
+                         uri=artifact.uri, sha256=artifact.sha256, rows=artifact.rows,
+                         bytes=artifact.bytes)
 
 
 def _get(ledger: Ledger, run_key: str) -> RunRecord:
@@ -243,7 +259,7 @@ def captured_destinations(ledger: Ledger, run_key: str) -> list[str]:
 
 def deliver_run(ledger: Ledger, run_key: str, destination_id: str, *, now: datetime,
                 config_dir: str | None = None,
-                resolver: ConnectionResolver | None = None) -> dict[str, Any]:
+                resolver: ConnectionResolver | None = None) -> DeliverResult:
     """Deliver the newest artifact of the run to one of its captured destinations, once.
 
     The destination comes from the run's captured config (a destination added later applies
@@ -307,10 +323,10 @@ def deliver_run(ledger: Ledger, run_key: str, destination_id: str, *, now: datet
             )
     if blocked is not None:
         raise DeliveryError(f"run {run_key}: {blocked}; not delivered to {destination_id}")
-    return {"run_key": run_key, "destination": destination_id, **outcome.as_xcom()}
+    return DeliverResult(run_key=run_key, destination=destination_id, **outcome.as_xcom())
 
 
-def retry_window_end(run: RunRecord, destination: Any) -> datetime:
+def retry_window_end(run: RunRecord, destination: Destination) -> datetime:
     """When a delivery of ``run`` to ``destination`` stops retrying: the slot + the
     destination's ``retry_window``. A run registered after its deadline (catch-up after an
     outage, a backfill — the runs ADR 0003 gives no Deadline Alert) counts from its
@@ -375,7 +391,7 @@ def list_deliveries(ledger: Ledger, run_key: str) -> list[dict[str, Any]]:
             for d in _list(ledger.engine, run_key)]
 
 
-def collect_staging_garbage(ledger: Ledger, store: ArtifactStore) -> dict[str, list[dict]]:
+def collect_staging_garbage(ledger: Ledger, store: ArtifactStore) -> StagingCleanup:
     """Delete the staging objects of abandoned and failed attempts and mark them cleaned.
 
     Only attempts that can never publish are collected: an abandoned attempt lost its
@@ -384,22 +400,24 @@ def collect_staging_garbage(ledger: Ledger, store: ArtifactStore) -> dict[str, l
     """
     from export_lib.errors import StorageError
 
-    report: dict[str, list[dict]] = {"cleaned": [], "kept": []}
+    cleaned: list[StagingObject] = []
+    kept: list[KeptStagingObject] = []
     for attempt in ledger.staging_garbage():
         run_key = ledger.run_key_of(attempt.run_id)
-        item = {"attempt_id": attempt.attempt_id, "run_key": run_key, "uri": attempt.staging_uri}
+        item = StagingObject(attempt_id=attempt.attempt_id, run_key=run_key,
+                             uri=attempt.staging_uri)
         try:
             store.delete(attempt.staging_uri)
         except StorageError as exc:
             log.warning("run %s: staging object %s of attempt %s not deleted: %s", run_key,
                         attempt.staging_uri, attempt.attempt_id[:12], exc)
-            report["kept"].append({**item, "error": str(exc)})
+            kept.append(KeptStagingObject(**item.model_dump(), error=str(exc)))
             continue
         ledger.mark_cleaned(attempt.attempt_id)
         log.info("run %s: deleted staging object %s of %s attempt %s", run_key,
                  attempt.staging_uri, attempt.state, attempt.attempt_id[:12])
-        report["cleaned"].append(item)
-    return report
+        cleaned.append(item)
+    return StagingCleanup(cleaned=tuple(cleaned), kept=tuple(kept))
 
 
 def watermark_ready(ledger: Ledger, run_key: str, *, now: datetime,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from export_lib.errors import AuthorizationError, RunHeldError, WindowError
 from export_lib.ledger import Ledger, RunState
@@ -19,16 +19,22 @@ from export_lib.ledger.records import RunRecord, RunRegistration
 from export_lib.periods.decisions import missed_slots, start_decision
 from export_lib.periods.names import deadline_for, run_key
 from export_lib.periods.slots import format_instant, is_slot, latest_slot_at_or_before
-from export_lib.periods.windows import resolve_window
+from export_lib.periods.windows import ExportWindow, resolve_window
 from export_lib.pipeline.controls import pause_reason
-from export_lib.pipeline.summary import RunSummary, Window
+from export_lib.pipeline.summary import RunSummary
+
+if TYPE_CHECKING:
+    from export_lib.config.manual import ManualRequest
+    from export_lib.config.models import Schedule
+    from export_lib.config.timing import Timing
+    from export_lib.pipeline.stages import RunContext
 
 log = logging.getLogger(__name__)
 
 _FINAL = (RunState.SKIPPED, RunState.CANCELLED)
 
 
-def slot_at_or_before(timing: Any, moment: datetime) -> datetime:
+def slot_at_or_before(timing: Timing, moment: datetime) -> datetime:
     """The slot a trigger at ``moment`` stands for: ``moment`` itself when it is a slot (the
     logical date of a scheduled run), else the latest slot before it (a manual trigger)."""
     # Rebuilt from the timestamp: Airflow hands in pendulum instants, whose astimezone() is not
@@ -42,21 +48,21 @@ def slot_at_or_before(timing: Any, moment: datetime) -> datetime:
     return slot
 
 
-def _summary(ledger: Ledger, run: RunRecord, *, created: bool, **extra: Any) -> RunSummary:
+def _summary(ledger: Ledger, run: RunRecord, *, created: bool) -> RunSummary:
     latest = ledger.latest_artifact(run.run_key)
     snapshot = run.config_snapshot or {}
     return RunSummary(
         run_key=run.run_key, created=created, state=run.state, company=run.company,
         schedule_id=run.schedule_id, slot=run.slot,
-        window=Window(start=run.window_start, end=run.window_end, timezone=run.timezone,
-                      kind=run.window_kind),
+        window=ExportWindow(start=run.window_start, end=run.window_end, timezone=run.timezone,
+                            kind=run.window_kind),
         config_version=run.config_version, deadline=run.deadline,
         artifact_version=latest.version if latest else None,
-        destinations=tuple(d["id"] for d in snapshot.get("destinations", ())), **extra,
+        destinations=tuple(d["id"] for d in snapshot.get("destinations", ())),
     )
 
 
-def version_in_force(schedule: Any, slot: datetime) -> Any:
+def version_in_force(schedule: Schedule, slot: datetime) -> Schedule:
     """The config version that applies to ``slot`` (ADR 0005): catch-up and backfill of an
     older slot run with the version that was in force for it, not today's."""
     version = schedule.version_for(slot) if hasattr(schedule, "version_for") else schedule
@@ -68,8 +74,8 @@ def version_in_force(schedule: Any, slot: datetime) -> Any:
     return version
 
 
-def register_run(ledger: Ledger, schedule: Any, slot: datetime, *, now: datetime,
-                 ctx: Any = None) -> RunSummary:
+def register_run(ledger: Ledger, schedule: Schedule, slot: datetime, *, now: datetime,
+                 ctx: RunContext | None = None) -> RunSummary:
     """Register the run of ``slot`` (or find it): window, config version and snapshot are
     captured once and never rewritten — the version in force for ``slot``. No policy is
     applied here (see :func:`start_run`)."""
@@ -93,8 +99,8 @@ def register_run(ledger: Ledger, schedule: Any, slot: datetime, *, now: datetime
     return summary
 
 
-def _record_missed(ledger: Ledger, schedule: Any, slot: datetime, *, now: datetime,
-                   ctx: Any) -> int:
+def _record_missed(ledger: Ledger, schedule: Schedule, slot: datetime, *, now: datetime,
+                   ctx: RunContext) -> int:
     """Recovery ``latest``/``none``: slots between the previous run and this one are recorded
     as skipped with the reason, so an outage leaves explicit outcomes, not holes."""
     recovery = schedule.policies.recovery
@@ -119,8 +125,8 @@ def _record_missed(ledger: Ledger, schedule: Any, slot: datetime, *, now: dateti
     return len(missed)
 
 
-def start_run(ledger: Ledger, schedule: Any, slot: datetime, *, now: datetime,
-              ctx: Any) -> RunSummary:
+def start_run(ledger: Ledger, schedule: Schedule, slot: datetime, *, now: datetime,
+              ctx: RunContext) -> RunSummary:
     """Register the run of ``slot`` and apply every start policy.
 
     Returns the summary, with ``skip_reason`` set when the slot must not export (recorded in the
@@ -171,8 +177,24 @@ def start_run(ledger: Ledger, schedule: Any, slot: datetime, *, now: datetime,
                                       "late_reason": decision.reason or None})
 
 
+def manual_registration(schedule: Schedule, request: ManualRequest, *, run_id: str, slot: datetime,
+                        now: datetime) -> RunRegistration:
+    """Registration of a manual run: its window is the requested one, not a slot's. (The reason
+    and requester go on the run's event log; the snapshot stays a valid Schedule.)"""
+    return RunRegistration(
+        run_key=f"{schedule.schedule_id.replace('/manual-', '/manual/')}",
+        company=schedule.company.id, schedule_id=schedule.schedule_id, slot=slot,
+        window_start=request.window_start.astimezone(UTC),
+        window_end=request.window_end.astimezone(UTC), timezone=schedule.company.timezone,
+        window_kind="manual", config_version=schedule.config_version,
+        config_snapshot=schedule.snapshot(), owner=schedule.owner, trigger="manual",
+        source_cutoff=now, deadline=None,
+    )
+
+
 def start_manual(ledger: Ledger, config_dir: str, params: dict[str, Any], *, run_id: str,
-                 requested_at: datetime, now: datetime, ctx: Any, company: str | None = None,
+                 requested_at: datetime, now: datetime, ctx: RunContext,
+                 company: str | None = None,
                  requested_by: str | None = None) -> RunSummary:
     """Register the manual export a trigger form (or API call) asked for. The request is
     validated before any file is read; nothing is registered when it is invalid. The owner's
@@ -183,7 +205,7 @@ def start_manual(ledger: Ledger, config_dir: str, params: dict[str, Any], *, run
     the permission to export that company's data. ``requested_by`` (the triggering user) goes
     on the run's event log."""
     from export_lib.config.loader import load_catalog
-    from export_lib.config.manual import manual_registration, manual_schedule, parse_request
+    from export_lib.config.manual import manual_schedule, parse_request
 
     request = parse_request(params)  # every field checked before the company's file is read
     if company is not None and request.company != company:

@@ -1,6 +1,7 @@
 """What the start of a run hands to the next stage: a typed, frozen summary that survives XCom.
 
-The window travels as one value (``Window``), never as loose keys, so a stage downstream cannot
+The window travels as one value (:class:`~export_lib.periods.windows.ExportWindow`, the one
+window type, with its invariants), never as loose keys, so a stage downstream cannot
 pair the start of one window with the end of another. ``as_xcom()`` gives plain JSON types;
 ``from_xcom()`` reads them back (and rejects anything else, naming the field).
 """
@@ -13,22 +14,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from export_lib.errors import ExportError
-from export_lib.periods.names import period_label
-
-
-class Window(BaseModel):
-    """The run's reporting window ``[start, end)`` in UTC, with the zone its period is named in."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    start: datetime
-    end: datetime
-    timezone: str
-    kind: str
-
-    @property
-    def period(self) -> str:
-        return period_label(self.start, self.end, self.timezone)
+from export_lib.periods.windows import ExportWindow
 
 
 class RunSummary(BaseModel):
@@ -47,7 +33,7 @@ class RunSummary(BaseModel):
     company: str
     schedule_id: str
     slot: datetime
-    window: Window
+    window: ExportWindow
     config_version: str
     deadline: datetime | None = None
     artifact_version: int | None = None

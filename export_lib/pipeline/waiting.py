@@ -19,7 +19,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from export_lib.config.timing import Timing
 
 WAITING_STATES = ("scheduled", "queued")
 DEFAULT_QUEUE = "default"  # AIRFLOW__OPERATORS__DEFAULT_QUEUE (deploy/cluster.env)
@@ -108,7 +111,7 @@ class Workers:
         return tuple(w for w in self.workers if queue in w.queues)
 
 
-def tasks_by_slot(tasks: Sequence[WaitingTask], timing: Any,
+def tasks_by_slot(tasks: Sequence[WaitingTask], timing: Timing,
                   slots: Sequence[datetime]) -> dict[datetime, list[WaitingTask]]:
     """The waiting tasks of each of ``slots``: a DAG run stands for the slot at or before its
     logical date (two runs at 06:00 and 06:01 are one slot), a manual trigger without a

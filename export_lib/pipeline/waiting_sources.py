@@ -7,12 +7,12 @@ have it (``eval "$(make -s env CLUSTER=1)"`` sets it), the executor ``AIRFLOW__C
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from export_lib.periods.slots import next_slots
-from export_lib.pipeline.backfills import api_instant
+from export_lib.pipeline.backfills import AirflowApi, api_instant
 from export_lib.pipeline.waiting import (
     WAITING_STATES,
     WaitingTask,
@@ -22,16 +22,21 @@ from export_lib.pipeline.waiting import (
     waiting_lines,
 )
 
+if TYPE_CHECKING:
+    from celery import Celery
+
+    from export_lib.config.models import Schedule
+
 INSPECT_TIMEOUT_S = 2.0  # how long the broker broadcast waits for workers' replies
 BROKER_CONNECT_TIMEOUT_S = 3.0
 
 
-def _task_instances(api: Any, dag_id: str, params: list[tuple[str, str]]) -> list[dict]:
+def _task_instances(api: AirflowApi, dag_id: str, params: list[tuple[str, str]]) -> list[dict]:
     return api.pages(f"/api/v2/dags/{dag_id}/dagRuns/~/taskInstances", "task_instances",
                      [*params, *(("state", s) for s in WAITING_STATES)])
 
 
-def waiting_tasks(api: Any, dag_id: str, start: datetime, end: datetime) -> list[WaitingTask]:
+def waiting_tasks(api: AirflowApi, dag_id: str, start: datetime, end: datetime) -> list[WaitingTask]:
     """Task instances of ``dag_id`` in :data:`WAITING_STATES` whose DAG run stands for a slot
     in ``[start, end)``: its logical date is there, or (a manual trigger without one, which
     stands for the latest slot) its ``run_after`` is."""
@@ -43,7 +48,8 @@ def waiting_tasks(api: Any, dag_id: str, start: datetime, end: datetime) -> list
     return [WaitingTask.from_api(ti) for ti in dated + undated]
 
 
-def slot_waits(api: Any, schedule: Any, slots: Sequence[datetime], workers: Any, *,
+def slot_waits(api: AirflowApi, schedule: Schedule, slots: Sequence[datetime],
+               workers: Callable[[list[str]], Workers], *,
                now: datetime) -> dict[datetime, list[str]]:
     """``slot -> lines`` for the slots of ``schedule`` with waiting tasks. ``workers``: a
     callable returning :class:`Workers`, called only when something waits (it asks the
@@ -60,7 +66,7 @@ def slot_waits(api: Any, schedule: Any, slots: Sequence[datetime], workers: Any,
     return {slot: waiting_lines(tasks, seen, now=now) for slot, tasks in by_slot.items()}
 
 
-def _inspect(app: Any, queues: set[str]) -> Workers:
+def _inspect(app: Celery, queues: set[str]) -> Workers:
     replies = app.control.inspect(timeout=INSPECT_TIMEOUT_S).active_queues() or {}
     consumed = {name: tuple(q["name"] for q in qs or ()) for name, qs in replies.items()}
     serving = sorted(name for name, qs in consumed.items() if queues & set(qs))

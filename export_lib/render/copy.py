@@ -28,7 +28,15 @@ import queue
 import select
 import threading
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
+    from types import TracebackType
+
+    import psycopg
+    from psycopg import sql
+    from psycopg.pq.abc import PGconn
 
 CHUNK = 1 << 20
 STOP_POLL = 0.2  # seconds: how soon the reader thread sees a stop request
@@ -47,13 +55,13 @@ class CopyOut:
     alone would leave the server sorting until it next sends a row.
     """
 
-    def __init__(self, conn: Any, query: Any) -> None:
+    def __init__(self, conn: psycopg.Connection[Any], query: sql.Composable) -> None:
         self._conn = conn
         self._query = query
         self.rows: int | None = None
         self._done = False
-        self._cursor: Any = None
-        self._block: Any = None  # cursor.copy()'s context manager
+        self._cursor: psycopg.Cursor[Any] | None = None
+        self._block: AbstractContextManager[psycopg.Copy] | None = None  # cursor.copy()
         self._data: Iterator[Any] = iter(())
         self._reader: CopyStream | None = None  # Parquet's reader thread, while it runs
 
@@ -71,7 +79,8 @@ class CopyOut:
         self._block = block
         return self
 
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
         block, self._block = self._block, None
         if exc_type is None or self._done:
             if block is not None:
@@ -177,7 +186,7 @@ class CopyOut:
         self._finish()
 
 
-def _message(pgconn: Any) -> str:
+def _message(pgconn: PGconn) -> str:
     return (pgconn.error_message or b"connection lost during COPY").decode(
         "utf-8", "replace").strip()
 
@@ -213,7 +222,7 @@ class CopyStream(io.RawIOBase):
         self._thread = threading.Thread(target=self._run, name="copy-reader", daemon=True)
         self._thread.start()
 
-    def _put(self, item: Any) -> bool:
+    def _put(self, item: bytes | _End) -> bool:
         while not self._stopped.is_set():
             try:
                 self._queue.put(item, timeout=STOP_POLL)
@@ -270,7 +279,7 @@ class CopyStream(io.RawIOBase):
         """True when the COPY produced no data at all (pyarrow rejects an empty CSV)."""
         return self._pos >= len(self._buf) and not self._more()
 
-    def readinto(self, target: Any) -> int:
+    def readinto(self, target: bytearray | memoryview) -> int:
         data = self.read(len(target))
         target[: len(data)] = data
         return len(data)

@@ -29,13 +29,16 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from datetime import date, datetime
 from decimal import ROUND_HALF_UP, Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from export_lib.source.database import SqlType, parse_sqlite_timestamp
+
+if TYPE_CHECKING:
+    from export_lib.render.sink import HashingSink
 
 DEFAULT_DECIMAL = (38, 9)
 
@@ -77,7 +80,7 @@ class RowGroupWriter:
     written and released as soon as it is complete.
     """
 
-    def __init__(self, sink: Any, schema: pa.Schema, *, group_bytes: int,
+    def __init__(self, sink: HashingSink, schema: pa.Schema, *, group_bytes: int,
                  max_rows: int | None = None, compression: str) -> None:
         self.schema = schema
         self.rows = 0

@@ -17,7 +17,7 @@ import hashlib
 import queue
 import threading
 from types import TracebackType
-from typing import Any, BinaryIO
+from typing import BinaryIO
 
 CHUNK = 1 << 20
 DEPTH = 4
@@ -53,7 +53,7 @@ class HashingSink:
         else:
             self.abort()
 
-    def write(self, data: Any) -> int:
+    def write(self, data: bytes | bytearray | memoryview) -> int:
         if self._error is not None:
             raise self._error
         if self.closed:

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from export_lib.config.query import Dialect, QuerySpec
 from export_lib.errors import (
@@ -29,6 +29,9 @@ from export_lib.errors import (
 from export_lib.source import session
 from export_lib.source.connections import Connection
 from export_lib.source.sql import quote_sqlite
+
+if TYPE_CHECKING:
+    from export_lib.source.session import DBConnection
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +66,7 @@ class Source:
 
     conn_id: str
     dialect: Dialect
-    connection: Any
+    connection: DBConnection
     masked_uri: str
     password: str | None = field(default=None, repr=False)
     cancelled: str | None = None  # why this process cancelled the running query, if it did

@@ -18,9 +18,12 @@ import sqlite3
 from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from export_lib.errors import ConfigError
+
+if TYPE_CHECKING:
+    from export_lib.source.connections import Connection
 
 CHANNELS = ("facebook", "google-ads", "adjust", "tiktok")
 WIDGETS = ("spend", "clicks", "orders")
@@ -94,7 +97,7 @@ def seed(path: Path, companies: Iterable[str], *, now: datetime, days: int = 21)
         return conn.total_changes - before
 
 
-def seed_source(conn: Any, companies: Iterable[str], *, now: datetime, days: int = 21) -> int:
+def seed_source(conn: Connection, companies: Iterable[str], *, now: datetime, days: int = 21) -> int:
     """Seed the ``demo_source`` connection: a SQLite file or a PostgreSQL database."""
     if conn.conn_type == "sqlite" and conn.schema:
         return seed(Path(conn.schema), companies, now=now, days=days)

@@ -22,9 +22,17 @@ import logging
 import os
 import re
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from export_lib.errors import ConfigError
+
+if TYPE_CHECKING:
+    import sqlite3
+
+    import psycopg
+
+    # The DB-API connection a source query runs on.
+    DBConnection = psycopg.Connection[Any] | sqlite3.Connection
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +47,7 @@ EXPORT_EXTRAS = ("statement_timeout",)
 _DURATION = re.compile(r"^\s*\d+\s*(us|ms|s|min|h|d)?\s*$")
 
 _lock = threading.Lock()
-_running: dict[int, Any] = {}
+_running: dict[int, Cancellable] = {}
 
 
 def statement_timeout(conn_id: str, extra: dict[str, Any],
@@ -73,17 +81,23 @@ def session_settings(conn_id: str, extra: dict[str, Any]) -> dict[str, str]:
     }
 
 
-def register(source: Any) -> None:
+class Cancellable(Protocol):
+    """What runs a query this process may have to stop (``database.Source``)."""
+
+    def cancel(self, reason: str) -> None: ...
+
+
+def register(source: Cancellable) -> None:
     with _lock:
         _running[id(source)] = source
 
 
-def unregister(source: Any) -> None:
+def unregister(source: Cancellable) -> None:
     with _lock:
         _running.pop(id(source), None)
 
 
-def cancel_connection(connection: Any, dialect: str) -> None:
+def cancel_connection(connection: DBConnection, dialect: str) -> None:
     """Ask the server to stop what ``connection`` is running (safe from another thread or a
     signal handler: libpq sends the cancel request on a connection of its own)."""
     if dialect == "sqlite":

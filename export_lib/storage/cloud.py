@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 from export_lib.errors import StorageError
 from export_lib.source.connections import Connection
 from export_lib.storage.clients import gcs_client, s3_client
-from export_lib.storage.stores import check_owner, owner_of, unowned
+from export_lib.storage.ownership import check_owner, owner_of, unowned
 
 log = logging.getLogger(__name__)
 SPOOL_BYTES = 8 * 1024 * 1024

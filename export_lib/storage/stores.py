@@ -26,6 +26,7 @@ from urllib.parse import unquote, urlsplit
 
 from export_lib.checksums import sha256_stream
 from export_lib.errors import PublishError, StorageError
+from export_lib.storage.ownership import check_owner, owner_of, unowned
 
 if TYPE_CHECKING:
     from export_lib.source.connections import ConnectionResolver
@@ -45,29 +46,6 @@ class ArtifactStore(Protocol):
     def delete(self, uri: str) -> None: ...
     def local_path(self, uri: str) -> Path | None: ...
     def exists(self, uri: str) -> bool: ...
-
-
-def owner_of(raw: bytes) -> str | None:
-    try:
-        owner = json.loads(raw).get("run_key")
-    except (ValueError, AttributeError):
-        return None
-    return owner if isinstance(owner, str) else None
-
-
-def check_owner(manifest_uri: str, owner: str | None, run_key: str) -> None:
-    """Refuse a key whose manifest names another run (or no readable run)."""
-    if owner != run_key:
-        raise PublishError(
-            f"{manifest_uri} says the object belongs to run {owner or '(unreadable)'}, not "
-            f"{run_key}; refusing to replace another run's artifact. Artifact names are unique "
-            "per run, so look for two configurations writing to one artifact root")
-
-
-def unowned(uri: str) -> PublishError:
-    return PublishError(
-        f"{uri} exists with other content and no run claims it (no manifest); refusing to "
-        "replace it. If no run recorded it ('exportctl runs'), move it away and publish again")
 
 
 def artifact_root() -> Path:

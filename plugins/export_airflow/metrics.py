@@ -61,7 +61,7 @@ def render_metrics(company: str, schedule_id: str, rows: int, nbytes: int,
 def delivery_metrics(ledger: Any, run_key: str, now: Any) -> None:
     """After a deliver task: the schedule's unresolved deliveries, and — once per run — the run
     completed (and late) when its last destination acknowledged."""
-    from export_lib.run_metrics import completion, count_once, unresolved_deliveries
+    from export_lib.views.run_metrics import completion, count_once, unresolved_deliveries
 
     company = schedule_id = "-"
     try:

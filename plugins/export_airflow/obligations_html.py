@@ -1,8 +1,8 @@
 """HTML of the obligations page and the run drill-down: plain HTML and CSS, no script.
 
-Small functions over the dicts of ``export_lib.obligations`` and ``export_lib.run_detail``;
-every value is escaped. Colours always come with words (the legend, the cell's letter and its
-tooltip), so the page reads without colour too.
+Small functions over the dicts of ``export_lib.views.obligations`` and
+``export_lib.views.run_detail``; every value is escaped. Colours always come with words (the
+legend, the cell's letter and its tooltip), so the page reads without colour too.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import html
 from typing import Any
 from urllib.parse import urlencode
 
-from export_lib.obligations import OUTCOMES, SLOT_ONLY
+from export_lib.views.obligations import OUTCOMES, SLOT_ONLY
 
 COLOURS = {
     "on_time": ("#2e7d32", "✓"), "late": ("#ef6c00", "L"), "missed": ("#c62828", "M"),

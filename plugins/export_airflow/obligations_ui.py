@@ -82,7 +82,7 @@ def obligations(company: str | None = None, schedule: str | None = None,
                 limit: int = Query(25, ge=1, le=200), offset: int = Query(0, ge=0),
                 visible: frozenset[str] | None = Visible) -> str:
     from export_lib.errors import ConfigError
-    from export_lib.obligations import (
+    from export_lib.views.obligations import (
         obligation_filter,
         obligations_page,
         schedule_strips,
@@ -117,13 +117,13 @@ def obligations(company: str | None = None, schedule: str | None = None,
 
 # -- the drill-down and its actions ------------------------------------------------------------
 def _release(ledger: Any, run_key: str, form: dict[str, str], who: str, now: datetime) -> str:
-    from export_lib.run_detail import release_held
+    from export_lib.views.run_detail import release_held
 
     return release_held(ledger, run_key, who=who, now=now)
 
 
 def _requeue(ledger: Any, run_key: str, form: dict[str, str], who: str, now: datetime) -> str:
-    from export_lib.run_detail import requeue_delivery
+    from export_lib.views.run_detail import requeue_delivery
 
     return requeue_delivery(ledger, run_key, form.get("destination", ""), who=who,
                             why=form.get("why") or "requeued from the obligations page", now=now)
@@ -191,7 +191,7 @@ LABELS = {"release": "Release this held run (export it anyway)",
 
 def _detail_or_404(ledger: Any, run_key: str, visible: frozenset[str] | None,
                    now: datetime) -> dict[str, Any]:
-    from export_lib.run_detail import run_detail
+    from export_lib.views.run_detail import run_detail
 
     detail = run_detail(ledger.engine, run_key, now=now)
     if detail is None or (visible is not None and detail["company"] not in visible):
@@ -206,7 +206,7 @@ def _dag_id(ledger: Any, run_key: str) -> str:
 
 
 def _actions_html(detail: dict[str, Any], user: Any, dag_id: str) -> str:
-    from export_lib.run_detail import available_actions
+    from export_lib.views.run_detail import available_actions
 
     possible = {k: v for k, v in available_actions(detail).items() if v and ACTIONS.get(k)}
     if not possible:

@@ -158,7 +158,7 @@ class RenderCsvOperator(CancelsSourceQueries, BaseOperator):
     def execute(self, context: Any) -> dict[str, Any]:
         from export_airflow.connections import airflow_resolver
         from export_lib.ledger import open_ledger
-        from export_lib.pipeline import RunSummary, render_run
+        from export_lib.pipeline import Rendered, RenderSkipped, RunSummary, render_run
         from export_lib.storage.stores import open_store
 
         regenerate = str(self.regenerate).lower() in ("true", "1", "yes")
@@ -183,15 +183,15 @@ class RenderCsvOperator(CancelsSourceQueries, BaseOperator):
             self.log.warning("company=%s schedule=%s period=%s: %s; rescheduling at %s",
                              *run.log_fields(), exc, when.isoformat(timespec="seconds"))
             raise AirflowRescheduleException(when) from exc
-        if result.get("skipped"):
-            raise AirflowSkipException(result["skipped"])
-        if result.get("rendered"):
+        if isinstance(result, RenderSkipped):
+            raise AirflowSkipException(result.skipped)
+        if isinstance(result, Rendered):
             seconds = time.monotonic() - started
-            render_metrics(run.company, run.schedule_id, result["rows"], result["bytes"], seconds)
+            render_metrics(run.company, run.schedule_id, result.rows, result.bytes, seconds)
             self.log.info("company=%s schedule=%s run=%s period=%s: %d rows, %d bytes in %.1f s",
                           run.company, run.schedule_id, run.run_key, run.window.period,
-                          result["rows"], result["bytes"], seconds)
-        return result
+                          result.rows, result.bytes, seconds)
+        return result.as_xcom()
 
 
 class PublishOperator(BaseOperator):
@@ -213,14 +213,18 @@ class PublishOperator(BaseOperator):
     def execute(self, context: Any) -> dict[str, Any]:
         from export_airflow.connections import airflow_resolver
         from export_lib.ledger import open_ledger
-        from export_lib.pipeline import publish_run
+        from export_lib.pipeline import Rendered, publish_run, render_result_from_xcom
         from export_lib.storage.stores import open_store
 
-        r = self.rendered
         with export_errors():
-            return publish_run(open_ledger(), open_store(resolver=airflow_resolver()), r["run_key"],
-                               r.get("attempt_id") if r.get("rendered") else None, now=_now(),
-                               columns=r.get("columns"), correction=self.correction)
+            ledger, store = open_ledger(), open_store(resolver=airflow_resolver())
+            rendered = render_result_from_xcom(self.rendered)
+            # Only a new attempt has something to publish; otherwise publish reports the artifact.
+            fresh = rendered if isinstance(rendered, Rendered) else None
+            return publish_run(ledger, store, rendered.run_key,
+                               fresh.attempt_id if fresh else None, now=_now(),
+                               columns=list(fresh.columns) if fresh else None,
+                               correction=self.correction).as_xcom()
 
 
 class CapturedDestinationsOperator(BaseOperator):
@@ -240,10 +244,10 @@ class CapturedDestinationsOperator(BaseOperator):
 
     def execute(self, context: Any) -> list[str]:
         from export_lib.ledger import open_ledger
-        from export_lib.pipeline import captured_destinations
+        from export_lib.pipeline import PublishResult, captured_destinations
 
-        run_key = self.published["run_key"]
         with export_errors():
+            run_key = PublishResult.from_xcom(self.published).run_key
             ids = captured_destinations(open_ledger(), run_key)
         self.log.info("run %s: delivering to its captured destinations %s", run_key, ids)
         return ids
@@ -271,10 +275,11 @@ class DeliverOperator(BaseOperator):
     def execute(self, context: Any) -> dict[str, Any]:
         from export_airflow.connections import airflow_resolver
         from export_lib.ledger import open_ledger
-        from export_lib.pipeline import deliver_run, requeue_deliveries
+        from export_lib.pipeline import PublishResult, deliver_run, requeue_deliveries
 
-        now, run_key = _now(), self.published["run_key"]
+        now = _now()
         with export_errors():
+            run_key = PublishResult.from_xcom(self.published).run_key
             ledger = open_ledger()
             # An exhausted or refused delivery fails this task without an Airflow retry, so
             # only a person runs it again (a clear): that is their decision to retry it.
@@ -283,7 +288,8 @@ class DeliverOperator(BaseOperator):
                                why="the deliver task was run again (cleared) in Airflow")
             try:
                 return deliver_run(ledger, run_key, self.destination_id, now=now,
-                                   config_dir=self.config_dir, resolver=airflow_resolver())
+                                   config_dir=self.config_dir,
+                                   resolver=airflow_resolver()).as_xcom()
             finally:
                 delivery_metrics(ledger, run_key, _now())
 

@@ -42,7 +42,7 @@ class RetentionOperator(BaseOperator):
         from export_airflow.connections import airflow_resolver
         from export_lib.config.loader import load_catalog
         from export_lib.ledger import open_ledger
-        from export_lib.pipeline.retention import apply_retention
+        from export_lib.pipeline.retention import UndeletableArtifact, apply_retention
         from export_lib.storage.stores import open_store
 
         dry_run = str(self.dry_run).lower() in ("1", "true", "yes")
@@ -51,13 +51,15 @@ class RetentionOperator(BaseOperator):
                                      open_store(resolver=airflow_resolver()),
                                      now=datetime.now(UTC), dry_run=dry_run)
         for item in report.deleted:
-            self.log.info("company=%s schedule=%s run=%s: %s v%s %s", item["company"],
-                          item["schedule_id"], item["run_key"],
-                          "would delete" if dry_run else "deleted", item["version"], item["uri"])
-        for item in report.failed:
-            self.log.error("company=%s schedule=%s run=%s: not deleted %s: %s",
-                           item.get("company", "-"), item.get("schedule_id", "-"),
-                           item["run_key"], item["uri"], item["error"])
+            self.log.info("company=%s schedule=%s run=%s: %s v%s %s", item.company,
+                          item.schedule_id, item.run_key,
+                          "would delete" if dry_run else "deleted", item.version, item.uri)
+        for failed in report.failed:
+            # A staging leftover names no company or schedule, only its run.
+            whose = ((failed.company, failed.schedule_id)
+                     if isinstance(failed, UndeletableArtifact) else ("-", "-"))
+            self.log.error("company=%s schedule=%s run=%s: not deleted %s: %s", *whose,
+                           failed.run_key, failed.uri, failed.error)
         summary = {"dry_run": dry_run, "deleted": len(report.deleted), "kept": len(report.kept),
                    "failed": len(report.failed), "staging": len(report.staging_deleted)}
         self.log.info("retention: %s", summary)

@@ -16,13 +16,13 @@ from typing import Any
 import pendulum
 from airflow.timetables.base import DagRunInfo, DataInterval, TimeRestriction, Timetable
 
+from export_lib.config.timing import Timing
 from export_lib.periods.slots import (
     is_slot,
     latest_slot_at_or_before,
     next_slots,
     slots_between,
 )
-from export_lib.periods.timing import Timing
 
 
 def _pendulum(instant: datetime) -> pendulum.DateTime:
@@ -30,7 +30,7 @@ def _pendulum(instant: datetime) -> pendulum.DateTime:
 
 
 class ExportTimetable(Timetable):
-    """One run per slot of a :class:`~export_lib.periods.timing.Timing` (local hours or cron).
+    """One run per slot of a :class:`~export_lib.config.timing.Timing` (local hours or cron).
 
     Export DAGs are built with ``catchup=False`` (ADR 0006): the scheduler always creates the
     newest due slot and never works through a backlog itself, so the current slot is never

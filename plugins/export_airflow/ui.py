@@ -4,14 +4,14 @@ Support staff and analysts see, per run, newest slot first: the period in the co
 timezone and the window in UTC, state and reason, the deadline with a verdict (on time, late by
 how much, overdue), artifact versions with checksums, and every delivery's state. Filters:
 company, schedule, state, unresolved deliveries; pages of ``limit`` runs read in SQL
-(``export_lib.reports``).
+(``export_lib.views.reports``).
 
 Per-tenant visibility: a reader sees only the companies whose DAGs Airflow's auth manager lets
-them read (``get_authorized_dag_ids`` → companies, ``export_lib.visibility``); a reader allowed
-every DAG sees every company. Plugin FastAPI apps are not authenticated by Airflow, so every
-route — ``/docs`` and ``/openapi.json`` included — requires a logged-in user (Airflow's own
-``get_user``; the UI's JWT cookie authenticates the iframe), and a user who may read no export
-DAG gets 403.
+them read (``get_authorized_dag_ids`` → companies, ``export_lib.views.visibility``); a reader
+allowed every DAG sees every company. Plugin FastAPI apps are not authenticated by Airflow, so
+every route — ``/docs`` and ``/openapi.json`` included — requires a logged-in user (Airflow's
+own ``get_user``; the UI's JWT cookie authenticates the iframe), and a user who may read no
+export DAG gets 403.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def docs(request: Request, _: frozenset[str] | None = Visible) -> HTMLResponse:
 def _page(**filters: Any) -> Any:
     from export_lib.errors import ConfigError
     from export_lib.ledger import open_ledger
-    from export_lib.reports import run_filter, runs_page
+    from export_lib.views.reports import run_filter, runs_page
 
     try:
         wanted = run_filter(**filters)

@@ -23,7 +23,7 @@ from fastapi import Depends, HTTPException, Request
 
 def visible_companies(user: GetUserDep) -> frozenset[str] | None:
     """The companies this user may see (None: every company), or 403 when none."""
-    from export_lib.visibility import companies_of
+    from export_lib.views.visibility import companies_of
 
     manager = get_auth_manager()
     if manager.is_authorized_dag(method="GET", user=user):  # every DAG, not one of them

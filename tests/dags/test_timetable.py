@@ -6,8 +6,8 @@ from datetime import UTC, datetime
 
 import pytest
 
+from export_lib.config.timing import Timing, WindowSpec
 from export_lib.periods.preview import preview_rows
-from export_lib.periods.timing import Timing, WindowSpec
 from tests.support.time import timing, utc
 
 TIMINGS = [

@@ -62,7 +62,7 @@ def _selects(engine, call):
 
 
 def test_runs_newest_first_with_outcomes_filtered_and_paginated_in_sql(ledger):
-    from export_lib.obligations import obligation_filter, obligations_page
+    from export_lib.views.obligations import obligation_filter, obligations_page
 
     page = obligations_page(ledger.engine, obligation_filter(), now=NOW)
     assert [(r["run_key"], r["outcome"], r["lateness"]) for r in page["runs"]] == [
@@ -89,7 +89,7 @@ def test_runs_newest_first_with_outcomes_filtered_and_paginated_in_sql(ledger):
 
 def test_the_strip_shows_the_missing_slot_and_the_next_runs(ledger):
     from export_lib.config.loader import load_catalog
-    from export_lib.obligations import schedule_strips
+    from export_lib.views.obligations import schedule_strips
 
     daily = load_catalog(ledger_config()).schedule("acme/daily-spend")
     statements, (strip,) = _selects(ledger.engine, lambda: schedule_strips(
@@ -112,7 +112,7 @@ def ledger_config() -> str:
 
 
 def test_drill_down_and_release_of_the_held_run(ledger):
-    from export_lib.run_detail import available_actions, release_held, run_detail
+    from export_lib.views.run_detail import available_actions, release_held, run_detail
 
     late = run_detail(ledger.engine, "acme/daily-spend/2026-03-29T05:00Z", now=NOW)
     (artifact,) = late["artifacts"]
@@ -141,8 +141,8 @@ def test_drill_down_and_release_of_the_held_run(ledger):
 
 
 def test_an_exhausted_delivery_is_unresolved_until_requeued(ledger):
-    from export_lib.obligations import obligation_filter, obligations_page
-    from export_lib.run_detail import available_actions, requeue_delivery, run_detail
+    from export_lib.views.obligations import obligation_filter, obligations_page
+    from export_lib.views.run_detail import available_actions, requeue_delivery, run_detail
 
     key = "acme/daily-spend/2026-03-27T06:00Z"
     with ledger.engine.begin() as conn:  # the delivery gave up, whatever decided it

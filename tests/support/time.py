@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import datetime
 from pathlib import Path
 
+from export_lib.config.timing import Timing
 from export_lib.periods.slots import format_instant
-from export_lib.periods.timing import Timing
 
 SHIPPED = Path(__file__).resolve().parents[2] / "dags" / "config"
 

@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from export_lib.config.timing import Timing
 from export_lib.periods.decisions import missed_slots, start_decision
-from export_lib.periods.timing import Timing
 
 DEADLINE = datetime(2026, 3, 29, 7, 0, tzinfo=UTC)
 

@@ -49,7 +49,7 @@ def _count_statements(engine, call):
 
 
 def test_a_page_costs_the_same_statements_whatever_its_size(ledger_with_runs):
-    from export_lib.reports import run_filter, runs_page
+    from export_lib.views.reports import run_filter, runs_page
 
     engine = ledger_with_runs.engine
     counts = {}
@@ -61,7 +61,7 @@ def test_a_page_costs_the_same_statements_whatever_its_size(ledger_with_runs):
 
 
 def test_newest_first_pages_and_filters(ledger_with_runs):
-    from export_lib.reports import run_filter, runs_page
+    from export_lib.views.reports import run_filter, runs_page
 
     engine = ledger_with_runs.engine
     first = runs_page(engine, run_filter(company="acme", limit=10), now=HOUR)
@@ -81,7 +81,7 @@ def test_newest_first_pages_and_filters(ledger_with_runs):
 
 
 def test_deadline_verdicts(ledger_with_runs):
-    from export_lib.reports import run_filter, runs_page
+    from export_lib.views.reports import run_filter, runs_page
 
     later = HOUR + timedelta(hours=40)
     page = runs_page(ledger_with_runs.engine, run_filter(company="acme", limit=2), now=later)
@@ -95,7 +95,7 @@ def test_deadline_verdicts(ledger_with_runs):
 
 
 def test_bad_filters_name_the_field_and_the_valid_values():
-    from export_lib.reports import run_filter
+    from export_lib.views.reports import run_filter
 
     with pytest.raises(ConfigError, match=r"state: Value error, unknown run state 'done'; valid: "
                                           r"registered, reading, rendering"):
@@ -107,7 +107,7 @@ def test_bad_filters_name_the_field_and_the_valid_values():
 def test_unresolved_deliveries_filter(ledger_with_runs):
     from export_lib.ledger.deliveries import delivery_id, ensure_record
     from export_lib.ledger.records import NewDelivery
-    from export_lib.reports import run_filter, runs_page
+    from export_lib.views.reports import run_filter, runs_page
 
     engine = ledger_with_runs.engine
     key = "acme/hourly-clicks/2026-03-28T03:00Z"
@@ -146,8 +146,8 @@ def test_a_late_run_shows_deadline_delivered_at_and_late_by(export_world, capsys
 
 
 def test_visible_companies_come_from_readable_dag_ids_and_bound_every_page(ledger_with_runs):
-    from export_lib.reports import run_filter, runs_page
-    from export_lib.visibility import companies_of
+    from export_lib.views.reports import run_filter, runs_page
+    from export_lib.views.visibility import companies_of
 
     readable = {"widget_export__kiwi-outdoors__six-hourly-orders", "manual_export__kiwi-outdoors",
                 "demo_feed", "manual_export", "widget_export__"}

@@ -18,7 +18,8 @@ same size and sha256 is acknowledged without uploading. Uploads use ``if_generat
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeVar
 from urllib.parse import quote
 
 from export_lib.config.destinations import GcsDestination
@@ -36,6 +37,10 @@ from export_lib.errors import DeliveryError
 from export_lib.source.connections import Connection, ConnectionResolver
 from export_lib.storage.clients import gcs_client
 
+if TYPE_CHECKING:
+    from google.cloud.storage import Bucket
+
+T = TypeVar("T")
 UPLOAD_CHUNK = 8 * 1024 * 1024  # a multiple of 256 KiB, as the resumable protocol requires
 
 
@@ -48,7 +53,7 @@ class GcsTransport(Transport):
         self.destination = destination
         self._resolver = resolver
         self._conn: Connection | None = None
-        self._bucket: Any = None
+        self._bucket: Bucket | None = None
 
     def target(self, artifact: DeliverableArtifact) -> str:
         return f"gs://{self.destination.bucket}/{join_key(self.destination.prefix, artifact.name)}"
@@ -88,7 +93,7 @@ class GcsTransport(Transport):
         self._guard(lambda: blob.delete(timeout=30))
         return f"deleted gs://{self.destination.bucket}/{key}"
 
-    def _guard(self, call: Any) -> Any:
+    def _guard(self, call: Callable[[], T]) -> T:
         """Run a client call, turning google/requests errors into classified DeliveryErrors."""
         from google.api_core import exceptions as gexc
         from google.auth.exceptions import GoogleAuthError

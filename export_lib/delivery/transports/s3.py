@@ -20,7 +20,7 @@ the upload makes S3 verify the body it stored against the artifact's hash.
 from __future__ import annotations
 
 import base64
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from export_lib.config.destinations import S3Destination
@@ -36,6 +36,11 @@ from export_lib.delivery.transports.base import (
 )
 from export_lib.errors import DeliveryError
 from export_lib.source.connections import ConnectionResolver
+
+if TYPE_CHECKING:
+    from botocore.exceptions import ClientError
+
+    from export_lib.source.connections import Connection
 
 SINGLE_PUT_LIMIT = 5 * 1024**3  # S3's maximum PutObject size
 PART_SIZE = 64 * 1024 * 1024
@@ -154,7 +159,8 @@ class _NotFound(Exception):  # noqa: N818 - private control flow, never escapes 
     """head_object said 404: the object is absent."""
 
 
-def _classify(conn: Any, operation: str, exc: Any, kwargs: dict[str, Any]) -> Exception:
+def _classify(conn: Connection, operation: str, exc: ClientError, kwargs: dict[str, Any]
+              ) -> Exception:
     error = exc.response.get("Error", {})
     code = str(error.get("Code", ""))
     status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)

@@ -26,7 +26,8 @@ from __future__ import annotations
 import base64
 import io
 import posixpath
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from export_lib.checksums import sha256_stream
 from export_lib.config.destinations import SftpDestination
@@ -42,6 +43,11 @@ from export_lib.delivery.transports.base import (
 )
 from export_lib.errors import DeliveryError
 from export_lib.source.connections import Connection, ConnectionResolver
+
+if TYPE_CHECKING:
+    import paramiko
+
+T = TypeVar("T")
 
 
 def _pinned_key(value: str) -> tuple[str, Any]:
@@ -73,8 +79,8 @@ class SftpTransport(Transport):
         self.destination = destination
         self._resolver = resolver
         self._conn: Connection | None = None
-        self._ssh: Any = None
-        self._sftp: Any = None
+        self._ssh: paramiko.SSHClient | None = None
+        self._sftp: paramiko.SFTPClient | None = None
 
     def target(self, artifact: DeliverableArtifact) -> str:
         # Connection-independent, so the ledger's target is stable across credential changes.
@@ -105,7 +111,7 @@ class SftpTransport(Transport):
         return self
 
     @staticmethod
-    def _trust(ssh: Any, conn: Connection) -> None:
+    def _trust(ssh: paramiko.SSHClient, conn: Connection) -> None:
         import paramiko
 
         extra = conn.extra
@@ -212,7 +218,7 @@ class SftpTransport(Transport):
             self._makedirs(posixpath.dirname(directory))
             self._sftp.mkdir(directory)
 
-    def _guard(self, call: Any) -> Any:
+    def _guard(self, call: Callable[[], T]) -> T:
         """Run a paramiko call, classifying failures; FileNotFoundError passes through."""
         import paramiko
 

@@ -21,7 +21,14 @@ import pytest
 
 from export_lib.errors import FencingError, LeaseHeldError
 from export_lib.ledger import open_ledger
-from export_lib.pipeline import publish_run, register_run, render_run, slot_at_or_before
+from export_lib.pipeline import (
+    PublishResult,
+    Rendered,
+    publish_run,
+    register_run,
+    render_run,
+    slot_at_or_before,
+)
 from export_lib.render.engine import RENDER_APP_PREFIX
 from tests.world import SEEDED_AT
 
@@ -83,7 +90,7 @@ def test_four_simultaneous_starts_scan_the_source_once_and_three_stand_down(slow
     with SourceQueries(dsn) as source:
         outcomes = _at_once(STARTS, lambda i: render_run(open_ledger(world.ledger_url),
                                                          world.store, key, now=SEEDED_AT))
-    rendered = [o for o in outcomes if isinstance(o, dict)]
+    rendered = [o for o in outcomes if isinstance(o, Rendered)]
     refused = [o for o in outcomes if isinstance(o, LeaseHeldError)]
     assert (len(rendered), len(refused)) == (1, STARTS - 1), outcomes
     assert len(source.seen) == 1
@@ -122,7 +129,7 @@ def test_four_waiting_starts_of_one_slot_share_one_render_and_one_artifact(slow_
     with SourceQueries(dsn) as source:
         outcomes = _at_once(STARTS, start)
     assert len(source.seen) == 1
-    assert all(isinstance(o, dict) for o in outcomes), outcomes
+    assert all(isinstance(o, PublishResult) for o in outcomes), outcomes
     assert {(o["version"], o["sha256"]) for o in outcomes} == {
         (1, world.ledger().latest_artifact(key).sha256)}
     assert [o["created"] for o in outcomes].count(True) == 1

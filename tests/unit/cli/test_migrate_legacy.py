@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from export_lib.config.legacy import convert, find_legacy
+from export_lib.periods.legacy import convert, find_legacy
 
 START = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 EXPORT = {"id": "daily", "export_time": "morning"}

@@ -14,8 +14,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from export_lib.config.timing import Timing, WindowSpec
 from export_lib.periods.preview import preview_rows
-from export_lib.periods.timing import Timing, WindowSpec
 
 ZONES = ["Europe/Berlin", "America/New_York", "Australia/Lord_Howe", "America/Havana",
          "Pacific/Chatham", "America/Santiago", "Asia/Tehran", "Africa/Casablanca",

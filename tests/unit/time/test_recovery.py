@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from export_lib.config.timing import Timing
 from export_lib.periods.recovery import recovery_range
-from export_lib.periods.timing import Timing
 from tests.support.time import utc
 
 DAILY = Timing(timezone="UTC", cron="0 14 * * *")

@@ -6,6 +6,7 @@ from datetime import date
 
 import pytest
 
+from export_lib.config.timing import Timing
 from export_lib.errors import WindowError
 from export_lib.periods.slots import (
     is_slot,
@@ -17,7 +18,6 @@ from export_lib.periods.slots import (
     slots_between,
     start_of_day,
 )
-from export_lib.periods.timing import Timing
 from tests.support.time import timing, utc, z
 
 CASES = [

@@ -9,9 +9,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from export_lib.config.loader import load_catalog
+from export_lib.config.timing import ALLOWED_INTERVAL_HOURS, Timing, WindowSpec
 from export_lib.errors import WindowError
 from export_lib.periods.slots import next_slots, previous_slot
-from export_lib.periods.timing import ALLOWED_INTERVAL_HOURS, Timing, WindowSpec
 from export_lib.periods.windows import ExportWindow, resolve_window
 from tests.support.time import SHIPPED, timing, utc
 

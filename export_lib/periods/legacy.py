@@ -28,10 +28,10 @@ from pathlib import Path
 from typing import Any, Literal
 from zoneinfo import ZoneInfo
 
+from export_lib.config.timing import Timing
 from export_lib.config.yaml_io import read_yaml
 from export_lib.periods.instants import format_instant
 from export_lib.periods.slots import next_slots
-from export_lib.periods.timing import Timing
 
 LEGACY_UTC_HOURS = {"morning": 3, "evening": 11}
 Preserve = Literal["standard", "daylight"]

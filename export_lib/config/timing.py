@@ -3,7 +3,9 @@
 Both are plain data (frozen pydantic models) so a timetable can serialise a ``Timing`` into
 the Airflow metadata DB and rebuild it, and ``config_version`` can hash them. The arithmetic
 lives in :mod:`export_lib.periods.slots` and :mod:`export_lib.periods.windows`; see
-``docs/adr/0001-windows-and-dst.md`` for the semantics.
+``docs/adr/0001-windows-and-dst.md`` for the semantics. They are part of the config (every
+schedule carries them), so they live here, below ``periods``: the config never imports the
+time arithmetic (the layers are in ``docs/architecture.md``).
 """
 
 from __future__ import annotations
@@ -21,9 +23,9 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from pydantic_core import PydanticCustomError
 
 from export_lib.config.limits import MAX_WINDOW_DAYS, MAX_WINDOW_HOURS, StrictInt, shown
+from export_lib.config.messages import invalid
 
 ALLOWED_INTERVAL_HOURS = tuple(range(1, 25))  # seed 000: any whole number of hours, 1 to 24
 CRON_ALIASES = ("@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly")
@@ -32,11 +34,6 @@ DstGap = Literal["shift", "skip"]
 DstFold = Literal["first", "second", "both"]
 WindowKind = Literal["calendar_day", "trailing_days", "previous_business_day", "trailing_hours",
                      "interval"]
-
-
-def invalid(kind: str, message: str) -> PydanticCustomError:
-    """A pydantic error carrying a finished human message (no template substitution)."""
-    return PydanticCustomError(f"export_{kind}", message)
 
 
 class FrozenModel(BaseModel):

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 from pydantic import Field
@@ -36,7 +36,14 @@ from export_lib.periods.decisions import HOLD_REASON_PREFIX
 from export_lib.periods.instants import format_instant
 from export_lib.periods.names import deadline_for, period_label
 from export_lib.periods.slots import next_slots, slots_between
-from export_lib.reports import LedgerFilter, build_filter, ledger_where
+from export_lib.views.reports import LedgerFilter, build_filter, ledger_where
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Row
+    from sqlalchemy.sql.elements import ColumnElement
+
+    from export_lib.config.models import Schedule
+    from export_lib.config.timing import Timing
 
 # outcome → what the page says, in plain words (the legend)
 OUTCOMES: dict[str, str] = {
@@ -114,7 +121,7 @@ def outcome_expression(now: datetime):
     )
 
 
-def _where(f: ObligationFilter, outcome: Any) -> list[Any]:
+def _where(f: ObligationFilter, outcome: ColumnElement[str]) -> list[ColumnElement[bool]]:
     clauses = ledger_where(f)
     if f.outcome:
         clauses.append(outcome == f.outcome)
@@ -135,7 +142,7 @@ def _minutes_text(delta: timedelta) -> str:
     return f"{minutes // 60} h {minutes % 60:02d} min" if minutes >= 60 else f"{minutes} min"
 
 
-def run_row(r: Any, now: datetime) -> dict[str, Any]:
+def run_row(r: Row[Any], now: datetime) -> dict[str, Any]:
     """One run as the page shows it (``r``: a row of :func:`_run_columns`)."""
     outcome = r.outcome
     lateness = None
@@ -181,7 +188,7 @@ def obligations_page(engine: Engine, f: ObligationFilter, *, now: datetime) -> d
             "runs": [run_row(r, now) for r in rows]}
 
 
-def _last_slots(timing: Any, now: datetime, count: int) -> tuple[datetime, ...]:
+def _last_slots(timing: Timing, now: datetime, count: int) -> tuple[datetime, ...]:
     span = timedelta(hours=(timing.interval_hours or 24) * (count + 1))
     while True:
         found = slots_between(timing, now - span, now + timedelta(seconds=1))
@@ -190,7 +197,7 @@ def _last_slots(timing: Any, now: datetime, count: int) -> tuple[datetime, ...]:
         span *= 2
 
 
-def schedule_strips(engine: Engine, schedules: Iterable[Any], *, now: datetime,
+def schedule_strips(engine: Engine, schedules: Iterable[Schedule], *, now: datetime,
                     slots: int = 14, next_count: int = 3) -> list[dict[str, Any]]:
     """Per schedule: its last ``slots`` expected slots coloured by outcome (oldest first; a slot
     without a run is ``no_run``, ``due`` or ``paused``; before the schedule's first recorded run

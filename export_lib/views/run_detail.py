@@ -11,15 +11,18 @@ table, ``plugins/export_airflow/obligations_ui.py``).
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from export_lib.errors import WindowError
 from export_lib.ledger.schema import artifacts, attempts, deliveries, delivery_attempts, events, runs
-from export_lib.obligations import _run_columns, run_row
 from export_lib.periods.instants import format_instant
+from export_lib.views.obligations import _run_columns, run_row
+
+if TYPE_CHECKING:
+    from export_lib.ledger import Ledger
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -100,7 +103,7 @@ def available_actions(detail: dict[str, Any]) -> dict[str, list[str]]:
     }
 
 
-def release_held(ledger: Any, run_key: str, *, who: str, now: datetime) -> str:
+def release_held(ledger: Ledger, run_key: str, *, who: str, now: datetime) -> str:
     """Release a held run (``Ledger.release``, recording ``who``); WindowError when the run is
     not held, naming its state — nothing is changed then."""
     detail = run_detail(ledger.engine, run_key, now=now)
@@ -114,7 +117,7 @@ def release_held(ledger: Any, run_key: str, *, who: str, now: datetime) -> str:
             "export it now")
 
 
-def requeue_delivery(ledger: Any, run_key: str, destination_id: str, *, who: str, why: str,
+def requeue_delivery(ledger: Ledger, run_key: str, destination_id: str, *, who: str, why: str,
                      now: datetime) -> str:
     """Requeue the delivery of the run's newest artifact to ``destination_id`` when it gave up
     (``pipeline.requeue.requeue_deliveries``, recording who and why); WindowError when there is
