@@ -29,8 +29,8 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
 
 from export_lib.config.durations import parse_duration, short
 from export_lib.config.limits import MAX_AUTHORIZED, MAX_TEXT, StrictFloat, StrictInt
-from export_lib.config.operational import DeliveryRetry
 from export_lib.config.messages import invalid
+from export_lib.config.operational import DeliveryRetry
 from export_lib.errors import ConfigError
 
 _CONN_ID = r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$"

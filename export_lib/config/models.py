@@ -37,6 +37,7 @@ from export_lib.config.limits import (
     StrictInt,
     shown,
 )
+from export_lib.config.messages import invalid
 from export_lib.config.operational import (
     OPERATIONAL_KEYS,
     Catchup,
@@ -44,7 +45,6 @@ from export_lib.config.operational import (
     TaskTimeouts,
     check_poke_interval,
 )
-from export_lib.config.messages import invalid
 from export_lib.config.query import SOURCE_NAME, QuerySpec, check_identifier, check_not_system
 from export_lib.config.timing import (
     DstFold,
