@@ -19,10 +19,13 @@ Secondaries start in 2030 (``effective_from``) so they create no runs.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from pathlib import Path
 
 from tests.system.scheduler.harness import SchedulerStack
 from tests.system.soak.stack import Api, now_utc
@@ -69,6 +72,8 @@ data_exports:
       destinations:
         - {{id: nobody-listens, type: webhook, conn_id: dead_hook, endpoint: /hooks/exports}}
     secondary: {far}
+"""
+ADJUST_YAML = """\
   - channel: adjust
     primary:
       cron: "0 3 * * *"
@@ -79,6 +84,7 @@ data_exports:
         - window: {{days: 2}}
     secondary: {far}
 """
+
 @dataclass
 class CatchupStack:
     stack: SchedulerStack
@@ -101,11 +107,27 @@ def adjust_edit(now: datetime) -> datetime:
 
 
 def write_company(stack: SchedulerStack, now: datetime) -> datetime:
-    """The fixture company, its on-time slot the first whole minute ``LEAD`` from now."""
+    """The fixture company, its on-time slot the first whole minute ``LEAD`` from now.
+
+    ``adjust`` comes last, with yesterday's slot already exported (``exportctl run`` on the same
+    config): its first scheduled run's ``recover_missed`` (recovery none) then records nothing
+    before yesterday. Without that previous run it reaches back to the version's
+    ``effective_from`` and records the slots the operator's backfill is about to run as skipped
+    (recovery=none), a race the backfill lost on a quick machine."""
     slot = (now + LEAD + timedelta(seconds=59)).replace(second=0, microsecond=0)
-    stack.write_company(COMPANY, COMPANY_YAML.format(
-        minute=slot.minute, hour=slot.hour, far=FAR, lookback=f"{(MISSED - 1) * 24}h",
-        adjust_from=f"{adjust_edit(now):%Y-%m-%dT%H:%M:%SZ}"))
+    fields = {"minute": slot.minute, "hour": slot.hour, "far": FAR,
+              "lookback": f"{(MISSED - 1) * 24}h",
+              "adjust_from": f"{adjust_edit(now):%Y-%m-%dT%H:%M:%SZ}"}
+    stack.write_company(COMPANY, COMPANY_YAML.format(**fields))
+    stack.exportctl("demo", "seed", "--config", "dags/config")
+    full = COMPANY_YAML.format(**fields) + ADJUST_YAML.format(**fields)
+    with tempfile.TemporaryDirectory() as config:
+        shutil.copy(stack.config_dir / "defaults.yaml", config)
+        (Path(config) / f"{COMPANY}.yaml").write_text(full)
+        yesterday = (now - timedelta(days=1)).replace(hour=3, minute=0, second=0, microsecond=0)
+        stack.exportctl("run", config, "--schedule", f"{COMPANY}/adjust/primary", "--slot",
+                        f"{yesterday:%Y-%m-%dT%H:%M:%SZ}")
+    stack.write_company(COMPANY, full)
     return slot
 
 
@@ -118,7 +140,6 @@ def catchup_stack_fixture(shared_stack) -> Iterator[CatchupStack]:
     try:
         written_at = now_utc()
         slot = write_company(stack, written_at)
-        stack.exportctl("demo", "seed", "--config", "dags/config")
         yield CatchupStack(stack, stack.api, slot, written_at, stack.env)
     finally:
         stack.withdraw([COMPANY])
