@@ -1,7 +1,9 @@
 # Two commands on a fresh machine: `make run` (Airflow + demo on a local PostgreSQL, exports land
 # in ./exports) and `make test`. Everything else is a step of those two.
 # Choices: make run PORT=8090 (UI) PGPORT=5440 (PostgreSQL) DB=sqlite (fragile); remembered in
-# .airflow/run.env for the later commands (scripts/airflow-env.sh).
+# .airflow/run.env for the later commands (scripts/airflow-env.sh). An existing PostgreSQL server
+# instead of the local cluster: make run PG_SERVER=postgresql://user:password@host:port
+# [PG_DB_PREFIX=stack1_] [PG_TEMPLATE_PREFIX=tmpl_] (README, "Running it locally").
 SHELL := /bin/bash
 PYTHON ?= python3.11
 VENV := .venv
@@ -27,7 +29,7 @@ setup: venv postgres-packages
 run: venv postgres-packages
 	@bash scripts/run.sh
 
-## stop: stop every process `make run` started (PostgreSQL included)
+## stop: stop every process `make run` started (PostgreSQL included, never a PG_SERVER)
 stop:
 	@bash scripts/stop.sh
 
@@ -49,7 +51,8 @@ status:
 env:
 	@bash scripts/env.sh
 
-## reset-db: stop, then delete the stack's databases (.airflow/pg or the SQLite files)
+## reset-db: stop, then delete the stack's databases (.airflow/pg, the SQLite files, or its
+## databases on a PG_SERVER)
 reset-db:
 	@bash scripts/reset-db.sh
 

@@ -9,6 +9,14 @@
 #   PGPORT  the local PostgreSQL port (first free from 5432, chosen once and remembered)
 #   CLUSTER 1: `make cluster` (CeleryExecutor, Redis, moto S3, two workers; deploy/cluster.env)
 #           with its own state in .airflow-cluster, so it never meets `make run`'s .airflow
+#   PG_SERVER postgresql://user:password@host[:port][/maintenance-db][?options]: use this existing
+#           PostgreSQL server instead of the local cluster (no initdb; the supervisor does not
+#           run it; `make stop` leaves it running; `make reset-db` drops only this stack's
+#           databases). `local` (the default) is the local cluster in .airflow/pg.
+#   PG_DB_PREFIX  prepended to the database names (airflow, exports, demo), so several stacks
+#           share one server: PG_DB_PREFIX=stack1_ -> stack1_airflow, stack1_exports, stack1_demo
+#   PG_TEMPLATE_PREFIX (setup only, not remembered) create a missing database x as a copy of
+#           <PG_TEMPLATE_PREFIX>x (CREATE DATABASE … TEMPLATE …), e.g. one migrated once
 # Nothing here needs editing to try it.
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 _CALLER_VARS="$(compgen -e)"   # what the caller set wins over deploy/cluster.env
@@ -16,7 +24,7 @@ CLUSTER="${CLUSTER:-}"
 [ "$CLUSTER" = 0 ] && CLUSTER=""
 if [ -n "$CLUSTER" ]; then CLUSTER=1; WHAT="make cluster"; export AIRFLOW_HOME="$ROOT/.airflow-cluster"
 else WHAT="make run"; export AIRFLOW_HOME="$ROOT/.airflow"; fi
-RUN_STATE="$AIRFLOW_HOME/run.env"        # remembered DB / PORT / PGPORT
+RUN_STATE="$AIRFLOW_HOME/run.env"        # remembered DB / PORT / PGPORT / PG_SERVER / PG_DB_PREFIX
 RUN_DIR="$AIRFLOW_HOME/run"              # supervisor pid, status, component logs
 PY="$ROOT/.venv/bin/python"
 [ -x "$PY" ] || PY="$(command -v python3.11 || command -v python3)"
@@ -28,6 +36,10 @@ PORT="${PORT:-$(_remembered PORT)}"
 PORT="${PORT:-8080}"
 PGPORT="${PGPORT:-$(_remembered PGPORT)}"
 REDISPORT="${REDISPORT:-$(_remembered REDISPORT)}"
+PG_SERVER="${PG_SERVER:-$(_remembered PG_SERVER)}"
+PG_SERVER="${PG_SERVER:-local}"
+PG_DB_PREFIX="${PG_DB_PREFIX-$(_remembered PG_DB_PREFIX)}"
+PG_TEMPLATE_PREFIX="${PG_TEMPLATE_PREFIX:-}"
 S3PORT="${S3PORT:-$(_remembered S3PORT)}"
 case "$DB" in
   postgres|postgresql|pg) DB=postgres ;;
@@ -35,6 +47,32 @@ case "$DB" in
   *) echo "DB=$DB is not a choice; use make run DB=postgres (the default) or DB=sqlite" >&2
      return 2 2>/dev/null || exit 2 ;;
 esac
+for _var in PG_DB_PREFIX PG_TEMPLATE_PREFIX; do
+  # Part of database names (quoted in SQL, verbatim in URLs): keep them plain.
+  if ! [[ "${!_var}" =~ ^[a-z0-9_]{0,40}$ ]]; then
+    echo "$_var=${!_var} is not a choice: lower-case letters, digits and _ only (at most 40)" >&2
+    return 2 2>/dev/null || exit 2
+  fi
+done
+unset _var
+if [ "$PG_SERVER" != local ]; then
+  if [ "$DB" != postgres ]; then
+    echo "PG_SERVER is a PostgreSQL server; drop DB=$DB" >&2
+    return 2 2>/dev/null || exit 2
+  fi
+  # postgresql://user:password@host[:port][/maintenance-db][?options]; the user creates the
+  # stack's databases (CREATEDB), the password percent-encoded as in any libpq URI.
+  if ! [[ "$PG_SERVER" =~ ^postgres(ql)?://([^/?@]+@[^/?@]+)(/([^?]*))?(\?(.*))?$ ]]; then
+    echo "PG_SERVER=$(sed -E 's#^([a-z0-9+]+://[^:/@]*):[^@]*@#\1:***@#' <<< "$PG_SERVER") is not a server URL; use PG_SERVER=postgresql://user:password@host:port" >&2
+    return 2 2>/dev/null || exit 2
+  fi
+  PG_SERVER_NETLOC="${BASH_REMATCH[2]}"                 # user:password@host:port
+  PG_SERVER_MAINTENANCE_DB="${BASH_REMATCH[4]:-postgres}"
+  PG_SERVER_QUERY="${BASH_REMATCH[6]:+?${BASH_REMATCH[6]}}"
+  _hostport="${PG_SERVER_NETLOC##*@}"
+  if [[ "$_hostport" =~ :([0-9]+)$ ]]; then PGPORT="${BASH_REMATCH[1]}"; else PGPORT=5432; fi
+  unset _hostport
+fi
 
 # PostgreSQL: the newest Debian server binaries; data in .airflow/pg, owned by `postgres` when
 # we are root (PostgreSQL refuses to run as root), else by the invoking user.
@@ -61,7 +99,7 @@ if [ -n "$CLUSTER" ]; then
   [ -n "$S3PORT" ] || S3PORT="$("$PY" "$ROOT/scripts/ports.py" first-free 9000 2>/dev/null || echo 9000)"
   export REDISPORT S3PORT
 fi
-export DB PORT PGPORT CLUSTER
+export DB PORT PGPORT CLUSTER PG_SERVER PG_DB_PREFIX PG_TEMPLATE_PREFIX
 
 export PATH="$ROOT/.venv/bin:$PATH"               # the components are `airflow` from the venv
 export EXPORT_HOME="$ROOT"
@@ -92,11 +130,15 @@ export AIRFLOW__WORKERS__MIN_HEARTBEAT_INTERVAL=2
 export EXPORT_ARTIFACT_ROOT="${EXPORT_ARTIFACT_ROOT:-$ROOT/exports/artifacts}"
 export EXPORT_DEMO_FEED=1                         # demo_feed may write to this demo source
 
+# The server's user:password@host:port and the URL options (PG_SERVER's, else the local cluster's).
+pg_netloc() { if [ "$PG_SERVER" != local ]; then echo "$PG_SERVER_NETLOC"; else echo "$PG_USER:$PG_PASSWORD@127.0.0.1:$PGPORT"; fi; }
+PG_QUERY=""
+[ "$PG_SERVER" = local ] || PG_QUERY="$PG_SERVER_QUERY"
 if [ "$DB" = postgres ]; then
-  _pg="$PG_USER:$PG_PASSWORD@127.0.0.1:$PGPORT"
-  export AIRFLOW__DATABASE__SQL_ALCHEMY_CONN="postgresql+psycopg2://$_pg/airflow"
-  export EXPORT_LEDGER_URL="${EXPORT_LEDGER_URL:-postgresql+psycopg://$_pg/exports}"
-  export AIRFLOW_CONN_DEMO_SOURCE="${AIRFLOW_CONN_DEMO_SOURCE:-postgresql://$_pg/demo}"
+  _pg="$(pg_netloc)"
+  export AIRFLOW__DATABASE__SQL_ALCHEMY_CONN="postgresql+psycopg2://$_pg/${PG_DB_PREFIX}airflow$PG_QUERY"
+  export EXPORT_LEDGER_URL="${EXPORT_LEDGER_URL:-postgresql+psycopg://$_pg/${PG_DB_PREFIX}exports$PG_QUERY}"
+  export AIRFLOW_CONN_DEMO_SOURCE="${AIRFLOW_CONN_DEMO_SOURCE:-postgresql://$_pg/${PG_DB_PREFIX}demo$PG_QUERY}"
   # 2 cores: a few task processes at once; the pools (deploy/pools.json) share them out.
   export AIRFLOW__CORE__PARALLELISM=6
   unset _pg
@@ -116,16 +158,16 @@ if [ -n "$CLUSTER" ]; then
     grep -qx "$_key" <<< "$_CALLER_VARS" || export "$_line"
   done < "$ROOT/deploy/cluster.env"
   unset _line _key
-  _pg="$PG_USER:$PG_PASSWORD@127.0.0.1:$PGPORT"
+  _pg="$(pg_netloc)"
   export AIRFLOW__CELERY__BROKER_URL="redis://127.0.0.1:$REDISPORT/0"
-  export AIRFLOW__CELERY__RESULT_BACKEND="db+postgresql://$_pg/airflow"
+  export AIRFLOW__CELERY__RESULT_BACKEND="db+postgresql://$_pg/${PG_DB_PREFIX}airflow$PG_QUERY"
   # moto's server accepts any key; compose signs with MinIO's root user.
   export AIRFLOW_CONN_ARTIFACTS_S3="aws://exports:exports@/?endpoint_url=http%3A%2F%2F127.0.0.1%3A$S3PORT&region_name=us-east-1"
   unset _pg
 fi
 
 # The variables `make -s env` prints (scripts/env.sh).
-ENV_VARS=(PATH EXPORT_HOME AIRFLOW_HOME DB PORT PGPORT $(compgen -e | grep -E '^(AIRFLOW__|AIRFLOW_CONN_)' | sort)
+ENV_VARS=(PATH EXPORT_HOME AIRFLOW_HOME DB PORT PGPORT $([ "$PG_SERVER" = local ] || echo PG_SERVER) ${PG_DB_PREFIX:+PG_DB_PREFIX} $(compgen -e | grep -E '^(AIRFLOW__|AIRFLOW_CONN_)' | sort)
           EXPORT_LEDGER_URL EXPORT_ARTIFACT_ROOT EXPORT_DEMO_FEED)
 if [ -n "$CLUSTER" ]; then
   ENV_VARS+=(CLUSTER REDISPORT S3PORT EXPORT_ARTIFACT_CONN EXPORT_RENDER_BUDGET

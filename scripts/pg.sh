@@ -1,7 +1,10 @@
 # The local PostgreSQL cluster of `make run` (sourced after airflow-env.sh). Data in
 # .airflow/pg; server commands run as `postgres` when we are root. Under `make run` the
 # supervisor (scripts/supervise.py) runs the server; `make setup` starts it only for as long as
-# it needs it.
+# it needs it. With PG_SERVER (an existing server, see airflow-env.sh) none of the cluster
+# functions is used: only the databases' (pg_create_databases, pg_drop_databases).
+
+pg_external() { [ "$PG_SERVER" != local ]; }
 
 pg_as_owner() {
   # From /: the project may be a directory the owner cannot enter.
@@ -107,12 +110,65 @@ pg_psql() {
   PGPASSWORD="$PG_PASSWORD" "$PG_BIN/psql" -h 127.0.0.1 -p "$PGPORT" -U "$PG_USER" -X -q -v ON_ERROR_STOP=1 "$@"
 }
 
-# The three databases: Airflow's metadata, the export ledger and the demo source.
-pg_create_databases() {
-  local db
-  for db in airflow exports demo; do
-    if [ -z "$(pg_psql -d postgres -tAc "SELECT 1 FROM pg_database WHERE datname = '$db'")" ]; then
-      pg_psql -d postgres -c "CREATE DATABASE $db" >/dev/null
+# psql on the server's maintenance database (`postgres`, or PG_SERVER's path).
+pg_psql_admin() {
+  if pg_external; then
+    local psql="$PG_BIN/psql"
+    [ -n "$PG_BIN" ] && [ -x "$psql" ] || psql="$(command -v psql || true)"
+    if [ -z "$psql" ]; then
+      echo "psql is missing (the PostgreSQL client); install it with: apt-get install postgresql-client" >&2
+      return 1
     fi
+    "$psql" -X -q -v ON_ERROR_STOP=1 "$@" \
+      -d "postgresql://$PG_SERVER_NETLOC/$PG_SERVER_MAINTENANCE_DB$PG_SERVER_QUERY"
+  else
+    pg_psql -d postgres "$@"
+  fi
+}
+
+pg_server_masked() { sed -E 's#^([a-z0-9+]+://[^:/@]*):[^@]*@#\1:***@#' <<< "$1"; }
+
+pg_check_server() {
+  if ! pg_psql_admin -tAc "SELECT 1" >/dev/null 2>"$AIRFLOW_HOME/pg-server.err"; then
+    echo "Cannot reach PG_SERVER=$(pg_server_masked "$PG_SERVER"):" >&2
+    cat "$AIRFLOW_HOME/pg-server.err" >&2
+    return 1
+  fi
+  rm -f "$AIRFLOW_HOME/pg-server.err"
+}
+
+pg_database_exists() {
+  [ -n "$(pg_psql_admin -tAc "SELECT 1 FROM pg_database WHERE datname = '$1'")" ]
+}
+
+# The three databases: Airflow's metadata, the export ledger and the demo source
+# (${PG_DB_PREFIX}airflow, …). With PG_TEMPLATE_PREFIX a missing one is created as a copy of
+# its template (which nobody may be connected to), so the migrations find nothing to do.
+PG_DATABASES=(airflow exports demo)
+pg_create_databases() {
+  local db name template
+  for db in "${PG_DATABASES[@]}"; do
+    name="$PG_DB_PREFIX$db"
+    pg_database_exists "$name" && continue
+    if [ -n "$PG_TEMPLATE_PREFIX" ]; then
+      template="$PG_TEMPLATE_PREFIX$db"
+      if ! pg_database_exists "$template"; then
+        echo "PG_TEMPLATE_PREFIX=$PG_TEMPLATE_PREFIX: the template database $template does not exist" >&2
+        return 1
+      fi
+      echo "==> Database $name (a copy of $template)"
+      pg_psql_admin -c "CREATE DATABASE \"$name\" TEMPLATE \"$template\"" >/dev/null
+    else
+      pg_psql_admin -c "CREATE DATABASE \"$name\"" >/dev/null
+    fi
+  done
+}
+
+# On PG_SERVER only (the local cluster is deleted whole): this stack's databases, whoever is
+# still connected to them.
+pg_drop_databases() {
+  local db
+  for db in "${PG_DATABASES[@]}"; do
+    pg_psql_admin -c "DROP DATABASE IF EXISTS \"$PG_DB_PREFIX$db\" WITH (FORCE)" >/dev/null
   done
 }

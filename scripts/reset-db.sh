@@ -7,6 +7,14 @@ set -uo pipefail
 source "$(dirname "$0")/airflow-env.sh"
 source "$ROOT/scripts/pg.sh"
 bash "$ROOT/scripts/stop.sh" >/dev/null 2>&1 || true
+if pg_external; then
+  # Another server: only this stack's databases go (the choices in run.env stay, so the next
+  # `make run` creates them there again).
+  pg_drop_databases || exit 1
+  rm -f "$AIRFLOW_HOME/airflow.db" "$AIRFLOW_HOME/ledger.db" "$AIRFLOW_HOME/demo_source.db"
+  echo "Dropped ${PG_DB_PREFIX}airflow, ${PG_DB_PREFIX}exports and ${PG_DB_PREFIX}demo on $(pg_server_masked "$PG_SERVER"); the next 'make run' starts fresh."
+  exit 0
+fi
 clusters=("$PG_DATA")
 shared=""
 if [ -n "$PG_OWNER" ]; then

@@ -26,7 +26,9 @@ if [ -n "$CLUSTER" ]; then
     fi
   done
 fi
-if [ "$DB" = postgres ]; then
+if pg_external; then
+  echo "==> PostgreSQL: PG_SERVER=$(pg_server_masked "$PG_SERVER") (databases ${PG_DB_PREFIX}airflow, ${PG_DB_PREFIX}exports, ${PG_DB_PREFIX}demo; not started or stopped here)"
+elif [ "$DB" = postgres ]; then
   pg_check_version
   if pg_running; then pg_stop; fi   # left over from an interrupted setup: the supervisor runs it
   pg_port_check
@@ -39,6 +41,12 @@ bash "$ROOT/scripts/setup.sh"
 # enter, e.g. under /root), linked from .airflow/pg: the supervisor starts PostgreSQL as
 # `postgres`, which cannot follow that link, so it gets the resolved directory.
 PG_DATA="$(pg_data_dir)"
+if pg_external; then
+  where="$(pg_server_masked "$PG_SERVER")"
+else
+  where="PostgreSQL on 127.0.0.1:$PGPORT"
+fi
+dbs="databases ${PG_DB_PREFIX}airflow, ${PG_DB_PREFIX}exports, ${PG_DB_PREFIX}demo"
 
 mkdir -p "$RUN_DIR" "$AIRFLOW_HOME/logs"
 rm -f "$RUN_DIR/status.json"
@@ -59,7 +67,7 @@ if [ -n "$CLUSTER" ]; then
   Airflow UI:   http://localhost:$PORT   (login: admin / admin)   CeleryExecutor, two workers:
                 worker-default (queues default, exports_manual), worker-large (exports_large, concurrency 1)
   Broker:       Redis on 127.0.0.1:$REDISPORT      Artifacts: s3://exports/artifacts on moto, http://127.0.0.1:$S3PORT (in memory)
-  Database:     PostgreSQL on 127.0.0.1:$PGPORT (databases airflow, exports, demo)
+  Database:     $where ($dbs)
   Ledger:       eval "\$(make -s env CLUSTER=1)"; exportctl runs
   Status:       make status CLUSTER=1     Stop: make cluster-stop
 MSG
@@ -68,7 +76,7 @@ fi
 cat <<MSG
 
   Airflow UI:   http://localhost:$PORT   (login: admin / admin)
-  Database:     $( [ "$DB" = postgres ] && echo "PostgreSQL on 127.0.0.1:$PGPORT (databases airflow, exports, demo)" || echo "SQLite files in $AIRFLOW_HOME" )
+  Database:     $( [ "$DB" = postgres ] && echo "$where ($dbs)" || echo "SQLite files in $AIRFLOW_HOME" )
   Exports:      $ROOT/exports/artifacts   (published artifacts + manifests)
                 $ROOT/exports/outbox      (per-company local delivery destination)
   Ledger:       eval "\$(make -s env)"; exportctl runs

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `make setup`: everything `make run` needs except starting Airflow. Idempotent: safe to repeat.
 # With DB=postgres (the default) it initialises .airflow/pg once and starts the server only for
-# as long as it needs it (or uses the one `make run` is running).
+# as long as it needs it (or uses the one `make run` is running); with PG_SERVER it only creates
+# the stack's databases there if they are missing (from templates with PG_TEMPLATE_PREFIX).
 set -euo pipefail
 source "$(dirname "$0")/airflow-env.sh"
 source "$ROOT/scripts/pg.sh"
@@ -13,7 +14,10 @@ started_pg=""
 cleanup() { if [ -n "$started_pg" ]; then pg_stop; fi; }
 trap cleanup EXIT
 
-if [ "$DB" = postgres ]; then
+if pg_external; then
+  pg_check_server
+  pg_create_databases
+elif [ "$DB" = postgres ]; then
   if [ "$(id -u)" = 0 ] && ! command -v runuser >/dev/null; then
     echo "runuser (util-linux) is missing; install it with: bash scripts/ensure-debian-packages.sh" >&2
     exit 1
@@ -29,9 +33,15 @@ if [ "$DB" = postgres ]; then
 fi
 # Remember the choices so later commands (stop, status, env, exportctl) find this stack.
 printf 'DB=%s\nPORT=%s\nPGPORT=%s\n' "$DB" "$PORT" "$PGPORT" > "$RUN_STATE"
+if pg_external; then
+  chmod 600 "$RUN_STATE"   # the server's password
+  printf 'PG_SERVER=%s\nPG_DB_PREFIX=%s\n' "$PG_SERVER" "$PG_DB_PREFIX" >> "$RUN_STATE"
+elif [ -n "$PG_DB_PREFIX" ]; then
+  printf 'PG_DB_PREFIX=%s\n' "$PG_DB_PREFIX" >> "$RUN_STATE"
+fi
 [ -z "$CLUSTER" ] || printf 'REDISPORT=%s\nS3PORT=%s\n' "$REDISPORT" "$S3PORT" >> "$RUN_STATE"
 
-echo "==> Airflow metadata DB (${AIRFLOW__DATABASE__SQL_ALCHEMY_CONN//:$PG_PASSWORD@/:***@})"
+echo "==> Airflow metadata DB ($(pg_server_masked "$AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"))"
 airflow db migrate >"$AIRFLOW_HOME/db-migrate.log" 2>&1 || { tail -30 "$AIRFLOW_HOME/db-migrate.log"; exit 1; }
 
 echo "==> Pools and cluster policy"

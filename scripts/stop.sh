@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `make stop`: stop the supervisor (it stops the components in reverse order, PostgreSQL last),
 # then make sure nothing of this stack is left: processes carrying its marker, a PostgreSQL
-# server still running on .airflow/pg.
+# server still running on .airflow/pg. A PG_SERVER (not this stack's) is left running.
 set -uo pipefail
 source "$(dirname "$0")/airflow-env.sh"
 source "$ROOT/scripts/pg.sh"
@@ -15,7 +15,7 @@ if [ -f "$SUPERVISOR_PID" ] && kill -0 "$(cat "$SUPERVISOR_PID")" 2>/dev/null; t
   stopped=1
 fi
 # PostgreSQL left without its supervisor (killed) or by an interrupted setup.
-if [ -n "$PG_BIN" ] && pg_running; then
+if ! pg_external && [ -n "$PG_BIN" ] && pg_running; then
   pg_stop && stopped=1
 fi
 # Leftovers (the supervisor was killed, or a process outlived it): processes carrying this

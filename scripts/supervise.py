@@ -6,8 +6,8 @@ exits, and records what happened so `make status` can show it.
     supervise.py wait-up SECONDS PID   wait until every component of supervisor PID is up
     supervise.py leftovers   pids of this stack's processes (what `make stop` ends)
 
-Order: PostgreSQL (with DB=postgres), with CLUSTER=1 (`make cluster`) Redis and moto's S3
-server, then the api-server (tasks talk to its Execution API, so a
+Order: PostgreSQL (with DB=postgres on the local cluster; never a PG_SERVER), with CLUSTER=1
+(`make cluster`) Redis and moto's S3 server, then the api-server (tasks talk to its Execution API, so a
 scheduler that starts first sees its first tasks die with "connection refused"), then
 scheduler, dag-processor and triggerer (and with CLUSTER=1 the Celery workers of
 :data:`CLUSTER_WORKERS`). A component that exits is restarted after a backoff
@@ -413,7 +413,7 @@ def become_subreaper() -> None:
 
 def components_from_env(env: dict[str, str]) -> list[Component]:
     comps: list[Component] = []
-    if env.get("DB") == "postgres":
+    if env.get("DB") == "postgres" and env.get("PG_SERVER", "local") == "local":
         pg_bin = Path(env["PG_BIN"])
         comps.append(Component("postgres", [str(pg_bin / "postgres"), "-D", env["PG_DATA"],
                                             "-p", env["PGPORT"], "-k", env["PG_DATA"]],

@@ -1,5 +1,6 @@
 """A `make cluster` stack in a copy of the project, on free ports (tests/system/soak/stack.py's Stack
-with the cluster's targets, state directory and extra ports)."""
+with the cluster's targets, state directory and extra ports; its databases on the session's
+PostgreSQL the same way)."""
 
 from __future__ import annotations
 
@@ -20,11 +21,12 @@ class Cluster(Stack):
     s3port: int = 0
 
     @classmethod
-    def in_copy(cls, dest: Path, **extra_env: str) -> Cluster:
+    def in_copy(cls, dest: Path, *, local_pg: bool = False, **extra_env: str) -> Cluster:
         root = copy_project(dest)
         for name in COPIED_TOO:
             (root / name).write_bytes((Path(__file__).resolve().parents[3] / name).read_bytes())
-        return cls(root, free_port(), free_port(), dict(extra_env), free_port(), free_port())
+        return cls(root, free_port(), extra_env=dict(extra_env), redisport=free_port(),
+                   s3port=free_port(), **cls.database_choice(local_pg))
 
     @property
     def home(self) -> Path:
@@ -70,8 +72,7 @@ class Cluster(Stack):
         """The states of the run's attempts, by generation (read from the ledger database)."""
         import psycopg
 
-        with psycopg.connect(f"postgresql://exports:exports@127.0.0.1:{self.pgport}/exports"
-                             ) as conn:
+        with psycopg.connect(self.database_url("exports")) as conn:
             return [state for (state,) in conn.execute(
                 "SELECT a.state FROM export_attempts a JOIN export_runs r ON r.id = a.run_id "
                 "WHERE r.run_key = %s ORDER BY a.generation", (run_key,)).fetchall()]

@@ -75,6 +75,7 @@ def cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+        stack.drop_databases()
         keep_or_remove(stack.root.parent, failed=request.session.testsfailed > failed_before)
 
 
@@ -160,8 +161,8 @@ def test_two_dag_runs_of_one_slot_scan_the_source_once(cluster):
     run's lease and scans, the other's render reschedules ("holds the run") and finds the
     artifact when it comes back."""
     api = _api(cluster)
-    pg = f"postgresql://exports:exports@127.0.0.1:{cluster.pgport}"
-    with psycopg.connect(f"{pg}/demo", autocommit=True) as conn:
+    demo = cluster.database_url("demo")
+    with psycopg.connect(demo, autocommit=True) as conn:
         conn.execute("ALTER TABLE widget_metrics RENAME TO widget_metrics_base")
         conn.execute(
             "CREATE VIEW widget_metrics AS SELECT * FROM widget_metrics_base WHERE (SELECT 1 "
@@ -171,7 +172,7 @@ def test_two_dag_runs_of_one_slot_scan_the_source_once(cluster):
         days=4)
     key = f"acme/daily-spend/{slot:%Y-%m-%dT%H:%MZ}"
     _wait_for_no_other_run(api, SMALL_DAG)
-    with SourceSampler(f"{pg}/demo") as source:
+    with SourceSampler(demo) as source:
         run_ids = [_trigger(api, SMALL_DAG, slot), _trigger(api, SMALL_DAG,
                                                             slot + timedelta(minutes=1))]
         for run_id in run_ids:
@@ -219,8 +220,8 @@ def test_explain_names_a_render_queued_where_no_worker_listens(cluster):
 
     api = _api(cluster)
     env = cluster.stack_environ()
-    pg = f"postgresql://exports:exports@127.0.0.1:{cluster.pgport}"
-    with psycopg.connect(f"{pg}/demo", autocommit=True) as conn:  # undo a slowed source, if any
+    # Undo a slowed source, if any.
+    with psycopg.connect(cluster.database_url("demo"), autocommit=True) as conn:
         if conn.execute("SELECT to_regclass('channel_metrics_base')").fetchone()[0]:
             conn.execute("DROP VIEW IF EXISTS channel_metrics")
             conn.execute("ALTER TABLE channel_metrics_base RENAME TO channel_metrics")

@@ -14,9 +14,11 @@ LOOKBACK_HOURS = int(os.environ.get("SOAK_LOOKBACK_HOURS", "24"))
 
 @pytest.fixture(scope="module")
 def soak_stack():
-    """`make run` in a copy of the project on free ports; always stopped and deleted."""
+    """`make run` in a copy of the project on free ports; always stopped and deleted. On its
+    own local cluster: test_soak.py checks that `make stop` stops it and frees its port."""
     root = scratch_dir("export-soak-")
-    stack = Stack.in_copy(root / "project", EXPORT_CATCHUP_LOOKBACK_HOURS=str(LOOKBACK_HOURS))
+    stack = Stack.in_copy(root / "project", local_pg=True,
+                          EXPORT_CATCHUP_LOOKBACK_HOURS=str(LOOKBACK_HOURS))
     try:
         stack.start()
         yield stack
@@ -32,9 +34,10 @@ def soak_stack():
 
 @pytest.fixture
 def project_copy():
-    """A copy of the project that is never started for long (bad-input tests)."""
+    """A copy of the project that is never started for long (bad-input tests of the local
+    cluster: its port, its data directory)."""
     root = scratch_dir("export-run-")
-    stack = Stack.in_copy(root / "project")
+    stack = Stack.in_copy(root / "project", local_pg=True)
     try:
         yield stack
     finally:

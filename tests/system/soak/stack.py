@@ -1,10 +1,14 @@
 """A `make run` stack in a copy of the project, on free ports, driven like a person would.
 
 The copy (Makefile, scripts, dags, plugins, deploy, packaging files; ``.venv`` a symlink to the
-project's) gets its own ``.airflow`` state, ``exports`` and PostgreSQL cluster, so it never
-collides with a developer's running ``make run``. Everything talks to the stack through its
-own interfaces: ``make run|stop|status|env``, the REST API and ``exportctl runs --json``.
-Used by the soak tests and by ``bench/acceptance_run.py``.
+project's) gets its own ``.airflow`` state and ``exports``, so it never collides with a
+developer's running ``make run``. Its databases: in a test session, its own ``s<hex>_airflow``,
+``…_exports`` and ``…_demo`` on the session's PostgreSQL (``make run PG_SERVER=…
+PG_DB_PREFIX=…``), cloned from templates migrated once per session (:func:`session_templates`;
+no ``initdb``, no migration per stack), dropped by :func:`stop_and_sweep`; outside a session
+(bench/) or with ``local_pg=True``, a PostgreSQL cluster of its own in ``.airflow/pg``.
+Everything talks to the stack through its own interfaces: ``make run|stop|status|env``, the
+REST API and ``exportctl runs --json``. Used by the soak tests and by ``bench/acceptance_run.py``.
 """
 
 from __future__ import annotations
@@ -20,12 +24,14 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from tests.services.ports import free_port
+from tests.services.postgres import PostgresServer
 
 REPO = Path(__file__).resolve().parents[3]
 COPIED = ("Makefile", "scripts", "dags", "plugins", "deploy", "setup.cfg", "pyproject.toml",
@@ -62,6 +68,79 @@ def copy_project(dest: Path) -> Path:
     for name in ("requirements.txt", "setup.cfg", "pyproject.toml"):
         os.utime(dest / name, (installed - 1, installed - 1))
     return dest
+
+
+# The databases of a stack (scripts/pg.sh PG_DATABASES), each ``<prefix><name>``.
+DATABASES = ("airflow", "exports", "demo")
+# The session's PostgreSQL server the stacks share (tests/system/conftest.py registers the
+# ``postgres_server`` fixture's); None: every stack initialises a cluster of its own.
+_session_pg: PostgresServer | None = None
+_session_templates: dict[int, str] = {}  # server port -> template prefix, made once
+
+
+def use_session_postgres(server: PostgresServer | None) -> None:
+    """Let :meth:`Stack.in_copy` put its stacks' databases on ``server`` (None: stop that)."""
+    global _session_pg
+    _session_pg = server
+
+
+def _server_url(server: PostgresServer) -> str:
+    return f"postgresql://{server.user}:{server.password}@127.0.0.1:{server.port}"
+
+
+def session_templates() -> str:
+    """The prefix of the template databases on the session's server (``tmpl_<worker>_airflow``
+    migrated with ``airflow db migrate`` and the pools of deploy/pools.json, ``…_exports`` with
+    ``exportctl ledger upgrade``, ``…_demo`` empty), made once per server: a stack's
+    ``make run PG_TEMPLATE_PREFIX=…`` clones them, so its migrations find nothing to do.
+
+    Made by the project's own scripts in a throw-away copy; under an advisory lock (one maker
+    per server); marked ``IS_TEMPLATE`` and closed to connections once complete, because
+    ``CREATE DATABASE … TEMPLATE`` fails while anyone is connected to the template."""
+    import psycopg
+
+    server = _session_pg
+    assert server is not None, "no session PostgreSQL (use_session_postgres)"
+    if server.port in _session_templates:
+        return _session_templates[server.port]
+    prefix = f"tmpl_{os.environ.get('PYTEST_XDIST_WORKER', 'main')}_"
+    names = [prefix + db for db in DATABASES]
+    with psycopg.connect(_server_url(server) + "/postgres", autocommit=True) as conn:
+        conn.execute("SELECT pg_advisory_lock(hashtext(%s))", (prefix,))
+        done = conn.execute("SELECT count(*) FROM pg_database WHERE datistemplate "
+                            "AND datname = ANY(%s)", (names,)).fetchone()[0]
+        if done != len(names):
+            leftovers = conn.execute("SELECT datname FROM pg_database WHERE datname = ANY(%s)",
+                                     (names,)).fetchall()
+            for (name,) in leftovers:  # of an interrupted earlier attempt
+                conn.execute(f'ALTER DATABASE "{name}" IS_TEMPLATE false')
+                conn.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+            _migrate_templates(server, prefix)
+            for name in names:
+                conn.execute(f'ALTER DATABASE "{name}" IS_TEMPLATE true ALLOW_CONNECTIONS false')
+        conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (prefix,))
+    _session_templates[server.port] = prefix
+    return prefix
+
+
+def _migrate_templates(server: PostgresServer, prefix: str) -> None:
+    scratch = scratch_dir("export-templates-")
+    try:
+        root = copy_project(scratch / "project")
+        (root / ".airflow").mkdir()
+        script = ('source scripts/airflow-env.sh && source scripts/pg.sh && pg_create_databases'
+                  ' && airflow db migrate >.airflow/db-migrate.log 2>&1'
+                  ' && airflow pools import deploy/pools.json >/dev/null'
+                  ' && exportctl ledger upgrade')
+        result = subprocess.run(
+            ["bash", "-c", script], cwd=root, capture_output=True, text=True, timeout=900,
+            env=scrubbed_environ(PG_SERVER=_server_url(server), PG_DB_PREFIX=prefix))
+        if result.returncode != 0:
+            log = root / ".airflow" / "db-migrate.log"
+            raise AssertionError(f"the template databases ({prefix}*) failed:\n{result.stdout}"
+                                 f"\n{result.stderr}\n{log.read_text()[-3000:] if log.exists() else ''}")
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def scratch_dir(prefix: str) -> Path:
@@ -157,12 +236,46 @@ class Api:
 class Stack:
     root: Path
     port: int | None  # None: whatever `make run` chooses (remembered, else the default)
-    pgport: int | None
+    pgport: int | None  # the local cluster's, or the PG_SERVER's port
     extra_env: dict[str, str] = field(default_factory=dict)
+    # make run PG_SERVER=… (None: the local cluster in .airflow/pg), its PG_DB_PREFIX and the
+    # PG_TEMPLATE_PREFIX its missing databases are cloned from.
+    pg_server: str | None = None
+    db_prefix: str = ""
+    template_prefix: str = ""
 
     @classmethod
-    def in_copy(cls, dest: Path, **extra_env: str) -> Stack:
-        return cls(copy_project(dest), free_port(), free_port(), dict(extra_env))
+    def in_copy(cls, dest: Path, *, local_pg: bool = False, **extra_env: str) -> Stack:
+        """A copy of the project in ``dest``, not started. Its databases live on the session's
+        PostgreSQL (see the module docstring) unless ``local_pg`` (a test of the local
+        cluster itself: its port, its data directory, `make stop` stopping it) or there is no
+        session server."""
+        return cls(copy_project(dest), free_port(), extra_env=dict(extra_env),
+                   **cls.database_choice(local_pg))
+
+    @staticmethod
+    def database_choice(local_pg: bool) -> dict[str, Any]:
+        """The ``pgport`` / ``pg_server`` / ``db_prefix`` / ``template_prefix`` of a new stack."""
+        if local_pg or _session_pg is None:
+            return {"pgport": free_port()}
+        return {"pgport": _session_pg.port, "pg_server": _server_url(_session_pg),
+                "db_prefix": f"s{uuid.uuid4().hex[:10]}_",
+                "template_prefix": session_templates()}
+
+    def database_url(self, name: str) -> str:
+        """A libpq URL of the stack's database ``name`` (airflow, exports, demo)."""
+        server = self.pg_server or f"postgresql://exports:exports@127.0.0.1:{self.pgport}"
+        return f"{server}/{self.db_prefix}{name}"
+
+    def drop_databases(self) -> None:
+        """On a PG_SERVER: drop the stack's databases, whoever is still connected."""
+        if not self.pg_server:
+            return
+        import psycopg
+
+        with psycopg.connect(self.pg_server + "/postgres", autocommit=True) as conn:
+            for db in DATABASES:
+                conn.execute(f'DROP DATABASE IF EXISTS "{self.db_prefix}{db}" WITH (FORCE)')
 
     @property
     def run_dir(self) -> Path:
@@ -170,6 +283,9 @@ class Stack:
 
     def environ(self) -> dict[str, str]:
         ports = {k: str(v) for k, v in (("PORT", self.port), ("PGPORT", self.pgport)) if v}
+        if self.pg_server:
+            ports.update(PG_SERVER=self.pg_server, PG_DB_PREFIX=self.db_prefix,
+                         PG_TEMPLATE_PREFIX=self.template_prefix)
         return scrubbed_environ(**ports, **self.extra_env)
 
     def remembered(self) -> dict[str, str]:
@@ -243,8 +359,8 @@ class Stack:
 def stop_and_sweep(stack: Stack) -> None:
     """Tear a throw-away stack down in ~2 s: SIGKILL its supervisor (or it would restart what
     dies) and its Airflow processes, then `make stop` stops PostgreSQL and sweeps; SIGKILL
-    whatever is left. `make stop`'s orderly shutdown (~25 s) is asserted by the soak test
-    that calls it, not paid by every fixture."""
+    whatever is left; drop its databases on the session's server. `make stop`'s orderly
+    shutdown (~25 s) is asserted by the soak test that calls it, not paid by every fixture."""
     try:
         supervisor = stack.run_dir / "supervisor.pid"
         if supervisor.is_file():
@@ -257,8 +373,11 @@ def stop_and_sweep(stack: Stack) -> None:
     try:
         stack.stop()
     finally:
-        for pid in stack.processes():
-            _kill(pid)
+        try:
+            for pid in stack.processes():
+                _kill(pid)
+        finally:
+            stack.drop_databases()
 
 
 def _kill(pid: int) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 
+from tests.services.ports import free_port
 from tests.system.soak.stack import Stack
 
 
@@ -67,3 +68,30 @@ def test_unknown_db_choice_is_refused(project_copy: Stack):
     assert result.returncode != 0
     assert our_lines(result.stderr) == [
         "DB=mysql is not a choice; use make run DB=postgres (the default) or DB=sqlite"]
+
+
+def test_pg_server_that_is_not_a_server_url_is_refused(project_copy: Stack):
+    result = project_copy.make("run", PG_SERVER="localhost:5432", timeout=120)
+    assert result.returncode != 0
+    assert our_lines(result.stderr) == [
+        "PG_SERVER=localhost:5432 is not a server URL; use "
+        "PG_SERVER=postgresql://user:password@host:port"]
+
+
+def test_pg_db_prefix_must_be_plain(project_copy: Stack):
+    result = project_copy.make("run", PG_DB_PREFIX="Stack-1", timeout=120)
+    assert result.returncode != 0
+    assert our_lines(result.stderr) == [
+        "PG_DB_PREFIX=Stack-1 is not a choice: lower-case letters, digits and _ only (at most 40)"]
+
+
+def test_unreachable_pg_server_is_named_without_its_password(project_copy: Stack):
+    port = free_port()  # nobody listens there
+    result = project_copy.make("run", PG_SERVER=f"postgresql://exports:s3cret@127.0.0.1:{port}",
+                               timeout=120)
+    assert result.returncode != 0
+    lines = our_lines(result.stderr)
+    assert lines[0] == f"Cannot reach PG_SERVER=postgresql://exports:***@127.0.0.1:{port}:"
+    assert "s3cret" not in result.stdout + result.stderr
+    assert not (project_copy.root / ".airflow" / "pg").exists()  # no initdb
+    assert not (project_copy.run_dir / "supervisor.pid").exists()
