@@ -43,10 +43,18 @@ DONE = ("success", "failed", "skipped", "upstream_failed", "removed")
 KEPT_DAG_FILES = ("export_restatement.py", "config_check.py")
 
 
+# How far ahead of a module's start its daily slot lies. 12 h (the default) keeps any slot
+# from falling due while a module runs, whatever the hour; EXPORT_TEST_HOURS_AHEAD=1 puts every
+# module's next slot at the next full hour instead (run the suite shortly before one to have
+# slots fall due mid-test).
+HOURS_AHEAD = int(os.environ.get("EXPORT_TEST_HOURS_AHEAD", "12"))
+
+
 def daily_hour_far_from_now(now: datetime | None = None) -> int:
-    """A UTC export hour whose latest slot is ~12 h ago and next ~12 h ahead: a test starting
-    now sees exactly one scheduled run per daily DAG under ``recovery: latest``."""
-    return ((now or datetime.now(UTC)).hour + 12) % 24
+    """A UTC export hour whose latest slot is ~24 - HOURS_AHEAD h ago and next HOURS_AHEAD h
+    ahead (~12 h both ways by default): a test starting now sees exactly one scheduled run per
+    daily DAG under ``recovery: latest`` until then."""
+    return ((now or datetime.now(UTC)).hour + HOURS_AHEAD) % 24
 
 
 def widget_export(export_id: str, *, export_hour: int, destinations: Iterable[str] = ("box",),
