@@ -13,12 +13,10 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
-ENV = "EXPORT_LOG_FORMAT"
 FIELDS = ("company", "schedule", "run", "period")
 _FIELD = re.compile(r"\b(company|schedule|run|period)=([^\s,;:]+(?::\d\dZ)?)")
 _OURS = re.compile(r"^(export_lib(\.|$)|.*export_airflow)")
@@ -50,15 +48,11 @@ def is_ours(name: str) -> bool:
     return bool(_OURS.match(name))
 
 
-def install(environ: Mapping[str, str] | None = None) -> bool:
-    """Turn our records into JSON if ``EXPORT_LOG_FORMAT=json`` (idempotent); returns whether it
-    is on. Any other value than ``json`` or ``text`` (the default) is ignored with a warning."""
-    env = os.environ if environ is None else environ
-    wanted = env.get(ENV, "text").strip().lower() or "text"
-    if wanted not in ("json", "text"):
-        logging.getLogger(__name__).warning("%s=%r is not a log format; use json or text (the "
-                                            "default); keeping text", ENV, wanted)
-    if wanted != "json" or _installed:
+def install(log_format: str = "text") -> bool:
+    """Turn our records into JSON if ``log_format`` is ``json`` (idempotent); returns whether it
+    is on. The caller passes ``EXPORT_LOG_FORMAT`` (:func:`export_lib.settings.log_format`):
+    this bottom-layer module reads no setting itself."""
+    if log_format != "json" or _installed:
         return bool(_installed)
     previous = logging.getLogRecordFactory()
 

@@ -13,12 +13,12 @@ from __future__ import annotations
 import argparse
 import functools
 import json
-import os
 import sys
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from export_lib import settings
 from export_lib.errors import ConfigError, WindowError
 
 if TYPE_CHECKING:
@@ -38,7 +38,7 @@ def _now() -> datetime:
 
 
 def _config_dir(value: str | None) -> str:
-    found = value or os.environ.get("EXPORT_CONFIG_DIR")
+    found = value or settings.config_dir()
     if found is None and Path("dags/config").is_dir():
         found = "dags/config"
     if found is None:
@@ -156,7 +156,7 @@ def _airflow_waits(args: argparse.Namespace, now: datetime) -> Waits | None:
     def waits(schedule: Schedule, slots: list[datetime]) -> dict[datetime, list[str]]:
         try:
             return slot_waits(api_from_environment(), schedule, slots,
-                              lambda queues: celery_workers(queues, os.environ), now=now)
+                              celery_workers, now=now)
         except ExportError as exc:
             print(f"exportctl: note: Airflow not asked ({exc}); tasks waiting there are not "
                   "shown", file=sys.stderr)

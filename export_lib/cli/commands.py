@@ -213,8 +213,8 @@ def cmd_release(args: argparse.Namespace) -> int:
 def cmd_requeue(args: argparse.Namespace) -> int:
     """An operator's decision to retry deliveries that gave up: requeue, then deliver now."""
     import getpass
-    import os
 
+    from export_lib import settings
     from export_lib.ledger import open_ledger
     from export_lib.pipeline import deliver_run, requeue_deliveries
 
@@ -234,7 +234,7 @@ def cmd_requeue(args: argparse.Namespace) -> int:
         print(f"exportctl: nothing to requeue: no delivery of {args.run_key} to {target} is "
               "exhausted or refused (see 'exportctl runs --unresolved')", file=sys.stderr)
         return 1
-    config_dir = args.config or os.environ.get("EXPORT_CONFIG_DIR")
+    config_dir = args.config or settings.config_dir()
     if config_dir is None and Path("dags/config").is_dir():
         config_dir = "dags/config"
     failed = 0

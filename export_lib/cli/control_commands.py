@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import functools
 import json
-import os
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -37,9 +36,10 @@ def _ledger():
 
 def _catalog(config: str | None):
     """The current config (``--config``, ``$EXPORT_CONFIG_DIR`` or ./dags/config), or None."""
+    from export_lib import settings
     from export_lib.config.loader import load_catalog
 
-    directory = config or os.environ.get("EXPORT_CONFIG_DIR")
+    directory = config or settings.config_dir()
     if directory is None and Path("dags/config").is_dir():
         directory = "dags/config"
     return load_catalog(directory) if directory else None

@@ -297,10 +297,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from export_lib import settings
     from export_lib.logfmt import install
 
     logging.getLogger("export_lib").addHandler(logging.NullHandler())
-    install()  # EXPORT_LOG_FORMAT=json
+    install(settings.log_format())  # EXPORT_LOG_FORMAT=json
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

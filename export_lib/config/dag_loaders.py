@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from export_lib import settings
 from export_lib.config.loader import DEFAULTS_FILE
 
 LOADER_PREFIX = "company_"
@@ -129,20 +130,18 @@ def removed_company(dags_dir: Path | str, company: str) -> str | None:
 # sits queued forever with no word why. Each full parse therefore records the company's DAG ids
 # and task graph; after the removal the loader rebuilds the same DAG ids and task ids from this
 # record, every task failing at once with the one removal line (ADR 0006's "bad input" case).
-DAG_INDEX_ENV = "EXPORT_DAG_INDEX_DIR"
+DAG_INDEX_ENV = settings.DAG_INDEX_ENV
 TaskGraph = dict[str, list[str]]  # task id → its upstream task ids
 
 
-def dag_index_dir(environ: Mapping[str, str], dags_dir: Path | str) -> Path | None:
+def dag_index_dir(dags_dir: Path | str, environ: Mapping[str, str] | None = None
+                  ) -> Path | None:
     """Where the record of ``dags_dir``'s companies lives: under ``$EXPORT_DAG_INDEX_DIR``, else
     ``$AIRFLOW_HOME/export_dag_index`` (the dag-processor's own writable home; the dags folder
     may be mounted read-only), in a subdirectory per dags folder, so two folders parsed with
     one home (a copy, a test) never answer for each other's companies."""
-    if environ.get(DAG_INDEX_ENV):
-        base = Path(environ[DAG_INDEX_ENV])
-    elif environ.get("AIRFLOW_HOME"):
-        base = Path(environ["AIRFLOW_HOME"]) / "export_dag_index"
-    else:
+    base = settings.dag_index_base(environ)
+    if base is None:
         return None
     folder = str(Path(dags_dir).resolve())
     return base / hashlib.sha256(folder.encode()).hexdigest()[:16]

@@ -2,13 +2,12 @@
 ISO 8601 ``"PT2H"``, bounded by :data:`~export_lib.config.limits.MAX_DURATION`.
 
 Every duration a config file states (``deadline``, ``grace``, ``retry_window``, the operational
-settings of ADR 0015) is read here, so one spelling works everywhere and one message explains a
-wrong one.
+settings of ADR 0015), and ``EXPORT_TIMEOUT_<KIND>`` (:mod:`export_lib.settings`), is read here,
+so one spelling works everywhere and one message explains a wrong one.
 """
 
 from __future__ import annotations
 
-import re
 from datetime import timedelta
 from typing import Annotated, Any
 
@@ -16,8 +15,8 @@ from pydantic import AfterValidator, BeforeValidator
 
 from export_lib.config.limits import MAX_DURATION, shown
 from export_lib.config.messages import invalid
+from export_lib.settings import short_duration_seconds
 
-_SHORT_DURATION = re.compile(r"(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")
 DURATION_HELP = "expected a duration such as '2h', '90m', '1h30m' or 'PT2H'"
 
 
@@ -30,10 +29,8 @@ def parse_duration(value: Any) -> Any:
     if isinstance(value, bool) or not isinstance(value, str) or not value.strip():
         raise invalid("duration", f"{DURATION_HELP} (got {shown(value)})")
     text = value.strip()
-    match = _SHORT_DURATION.fullmatch(text) if len(text) <= 40 else None
-    if match and any(match.groups()):
-        days, hours, minutes, seconds = (int(g or 0) for g in match.groups())
-        total = ((days * 24 + hours) * 60 + minutes) * 60 + seconds
+    total = short_duration_seconds(text)
+    if total is not None:
         if total > MAX_DURATION.total_seconds():
             raise _too_long(value)
         return timedelta(seconds=total)

@@ -9,7 +9,6 @@ storage. For an artifact in an S3 or GCS artifact store the notice carries a pre
 from __future__ import annotations
 
 import logging
-import os
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from urllib.parse import urlsplit
@@ -36,13 +35,14 @@ def shareable_link(uri: str, *, now: datetime, ttl: timedelta = LINK_TTL,
     parts = urlsplit(uri)
     if parts.scheme not in ("s3", "gs") or not parts.netloc:
         return None
+    from export_lib import settings
     from export_lib.source.connections import resolve
     from export_lib.storage.clients import gcs_client, s3_client
 
     default = "aws_default" if parts.scheme == "s3" else "google_cloud_default"
     bucket, key = parts.netloc, parts.path.lstrip("/")
     try:
-        conn = resolve(os.environ.get("EXPORT_ARTIFACT_CONN", default), resolver)
+        conn = resolve(settings.artifact_conn(default), resolver)
         if parts.scheme == "s3":
             url = s3_client(conn, signature_version="s3v4").generate_presigned_url(
                 "get_object", Params={"Bucket": bucket, "Key": key},

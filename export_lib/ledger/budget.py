@@ -16,42 +16,34 @@ what bounds the queries the source sees.
 
 from __future__ import annotations
 
-import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy import Connection, func, select, text
 
-from export_lib.errors import ConfigError, RenderBudgetError
+from export_lib import settings
+from export_lib.errors import RenderBudgetError
 from export_lib.ledger.schema import attempts, runs
 from export_lib.ledger.states import AttemptState
 
 # pg_advisory_xact_lock key of the render budget ("EXPB" as an int; any constant would do).
 LOCK_KEY = 0x45585042
-TOTAL_ENV = "EXPORT_RENDER_BUDGET"
-PER_COMPANY_ENV = "EXPORT_RENDER_BUDGET_PER_COMPANY"
+TOTAL_ENV = settings.RENDER_BUDGET_ENV
+PER_COMPANY_ENV = settings.RENDER_BUDGET_PER_COMPANY_ENV
 
 
 @dataclass(frozen=True)
 class RenderBudget:
     """At most ``total`` renders at once, at most ``per_company`` of one company."""
 
-    total: int = 4
-    per_company: int = 2
+    total: int = settings.RENDER_BUDGET
+    per_company: int = settings.RENDER_BUDGET_PER_COMPANY
 
     @classmethod
-    def from_env(cls, environ: dict[str, str] | None = None) -> RenderBudget:
-        env = os.environ if environ is None else environ
-        values = {}
-        for name, var in (("total", TOTAL_ENV), ("per_company", PER_COMPANY_ENV)):
-            raw = env.get(var, "").strip()
-            if not raw:
-                continue
-            if not raw.isdigit() or int(raw) < 1:
-                raise ConfigError(f"{var}: {raw!r} is not a positive whole number of renders; "
-                                  f"unset it for the default ({getattr(cls, name)})")
-            values[name] = int(raw)
-        return cls(**values)
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> RenderBudget:
+        """``EXPORT_RENDER_BUDGET`` and ``EXPORT_RENDER_BUDGET_PER_COMPANY`` (4 and 2)."""
+        return cls(*settings.render_budget(environ))
 
 
 def live_renders(conn: Connection, now: datetime, *, exclude_run_id: int | None = None

@@ -8,6 +8,7 @@ import os
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Engine, make_url
 
+from export_lib import settings
 from export_lib.masking import mask_uri
 
 
@@ -15,11 +16,12 @@ def ledger_url(explicit: str | None = None) -> str:
     """``EXPORT_LEDGER_URL``, else the embedded SQLite ledger of ``make run``."""
     if explicit:
         return explicit
-    if os.environ.get("EXPORT_LEDGER_URL"):
-        return os.environ["EXPORT_LEDGER_URL"]
+    configured = settings.ledger_url()
+    if configured:
+        return configured
     from export_lib.source.connections import project_root
 
-    home = os.environ.get("AIRFLOW_HOME", str(project_root() / ".airflow"))
+    home = settings.airflow_home() or project_root() / ".airflow"
     return f"sqlite:///{os.path.abspath(home)}/ledger.db"
 
 

@@ -14,17 +14,16 @@ already live in ``LedgerAccess`` and their own modules).
 from __future__ import annotations
 
 import logging
-import os
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, func, insert, select, update
 from sqlalchemy.exc import ArgumentError, IntegrityError, OperationalError
 
+from export_lib import settings
 from export_lib.errors import (
-    ConfigError,
     FencingError,
     LeaseHeldError,
     LedgerError,
@@ -45,23 +44,17 @@ log = logging.getLogger(__name__)
 DEFAULT_LEASE = timedelta(hours=1)
 # A render renews its lease this often while it reads (a killed worker frees its place in the
 # render budget within RENDER_LEASE).
-RENDER_LEASE = timedelta(minutes=5)
-RENDER_LEASE_ENV = "EXPORT_RENDER_LEASE_SECONDS"
+RENDER_LEASE = settings.RENDER_LEASE
+RENDER_LEASE_ENV = settings.RENDER_LEASE_ENV
 # Attempt states that hold the run while their lease lives: a render in progress, and a staged
 # object waiting for its publish step. Only the holder may work on the run until then.
 _HOLDING = (AttemptState.RUNNING.value, AttemptState.STAGED.value)
 
 
-def render_lease(environ: dict[str, str] | None = None) -> timedelta:
+def render_lease(environ: Mapping[str, str] | None = None) -> timedelta:
     """The render lease: ``EXPORT_RENDER_LEASE_SECONDS`` or :data:`RENDER_LEASE`. A killed
     worker's run is taken over this long after its last renewal."""
-    raw = (os.environ if environ is None else environ).get(RENDER_LEASE_ENV, "").strip()
-    if not raw:
-        return RENDER_LEASE
-    if not raw.isdigit() or int(raw) < 3:
-        raise ConfigError(f"{RENDER_LEASE_ENV}: {raw!r} is not a whole number of seconds >= 3; "
-                          f"unset it for the default ({int(RENDER_LEASE.total_seconds())})")
-    return timedelta(seconds=int(raw))
+    return settings.render_lease(environ)
 
 
 def _aware(moment: datetime) -> datetime:

@@ -359,11 +359,10 @@ def _current_config(run: RunRecord, config_dir: str | None) -> _CurrentConfig:
     gone from the config has nobody authorised. Manual exports (and a call without a config
     directory) are not checked for removed destinations: they name their own.
     """
-    import os
-
+    from export_lib import settings
     from export_lib.config.loader import load_catalog
 
-    directory = config_dir or os.environ.get("EXPORT_CONFIG_DIR")
+    directory = config_dir or settings.config_dir()
     if not directory:
         company = schedule_of(run).company
         return _CurrentConfig({company.owner, *company.authorized}, None, "-")

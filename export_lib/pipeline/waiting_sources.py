@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from export_lib import settings
 from export_lib.periods.slots import next_slots
 from export_lib.pipeline.backfills import AirflowApi, api_instant
 from export_lib.pipeline.waiting import (
@@ -82,12 +83,13 @@ def _inspect(app: Celery, queues: set[str]) -> Workers:
         for name, qs in sorted(consumed.items())))
 
 
-def celery_workers(queues: Sequence[str], environ: Mapping[str, str]) -> Workers:
+def celery_workers(queues: Sequence[str], environ: Mapping[str, str] | None = None) -> Workers:
     """The live Celery workers and the queues they consume, as the broker's ``inspect`` sees
     them; when that cannot be known, :class:`Workers` with ``unknown`` saying why (the
-    executor is not Celery, no broker URL, the broker is unreachable)."""
-    executor = environ.get("AIRFLOW__CORE__EXECUTOR", "")
-    broker = environ.get("AIRFLOW__CELERY__BROKER_URL", "")
+    executor is not Celery, no broker URL, the broker is unreachable). The executor and the
+    broker URL are this process's (``environ``: another mapping to read them from)."""
+    executor = settings.executor(environ)
+    broker = settings.celery_broker_url(environ)
     if executor and "celery" not in executor.lower():
         return Workers.not_celery(executor)
     if not broker:

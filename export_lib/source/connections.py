@@ -22,13 +22,13 @@ keys); log :meth:`Connection.masked_uri` instead.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
+from export_lib import settings
 from export_lib.errors import ConfigError
 from export_lib.masking import mask_uri, scrub
 
@@ -107,12 +107,12 @@ class Connection:
 
 def project_root() -> Path:
     """The working directory the embedded defaults are relative to (``EXPORT_HOME`` wins)."""
-    return Path(os.environ.get("EXPORT_HOME", os.getcwd())).resolve()
+    return settings.export_home()
 
 
 def embedded_defaults() -> dict[str, str]:
     """Connection URIs used when the environment names none (the ``make run`` demo)."""
-    home = Path(os.environ.get("AIRFLOW_HOME", project_root() / ".airflow")).resolve()
+    home = (settings.airflow_home() or project_root() / ".airflow").resolve()
     return {"demo_source": f"sqlite:///{home / 'demo_source.db'}"}
 
 
@@ -159,13 +159,12 @@ def parse_connection(conn_id: str, value: str) -> Connection:
 
 
 def env_var_name(conn_id: str) -> str:
-    return f"AIRFLOW_CONN_{conn_id.upper()}"
+    return settings.connection_var(conn_id)
 
 
-def get_connection(conn_id: str, environ: dict[str, str] | None = None) -> Connection:
+def get_connection(conn_id: str, environ: Mapping[str, str] | None = None) -> Connection:
     """Resolve ``conn_id`` from ``AIRFLOW_CONN_<ID>``, else the embedded defaults."""
-    env = os.environ if environ is None else environ
-    value = env.get(env_var_name(conn_id))
+    value = settings.connection_uri(conn_id, environ)
     if value is None:
         value = embedded_defaults().get(conn_id)
     if value is None:

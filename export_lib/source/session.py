@@ -19,11 +19,12 @@ each one is running through libpq's cancel request, i.e. what ``pg_cancel_backen
 from __future__ import annotations
 
 import logging
-import os
 import re
 import threading
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
+from export_lib import settings
 from export_lib.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -36,8 +37,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-DEFAULT_STATEMENT_TIMEOUT = "30min"
-STATEMENT_TIMEOUT_ENV = "EXPORT_SOURCE_STATEMENT_TIMEOUT"
+DEFAULT_STATEMENT_TIMEOUT = settings.STATEMENT_TIMEOUT
+STATEMENT_TIMEOUT_ENV = settings.STATEMENT_TIMEOUT_ENV
 KEEPALIVES = {"keepalives": "1", "keepalives_idle": "60", "keepalives_interval": "10",
               "keepalives_count": "5"}
 CLIENT_CHECK_INTERVAL = "5s"
@@ -51,13 +52,13 @@ _running: dict[int, Cancellable] = {}
 
 
 def statement_timeout(conn_id: str, extra: dict[str, Any],
-                      environ: dict[str, str] | None = None) -> str:
+                      environ: Mapping[str, str] | None = None) -> str:
     """The source's ``statement_timeout``: connection extra, else the environment, else 30min."""
-    env = os.environ if environ is None else environ
     if "statement_timeout" in extra:
         value, where = str(extra["statement_timeout"]), f"connection {conn_id!r} extra statement_timeout"
     else:
-        value, where = env.get(STATEMENT_TIMEOUT_ENV, DEFAULT_STATEMENT_TIMEOUT), STATEMENT_TIMEOUT_ENV
+        value = settings.statement_timeout(environ) or DEFAULT_STATEMENT_TIMEOUT
+        where = STATEMENT_TIMEOUT_ENV
     if not _DURATION.match(value):
         raise ConfigError(f"{where}: {value!r} is not a duration; use PostgreSQL units such as "
                           "'1800s', '30min' or '2h' ('0' turns the limit off)")

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, Protocol
 from urllib.parse import unquote, urlsplit
 
+from export_lib import settings
 from export_lib.checksums import sha256_stream
 from export_lib.errors import PublishError, StorageError
 from export_lib.storage.ownership import check_owner, owner_of, unowned
@@ -51,7 +52,7 @@ class ArtifactStore(Protocol):
 def artifact_root() -> Path:
     from export_lib.source.connections import project_root
 
-    return Path(os.environ.get("EXPORT_ARTIFACT_ROOT", project_root() / "exports" / "artifacts"))
+    return Path(settings.artifact_root() or project_root() / "exports" / "artifacts")
 
 
 class LocalStore:
@@ -158,7 +159,7 @@ def open_store(uri: str | None = None, *, resolver: ConnectionResolver | None = 
 
     An object store's connection (``EXPORT_ARTIFACT_CONN``) is resolved through ``resolver``
     (the environment when None)."""
-    target = uri or os.environ.get("EXPORT_ARTIFACT_ROOT")
+    target = uri or settings.artifact_root()
     if not target:
         return LocalStore()
     parts = urlsplit(target)
@@ -169,7 +170,7 @@ def open_store(uri: str | None = None, *, resolver: ConnectionResolver | None = 
         from export_lib.storage.cloud import GcsStore, S3Store
 
         default = "aws_default" if parts.scheme == "s3" else "google_cloud_default"
-        conn = resolve(os.environ.get("EXPORT_ARTIFACT_CONN", default), resolver)
+        conn = resolve(settings.artifact_conn(default), resolver)
         cls = S3Store if parts.scheme == "s3" else GcsStore
         return cls(parts.netloc, parts.path.strip("/"), conn)
     raise StorageError(

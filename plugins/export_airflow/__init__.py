@@ -6,6 +6,7 @@ factory, deadline references, the retry and cluster policies, and the status pag
 keeps the qualnames of registered timetables and deadline references identical.
 """
 
+from export_lib import settings as _settings
 from export_lib.logfmt import install as _install_log_format
 
-_install_log_format()  # EXPORT_LOG_FORMAT=json: our log lines as JSON (ADR 0010)
+_install_log_format(_settings.log_format())  # EXPORT_LOG_FORMAT=json: our lines as JSON (ADR 0010)

@@ -19,7 +19,6 @@ under the LocalExecutor (``make run``) queues are ignored.
 
 from __future__ import annotations
 
-import os
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -70,7 +69,9 @@ def task_policy(task: Any) -> None:
 
 
 def _kubernetes_executor() -> bool:
-    return "Kubernetes" in os.environ.get("AIRFLOW__CORE__EXECUTOR", "")
+    from export_lib import settings
+
+    return "Kubernetes" in settings.executor()
 
 
 def large_pod_override() -> Any:

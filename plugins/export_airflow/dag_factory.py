@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import os
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -32,6 +31,7 @@ from export_airflow.restatement import RestateLaterOperator
 from export_airflow.retry_policy import DeliveryWindowPolicy
 from export_airflow.sensors import WatermarkSensor, poke_interval
 from export_airflow.timetable import ExportTimetable
+from export_lib import settings
 from export_lib.config.dag_loaders import (
     LOADER_PREFIX,
     dag_index_dir,
@@ -52,13 +52,6 @@ POOL_SLOTS = {"small": 1, "medium": 1, "large": 2}
 EPOCH = datetime(2020, 1, 1, tzinfo=UTC)
 
 
-def retry_delay() -> timedelta:
-    """The deployment's first retry delay: 10 minutes (seed 000), or
-    ``EXPORT_RETRY_DELAY_SECONDS``. An export's ``retries.delay`` overrides it (ADR 0015)."""
-    seconds = os.environ.get("EXPORT_RETRY_DELAY_SECONDS")
-    return timedelta(seconds=float(seconds)) if seconds else timedelta(minutes=10)
-
-
 def retry_args(schedule: Any) -> dict[str, Any]:
     """Seed 000: retry every 10 minutes, doubling, inside a 5-day window (24 h cap per wait:
     10+20+…+1280 min, then 1440 min twice = 4.8 days over 11 retries). An export's
@@ -67,14 +60,11 @@ def retry_args(schedule: Any) -> dict[str, Any]:
     ``EXPORT_MAX_RETRY_DELAY_SECONDS`` (Airflow's backoff counts every try of a cleared task,
     so its retries after a clear start at 2**4 times the first delay)."""
     own = schedule.policies.retries or TaskRetries()
-    cap = os.environ.get("EXPORT_MAX_RETRY_DELAY_SECONDS")
     return {
-        "retries": own.count if own.count is not None
-        else int(os.environ.get("EXPORT_RETRIES") or 11),
-        "retry_delay": own.delay or retry_delay(),
+        "retries": own.count if own.count is not None else settings.task_retries(),
+        "retry_delay": own.delay or settings.retry_delay(),
         "retry_exponential_backoff": 2.0,
-        "max_retry_delay": own.max_delay or (
-            timedelta(seconds=float(cap)) if cap else timedelta(days=1)),
+        "max_retry_delay": own.max_delay or settings.max_retry_delay(),
     }
 
 
@@ -84,10 +74,7 @@ def delivery_policy(schedule: Any = None) -> DeliveryWindowPolicy:
     (else ``EXPORT_RETRY_DELAY_SECONDS``, else 600) and ``EXPORT_DELIVERY_RETRY_CAP_SECONDS``
     (21600) change it for every destination; a destination's ``retry: {base, cap}`` for its own
     deliveries (ADR 0015; the newest version that has the destination decides)."""
-    base = timedelta(seconds=float(os.environ.get("EXPORT_DELIVERY_RETRY_BASE_SECONDS")
-                                   or retry_delay().total_seconds()))
-    cap = timedelta(seconds=float(os.environ.get("EXPORT_DELIVERY_RETRY_CAP_SECONDS",
-                                                 str(6 * 3600))))
+    base, cap = settings.delivery_retry_base(), settings.delivery_retry_cap()
     own: dict[str, tuple[timedelta, timedelta]] = {}
     for version in schedule.versions if schedule is not None else ():
         for destination in version.destinations:
@@ -272,7 +259,7 @@ def register_company_dags(loader_file: str, namespace: dict[str, Any]) -> None:
     path = Path(loader_file)
     company_id = path.stem.removeprefix(LOADER_PREFIX)
     context = get_parsing_context()
-    index = dag_index_dir(os.environ, path.parent)
+    index = dag_index_dir(path.parent)
     gone = removed_company(path.parent, company_id)
     if gone is not None:
         if context.dag_id and context.task_id:

@@ -13,41 +13,19 @@ finds nothing left to cancel (tests/system/scheduler/test_runaway.py observes bo
 
 from __future__ import annotations
 
-import os
-import re
+from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
-from export_lib.errors import ConfigError
+from export_lib import settings
 
-DEFAULTS = {
-    "resolve": timedelta(minutes=10),
-    "sensor": timedelta(minutes=10),
-    "render": timedelta(hours=1),
-    "publish": timedelta(minutes=30),
-    "deliver": timedelta(hours=1),
-    "small": timedelta(minutes=5),
-}
-_DURATION = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
+DEFAULTS = settings.TASK_TIMEOUTS
 
 
-def task_timeout(kind: str, environ: dict[str, str] | None = None) -> timedelta:
-    """The ``execution_timeout`` of a task of ``kind`` (a key of :data:`DEFAULTS`)."""
-    env = os.environ if environ is None else environ
-    var = f"EXPORT_TIMEOUT_{kind.upper()}"
-    text = env.get(var, "").strip()
-    if not text:
-        return DEFAULTS[kind]
-    match = _DURATION.match(text)
-    if not match or not any(match.groups()):
-        raise ConfigError(f"{var}: {text!r} is not a duration; use e.g. '2h', '90m', '1h30m' or "
-                          "'45s', or unset it for the default "
-                          f"({int(DEFAULTS[kind].total_seconds())} s)")
-    days, hours, minutes, seconds = (int(g or 0) for g in match.groups())
-    value = timedelta(days=days, hours=hours, minutes=minutes, seconds=seconds)
-    if not value:
-        raise ConfigError(f"{var}: {text!r} is zero; every export task needs a time limit")
-    return value
+def task_timeout(kind: str, environ: Mapping[str, str] | None = None) -> timedelta:
+    """The deployment's ``execution_timeout`` of a task of ``kind`` (a key of
+    :data:`DEFAULTS`): ``EXPORT_TIMEOUT_<KIND>``, else the default (export_lib.settings)."""
+    return settings.task_timeout(kind, environ)
 
 
 def timeout_for(schedule: Any, kind: str) -> timedelta:

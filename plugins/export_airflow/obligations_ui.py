@@ -12,7 +12,6 @@ when the artifact controls land. Who may read and act: ``ui_access``.
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
@@ -33,6 +32,7 @@ from export_airflow.ui_access import (
     check_token,
     may_edit,
 )
+from export_lib import settings
 
 router = APIRouter()
 
@@ -61,7 +61,7 @@ def _catalog_schedules() -> list[Any]:
 
     from export_lib.config.loader import load_catalog
 
-    directory = os.environ.get("EXPORT_CONFIG_DIR") or str(
+    directory = settings.config_dir() or str(
         Path(conf.get("core", "dags_folder")) / "config")
     return list(load_catalog(directory).schedules) if Path(directory).is_dir() else []
 

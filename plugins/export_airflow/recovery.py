@@ -19,7 +19,6 @@ for a logical date.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
@@ -28,6 +27,7 @@ from airflow.sdk import BaseHook, BaseOperator
 from airflow.sdk.exceptions import AirflowSkipException
 
 from export_airflow.metrics import emit
+from export_lib import settings
 from export_lib.pipeline.backfills import API_CONN_ID, AirflowApi
 
 
@@ -38,7 +38,7 @@ def catchup_lookback(schedule: Any = None) -> timedelta:
     own = schedule.policies.catchup if schedule is not None else None
     if own is not None and own.lookback is not None:
         return own.lookback  # 0 is a value here: look back only to the previous run
-    return timedelta(hours=float(os.environ.get("EXPORT_CATCHUP_LOOKBACK_HOURS", "48")))
+    return settings.catchup_lookback()
 
 
 def api_from_airflow(conn_id: str = API_CONN_ID) -> AirflowApi:

@@ -10,7 +10,6 @@
 
 from __future__ import annotations
 
-import os
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -18,14 +17,14 @@ from airflow.sdk import BaseSensorOperator
 
 from export_airflow.limits import task_timeout
 from export_airflow.operators import CancelsSourceQueries, export_errors
+from export_lib import settings
 
 
 def poke_interval(schedule: Any = None) -> timedelta:
     """How often ``wait_for_watermark`` looks: the schedule's ``late_data.poke_interval``, else
     the deployment's ``EXPORT_WATERMARK_POKE_SECONDS``, else 5 minutes (ADR 0015)."""
     own = schedule.policies.late_data.poke_interval if schedule is not None else None
-    return own or timedelta(seconds=float(os.environ.get("EXPORT_WATERMARK_POKE_SECONDS",
-                                                         "300")))
+    return own or settings.watermark_poke_interval()
 
 
 class WatermarkSensor(CancelsSourceQueries, BaseSensorOperator):

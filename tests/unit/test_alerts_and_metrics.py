@@ -120,7 +120,7 @@ def test_metric_names_carry_company_and_schedule_for_plain_statsd():
 def test_json_log_lines_carry_company_schedule_run_and_period(caplog):
     from export_lib.logfmt import install, uninstall
 
-    assert install({"EXPORT_LOG_FORMAT": "json"}) is True
+    assert install("json") is True
     try:
         with caplog.at_level(logging.INFO):
             logging.getLogger("export_lib.pipeline.stages").info(
@@ -142,5 +142,5 @@ def test_json_log_lines_carry_company_schedule_run_and_period(caplog):
 def test_the_log_format_is_text_unless_asked():
     from export_lib.logfmt import install
 
-    assert install({}) is False
-    assert install({"EXPORT_LOG_FORMAT": "yaml"}) is False
+    assert install() is False
+    assert install("text") is False

@@ -1,0 +1,288 @@
+"""Deployment settings: the one module of ``export_lib`` and the Airflow plugins that reads the
+process environment.
+
+Each setting is a function named after what it gives. It takes ``environ``, a mapping read
+instead of this process's environment (tests; None: ``os.environ``, read at the call, so a
+changed variable applies to the next call), and returns a typed value: a path, a URL, a
+duration. An empty variable counts as unset. A malformed value is a :class:`ConfigError` naming
+the variable, the value and the fix, never a bare ``ValueError`` in a DAG import.
+
+The operational settings (:func:`task_retries` … :func:`catchup_lookback`) are the deployment's
+defaults: an export's own ``retries``, ``timeouts``, ``catchup``, ``late_data.poke_interval``
+and a destination's ``retry`` win over them (ADR 0015).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import re
+from collections.abc import Mapping
+from datetime import timedelta
+from pathlib import Path
+
+from export_lib.errors import ConfigError
+
+Environ = Mapping[str, str]
+log = logging.getLogger(__name__)
+
+# --- Seed defaults (seed 000 and 002) -----------------------------------------------------
+TASK_RETRIES = 11  # 10 min doubling, capped at 1 day: 4.8 days in all (ADR 0003 §6)
+RETRY_DELAY = timedelta(minutes=10)
+MAX_RETRY_DELAY = timedelta(days=1)
+DELIVERY_RETRY_CAP = timedelta(hours=6)  # the base is the retry delay (ADR 0005)
+TASK_TIMEOUTS = {
+    "resolve": timedelta(minutes=10),
+    "sensor": timedelta(minutes=10),  # per poke; the sensor's own timeout bounds the wait
+    "render": timedelta(hours=1),  # above the sources' statement_timeout (30 min) + upload
+    "publish": timedelta(minutes=30),
+    "deliver": timedelta(hours=1),
+    "small": timedelta(minutes=5),
+}
+WATERMARK_POKE_INTERVAL = timedelta(minutes=5)
+CATCHUP_LOOKBACK = timedelta(hours=48)
+RENDER_LEASE = timedelta(minutes=5)
+RENDER_BUDGET = 4  # source queries at once (ADR 0003 §5)
+RENDER_BUDGET_PER_COMPANY = 2
+STATEMENT_TIMEOUT = "30min"
+
+# --- Variable names ------------------------------------------------------------------------
+RETRIES_ENV = "EXPORT_RETRIES"
+RETRY_DELAY_ENV = "EXPORT_RETRY_DELAY_SECONDS"
+MAX_RETRY_DELAY_ENV = "EXPORT_MAX_RETRY_DELAY_SECONDS"
+DELIVERY_BASE_ENV = "EXPORT_DELIVERY_RETRY_BASE_SECONDS"
+DELIVERY_CAP_ENV = "EXPORT_DELIVERY_RETRY_CAP_SECONDS"
+TIMEOUT_ENV_PREFIX = "EXPORT_TIMEOUT_"
+POKE_ENV = "EXPORT_WATERMARK_POKE_SECONDS"
+LOOKBACK_ENV = "EXPORT_CATCHUP_LOOKBACK_HOURS"
+RENDER_LEASE_ENV = "EXPORT_RENDER_LEASE_SECONDS"
+RENDER_BUDGET_ENV = "EXPORT_RENDER_BUDGET"
+RENDER_BUDGET_PER_COMPANY_ENV = "EXPORT_RENDER_BUDGET_PER_COMPANY"
+STATEMENT_TIMEOUT_ENV = "EXPORT_SOURCE_STATEMENT_TIMEOUT"
+LOG_FORMAT_ENV = "EXPORT_LOG_FORMAT"
+DAG_INDEX_ENV = "EXPORT_DAG_INDEX_DIR"
+
+
+# ``2d``, ``3h``, ``90m``, ``45s`` and combinations in that order (``1h30m``): the short forms
+# of every duration, in config files (export_lib.config.durations) and variables alike.
+_SHORT_DURATION = re.compile(r"(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")
+
+
+def short_duration_seconds(text: str) -> int | None:
+    """The seconds of a short-form duration (``1h30m`` → 5400), None for any other text."""
+    text = text.strip()
+    match = _SHORT_DURATION.fullmatch(text) if len(text) <= 40 else None
+    if not match or not any(match.groups()):
+        return None
+    days, hours, minutes, seconds = (int(g or 0) for g in match.groups())
+    return ((days * 24 + hours) * 60 + minutes) * 60 + seconds
+
+
+def _read(name: str, environ: Environ | None) -> str | None:
+    """The variable's value without surrounding blanks; None when unset or empty."""
+    value = (os.environ if environ is None else environ).get(name)
+    if value is None:
+        return None
+    return value.strip() or None
+
+
+# --- Where things are ----------------------------------------------------------------------
+
+def export_home(environ: Environ | None = None) -> Path:
+    """``EXPORT_HOME``, else the working directory: what the embedded defaults (demo source,
+    SQLite ledger, ``exports/``) are relative to."""
+    return Path(_read("EXPORT_HOME", environ) or os.getcwd()).resolve()
+
+
+def airflow_home(environ: Environ | None = None) -> Path | None:
+    """``AIRFLOW_HOME`` as this process has it (None when unset)."""
+    value = _read("AIRFLOW_HOME", environ)
+    return Path(value) if value else None
+
+
+def ledger_url(environ: Environ | None = None) -> str | None:
+    """``EXPORT_LEDGER_URL`` (a SQLAlchemy URL), or None for the embedded SQLite ledger."""
+    return _read("EXPORT_LEDGER_URL", environ)
+
+
+def config_dir(environ: Environ | None = None) -> str | None:
+    """``EXPORT_CONFIG_DIR``: the config catalog directory, when the caller names none."""
+    return _read("EXPORT_CONFIG_DIR", environ)
+
+
+def artifact_root(environ: Environ | None = None) -> str | None:
+    """``EXPORT_ARTIFACT_ROOT``: a path, ``file://``, ``s3://bucket/prefix`` or ``gs://…``."""
+    return _read("EXPORT_ARTIFACT_ROOT", environ)
+
+
+def artifact_conn(default: str, environ: Environ | None = None) -> str:
+    """``EXPORT_ARTIFACT_CONN``: the connection id of an object-store artifact root."""
+    return _read("EXPORT_ARTIFACT_CONN", environ) or default
+
+
+def connection_var(conn_id: str) -> str:
+    """``AIRFLOW_CONN_<ID>``: the variable Airflow and export_lib read a connection from."""
+    return f"AIRFLOW_CONN_{conn_id.upper()}"
+
+
+def connection_uri(conn_id: str, environ: Environ | None = None) -> str | None:
+    """The URI (or JSON) of connection ``conn_id`` in ``AIRFLOW_CONN_<ID>``, if set."""
+    return _read(connection_var(conn_id), environ)
+
+
+def dag_index_base(environ: Environ | None = None) -> Path | None:
+    """``EXPORT_DAG_INDEX_DIR``, else ``$AIRFLOW_HOME/export_dag_index``, else None."""
+    explicit = _read(DAG_INDEX_ENV, environ)
+    if explicit:
+        return Path(explicit)
+    home = airflow_home(environ)
+    return home / "export_dag_index" if home else None
+
+
+def executor(environ: Environ | None = None) -> str:
+    """``AIRFLOW__CORE__EXECUTOR`` as this process has it ('' when unset)."""
+    return _read("AIRFLOW__CORE__EXECUTOR", environ) or ""
+
+
+def celery_broker_url(environ: Environ | None = None) -> str:
+    """``AIRFLOW__CELERY__BROKER_URL`` as the workers have it ('' when unset)."""
+    return _read("AIRFLOW__CELERY__BROKER_URL", environ) or ""
+
+
+def log_format(environ: Environ | None = None) -> str:
+    """``EXPORT_LOG_FORMAT``: ``json`` or ``text`` (the default; any other value is logged as a
+    warning and kept as text, so a typo never stops a process from logging)."""
+    wanted = (_read(LOG_FORMAT_ENV, environ) or "text").lower()
+    if wanted not in ("json", "text"):
+        log.warning("%s=%r is not a log format; use json or text (the default); keeping text",
+                    LOG_FORMAT_ENV, wanted)
+        return "text"
+    return wanted
+
+
+def statement_timeout(environ: Environ | None = None) -> str | None:
+    """``EXPORT_SOURCE_STATEMENT_TIMEOUT`` as written (PostgreSQL units; checked by
+    export_lib.source.session, which also reads the connection extra), or None."""
+    return _read(STATEMENT_TIMEOUT_ENV, environ)
+
+
+# --- Render lease and budget ---------------------------------------------------------------
+
+def _whole(name: str, environ: Environ | None, default: int, least: int, what: str) -> int:
+    raw = _read(name, environ)
+    if raw is None:
+        return default
+    if not raw.isdigit() or int(raw) < least:
+        raise ConfigError(f"{name}: {raw!r} is not {what}; unset it for the default ({default})")
+    return int(raw)
+
+
+def render_lease(environ: Environ | None = None) -> timedelta:
+    """``EXPORT_RENDER_LEASE_SECONDS`` (whole seconds, at least 3), else 5 minutes."""
+    seconds = _whole(RENDER_LEASE_ENV, environ, int(RENDER_LEASE.total_seconds()), 3,
+                     "a whole number of seconds >= 3")
+    return timedelta(seconds=seconds)
+
+
+def render_budget(environ: Environ | None = None) -> tuple[int, int]:
+    """``(EXPORT_RENDER_BUDGET, EXPORT_RENDER_BUDGET_PER_COMPANY)``, else ``(4, 2)``."""
+    what = "a positive whole number of renders"
+    return (_whole(RENDER_BUDGET_ENV, environ, RENDER_BUDGET, 1, what),
+            _whole(RENDER_BUDGET_PER_COMPANY_ENV, environ, RENDER_BUDGET_PER_COMPANY, 1, what))
+
+
+# --- Operational deployment defaults (ADR 0015) --------------------------------------------
+
+def _number(name: str, environ: Environ | None, unit: str, *, zero: bool = False
+            ) -> float | None:
+    raw = _read(name, environ)
+    if raw is None:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < 0 or (value == 0 and not zero):
+        least = "0 or more" if zero else "above 0"
+        raise ConfigError(f"{name}: {raw!r} is not a number of {unit} {least}; write e.g. "
+                          f"{name}=30, or unset it for the default")
+    return value
+
+
+def task_retries(environ: Environ | None = None) -> int:
+    """``EXPORT_RETRIES``: how often an export task is retried, else 11."""
+    return _whole(RETRIES_ENV, environ, TASK_RETRIES, 0, "a whole number of retries")
+
+
+def retry_delay(environ: Environ | None = None) -> timedelta:
+    """``EXPORT_RETRY_DELAY_SECONDS``: an export task's first retry delay, else 10 minutes."""
+    seconds = _number(RETRY_DELAY_ENV, environ, "seconds")
+    return RETRY_DELAY if seconds is None else timedelta(seconds=seconds)
+
+
+def max_retry_delay(environ: Environ | None = None) -> timedelta:
+    """``EXPORT_MAX_RETRY_DELAY_SECONDS``: the longest wait between two tries, else 1 day."""
+    seconds = _number(MAX_RETRY_DELAY_ENV, environ, "seconds")
+    return MAX_RETRY_DELAY if seconds is None else timedelta(seconds=seconds)
+
+
+def delivery_retry_base(environ: Environ | None = None) -> timedelta:
+    """``EXPORT_DELIVERY_RETRY_BASE_SECONDS``, else :func:`retry_delay` (10 minutes)."""
+    seconds = _number(DELIVERY_BASE_ENV, environ, "seconds")
+    return retry_delay(environ) if seconds is None else timedelta(seconds=seconds)
+
+
+def delivery_retry_cap(environ: Environ | None = None) -> timedelta:
+    """``EXPORT_DELIVERY_RETRY_CAP_SECONDS``: the longest wait between two delivery tries,
+    else 6 h (never below the base: see export_airflow.dag_factory.delivery_policy)."""
+    seconds = _number(DELIVERY_CAP_ENV, environ, "seconds")
+    return DELIVERY_RETRY_CAP if seconds is None else timedelta(seconds=seconds)
+
+
+def task_timeout(kind: str, environ: Environ | None = None) -> timedelta:
+    """``EXPORT_TIMEOUT_<KIND>`` (``2h``, ``90m``, ``1h30m``, ``45s`` or ISO 8601 ``PT2H``),
+    else the :data:`TASK_TIMEOUTS` default of ``kind``."""
+    var = f"{TIMEOUT_ENV_PREFIX}{kind.upper()}"
+    default = TASK_TIMEOUTS[kind]
+    text = _read(var, environ)
+    if text is None:
+        return default
+    value = _duration(text)
+    if value is None:
+        raise ConfigError(f"{var}: {text!r} is not a duration; use e.g. '2h', '90m', '1h30m' or "
+                          f"'45s', or unset it for the default ({int(default.total_seconds())} "
+                          "s)")
+    if value <= timedelta(0):
+        raise ConfigError(f"{var}: {text!r} is zero; every export task needs a time limit")
+    return value
+
+
+def _duration(text: str) -> timedelta | None:
+    seconds = short_duration_seconds(text)
+    try:
+        if seconds is not None:
+            return timedelta(seconds=seconds)
+        if text.upper().startswith("P"):
+            from pydantic import TypeAdapter, ValidationError
+
+            try:
+                return TypeAdapter(timedelta).validate_python(text)
+            except ValidationError:
+                return None
+    except OverflowError:
+        return None
+    return None
+
+
+def watermark_poke_interval(environ: Environ | None = None) -> timedelta:
+    """``EXPORT_WATERMARK_POKE_SECONDS``: how often ``wait_for_watermark`` looks, else 5 min."""
+    seconds = _number(POKE_ENV, environ, "seconds")
+    return WATERMARK_POKE_INTERVAL if seconds is None else timedelta(seconds=seconds)
+
+
+def catchup_lookback(environ: Environ | None = None) -> timedelta:
+    """``EXPORT_CATCHUP_LOOKBACK_HOURS`` (0 allowed: only back to the previous run), else
+    48 h: how far back ``recover_missed`` looks for missed slots at least."""
+    hours = _number(LOOKBACK_ENV, environ, "hours", zero=True)
+    return CATCHUP_LOOKBACK if hours is None else timedelta(hours=hours)
