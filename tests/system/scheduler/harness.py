@@ -284,7 +284,14 @@ class SchedulerStack:
                           if self._api().call("GET", f"/api/v2/dags/{d}")[0] != 200]
             return not missing
 
-        _wait(parsed, timeout, 1, lambda: f"DAGs {missing} to be parsed")
+        _wait(parsed, timeout, 1, lambda: f"DAGs {missing} to be parsed; "
+                                          f"import errors: {self.import_errors()}")
+
+    def import_errors(self) -> dict[str, str]:
+        """The DAG files Airflow could not import (file name → the error's last line)."""
+        page = self._api().ok("GET", "/api/v2/importErrors?limit=100")
+        return {Path(e["filename"]).name: e["stack_trace"].strip().splitlines()[-1][:500]
+                for e in page["import_errors"]}
 
     def pause(self, dag_id: str, paused: bool = True) -> None:
         self._api().ok("PATCH", f"/api/v2/dags/{dag_id}", {"is_paused": paused})

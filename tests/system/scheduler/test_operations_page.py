@@ -33,8 +33,9 @@ from tests.system.scheduler.harness import (
 HOUR = daily_hour_far_from_now()
 LATE, HELD = "widget_export__pageco__late-daily", "widget_export__pageco__held-daily"
 COMPANIES = {"pageco": company_file("pageco", [
-    widget_export("late-daily", export_hour=HOUR, deadline="1h"),
-    widget_export("held-daily", export_hour=HOUR, deadline="1h", late_start="hold"),
+    widget_export("late-daily", export_hour=HOUR, deadline="1h", company="pageco"),
+    widget_export("held-daily", export_hour=HOUR, deadline="1h", late_start="hold",
+                  company="pageco"),
 ])}
 SHOTS = Path(__file__).resolve().parents[3] / "test-artifacts" / "screenshots"
 SEED = ("import sys; from datetime import datetime, timedelta; "

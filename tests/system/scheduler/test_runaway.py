@@ -9,7 +9,7 @@ table):
   once its COPY is active in ``pg_stat_activity`` the render task is cleared through the REST
   API, as an operator does in the UI. Airflow's supervisor sees the refused heartbeat and
   SIGTERMs the task; ``on_kill`` cancels the query.
-* ``lateco``: a daily export with ``late_data: restate`` (grace 2 h) and one with
+* ``lateco``: a daily export with ``late_data: restate`` (grace 14 h) and one with
   ``wait_for_watermark`` (``poke_interval: 10s``) whose deadline falls ~150 s after the fixture
   wrote the config; the source's watermark never passes, so the sensor reschedules until the
   deadline, then exports. Their slot is ~12 h old (``daily_hour_far_from_now``): no slot falls
@@ -107,7 +107,7 @@ widget_exports:
       - {id: lateco-restated, type: local, path: outbox/lateco/restated}
     deadline: 30m
     recovery: latest
-    late_data: {policy: restate, grace: 2h}
+    late_data: {policy: restate, grace: 14h}
   - id: watermarked
     export_hour: %(hour)d
     interval_hours: 24
@@ -301,8 +301,8 @@ def test_restatement_runs_apart_and_publishes_a_correction(stack, api, fixture_d
         return runs if mine and all(r["state"] == "success" for r in runs) else None
 
     # The export runs end with their first delivery: the scheduled on-time run (restated at
-    # s0 + 2 h, held: export_restatement is paused) and the past slot's run both finish,
-    # holding no max_active_runs slot.
+    # s0 + 14 h, ~2 h from now: s0 is ~12 h old) and the past slot's run (restated at once) both
+    # finish, holding no max_active_runs slot.
     runs = wait_for(export_runs_done, 150, interval=2, what=f"{dag_id} runs to succeed")
     restatements = {datetime.fromisoformat(r["conf"]["run"]["slot"]): r
                     for r in dag_runs(api, "export_restatement")
@@ -310,7 +310,7 @@ def test_restatement_runs_apart_and_publishes_a_correction(stack, api, fixture_d
     assert set(restatements) >= {s0, past_slot} and len(runs) >= 2
     on_time = restatements[s0]
     assert on_time["state"] == "queued"
-    assert datetime.fromisoformat(on_time["run_after"]) == s0 + timedelta(hours=2)
+    assert datetime.fromisoformat(on_time["run_after"]) == s0 + timedelta(hours=14)
 
     # Rows arrive late, after the first delivery; then the restatement may run.
     with psycopg.connect(fixture_dsn, autocommit=True) as conn:
