@@ -30,12 +30,12 @@ from tests.system.scheduler.harness import (
 HOUR = daily_hour_far_from_now()
 FAILING, METERED = "widget_export__alertco__daily", "widget_export__meterco__daily"
 TEAM, OWNER = "exports-team@example.com", "ops@alertco.example"
-# alertco's latest slot. Its deadline is set when its file is written, to pass 3 min later
+# alertco's latest slot. Its deadline is set when its file is written, to pass 2 min later
 # (a run created after its deadline gets no deadline alert).
 _NOW = datetime.now(UTC)
 SLOT = _NOW.replace(hour=HOUR, minute=0, second=0, microsecond=0)
 SLOT = SLOT if SLOT <= _NOW else SLOT - timedelta(days=1)
-DEADLINE_AFTER_START = timedelta(minutes=3)
+DEADLINE_AFTER_START = timedelta(minutes=2)
 
 
 # retries=3, 2-4-4 s apart (the cap keeps the retries after the clear as short): each final
@@ -54,7 +54,7 @@ SERVERS: dict[str, Any] = {}
 
 
 def COMPANIES() -> dict[str, Any]:  # noqa: N802 - the harness's name for a module's companies
-    """alertco's deadline passes 3 min after its file is written (its DAG is parsed and its
+    """alertco's deadline passes 2 min after its file is written (its DAG is parsed and its
     run created well before that: a run created after its deadline gets no deadline alert)."""
     deadline = datetime.now(UTC) + DEADLINE_AFTER_START - SLOT
     SERVERS["deadline"] = timedelta(seconds=int(deadline.total_seconds()))

@@ -10,7 +10,7 @@ table):
   API, as an operator does in the UI. Airflow's supervisor sees the refused heartbeat and
   SIGTERMs the task; ``on_kill`` cancels the query.
 * ``lateco``: a daily export with ``late_data: restate`` (grace 14 h) and one with
-  ``wait_for_watermark`` (``poke_interval: 10s``) whose deadline falls ~150 s after the fixture
+  ``wait_for_watermark`` (``poke_interval: 10s``) whose deadline falls ~100 s after the fixture
   wrote the config; the source's watermark never passes, so the sensor reschedules until the
   deadline, then exports. Their slot is ~12 h old (``daily_hour_far_from_now``): no slot falls
   due while the module runs, whatever the hour.
@@ -66,7 +66,7 @@ class Clock:
 LATE_ROWS, ON_TIME_ROWS = 5, 100
 # The watermark sensor's run reaches its deadline this long after its company is written (its
 # DAG is parsed and its run started well before; the sensor pokes every 10 s).
-WM_DEADLINE_AFTER = 150
+WM_DEADLINE_AFTER = 100
 
 BIGCO = """\
 company: {id: bigco, name: Big Co, timezone: UTC, owner: data@bigco.example, status: active}
