@@ -127,7 +127,9 @@ def test_support_sees_late_and_missed_filters_drills_down_and_releases(scheduler
     held_row = d.find_element(By.CSS_SELECTOR, f"#runs tr[data-run='{held_key}']")
     assert held_row.get_attribute("data-outcome") == "held"
 
-    # Filters: by state, then by date range (the latest slot's day only).
+    # Filters: pageco's runs (the shared stack's ledger holds other modules' companies too), by
+    # state, then by date range (the latest slot's day only).
+    Select(d.find_element(By.ID, "f-company")).select_by_value("pageco")
     Select(d.find_element(By.ID, "f-state")).select_by_value("late")
     d.find_element(By.ID, "f-apply").click()
     wait.until(ec.text_to_be_present_in_element((By.ID, "shown"), "runs 1–1 of 1"))
