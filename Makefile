@@ -60,10 +60,11 @@ postgres-packages:
 	@[ "$(DB)" = sqlite ] || bash scripts/ensure-debian-packages.sh run
 
 ## test: every tier (tests/unit, integration, dags, system); the session starts (and always
-## stops) PostgreSQL and the other servers. Two pytest workers, whole files each (module-scoped
-## stacks stay in one worker): the real Airflow stacks mostly wait on scheduler loops, so two
-## run side by side. TEST_WORKERS=0 runs it in one process.
-TEST_WORKERS ?= 2
+## stops) PostgreSQL and the other servers. Three pytest workers, whole files each (module- and
+## worker-scoped stacks stay in one worker): the system tests mostly wait on scheduler loops,
+## deadlines and retry windows (measured on 2 cores: 947 s with three, 1,205 s with two).
+## TEST_WORKERS=0 runs it in one process.
+TEST_WORKERS ?= 3
 PYTEST := $(PY) -m pytest --dist loadfile --no-loadscope-reorder
 test: venv
 	@bash scripts/ensure-debian-packages.sh
