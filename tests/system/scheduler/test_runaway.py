@@ -9,7 +9,7 @@ table):
   once its COPY is active in ``pg_stat_activity`` the render task is cleared through the REST
   API, as an operator does in the UI. Airflow's supervisor sees the refused heartbeat and
   SIGTERMs the task; ``on_kill`` cancels the query.
-* ``lateco``: a daily export with ``late_data: restate`` (grace 14 h) and one with
+* ``lateco``: a daily export with ``late_data: restate`` (grace 14 h by default) and one with
   ``wait_for_watermark`` (``poke_interval: 10s``) whose deadline falls ~100 s after the fixture
   wrote the config; the source's watermark never passes, so the sensor reschedules until the
   deadline, then exports. Their slot is ~12 h old (``daily_hour_far_from_now``): no slot falls
@@ -27,7 +27,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from tests.system.scheduler.harness import SchedulerStack, daily_hour_far_from_now
+from tests.system.scheduler.harness import HOURS_AHEAD, SchedulerStack, daily_hour_far_from_now
 from tests.system.soak.stack import Api, wait_for
 
 ROWS = 5_000_000
@@ -64,6 +64,9 @@ class Clock:
 
 
 LATE_ROWS, ON_TIME_ROWS = 5, 100
+# restated's grace: its on-time slot s0 is ~24 - HOURS_AHEAD h old, so s0 + grace lies ~2 h
+# ahead (its restatement waits) while the slot a day before is restated at once.
+GRACE_HOURS = 24 - HOURS_AHEAD + 2
 # The watermark sensor's run reaches its deadline this long after its company is written (its
 # DAG is parsed and its run started well before; the sensor pokes every 10 s).
 WM_DEADLINE_AFTER = 100
@@ -107,7 +110,7 @@ widget_exports:
       - {id: lateco-restated, type: local, path: outbox/lateco/restated}
     deadline: 30m
     recovery: latest
-    late_data: {policy: restate, grace: 14h}
+    late_data: {policy: restate, grace: %(grace)dh}
   - id: watermarked
     export_hour: %(hour)d
     interval_hours: 24
@@ -181,7 +184,7 @@ def stack(shared_stack, fixture_dsn: str, clock: Clock):
         microsecond=0) - clock.s0
     try:
         stack.write_company("bigco", BIGCO, sync_loaders=False)
-        stack.write_company("lateco", LATECO % {"hour": clock.hour,
+        stack.write_company("lateco", LATECO % {"hour": clock.hour, "grace": GRACE_HOURS,
                                                 "wm_deadline": int(wm_deadline.total_seconds())})
         stack.wait_for_dags("widget_export__bigco__full-dump", "widget_export__lateco__restated",
                             "widget_export__lateco__watermarked", timeout=300)
@@ -301,7 +304,7 @@ def test_restatement_runs_apart_and_publishes_a_correction(stack, api, fixture_d
         return runs if mine and all(r["state"] == "success" for r in runs) else None
 
     # The export runs end with their first delivery: the scheduled on-time run (restated at
-    # s0 + 14 h, ~2 h from now: s0 is ~12 h old) and the past slot's run (restated at once) both
+    # s0 + grace, ~2 h from now) and the past slot's run (restated at once) both
     # finish, holding no max_active_runs slot.
     runs = wait_for(export_runs_done, 150, interval=2, what=f"{dag_id} runs to succeed")
     restatements = {datetime.fromisoformat(r["conf"]["run"]["slot"]): r
@@ -310,7 +313,7 @@ def test_restatement_runs_apart_and_publishes_a_correction(stack, api, fixture_d
     assert set(restatements) >= {s0, past_slot} and len(runs) >= 2
     on_time = restatements[s0]
     assert on_time["state"] == "queued"
-    assert datetime.fromisoformat(on_time["run_after"]) == s0 + timedelta(hours=14)
+    assert datetime.fromisoformat(on_time["run_after"]) == s0 + timedelta(hours=GRACE_HOURS)
 
     # Rows arrive late, after the first delivery; then the restatement may run.
     with psycopg.connect(fixture_dsn, autocommit=True) as conn:
