@@ -1,7 +1,7 @@
 """Catch-up, backfill and deadlines on a real scheduler (ADR 0006, issue 11 items 3, 4, 7).
 
-catchup-co on the shared stack (see ``_catchup_fixtures``). While 20 missed daily slots of one
-DAG (30 in ``make acceptance``) are recovered as an Airflow backfill, its on-time slot must
+catchup-co on the shared stack (see ``_catchup_fixtures``). While 30 missed daily slots of one
+DAG are recovered as an Airflow backfill, its on-time slot must
 start within 60 s and meet its deadline; a deadline miss shows in Browse → Deadlines while
 catch-up runs do not; an operator's ``airflow backfill create`` over an old range exports
 one artifact per slot.
