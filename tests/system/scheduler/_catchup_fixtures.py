@@ -41,8 +41,9 @@ BACKFILLED = f"data_export__{COMPANY}__adjust__primary"
 MISSED = int(os.environ.get("CATCHUP_MISSED", "30"))
 # At least this long between writing the config and the on-time slot: the dag-processor finds
 # the new file (the shared stack looks every 5 s), the newest due slot runs and recover_missed
-# queues the backlog (observed with a 30 s refresh: all 29 queued ~40 s after the write).
-LEAD = timedelta(seconds=45)
+# queues the backlog (observed: all 29 queued ~40 s after the write; with 45 s, under a full
+# suite's load, the last was queued 1.5 s after the slot).
+LEAD = timedelta(seconds=75)
 
 ADJUST_EDIT_AGE = timedelta(days=8)
 FAR = '{effective_from: "2030-01-01T00:00:00Z"}'
