@@ -4,9 +4,13 @@ The fixture company ``catchup-co`` (UTC) is written when the module starts, so i
 can be a few minutes ahead:
 
 * ``google-ads`` primary: a daily cron at the on-time slot, deadline 5 min, recovery ``each``,
-  with ``catchup: {lookback: 29 days}``: on its first scheduling the scheduler
-  creates the newest due slot (yesterday's) and its ``recover_missed`` backfills the 29 before
-  it — 30 missed daily slots recovering while the on-time slot comes due;
+  with ``catchup: {lookback: (MISSED - 1) days}``: on its first scheduling the scheduler
+  creates the newest due slot (yesterday's) and its ``recover_missed`` backfills the ones before
+  it — ``MISSED`` daily slots recovering while the on-time slot comes due. It reads
+  ``catchup_metrics`` in the shared stack's fixture database, a view whose every read waits
+  for a gate (:class:`Gate`) the test opens once the on-time run has started: the backlog is
+  still there when the slot comes due by construction, however fast or loaded the machine
+  (counting on the backlog's size raced both ways on the shared stack);
 * ``facebook`` primary: the same slot, deadline 30 s, delivered to a webhook nobody listens
   on: its on-time run misses its deadline (Browse → Deadlines), its catch-up run does not show;
 * ``adjust`` primary: 03:00 daily, recovery ``none``: backfilled by the tests over 10–7 days ago.
@@ -34,16 +38,19 @@ COMPANY = "catchup-co"
 ONTIME = f"data_export__{COMPANY}__google-ads__primary"
 MISSER = f"data_export__{COMPANY}__facebook__primary"
 BACKFILLED = f"data_export__{COMPANY}__adjust__primary"
-# Missed daily slots: yesterday's (scheduled at once) + the rest backfilled; the acceptance size
-# (measured 5.5–7 min for the module on the old per-module stacks). Fewer were all exported
-# before the on-time slot came due on the shared stack (10 in one run, 19 in another), so its
-# start bar was not tested under catch-up.
-MISSED = int(os.environ.get("CATCHUP_MISSED", "30"))
+# Missed daily slots: yesterday's (scheduled at once) + the rest backfilled. The gate keeps them
+# waiting, so their number only needs to exceed the catch-up budget (2) a few times over for
+# "oldest first, never more than the budget at once" to mean something; CATCHUP_MISSED=30 is
+# the size the module had before the gate (5.5–7 min on its own stack).
+MISSED = int(os.environ.get("CATCHUP_MISSED", "8"))
 # At least this long between writing the config and the on-time slot: the dag-processor finds
 # the new file (the shared stack looks every 5 s), the newest due slot runs and recover_missed
-# queues the backlog (observed: all 29 queued ~40 s after the write; with 45 s, under a full
-# suite's load, the last was queued 1.5 s after the slot).
+# queues the backlog (observed: 29 queued ~40 s after the write; with 45 s, under a full
+# suite's load, the last of 29 was queued 1.5 s after the slot).
 LEAD = timedelta(seconds=75)
+# The longest a read of catchup_metrics waits for the gate: a run of a single test (which never
+# opens it) still finishes.
+GATE_MAX_S = 240
 
 ADJUST_EDIT_AGE = timedelta(days=8)
 FAR = '{effective_from: "2030-01-01T00:00:00Z"}'
@@ -57,6 +64,12 @@ company:
 
 data_exports:
   - channel: google-ads
+    query:
+      source: fixture_source
+      table: catchup_metrics
+      columns: [company_id, channel, metric_date, impressions, clicks, spend, updated_at]
+      timestamp_column: updated_at
+      tenant_column: company_id
     primary:
       cron: "{minute} {hour} * * *"
       window: {{days: 3}}
@@ -86,6 +99,46 @@ ADJUST_YAML = """\
     secondary: {far}
 """
 
+class Gate:
+    """``catchup_metrics`` (google-ads' source) in the fixture database: catchup-co's rows of
+    the last ``MISSED`` + 3 days behind a view whose reads wait until the gate is open (or
+    ``GATE_MAX_S`` passed). Every name is catchup-co's."""
+
+    def __init__(self, dsn: str) -> None:
+        self.dsn = dsn
+
+    def create(self, now: datetime) -> None:
+        import psycopg
+
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            conn.execute("DROP VIEW IF EXISTS catchup_metrics")  # the module run twice
+            conn.execute("DROP TABLE IF EXISTS catchupco_rows, catchupco_gate")
+            conn.execute("CREATE TABLE catchupco_rows (company_id text, channel text, "
+                         "metric_date date, impressions bigint, clicks bigint, "
+                         "spend numeric(12, 2), updated_at timestamp)")
+            conn.execute(
+                "INSERT INTO catchupco_rows SELECT %s, 'google-ads', (%s::timestamp - g * "
+                "interval '6 hours')::date, 1000 + g, g, g / 4.0, %s::timestamp - g * "
+                "interval '6 hours' FROM generate_series(1, %s) g",
+                (COMPANY, now.replace(tzinfo=None), now.replace(tzinfo=None), (MISSED + 3) * 4))
+            conn.execute("CREATE TABLE catchupco_gate (open boolean NOT NULL)")
+            conn.execute("INSERT INTO catchupco_gate VALUES (false)")
+            conn.execute(
+                "CREATE FUNCTION catchupco_wait() RETURNS boolean VOLATILE LANGUAGE plpgsql AS $$ "
+                "DECLARE began timestamptz := clock_timestamp(); BEGIN "
+                "WHILE NOT (SELECT open FROM catchupco_gate) AND clock_timestamp() < began + "
+                f"interval '{GATE_MAX_S} seconds' LOOP PERFORM pg_sleep(0.5); END LOOP; "
+                "RETURN true; END $$")
+            conn.execute("CREATE VIEW catchup_metrics AS SELECT * FROM catchupco_rows "
+                         "WHERE (SELECT catchupco_wait())")
+
+    def open(self) -> None:
+        import psycopg
+
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            conn.execute("UPDATE catchupco_gate SET open = true")
+
+
 @dataclass
 class CatchupStack:
     stack: SchedulerStack
@@ -93,6 +146,7 @@ class CatchupStack:
     slot: datetime  # the on-time slot of ONTIME and MISSER
     written_at: datetime
     env: dict[str, str]
+    gate: Gate
 
     def airflow(self, *args: str, timeout: float = 180) -> subprocess.CompletedProcess:
         return self.stack.airflow(*args, timeout=timeout, check=False)
@@ -138,9 +192,13 @@ def catchup_stack_fixture(shared_stack) -> Iterator[CatchupStack]:
     stack = shared_stack.stack.scoped([COMPANY])
     stack.airflow("connections", "add", "dead_hook", "--conn-uri", "http://127.0.0.1:9",
                   check=False)  # already there when the module runs twice on one stack
+    gate = Gate(shared_stack.fixture_dsn)
+    gate.create(now_utc())
+    stack.add_sources(fixture_source={"catchup_metrics": "company_id"})
     try:
         written_at = now_utc()
         slot = write_company(stack, written_at)
-        yield CatchupStack(stack, stack.api, slot, written_at, stack.env)
+        yield CatchupStack(stack, stack.api, slot, written_at, stack.env, gate)
     finally:
+        gate.open()
         stack.withdraw([COMPANY])
