@@ -144,7 +144,7 @@ def test_store_reads_and_deletes_objects_of_its_own_bucket(bucket: Bucket):
 def test_s3_delete_aborts_the_unfinished_upload_of_a_killed_attempt(
         s3_server, monkeypatch: pytest.MonkeyPatch):
     """A worker SIGKILLed in the middle of uploading a staging object in parts (seen in
-    tests/system/cluster/test_faults.py) leaves an unfinished multipart upload; garbage collection's
+    tests/system/cluster/test_cluster.py) leaves an unfinished multipart upload; garbage collection's
     delete of that staging URI aborts it, and leaves other keys' uploads alone."""
     client = s3_server.client()
     name = f"exports-{uuid.uuid4().hex[:10]}"

@@ -1,16 +1,22 @@
-"""`make cluster` for real (issue 14): the Celery topology in a fresh copy of the project, its
-queues (large renders on worker-large, manual work on its own queue), two DAG runs of one slot
-scanning the source once (the run's lease), and `make cluster-stop` leaving nothing behind. One
-stack for the module; the shipped config (trimmed to 2 companies, 3 schedules).
+"""`make cluster` for real (issue 14), one Celery cluster for the module: the topology in a
+fresh copy of the project, its queues (large renders on worker-large, manual work on its own
+queue), two DAG runs of one slot scanning the source once (the run's lease), ``exportctl
+explain`` on a render no worker listens for; then the fault scenario (``FAULT_COMPANIES``
+generated companies over 2 days, worker-large killed mid-render and mid-upload, scheduler and
+Redis killed, the source stopped and started; faults_world.py) on the same cluster; last,
+`make cluster-stop` leaving nothing behind. The shipped config is trimmed to 2 companies and 3
+schedules; the fault companies are added to the running cluster when their test starts.
 
-The fault scenario (20 companies over 2 days, killed render and upload, scheduler, Redis and
-source restarts) has its own stack: tests/system/cluster/test_faults.py.
+One cluster instead of two (this module and the fault test had one each) saves a boot, a DAG
+parse and a teardown: ~110 s of a pytest worker in `make test`.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import signal
+import subprocess
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -20,10 +26,38 @@ import psycopg
 import pytest
 import yaml
 
-from tests.system.cluster.faults_support import SourceSampler, descendants
+from tests.services.postgres import (
+    PostgresServer,
+    pause_postgres,
+    resume_postgres,
+    start_postgres,
+    stop_postgres,
+)
+from tests.system.cluster.faults_support import (
+    SCAN_LOG_OPTIONS,
+    SourceSampler,
+    descendants,
+    sigkill_component,
+)
+from tests.system.cluster.faults_world import (
+    BIG,
+    OUTAGE_S,
+    SLOW,
+    World,
+    check_destinations,
+    check_ledger,
+    check_source,
+    company_ids,
+    ready,
+    seed,
+    slow_render_reading,
+    write_companies,
+)
 from tests.system.cluster.stack import Cluster
 from tests.system.scheduler.harness import keep_or_remove
 from tests.system.soak.stack import scratch_dir, wait_for
+
+pytestmark = pytest.mark.timeout(1800)
 
 LARGE_DAG = "data_export__dentsu-happiness__facebook__primary"
 SMALL_DAG = "widget_export__acme__daily-spend"
@@ -32,12 +66,14 @@ SLOW_RENDER_S = 20
 ENV = {
     "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",  # only what the tests unpause runs
     "EXPORT_RETRY_DELAY_SECONDS": "5",
+    "EXPORT_MAX_RETRY_DELAY_SECONDS": "20",  # the fault test's 11 retries outlast its outage
     "EXPORT_RENDER_LEASE_SECONDS": "10",
     # A killed worker's task is found by its missing heartbeat (default 300 s).
     "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": "30",
     # A task whose Celery message was lost with a Redis restart is queued again (default 600 s).
     "AIRFLOW__SCHEDULER__TASK_QUEUED_TIMEOUT": "60",
-    "EXPORT_CATCHUP_LOOKBACK_HOURS": "1",  # no recovery backfills beyond the latest slot
+    # No recovery backfills beyond the latest slot (the fault companies' exports say 24 h).
+    "EXPORT_CATCHUP_LOOKBACK_HOURS": "1",
 }
 
 
@@ -58,9 +94,21 @@ STARTED: dict[str, float] = {}
 
 
 @pytest.fixture(scope="module")
-def cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
+def fault_source() -> Iterator[PostgresServer]:
+    """The fault companies' source: a PostgreSQL server of its own (stopped and started by the
+    fault test), logging every statement (its scans are counted)."""
+    source = start_postgres(SCAN_LOG_OPTIONS)
+    try:
+        yield source
+    finally:
+        stop_postgres(source)
+
+
+@pytest.fixture(scope="module")
+def cluster(request: pytest.FixtureRequest, fault_source: PostgresServer) -> Iterator[Cluster]:
     failed_before = request.session.testsfailed
-    stack = Cluster.in_copy(scratch_dir("export-cluster-") / "project", **ENV)
+    stack = Cluster.in_copy(scratch_dir("export-cluster-") / "project", **ENV,
+                            AIRFLOW_CONN_FAULT_SOURCE=fault_source.dsn)
     trim_config(stack.root)
     started = time.monotonic()
     try:
@@ -76,6 +124,9 @@ def cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
             except ProcessLookupError:
                 pass
         stack.drop_databases()
+        log = fault_source.datadir.parent / "server.log"  # kept with the copy, for a failure
+        if log.is_file():
+            (stack.root / "source-server.log").write_bytes(log.read_bytes())
         keep_or_remove(stack.root.parent, failed=request.session.testsfailed > failed_before)
 
 
@@ -218,9 +269,6 @@ def test_explain_names_a_render_queued_where_no_worker_listens(cluster):
     sees it alive and does not restart it, the broker gets no answer from it), the large
     channel's render stays queued on exports_large and ``exportctl explain`` says so, with the
     fix; once the worker is resumed the run succeeds."""
-    import re
-    import subprocess
-
     api = _api(cluster)
     env = cluster.stack_environ()
     # Undo a slowed source, if any.
@@ -264,6 +312,66 @@ def test_explain_names_a_render_queued_where_no_worker_listens(cluster):
     assert set(ran_on(cluster, LARGE_DAG, run_id, "render")) == {"worker-large"}
     print(f"explain: the queued render explained {explained:.0f} s after worker-large froze; "
           f"the run succeeded {time.monotonic() - started:.0f} s after")
+
+
+@pytest.fixture(scope="module")
+def world(cluster: Cluster, fault_source: PostgresServer) -> Iterator[World]:
+    """The fault companies seeded and written into the running cluster; their export DAGs are
+    created unpaused, so their runs start as soon as they are parsed: the source is watched
+    from before."""
+    now = datetime.now(UTC).replace(second=0, microsecond=0)
+    at, ids = now - timedelta(minutes=3), company_ids()
+    seed(fault_source, ids, now)
+    with SourceSampler(fault_source.dsn) as sampler:
+        world = World(cluster, fault_source, ids, at, sampler)
+        try:
+            write_companies(cluster.root, ids, at)
+            yield world
+        finally:
+            world.uploads.stop()
+
+
+def test_companies_two_days_of_faults_exactly_once(world: World):
+    cluster, uploads = world.cluster, world.uploads
+    expected, events = world.expected(), {}
+
+    def mark(event: str) -> None:
+        events[event] = round(time.monotonic() - world.began)
+
+    wait_for(lambda: slow_render_reading(world.source), 600, 0.1,
+             what=f"{SLOW}'s data render to read the source")
+    with world.lock:
+        sigkill_component(cluster, "worker-large")  # in the middle of the 20 s render
+    mark("worker-large killed mid-render")
+    sigkill_component(cluster, "scheduler")  # runs are active
+    mark("scheduler restarted")
+    sigkill_component(cluster, "redis")
+    mark("redis restarted")
+    pause_postgres(world.source)
+    mark("source stopped")
+    time.sleep(OUTAGE_S)
+    resume_postgres(world.source)
+    mark("source started")
+    wait_for(lambda: uploads.upload is not None, 600, 1,
+             what=f"a multipart upload of {BIG}'s artifact to kill worker-large in")
+    mark(f"worker-large killed mid-upload (at {uploads.at} s)")
+    wait_for(lambda: ready(cluster, expected), 1200, 5,
+             what=f"the {len(expected)} expected runs to be ready and delivered")
+    mark("all runs ready")
+    api = cluster.api()
+    wait_for(lambda: api.active_runs() == 0, 300, 5, what="no active DAG run")
+    mark("no active run")
+    print(f"faults timeline (s): {events}; sampler missed {world.sampler.missed} samples")
+
+    gc = subprocess.run(["exportctl", "ledger", "gc"], cwd=cluster.root,
+                        env=cluster.stack_environ(), capture_output=True, text=True, check=False)
+    assert gc.returncode == 0, gc.stdout + gc.stderr
+    exported = {r["run_key"]: r for r in cluster.ledger_runs()
+                if r["state"] != "skipped" and r["company"] in world.ids}
+    check_ledger(world, exported)
+    check_destinations(world, exported)
+    print(f"faults: {check_source(world, exported)}, upload killed {uploads.upload}, "
+          f"wall {time.monotonic() - world.began:.0f} s")
 
 
 def test_make_cluster_stop_leaves_no_process_behind(cluster):

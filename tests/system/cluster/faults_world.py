@@ -1,10 +1,11 @@
-"""The issue-14 fault test on the real `make cluster` topology (Celery, Redis, moto S3).
+"""The issue-14 fault scenario's world, run on test_cluster.py's `make cluster` after the
+cluster's own checks (one Celery cluster for both; the shipped companies stay, untouched).
 
 ``FAULT_COMPANIES`` generated companies (4 in ``make test``; ``make acceptance`` runs issue 14's
 20 with a 120 s outage, ``FAULT_OUTAGE_SECONDS``), each with a daily widget export and a
 daily data export (channel facebook, primary schedule), read a *separate* source PostgreSQL
 server this module starts (``AIRFLOW_CONN_FAULT_SOURCE``), seeded with 3 days of rows. Every
-newest slot is a few minutes old; ``EXPORT_CATCHUP_LOOKBACK_HOURS=24`` makes each scheduled
+newest slot is a few minutes old; ``catchup: {lookback: 24h}`` in each export makes each scheduled
 run's ``recover_missed`` backfill the day before: 2 simulated days, 2 periods per schedule, the
 backfills under the catch-up budget (``export_catchup`` pool, ``max_active_runs`` 2).
 
@@ -36,39 +37,25 @@ outage; at 4 companies (16 runs) see README.md's test section.
 from __future__ import annotations
 
 import os
-import subprocess
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import psycopg
-import pytest
 import yaml
 
 from export_lib.checksums import sha256_stream
 from export_lib.source.demo import SCHEMA, channel_rows, widget_rows
-from tests.services.postgres import (
-    PostgresServer,
-    pause_postgres,
-    resume_postgres,
-    start_postgres,
-    stop_postgres,
-)
+from tests.services.postgres import PostgresServer
 from tests.system.cluster.faults_support import (
     RENDER_APP,
-    SCAN_LOG_OPTIONS,
     SourceSampler,
     scans,
     sigkill_component,
 )
 from tests.system.cluster.stack import Cluster
-from tests.system.scheduler.harness import keep_or_remove
-from tests.system.soak.stack import scratch_dir, stop_and_sweep, wait_for
-
-pytestmark = pytest.mark.timeout(1800)
 
 COMPANIES = int(os.environ.get("FAULT_COMPANIES", "4"))  # at least 2: fc000 and fc001
 SLOW, BIG = "fc000", "fc001"  # the render kill's and the upload kill's victims
@@ -77,15 +64,6 @@ HOLD_S = 1.5  # every export query's minimum time on the source
 BIG_ROWS = 600_000  # ~40 MB of CSV: a multipart upload (boto3's threshold is 8 MB)
 OUTAGE_S = int(os.environ.get("FAULT_OUTAGE_SECONDS", "45"))
 WIDGET = "daily-widgets"
-ENV = {
-    "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",
-    "EXPORT_CATCHUP_LOOKBACK_HOURS": "24",  # each scheduled run backfills the day before
-    "EXPORT_RETRY_DELAY_SECONDS": "5",
-    "EXPORT_MAX_RETRY_DELAY_SECONDS": "20",  # 11 retries outlast a 2-minute outage
-    "EXPORT_RENDER_LEASE_SECONDS": "10",
-    "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": "30",
-    "AIRFLOW__SCHEDULER__TASK_QUEUED_TIMEOUT": "60",
-}
 COMPANY_YAML = """\
 company:
   id: {cid}
@@ -104,16 +82,26 @@ widget_exports:
       columns: [company_id, widget_id, event_time, value]
       timestamp_column: event_time
       tenant_column: company_id
+    catchup: {{lookback: 24h}}
     destinations:
       - {{id: {cid}-widgets, type: local, path: outbox/{cid}/widgets}}
 
 data_exports:
   - channel: facebook
     size: {size}
+    query:
+      source: fault_source
+      table: channel_metrics
+      columns: [company_id, channel, metric_date, impressions, clicks, spend, updated_at]
+      timestamp_column: updated_at
+      tenant_column: company_id
+      order_by: [metric_date, channel]
+      filters: [{{column: channel, op: "=", value: facebook}}]
     destinations:
       - {{id: {cid}-data, type: local, path: outbox/{cid}/data}}
     primary:
       cron: "{minute} {hour} * * *"
+      catchup: {{lookback: 24h}}
     secondary:  # not in this test: its DAG never starts
       cron: "0 0 * * *"
       effective_from: "2099-01-01T00:00:00Z"
@@ -125,24 +113,20 @@ def company_ids() -> list[str]:
 
 
 def write_companies(root: Path, ids: list[str], at: datetime) -> None:
-    """Replace the copy's companies with generated ones (bench/cluster.py's way), all reading
-    ``fault_source``; their newest slots are ``at`` (data) and ``at``'s hour (widgets)."""
+    """Add the generated companies to the copy (bench/cluster.py's way), beside the ones there:
+    ``fault_source`` allowed first (defaults.yaml), then each company's file and loader; their
+    newest slots are ``at`` (data) and ``at``'s hour (widgets)."""
     dags = root / "dags"
+    defaults_path = dags / "config" / "defaults.yaml"
+    defaults = yaml.safe_load(defaults_path.read_text())
+    defaults["sources"]["fault_source"] = defaults["sources"]["demo_source"]
+    defaults_path.write_text(yaml.safe_dump(defaults, sort_keys=False))
     template = (dags / "company_acme.py").read_text(encoding="utf-8")
-    for loader in dags.glob("company_*.py"):
-        (dags / "config" / f"{loader.stem.removeprefix('company_')}.yaml").unlink(missing_ok=True)
-        loader.unlink()
     for n, cid in enumerate(ids):
         (dags / "config" / f"{cid}.yaml").write_text(COMPANY_YAML.format(
             cid=cid, n=n, widget=WIDGET, hour=at.hour, minute=at.minute,
             size="large" if cid in (SLOW, BIG) else "small"), encoding="utf-8")
         (dags / f"company_{cid}.py").write_text(template.replace("acme", cid), encoding="utf-8")
-    defaults_path = dags / "config" / "defaults.yaml"
-    defaults = yaml.safe_load(defaults_path.read_text())
-    defaults["sources"]["fault_source"] = defaults["sources"]["demo_source"]
-    defaults["data_exports"]["query"]["source"] = "fault_source"
-    defaults["data_exports"]["destinations"] = []
-    defaults_path.write_text(yaml.safe_dump(defaults, sort_keys=False))
 
 
 def seed(server: PostgresServer, ids: list[str], now: datetime) -> None:
@@ -194,38 +178,6 @@ class World:
         return keys
 
 
-@pytest.fixture(scope="module")
-def world(request: pytest.FixtureRequest) -> Iterator[World]:
-    failed_before = request.session.testsfailed
-    now = datetime.now(UTC).replace(second=0, microsecond=0)
-    at = now - timedelta(minutes=3)
-    ids = company_ids()
-    source = start_postgres(SCAN_LOG_OPTIONS)
-    cluster = world = None
-    try:
-        seed(source, ids, now)
-        cluster = Cluster.in_copy(scratch_dir("export-faults-") / "project", **ENV,
-                                  AIRFLOW_CONN_FAULT_SOURCE=source.dsn)
-        write_companies(cluster.root, ids, at)
-        # Export DAGs are created unpaused: their runs start as soon as they are parsed, so
-        # the source is watched from before the cluster starts.
-        with SourceSampler(source.dsn) as sampler:
-            world = World(cluster, source, ids, at, sampler)
-            cluster.start()
-            print(f"make cluster with {len(ids)} companies: up in "
-                  f"{time.monotonic() - world.began:.0f} s")
-            yield world
-    finally:
-        if world is not None:
-            world.uploads.stop()
-        if cluster is not None:
-            stop_and_sweep(cluster)
-            log = source.datadir.parent / "server.log"  # kept with the copy, for a failure
-            (cluster.root / "source-server.log").write_bytes(log.read_bytes())
-            keep_or_remove(cluster.root.parent, failed=request.session.testsfailed > failed_before)
-        stop_postgres(source)
-
-
 class UploadKiller:
     """SIGKILLs worker-large once while a staging object is being uploaded in parts."""
 
@@ -266,83 +218,12 @@ def slow_render_reading(source: PostgresServer) -> bool:
             (f"{RENDER_APP}{SLOW}", "%channel_metrics%")).fetchone()[0] > 0
 
 
-def _ready(cluster: Cluster, expected: dict) -> list[dict] | None:
+def ready(cluster: Cluster, expected: dict) -> list[dict] | None:
     runs = {r["run_key"]: r for r in cluster.ledger_runs()}
     if all(runs.get(k, {}).get("state") == "ready" and runs[k]["deliveries"] and all(
             d["state"] == "acknowledged" for d in runs[k]["deliveries"]) for k in expected):
         return list(runs.values())
     return None
-
-
-def test_companies_two_days_of_faults_exactly_once(world: World):
-    cluster, sampler, uploads = world.cluster, world.sampler, world.uploads
-    expected, events = world.expected(), {"cluster up": round(time.monotonic() - world.began)}
-
-    def mark(event: str) -> None:
-        events[event] = round(time.monotonic() - world.began)
-
-    wait_for(lambda: slow_render_reading(world.source), 600, 0.1,
-             what=f"{SLOW}'s data render to read the source")
-    with world.lock:
-        sigkill_component(cluster, "worker-large")  # in the middle of the 20 s render
-    mark("worker-large killed mid-render")
-    sigkill_component(cluster, "scheduler")  # runs are active
-    mark("scheduler restarted")
-    sigkill_component(cluster, "redis")
-    mark("redis restarted")
-    pause_postgres(world.source)
-    mark("source stopped")
-    time.sleep(OUTAGE_S)
-    resume_postgres(world.source)
-    mark("source started")
-    wait_for(lambda: uploads.upload is not None, 600, 1,
-             what=f"a multipart upload of {BIG}'s artifact to kill worker-large in")
-    mark(f"worker-large killed mid-upload (at {uploads.at} s)")
-    wait_for(lambda: _ready(cluster, expected), 1200, 5,
-             what=f"the {len(expected)} expected runs to be ready and delivered")
-    mark("all runs ready")
-    api = cluster.api()
-    wait_for(lambda: api.active_runs() == 0, 300, 5, what="no active DAG run")
-    mark("no active run")
-    print(f"faults timeline (s): {events}; sampler missed {sampler.missed} samples")
-
-    gc = subprocess.run(["exportctl", "ledger", "gc"], cwd=cluster.root, env=cluster.stack_environ(),
-                        capture_output=True, text=True, check=False)
-    assert gc.returncode == 0, gc.stdout + gc.stderr
-    runs = {r["run_key"]: r for r in cluster.ledger_runs()}
-    exported = {k: r for k, r in runs.items() if r["state"] != "skipped"}
-
-    check_ledger(world, exported)
-    check_destinations(world, exported)
-
-    # The source: the render budget held, and no period was scanned more than its attempts.
-    total, per_company = sampler.peaks()
-    assert total <= 4 and per_company <= 2, (total, per_company)
-    logged = scans(world.source.datadir.parent / "server.log")
-    per_period, cut = Counter(), Counter()
-    for company, stamps, ended_by_outage in logged:
-        for key, run in exported.items():
-            bounds = {datetime.fromisoformat(run[f"window_{b}_utc"].replace("Z", "+00:00"))
-                      for b in ("start", "end")}
-            if key.startswith(f"{company}/") and bounds <= stamps:
-                per_period[key] += 1
-                cut[key] += ended_by_outage
-    assert sum(per_period.values()) == len(logged), "a scan matched no period"
-    attempts = {k: cluster.ledger_attempts(k) for k in exported}
-    for key in exported:
-        states = attempts[key]
-        assert states[-1] == "published" and "published" not in states[:-1], (key, states)
-        assert set(states[:-1]) <= {"abandoned", "failed"}, (key, states)
-        # 1 scan + one per attempt killed (abandoned) + one per scan the outage cut short.
-        assert per_period[key] == 1 + states.count("abandoned") + cut[key], (
-            key, per_period[key], cut[key], states)
-    for victim in (SLOW, BIG):
-        assert any("abandoned" in attempts[k] for k in exported
-                   if k.startswith(f"{victim}/facebook/")), victim
-    retried = {k: (per_period[k], attempts[k]) for k in exported if len(attempts[k]) > 1}
-    print(f"faults: {len(exported)} periods, {len(logged)} source scans, peaks {total} / "
-          f"{per_company} per company, upload killed {uploads.upload}, retried {retried}, "
-          f"wall {time.monotonic() - world.began:.0f} s")
 
 
 def check_ledger(world: World, exported: dict[str, dict]) -> None:
@@ -362,7 +243,6 @@ def check_ledger(world: World, exported: dict[str, dict]) -> None:
         assert dests == [(f"{cid}-{kind}", "acknowledged", 1)], (key, dests)
 
 
-
 def check_destinations(world: World, exported: dict[str, dict]) -> None:
     cluster = world.cluster
     # At the destinations themselves: one object per period in the bucket, no staging object
@@ -370,7 +250,8 @@ def check_destinations(world: World, exported: dict[str, dict]) -> None:
     s3 = cluster.s3()
     keys = [o["Key"] for page in s3.get_paginator("list_objects_v2").paginate(Bucket="exports")
             for o in page.get("Contents", [])]
-    artifacts = sorted(k for k in keys if not k.endswith(".json") and "/.staging/" not in f"/{k}")
+    artifacts = sorted(k for k in keys if not k.endswith(".json") and "/.staging/" not in f"/{k}"
+                       and k.split("/")[1] in world.ids)
     assert artifacts == sorted(r["artifacts"][0]["uri"].removeprefix("s3://exports/")
                                for r in exported.values()), artifacts
     assert [k for k in keys if "/.staging/" in f"/{k}"] == []
@@ -388,3 +269,35 @@ def check_destinations(world: World, exported: dict[str, dict]) -> None:
             names = sorted(p.name for p in (cluster.root / "exports" / "outbox" / cid / kind
                                             ).iterdir())
             assert len(names) == 4 and names[1] == names[0] + ".sha256", names
+
+
+def check_source(world: World, exported: dict[str, dict]) -> str:
+    """The render budget held on the source, and no period was scanned more than its attempts:
+    per period, 1 scan + one per attempt killed (``abandoned``) + one per scan the outage cut
+    short. Returns a line for the log."""
+    cluster, sampler = world.cluster, world.sampler
+    total, per_company = sampler.peaks()
+    assert total <= 4 and per_company <= 2, (total, per_company)
+    logged = scans(world.source.datadir.parent / "server.log")
+    per_period, cut = Counter(), Counter()
+    for company, stamps, ended_by_outage in logged:
+        for key, run in exported.items():
+            bounds = {datetime.fromisoformat(run[f"window_{b}_utc"].replace("Z", "+00:00"))
+                      for b in ("start", "end")}
+            if key.startswith(f"{company}/") and bounds <= stamps:
+                per_period[key] += 1
+                cut[key] += ended_by_outage
+    assert sum(per_period.values()) == len(logged), "a scan matched no period"
+    attempts = {k: cluster.ledger_attempts(k) for k in exported}
+    for key in exported:
+        states = attempts[key]
+        assert states[-1] == "published" and "published" not in states[:-1], (key, states)
+        assert set(states[:-1]) <= {"abandoned", "failed"}, (key, states)
+        assert per_period[key] == 1 + states.count("abandoned") + cut[key], (
+            key, per_period[key], cut[key], states)
+    for victim in (SLOW, BIG):
+        assert any("abandoned" in attempts[k] for k in exported
+                   if k.startswith(f"{victim}/facebook/")), victim
+    retried = {k: (per_period[k], attempts[k]) for k in exported if len(attempts[k]) > 1}
+    return (f"{len(exported)} periods, {len(logged)} source scans, peaks {total} / "
+            f"{per_company} per company, retried {retried}")
