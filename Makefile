@@ -60,11 +60,11 @@ postgres-packages:
 	@[ "$(DB)" = sqlite ] || bash scripts/ensure-debian-packages.sh run
 
 ## test: every tier (tests/unit, integration, dags, system); the session starts (and always
-## stops) PostgreSQL and the other servers. Three pytest workers, whole files each (module- and
-## worker-scoped stacks stay in one worker): the system tests mostly wait on scheduler loops,
-## deadlines and retry windows (measured on 2 cores: 947 s with three, 1,205 s with two).
+## stops) PostgreSQL and the other servers. Four pytest workers; xdist hands out whole files,
+## longest first, and the shared-stack scheduler modules as EXPORT_TEST_SHARED_STACKS groups (2),
+## each on one worker and one stack (tests/support/workload.py).
 ## TEST_WORKERS=0 runs it in one process.
-TEST_WORKERS ?= 3
+TEST_WORKERS ?= 4
 PYTEST := $(PY) -m pytest --dist loadfile --no-loadscope-reorder
 test: venv
 	@bash scripts/ensure-debian-packages.sh
@@ -92,11 +92,11 @@ soak: venv
 ## acceptance: the long runs at their acceptance size, outside make test: the fault test with
 ## 20 companies and a 2-minute source outage (issue 14) and the soak over 168 h of catch-up
 ## with 5 manual exports (measured figures in README.md). make test runs the same tests
-## smaller: 4 companies and a 45 s outage, 24 h.
+## smaller: 4 companies and a 45 s outage, 12 h.
 acceptance: venv
 	@bash scripts/ensure-debian-packages.sh
 	FAULT_COMPANIES=20 FAULT_OUTAGE_SECONDS=120 SOAK_LOOKBACK_HOURS=168 SOAK_TRIGGERS=5 \
-	  $(PYTEST) -n $(TEST_WORKERS) --durations=10 tests/system/cluster/test_faults.py \
+	  $(PYTEST) -n $(TEST_WORKERS) --durations=10 tests/system/cluster/test_cluster.py \
 	  tests/system/soak/test_soak.py $(PYTEST_ARGS)
 
 lint: venv

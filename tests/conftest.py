@@ -39,6 +39,7 @@ os.environ.update(AIRFLOW_ENV)
 from tests.services.gcs import GcsServer, start_gcs, stop_gcs  # noqa: E402
 from tests.services.postgres import PostgresServer, start_postgres, stop_postgres  # noqa: E402
 from tests.services.s3 import S3Server, start_s3, stop_s3  # noqa: E402
+from tests.support.workload import path_of, plan, scheduler  # noqa: E402
 
 # Fixtures that start a real server: a unit test may use none of them.
 SERVER_FIXTURES = frozenset({
@@ -80,26 +81,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         item.add_marker(getattr(pytest.mark, tier))
         if kind:
             item.add_marker(getattr(pytest.mark, kind))
-    items[:] = longest_first(items)
+    items[:] = plan(items, {path_of(i): tier_of(i)[0] for i in items})
 
 
-# Before every other file, in this order: xdist hands them out first, so the long system
-# modules start at once and the many short files fill the end of the run.
-FIRST = ("tests/system/cluster/test_faults.py", "tests/system/soak/test_soak.py")
-
-
-def longest_first(items: list[pytest.Item]) -> list[pytest.Item]:
-    """Files of the slowest tier first (system, dags, integration, unit; ``FIRST`` before
-    all), each file's tests kept together and in order. ``make test`` runs ``--dist loadfile
-    --no-loadscope-reorder``, which hands files out in this order (xdist's default reorder,
-    most tests per file first, sent a one-test 9-minute module out among the last files)."""
-    rank: dict[str, tuple[int, int]] = {}
-    order = tuple(reversed(TIERS))
-    for index, item in enumerate(items):
-        path = item.nodeid.split("::", 1)[0]
-        kind = FIRST.index(path) - len(FIRST) if path in FIRST else order.index(tier_of(item)[0])
-        rank.setdefault(path, (kind, index))
-    return sorted(items, key=lambda item: rank[item.nodeid.split("::", 1)[0]])
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """``--dist loadfile`` hands out whole files, and each group of shared-stack scheduler
+    modules as one unit (tests/support/workload.py)."""
+    return scheduler(config, log) if config.getvalue("dist") == "loadfile" else None
 
 
 @pytest.fixture(scope="session")

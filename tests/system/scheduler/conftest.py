@@ -1,5 +1,6 @@
-"""Scheduler tests: one shared `make run` stack per pytest worker, each module with its own
-uniquely named companies in it.
+"""Scheduler tests: shared `make run` stacks (``EXPORT_TEST_SHARED_STACKS``, 2 by default, each
+serving a group of modules one after the other on one pytest worker; tests/support/workload.py),
+each module with its own uniquely named companies in it.
 
 A module declares what it needs and uses the ``scheduler_stack`` fixture::
 
@@ -52,7 +53,9 @@ class SharedStack:
     fixture_dsn: str
 
 
-@pytest.fixture(scope="session")
+# Package scope: the stack stops after the last module of its group (tests/support/workload.py
+# keeps a group's modules together on one worker), not at the session's end.
+@pytest.fixture(scope="package")
 def shared_stack(request: pytest.FixtureRequest, postgres_server: PostgresServer
                  ) -> Iterator[SharedStack]:
     relay, statsd = start_smtp(), StatsdListener()

@@ -1,0 +1,141 @@
+"""How `make test` hands its files to pytest-xdist's workers (``--dist loadfile``, with the
+scheduler of :func:`scheduler`).
+
+The suite is CPU-bound on 2 cores, and an idle Airflow stack (scheduler, dag-processor,
+api-server, triggerer) costs CPU all the same: in a run with one shared stack per worker, four
+stacks stayed up until the session ended, whether their worker had scheduler modules left or
+not. So:
+
+* the scheduler modules on the shared stack (``SHARED_STACK_MODULES``) go into
+  ``EXPORT_TEST_SHARED_STACKS`` groups (balanced by the measured seconds below): each group is
+  one unit of work for xdist, so it runs on one worker, one module after the other, and
+  ``shared_stack`` is package-scoped, so a group's stack starts with its first module and stops
+  after its last, instead of at the session's end;
+* every other file is a unit of its own (what ``--dist loadfile`` does: module fixtures such as
+  a Celery cluster are set up once);
+* the units go out longest first (xdist hands them out in collection order when
+  ``--no-loadscope-reorder``), so the long ones start at once and the short files fill the end.
+
+Nothing here changes what a test checks, only where and when it runs. (xdist's own
+``--dist loadgroup`` does not work with pytest 9: it renames node ids through ``item._nodeid``,
+which pytest 9 no longer reads; hence a scheduler of our own, which xdist's
+``pytest_xdist_make_scheduler`` hook allows.)
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+# Measured seconds of one pytest worker per unit (junit, `make test`, 1-2 Dec); a new file gets
+# DEFAULT_SECONDS until it is measured. Only the order and the balance depend on them.
+SECONDS = {
+    "tests/system/cluster/test_cluster.py": 560,
+    "tests/system/soak/test_soak.py": 330,
+    "tests/system/scheduler/test_catchup.py": 210,
+    "tests/system/scheduler/test_delivery_window.py": 157,
+    "tests/system/scheduler/test_alerts.py": 145,
+    "tests/system/scheduler/test_clear_and_retry.py": 143,
+    "tests/system/scheduler/test_runaway.py": 129,
+    "tests/system/scheduler/test_tenants_and_secrets.py": 98,
+    "tests/system/test_home_dir.py": 68,
+    "tests/system/scheduler/test_gap_audit.py": 64,
+    "tests/system/scheduler/test_operations_page.py": 62,
+    "tests/system/soak/test_pg_server.py": 60,
+    "tests/system/soak/test_run_inputs.py": 40,
+    "tests/system/scheduler/test_connections.py": 23,
+    "tests/system/scheduler/test_controls.py": 16,
+}
+DEFAULT_SECONDS = 10
+TIER_RANK = {"system": 0, "dags": 1, "integration": 2, "unit": 3}
+STACK_BOOT_SECONDS = 70
+# The scheduler modules on the shared stack (tests/system/scheduler/conftest.py). xdist's
+# controller sees node ids only, so the list is written out; the collection checks it against
+# what the modules use (a module that asks for one of SHARED_FIXTURES, or sets COMPANIES, the
+# scheduler_stack fixture's input, and asks for it with request.getfixturevalue).
+SHARED_STACK_MODULES = tuple(f"tests/system/scheduler/test_{name}.py" for name in (
+    "alerts", "catchup", "clear_and_retry", "connections", "controls", "delivery_window",
+    "gap_audit", "operations_page", "runaway"))
+SHARED_FIXTURES = frozenset({"shared_stack", "scheduler_stack"})
+
+
+def uses_shared_stack(item: pytest.Item) -> bool:
+    if not path_of(item).startswith("tests/system/scheduler/"):
+        return False
+    module = getattr(item, "module", None)
+    return bool(SHARED_FIXTURES & set(getattr(item, "fixturenames", ()))) or (
+        module is not None and hasattr(module, "COMPANIES"))
+
+
+def shared_stacks() -> int:
+    """``EXPORT_TEST_SHARED_STACKS`` (default 2): how many groups the shared-stack modules form,
+    i.e. how many shared stacks a run starts."""
+    value = os.environ.get("EXPORT_TEST_SHARED_STACKS", "2")
+    if not value.isdigit() or int(value) < 1:
+        raise pytest.UsageError(f"EXPORT_TEST_SHARED_STACKS={value!r}: give a whole number "
+                                "of stacks, 1 or more (default 2)")
+    return int(value)
+
+
+def path_of(item: pytest.Item) -> str:
+    return item.nodeid.split("::", 1)[0]
+
+
+def stack_groups(paths: list[str], count: int) -> dict[str, str]:
+    """Shared-stack module → its group (``shared-stack-1`` …), longest first onto the
+    lightest group; deterministic, so every worker's collection agrees."""
+    load = {f"shared-stack-{n + 1}": 0 for n in range(count)}
+    groups = {}
+    for path in sorted(paths, key=lambda p: (-SECONDS.get(p, DEFAULT_SECONDS), p)):
+        group = min(load, key=lambda g: (load[g], g))
+        groups[path] = group
+        load[group] += SECONDS.get(path, DEFAULT_SECONDS)
+    return groups
+
+
+def unit_of(nodeid: str) -> str:
+    """The unit of work a test belongs to: its shared-stack group, else its file."""
+    path = nodeid.split("::", 1)[0]
+    return stack_groups(list(SHARED_STACK_MODULES), shared_stacks()).get(path, path)
+
+
+def scheduler(config: pytest.Config, log):
+    """xdist's file scheduling with :func:`unit_of` as the unit (``--dist loadfile`` only)."""
+    from xdist.scheduler.loadscope import LoadScopeScheduling
+
+    class WorkloadScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return unit_of(nodeid)
+
+    return WorkloadScheduling(config, log)
+
+
+def plan(items: list[pytest.Item], tier: dict[str, str]) -> list[pytest.Item]:
+    """The items longest unit first (each unit's tests together and in their collected order;
+    xdist hands the units out in this order). ``tier`` maps a file to its tier."""
+    used = {path_of(i) for i in items if uses_shared_stack(i)}
+    unlisted = sorted(used - set(SHARED_STACK_MODULES))
+    if unlisted:
+        raise pytest.UsageError(f"{', '.join(unlisted)} use the shared stack: add them to "
+                                "SHARED_STACK_MODULES in tests/support/workload.py")
+    groups = stack_groups(list(SHARED_STACK_MODULES), shared_stacks())
+    seconds: dict[str, int] = {}
+    for path in {path_of(i) for i in items}:
+        unit = groups.get(path, path)
+        boot = STACK_BOOT_SECONDS if path in groups and unit not in seconds else 0
+        seconds[unit] = seconds.get(unit, 0) + SECONDS.get(path, DEFAULT_SECONDS) + boot
+    first_seen = {}
+    for index, item in enumerate(items):
+        path = path_of(item)
+        unit = groups.get(path, path)
+        first_seen.setdefault(unit, (TIER_RANK[tier[path]], index))
+    return sorted(items, key=lambda i: _rank(groups.get(path_of(i), path_of(i)), seconds,
+                                             first_seen, i))
+
+
+def _rank(unit: str, seconds: dict[str, int], first_seen: dict, item: pytest.Item) -> tuple:
+    tier_rank, index = first_seen[unit]
+    # Measured units by their seconds, longest first; the rest by tier, then as collected.
+    measured = unit.startswith("shared-stack-") or unit in SECONDS
+    return (0, -seconds[unit], unit) if measured else (1, tier_rank, index)

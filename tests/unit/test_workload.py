@@ -1,0 +1,69 @@
+"""How `make test` hands its files to xdist's workers (tests/support/workload.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.support import workload
+from tests.support.workload import SHARED_STACK_MODULES, stack_groups, unit_of
+
+
+def test_every_shared_stack_module_is_in_exactly_one_of_two_balanced_groups(monkeypatch):
+    monkeypatch.delenv("EXPORT_TEST_SHARED_STACKS", raising=False)
+    groups = stack_groups(list(SHARED_STACK_MODULES), workload.shared_stacks())
+    assert sorted(groups) == sorted(SHARED_STACK_MODULES)
+    assert set(groups.values()) == {"shared-stack-1", "shared-stack-2"}
+    load = {g: sum(workload.SECONDS[p] for p, x in groups.items() if x == g)
+            for g in set(groups.values())}
+    # Longest first onto the lightest group: the two differ by less than the shortest module
+    # that could move, within the longest module's seconds.
+    assert abs(load["shared-stack-1"] - load["shared-stack-2"]) <= max(workload.SECONDS[p]
+                                                                      for p in groups)
+
+
+def test_a_shared_stack_module_runs_in_its_group_and_every_other_file_alone(monkeypatch):
+    monkeypatch.setenv("EXPORT_TEST_SHARED_STACKS", "1")
+    assert unit_of("tests/system/scheduler/test_alerts.py::test_x") == "shared-stack-1"
+    assert unit_of("tests/system/scheduler/test_catchup.py::test_y[a::b]") == "shared-stack-1"
+    # Its own stack (another auth manager): a unit of its own.
+    assert unit_of("tests/system/scheduler/test_tenants_and_secrets.py::test_z") == (
+        "tests/system/scheduler/test_tenants_and_secrets.py")
+    assert unit_of("tests/unit/time/test_window.py::test_w[x@y]") == (
+        "tests/unit/time/test_window.py")
+
+
+@pytest.mark.parametrize("value", ["0", "two", "-1"])
+def test_a_bad_shared_stack_count_is_refused_with_the_fix(monkeypatch, value):
+    monkeypatch.setenv("EXPORT_TEST_SHARED_STACKS", value)
+    with pytest.raises(pytest.UsageError, match=rf"EXPORT_TEST_SHARED_STACKS='{value}': give a "
+                                                r"whole number of stacks, 1 or more \(default 2\)"):
+        workload.shared_stacks()
+
+
+class _Item:
+    """What plan() reads of a pytest item."""
+
+    def __init__(self, nodeid: str, fixtures: tuple[str, ...] = ()) -> None:
+        self.nodeid, self.fixturenames, self.module = nodeid, fixtures, None
+
+
+def test_units_go_out_longest_first_each_kept_together_in_collected_order(monkeypatch):
+    monkeypatch.setenv("EXPORT_TEST_SHARED_STACKS", "2")
+    ids = ["tests/unit/a/test_one.py::t1", "tests/integration/test_two.py::t2",
+           "tests/system/scheduler/test_alerts.py::t3", "tests/system/soak/test_soak.py::t4",
+           "tests/unit/a/test_one.py::t5", "tests/system/cluster/test_cluster.py::t6",
+           "tests/system/scheduler/test_catchup.py::t7"]
+    items = [_Item(i, ("scheduler_stack",) if "/scheduler/" in i else ()) for i in ids]
+    tiers = {i.split("::")[0]: i.split("/")[1] for i in ids}
+    ordered = [i.nodeid.rsplit("::", 1)[1] for i in workload.plan(items, tiers)]
+    # cluster (560 s), the soak (330 s), catch-up's group (210 s + a stack's boot), alerts'
+    # (145 s + a boot: the two are in different groups); then the unmeasured files by tier
+    # (integration before unit), each file's tests together.
+    assert ordered == ["t6", "t4", "t7", "t3", "t2", "t1", "t5"]
+
+
+def test_a_module_on_the_shared_stack_missing_from_the_list_is_refused(monkeypatch):
+    item = _Item("tests/system/scheduler/test_new.py::t", ("shared_stack",))
+    with pytest.raises(pytest.UsageError, match=r"tests/system/scheduler/test_new.py use the "
+                                                r"shared stack: add them to SHARED_STACK_MODULES"):
+        workload.plan([item], {"tests/system/scheduler/test_new.py": "system"})
