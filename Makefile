@@ -92,7 +92,7 @@ soak: venv
 ## acceptance: the long runs at their acceptance size, outside make test: the fault test with
 ## 20 companies and a 2-minute source outage (issue 14) and the soak over 168 h of catch-up
 ## with 5 manual exports (measured figures in README.md). make test runs the same tests
-## smaller: 4 companies and a 45 s outage, 12 h.
+## smaller: 3 companies and a 45 s outage, 6 h.
 acceptance: venv
 	@bash scripts/ensure-debian-packages.sh
 	FAULT_COMPANIES=20 FAULT_OUTAGE_SECONDS=120 SOAK_LOOKBACK_HOURS=168 SOAK_TRIGGERS=5 \

@@ -42,10 +42,19 @@ fi
 [ -z "$CLUSTER" ] || printf 'REDISPORT=%s\nS3PORT=%s\n' "$REDISPORT" "$S3PORT" >> "$RUN_STATE"
 
 echo "==> Airflow metadata DB ($(pg_server_masked "$AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"))"
-airflow db migrate >"$AIRFLOW_HOME/db-migrate.log" 2>&1 || { tail -30 "$AIRFLOW_HOME/db-migrate.log"; exit 1; }
+if [ -n "$PG_AIRFLOW_CURRENT" ]; then
+  echo "    a copy of a template migrated by this Airflow release, with these pools: nothing to do"
+else
+  airflow db migrate >"$AIRFLOW_HOME/db-migrate.log" 2>&1 || { tail -30 "$AIRFLOW_HOME/db-migrate.log"; exit 1; }
+fi
 
 echo "==> Pools and cluster policy"
-airflow pools import "$ROOT/deploy/pools.json" >/dev/null
+if [ -z "$PG_AIRFLOW_CURRENT" ]; then
+  airflow pools import "$ROOT/deploy/pools.json" >/dev/null
+  if [ "$DB" = postgres ]; then
+    pg_psql_admin -c "COMMENT ON DATABASE \"${PG_DB_PREFIX}airflow\" IS '$(pg_airflow_stamp)'" >/dev/null
+  fi
+fi
 mkdir -p "$AIRFLOW_HOME/config"
 cp "$ROOT/deploy/airflow_local_settings.py" "$AIRFLOW_HOME/config/airflow_local_settings.py"
 

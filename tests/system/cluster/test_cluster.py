@@ -338,7 +338,7 @@ def test_companies_two_days_of_faults_exactly_once(world: World):
     def mark(event: str) -> None:
         events[event] = round(time.monotonic() - world.began)
 
-    wait_for(lambda: slow_render_reading(world.source), 600, 0.1,
+    wait_for(lambda: slow_render_reading(world.source), 600, 0.25,  # it reads for 20 s
              what=f"{SLOW}'s data render to read the source")
     with world.lock:
         sigkill_component(cluster, "worker-large")  # in the middle of the 20 s render

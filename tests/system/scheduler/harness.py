@@ -212,7 +212,16 @@ class SchedulerStack:
         path.write_text(_yaml(config))
         if sync_loaders:
             self.sync_loaders()
+        self._touch_loader(company)
         return path
+
+    def _touch_loader(self, company: str) -> None:
+        """The dag-processor re-parses a file whose mtime is newer than its last parse at
+        once, else only every MIN_FILE_PROCESS_INTERVAL: a company's loader is touched when its
+        YAML changes, so the change is live within the refresh interval (seconds)."""
+        loader = self.root / "dags" / f"company_{company}.py"
+        if loader.exists():
+            loader.touch()
 
     def add_sources(self, **sources: dict[str, str]) -> None:
         """Allow ``sources`` (name → {table: tenant column}) in the stack's defaults.yaml."""
@@ -229,6 +238,7 @@ class SchedulerStack:
         (self.config_dir / f"{company}.yaml").unlink()
         if sync_loaders:
             self.sync_loaders()
+        self._touch_loader(company)
 
     def withdraw(self, companies: Iterable[str]) -> None:
         """Pause the companies' DAGs and remove their files and loaders: what a module does

@@ -131,6 +131,9 @@ def _migrate_templates(server: PostgresServer, prefix: str) -> None:
         script = ('source scripts/airflow-env.sh && source scripts/pg.sh && pg_create_databases'
                   ' && airflow db migrate >.airflow/db-migrate.log 2>&1'
                   ' && airflow pools import deploy/pools.json >/dev/null'
+                  # the stamp that lets a copy skip both (scripts/pg.sh, pg_airflow_stamp)
+                  ' && pg_psql_admin -c "COMMENT ON DATABASE \\"${PG_DB_PREFIX}airflow\\"'
+                  ' IS \'$(pg_airflow_stamp)\'" >/dev/null'
                   ' && exportctl ledger upgrade')
         result = subprocess.run(
             ["bash", "-c", script], cwd=root, capture_output=True, text=True, timeout=900,
