@@ -70,7 +70,10 @@ def home_stack():
     scratch = Path(tempfile.mkdtemp(prefix="export-home-")).resolve()
     os.chmod(scratch, 0o700)
     stack = Stack(copy_project(scratch / "project"), free_port(), free_port(),
-                  {"AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True"})
+                  {"AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",
+                   # Export DAGs are created unpaused (company status): no scheduled runs,
+                   # nothing here needs them.
+                   "AIRFLOW__SCHEDULER__USE_JOB_SCHEDULE": "False"})
     cluster = relocated_dir(stack.root / ".airflow")
     assert not cluster.exists(), f"{cluster} is left from another run"
     try:

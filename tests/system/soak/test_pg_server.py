@@ -32,7 +32,10 @@ def server_stack(postgres_server: PostgresServer):
     root = scratch_dir("export-pgserver-")
     # pgport None: the stack learns the port from PG_SERVER.
     stack = Stack(copy_project(root / "project"), free_port(), None,
-                  {"AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True"},
+                  {"AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",
+                   # Export DAGs are created unpaused (company status): no scheduled runs,
+                   # nothing here needs them.
+                   "AIRFLOW__SCHEDULER__USE_JOB_SCHEDULE": "False"},
                   pg_server=server, db_prefix=PREFIX)
     try:
         stack.start()
