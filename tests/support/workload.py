@@ -28,24 +28,24 @@ import os
 
 import pytest
 
-# Measured seconds of one pytest worker per unit (junit, `make test`, 1-2 Dec); a new file gets
+# Measured seconds of one pytest worker per unit (junit, `make test`, 2 Dec); a new file gets
 # DEFAULT_SECONDS until it is measured. Only the order and the balance depend on them.
 SECONDS = {
-    "tests/system/cluster/test_cluster.py": 560,
-    "tests/system/soak/test_soak.py": 330,
-    "tests/system/scheduler/test_catchup.py": 210,
-    "tests/system/scheduler/test_delivery_window.py": 157,
-    "tests/system/scheduler/test_alerts.py": 145,
-    "tests/system/scheduler/test_clear_and_retry.py": 143,
-    "tests/system/scheduler/test_runaway.py": 129,
-    "tests/system/scheduler/test_tenants_and_secrets.py": 98,
-    "tests/system/test_home_dir.py": 68,
-    "tests/system/scheduler/test_gap_audit.py": 64,
-    "tests/system/scheduler/test_operations_page.py": 62,
-    "tests/system/soak/test_pg_server.py": 60,
-    "tests/system/soak/test_run_inputs.py": 40,
-    "tests/system/scheduler/test_connections.py": 23,
-    "tests/system/scheduler/test_controls.py": 16,
+    "tests/system/cluster/test_cluster.py": 454,
+    "tests/system/soak/test_soak.py": 320,
+    "tests/system/scheduler/test_catchup.py": 240,  # 314 with its group's stack start
+    "tests/system/scheduler/test_alerts.py": 204,
+    "tests/system/scheduler/test_delivery_window.py": 159,
+    "tests/system/scheduler/test_clear_and_retry.py": 141,
+    "tests/system/scheduler/test_runaway.py": 133,
+    "tests/system/scheduler/test_tenants_and_secrets.py": 92,
+    "tests/system/soak/test_pg_server.py": 55,
+    "tests/system/scheduler/test_operations_page.py": 53,
+    "tests/system/scheduler/test_gap_audit.py": 52,
+    "tests/system/test_home_dir.py": 52,
+    "tests/system/scheduler/test_connections.py": 36,
+    "tests/system/scheduler/test_controls.py": 33,
+    "tests/system/soak/test_run_inputs.py": 5,
 }
 DEFAULT_SECONDS = 10
 TIER_RANK = {"system": 0, "dags": 1, "integration": 2, "unit": 3}
