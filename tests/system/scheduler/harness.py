@@ -34,7 +34,7 @@ from typing import Any
 
 import yaml
 
-from tests.system.soak.stack import Api, Stack, stop_and_sweep
+from tests.system.soak.stack import Api, Stack, ledger_runs_at, stop_and_sweep
 
 DONE = ("success", "failed", "skipped", "upstream_failed", "removed")
 # The project's own DAGs a fixture config keeps (the demo companies' loaders go, demo_feed
@@ -492,11 +492,12 @@ class SchedulerStack:
         return out
 
     def ledger_runs(self) -> list[dict[str, Any]]:
-        """``exportctl runs --json``: of the view's companies on a shared stack."""
+        """``exportctl runs --json`` (read in this process): of the view's companies on a
+        shared stack."""
+        url = self.env["EXPORT_LEDGER_URL"]
         if self.scope is None:
-            return json.loads(self.exportctl("runs", "--json").stdout)
-        return [run for company in sorted(self.scope)
-                for run in json.loads(self.exportctl("runs", "--json", "--company", company).stdout)]
+            return ledger_runs_at(url)
+        return [run for company in sorted(self.scope) for run in ledger_runs_at(url, company)]
 
 
 def _label(ti: dict[str, Any]) -> str:
