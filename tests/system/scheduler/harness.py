@@ -11,6 +11,9 @@ do — the REST API (:meth:`trigger`, :meth:`clear`, :meth:`mark`, :meth:`pause`
 :meth:`ledger`). A wait that times out fails with every task's state and the log tail of the
 tasks that did not succeed.
 
+Over 400 lines on purpose: it is the one vocabulary every scheduler module speaks (stack,
+config, REST, CLI, ledger, waits); split, each module would import from four places.
+
 Company configs are YAML text or dicts; :func:`widget_export` builds a small widget export on
 the demo source (``exportctl demo seed`` fills it for every configured company at setup).
 Nothing is scheduled beyond what the config asks: with ``recovery: latest`` a new DAG runs its

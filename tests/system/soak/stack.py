@@ -8,7 +8,10 @@ PG_DB_PREFIX=…``), cloned from templates migrated once per session (:func:`ses
 no ``initdb``, no migration per stack), dropped by :func:`stop_and_sweep`; outside a session
 (bench/) or with ``local_pg=True``, a PostgreSQL cluster of its own in ``.airflow/pg``.
 Everything talks to the stack through its own interfaces: ``make run|stop|status|env``, the
-REST API and ``exportctl runs --json``. Used by the soak tests and by ``bench/acceptance_run.py``.
+REST API and ``exportctl runs --json`` (its library calls, in this process: :func:`ledger_runs_at`).
+Used by the soak tests and by ``bench/acceptance_run.py``. Over 400 lines on purpose: the
+copy, its databases (templates included) and its teardown belong together; every system stack
+(soak, cluster, shared) is built from them.
 """
 
 from __future__ import annotations
