@@ -24,6 +24,7 @@ which pytest 9 no longer reads; hence a scheduler of our own, which xdist's
 
 from __future__ import annotations
 
+import functools
 import os
 
 import pytest
@@ -94,10 +95,16 @@ def stack_groups(paths: list[str], count: int) -> dict[str, str]:
     return groups
 
 
+@functools.cache
+def _listed_groups(count: int) -> dict[str, str]:
+    return stack_groups(list(SHARED_STACK_MODULES), count)
+
+
 def unit_of(nodeid: str) -> str:
-    """The unit of work a test belongs to: its shared-stack group, else its file."""
+    """The unit of work a test belongs to: its shared-stack group, else its file (xdist's
+    controller asks once per test: the grouping is computed once per stack count)."""
     path = nodeid.split("::", 1)[0]
-    return stack_groups(list(SHARED_STACK_MODULES), shared_stacks()).get(path, path)
+    return _listed_groups(shared_stacks()).get(path, path)
 
 
 def scheduler(config: pytest.Config, log):
@@ -119,7 +126,7 @@ def plan(items: list[pytest.Item], tier: dict[str, str]) -> list[pytest.Item]:
     if unlisted:
         raise pytest.UsageError(f"{', '.join(unlisted)} use the shared stack: add them to "
                                 "SHARED_STACK_MODULES in tests/support/workload.py")
-    groups = stack_groups(list(SHARED_STACK_MODULES), shared_stacks())
+    groups = _listed_groups(shared_stacks())
     seconds: dict[str, int] = {}
     for path in {path_of(i) for i in items}:
         unit = groups.get(path, path)
