@@ -9,14 +9,17 @@ PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
 PIP_VERSION := 25.3
+# uv (pinned in the lock itself) installs the lock in ~15 s where pip took ~105 s on a fresh
+# 2-core machine; no bytecode is compiled ahead (~100 CPU-s), Python compiles what is imported.
+UV_VERSION := $(shell sed -n 's/^uv==//p' requirements.txt)
 
 .PHONY: venv setup run stop status env reset-db postgres-packages cluster cluster-stop test test-fast test-unit soak acceptance lint bench clean
 
 $(VENV)/.installed: requirements.txt setup.cfg pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check pip==$(PIP_VERSION)
-	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
-	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -e .
+	$(PY) -m pip install --quiet --disable-pip-version-check pip==$(PIP_VERSION) uv==$(UV_VERSION)
+	$(VENV)/bin/uv pip install --quiet --python $(PY) -r requirements.txt
+	$(VENV)/bin/uv pip install --quiet --python $(PY) --no-deps -e .
 	@touch $@
 
 venv: $(VENV)/.installed
