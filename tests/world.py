@@ -4,8 +4,8 @@ an artifact root and an outbox, all under one directory.
 
 ``build_world`` makes it; ``World.environment`` is what the CLI and the library read (the same
 variables ``make run`` sets); ``World.use(monkeypatch)`` puts it into this process for library
-and ``dag.test()`` tests; ``World.exportctl`` runs the CLI as a subprocess with only that
-environment. Layout under ``root``::
+and ``dag.test()`` tests; ``World.exportctl`` runs the CLI with only that environment
+(in this process, as a subprocess would see it: ``tests/support/cli.py``). Layout under ``root``::
 
     dags/                 company_<id>.py loaders, manual_export.py, ... and config/*.yaml
     home/                 EXPORT_HOME: demo_source.db, ledger.db (SQLite worlds)
@@ -18,7 +18,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -28,6 +27,7 @@ import pytest
 import sqlalchemy as sa
 
 from export_lib.checksums import sha256_file
+from tests.support.cli import exportctl
 
 REPO = Path(__file__).resolve().parent.parent
 SEEDED_AT = datetime(2026, 3, 30, 12, 0, tzinfo=UTC)
@@ -43,11 +43,6 @@ def clean_env(**extra: str) -> dict[str, str]:
     return {**env, "PYTHONPATH": os.pathsep.join((str(REPO), str(REPO / "plugins"))), **extra}
 
 
-def exportctl(*args: str, cwd: Path, env: dict[str, str],
-              timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    """``exportctl ARGS`` as a user runs it: a subprocess in ``cwd`` with exactly ``env``."""
-    return subprocess.run([sys.executable, "-m", "export_lib", *args], capture_output=True,
-                          text=True, env=env, cwd=cwd, timeout=timeout, check=False)
 
 
 @dataclass(frozen=True)

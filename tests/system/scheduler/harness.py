@@ -37,6 +37,7 @@ from typing import Any
 
 import yaml
 
+from tests.support.cli import exportctl as run_exportctl
 from tests.system.soak.stack import Api, Stack, ledger_runs_at, stop_and_sweep
 
 DONE = ("success", "failed", "skipped", "upstream_failed", "removed")
@@ -260,10 +261,7 @@ class SchedulerStack:
                 or f"__{company}__" in d["dag_id"]]
 
     def sync_loaders(self) -> None:
-        result = subprocess.run([str(self.root / ".venv" / "bin" / "exportctl"), "loaders", "dags"],
-                                cwd=self.root, capture_output=True, text=True, check=False)
-        if result.returncode != 0:
-            raise AssertionError(f"exportctl loaders dags failed: {result.stdout}{result.stderr}")
+        self.exportctl("loaders", "dags")
 
     # -- command lines ------------------------------------------------------------------------
     def run_cli(self, *argv: str, check: bool = True, timeout: float = 180,
@@ -280,8 +278,16 @@ class SchedulerStack:
         """``airflow ARGS`` against the stack, e.g. ``airflow("tasks", "clear", dag_id, "-y")``."""
         return self.run_cli(str(self.root / ".venv" / "bin" / "airflow"), *args, **kw)
 
-    def exportctl(self, *args: str, **kw: Any) -> subprocess.CompletedProcess[str]:
-        return self.run_cli(str(self.root / ".venv" / "bin" / "exportctl"), *args, **kw)
+    def exportctl(self, *args: str, check: bool = True, timeout: float = 180,
+                  env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        """``exportctl ARGS`` in the copy with the stack's environment (in this process, as a
+        subprocess would see it: ``tests/support/cli.py``)."""
+        result = run_exportctl(*args, cwd=self.root, env={**self.env, **(env or {})},
+                               timeout=timeout)
+        if check and result.returncode != 0:
+            raise AssertionError(f"exportctl {' '.join(args)} exited {result.returncode}:\n"
+                                 f"{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
+        return result
 
     # -- REST -------------------------------------------------------------------------------
     def _api(self) -> Api:

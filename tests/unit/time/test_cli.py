@@ -1,4 +1,5 @@
-"""``exportctl`` as a user runs it: a subprocess, exit codes, stdout/stderr."""
+"""``exportctl`` as a user runs it: exit codes, stdout/stderr (``main`` in-process, as a
+subprocess would see it, and real ``python -m export_lib`` processes where that is the point)."""
 
 from __future__ import annotations
 
@@ -8,20 +9,35 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.support.cli import exportctl as run_cli
+
 REPO = Path(__file__).resolve().parents[3]
 SHIPPED = REPO / "dags" / "config"
 
 
 def exportctl(*args: str) -> subprocess.CompletedProcess[str]:
+    return run_cli(*args, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+
+
+def process(*args: str) -> subprocess.CompletedProcess[str]:
+    """A real ``python -m export_lib`` process (the other tests call ``main`` in-process)."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     return subprocess.run([sys.executable, "-m", "export_lib", *args], capture_output=True,
                           text=True, env=env, cwd=REPO, timeout=60, check=False)
 
 
 def test_validate_shipped_configs():
-    result = exportctl("validate", "dags/config")
+    result = process("validate", "dags/config")
     assert (result.returncode, result.stdout, result.stderr) == (
         0, "OK: 3 companies, 10 schedules in dags/config\n", "")
+
+
+def test_a_usage_error_exits_2_from_a_real_process():
+    result = process("preview", "--timezone", "UTC", "--interval-hours", "0")
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert result.stderr.startswith("exportctl: error: --interval-hours: interval_hours 0 is "
+                                    "out of range"), result.stderr
 
 
 def test_validate_prints_every_error_and_exits_1(tmp_path):
