@@ -35,8 +35,10 @@ def _parse_instant(text: str, flag: str) -> datetime:
     return parse_instant(text, flag)
 
 
-def run_one(config_dir: str, schedule_id: str, slot_text: str, *, now: datetime) -> RunOutcome:
-    """Start → render → publish → deliver one export; idempotent on the run key.
+def run_one(config_dir: str, schedule_id: str, slot_text: str, *, now: datetime,
+            regenerate: bool = False) -> RunOutcome:
+    """Start → render → publish → deliver one export; idempotent on the run key unless
+    ``regenerate`` (a new artifact version, delivered again).
 
     The start policies are the DAG's (``pipeline.start_run``): a paused company's slot is
     skipped, a late start follows ``late_start``, with the same recorded reason as in Airflow.
@@ -73,7 +75,7 @@ def run_one(config_dir: str, schedule_id: str, slot_text: str, *, now: datetime)
     ledger, store = open_ledger(), open_store()
     ledger.ensure_schema()
     ctx = RunContext(origin="cli", trigger="cli")
-    started = start_run(ledger, schedule, slot, now=now, ctx=ctx)
+    started = start_run(ledger, schedule, slot, now=now, ctx=ctx, regenerate=regenerate)
     key = started.run_key
     outcome = RunOutcome(run_key=key, state=started.state,
                          window_start_utc=format_instant(started.window.start),
@@ -82,7 +84,7 @@ def run_one(config_dir: str, schedule_id: str, slot_text: str, *, now: datetime)
         return outcome.model_copy(update={"skipped": started.skip_reason})
     # Another attempt holding the run (Airflow, a second exportctl) is waited for, bounded:
     # it publishes (its artifact is ours) or its lease lapses (a killed worker) and we take over.
-    rendered = render_run(ledger, store, key, now=now, ctx=ctx,
+    rendered = render_run(ledger, store, key, now=now, ctx=ctx, regenerate=regenerate,
                           wait=render_lease() + timedelta(seconds=10))
     if isinstance(rendered, RenderSkipped):
         return outcome.model_copy(update={"state": ledger.get_run(key).state,
@@ -102,7 +104,8 @@ def run_one(config_dir: str, schedule_id: str, slot_text: str, *, now: datetime)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    result = run_one(args.config_dir, args.schedule, args.slot, now=_now())
+    result = run_one(args.config_dir, args.schedule, args.slot, now=_now(),
+                     regenerate=args.regenerate)
     if args.json:
         print(json.dumps(result.as_xcom(), indent=2))
     else:
@@ -262,6 +265,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="schedule id as printed by 'exportctl preview', e.g. acme/daily-spend "
                         "or acme/facebook/primary")
     p.add_argument("--slot", required=True, help="the slot (ISO 8601; no offset means UTC)")
+    p.add_argument("--regenerate", action="store_true",
+                   help="export the period again: a new artifact version even when it was "
+                        "already delivered (under this slot or an earlier timing)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=functools.partial(guarded, cmd_run))
 

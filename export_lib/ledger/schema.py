@@ -77,6 +77,8 @@ runs = Table(
     Column("created_at", UtcDateTime, nullable=False),
     Column("updated_at", UtcDateTime, nullable=False),
     Index("ix_export_runs_company_schedule", "company", "schedule_id", "slot"),
+    # Revision 0007: a run's period is looked up before it exports (export_lib.ledger.periods).
+    Index("ix_export_runs_period", "schedule_id", "window_start"),
 )
 
 attempts = Table(

@@ -31,13 +31,16 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from sqlalchemy import func, select
 
+from export_lib.ledger.periods import delivered_periods
+from export_lib.periods.coverage import ALREADY_DELIVERED, covering, describe, timing_of
 from export_lib.periods.instants import format_instant
 from export_lib.periods.names import deadline_for
 from export_lib.periods.slots import latest_slot_at_or_before, slots_between
-from export_lib.periods.windows import resolve_window
+from export_lib.periods.windows import ExportWindow, resolve_window
 
 if TYPE_CHECKING:
     from export_lib.config.loader import Catalog
+    from export_lib.config.models import Schedule
     from export_lib.ledger import Ledger
 
 Action = Literal["backfill", "skip", "unrecoverable", "untouched"]
@@ -58,6 +61,8 @@ class Gap:
     window_start: datetime
     source: str
     retention_days: int
+    # Why the slot needs no export: its period went out under an earlier timing (issue 22).
+    covered: str | None = None
 
     @property
     def label(self) -> str:
@@ -143,6 +148,20 @@ def _retention(catalog: Catalog, source: str) -> int:
         return 10**6
 
 
+def _covered(ledger: Ledger, version: Schedule, slot: datetime, window: ExportWindow
+             ) -> str | None:
+    """Why the gap's period needs no export (delivered under an earlier timing), or None."""
+    found = covering(window.start, window.end,
+                     timing_of({"timing": version.timing.model_dump(mode="json")}),
+                     delivered_periods(ledger, version.schedule_id, window.start, window.end))
+    if not found:
+        return None
+    return (f"{ALREADY_DELIVERED}its period went out under an earlier timing: {describe(found)}; "
+            f"found missing by the gap audit, not exported again (exportctl run CONFIG_DIR "
+            f"--schedule {version.schedule_id} --slot {format_instant(slot)} --regenerate "
+            "sends it)")
+
+
 def find_gaps(catalog: Catalog, ledger: Ledger, *, since: datetime, until: datetime, now: datetime,
               company: str | None = None) -> tuple[list[ScheduleGaps], list[str]]:
     """Every schedule's gaps in ``[since, min(until, now)]``, and notes on what was not audited.
@@ -178,7 +197,7 @@ def find_gaps(catalog: Catalog, ledger: Ledger, *, since: datetime, until: datet
             source = version.query.source
             gaps.append(Gap(schedule.schedule_id, schedule.company.id, schedule.dag_id, slot,
                             version.owner, schedule.policies.recovery, window.start, source,
-                            _retention(catalog, source)))
+                            _retention(catalog, source), _covered(ledger, version, slot, window)))
         found.append(ScheduleGaps(schedule.schedule_id, schedule.dag_id,
                                   schedule.policies.recovery, tuple(gaps), newest))
     return found, notes
@@ -199,7 +218,9 @@ def _schedule_actions(item: ScheduleGaps, now: datetime, busy: set[datetime]
                       ) -> list[AuditAction]:
     actions = [AuditAction("untouched", g, "a DAG run of this slot is queued or running in "
                            "Airflow; left to it") for g in item.gaps if g.slot in busy]
-    gaps = [g for g in item.gaps if g.slot not in busy]
+    actions += [AuditAction("skip", g, g.covered) for g in item.gaps
+                if g.slot not in busy and g.covered]
+    gaps = [g for g in item.gaps if g.slot not in busy and not g.covered]
     if not gaps:
         return actions
     if item.recovery == "each":

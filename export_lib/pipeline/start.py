@@ -15,9 +15,11 @@ from typing import TYPE_CHECKING, Any
 
 from export_lib.errors import AuthorizationError, RunHeldError, WindowError
 from export_lib.ledger import Ledger, RunState
+from export_lib.ledger.periods import delivered_periods
 from export_lib.ledger.records import RunRecord, RunRegistration
+from export_lib.periods.coverage import ALREADY_DELIVERED, covering, describe, timing_of
 from export_lib.periods.decisions import missed_slots, start_decision
-from export_lib.periods.names import deadline_for, run_key
+from export_lib.periods.names import deadline_for, period_label, run_key
 from export_lib.periods.slots import format_instant, is_slot, latest_slot_at_or_before
 from export_lib.periods.windows import ExportWindow, resolve_window
 from export_lib.pipeline.controls import pause_reason
@@ -126,13 +128,14 @@ def _record_missed(ledger: Ledger, schedule: Schedule, slot: datetime, *, now: d
 
 
 def start_run(ledger: Ledger, schedule: Schedule, slot: datetime, *, now: datetime,
-              ctx: RunContext) -> RunSummary:
+              ctx: RunContext, regenerate: bool = False) -> RunSummary:
     """Register the run of ``slot`` and apply every start policy.
 
     Returns the summary, with ``skip_reason`` set when the slot must not export (recorded in the
     ledger). Raises ``AuthorizationError`` (recorded as failed) when the owner lost access, and
     ``RunHeldError`` under ``late_start: hold`` until an operator releases the run.
-    ``schedule`` may carry earlier versions: the one in force for ``slot`` applies.
+    ``schedule`` may carry earlier versions: the one in force for ``slot`` applies. A period
+    already delivered under another timing is skipped unless ``regenerate`` (issue 22).
     """
     every_version, schedule = schedule, version_in_force(schedule, slot)
     summary = register_run(ledger, schedule, slot, now=now, ctx=ctx)
@@ -150,6 +153,12 @@ def start_run(ledger: Ledger, schedule: Schedule, slot: datetime, *, now: dateti
         ledger.skip(key, paused, now)
         log.warning("company=%s schedule=%s period=%s: skipped: %s", *summary.log_fields(), paused)
         return summary.model_copy(update={"state": RunState.SKIPPED.value, "skip_reason": paused})
+    covered = None if regenerate or summary.state not in (RunState.REGISTERED, RunState.FAILED) \
+        else delivered_elsewhere(ledger, schedule, summary)
+    if covered is not None:
+        ledger.skip(key, covered, now)
+        log.warning("company=%s schedule=%s period=%s: skipped: %s", *summary.log_fields(), covered)
+        return summary.model_copy(update={"state": RunState.SKIPPED.value, "skip_reason": covered})
     missed = 0
     if summary.created and ctx.trigger == "scheduled":
         missed = _record_missed(ledger, every_version, slot, now=now, ctx=ctx)
@@ -175,6 +184,24 @@ def start_run(ledger: Ledger, schedule: Schedule, slot: datetime, *, now: dateti
         log.warning("company=%s schedule=%s period=%s: %s", *summary.log_fields(), decision.reason)
     return summary.model_copy(update={"missed_recorded": missed,
                                       "late_reason": decision.reason or None})
+
+
+def delivered_elsewhere(ledger: Ledger, schedule: Schedule, summary: RunSummary) -> str | None:
+    """Why ``summary``'s period must not be exported again, or None: runs of another timing
+    of the schedule (before ``export_hour`` or ``interval_hours`` or the timezone changed)
+    delivered all of it. Same-timing repeats are exports by design and do not count."""
+    window = summary.window
+    delivered = delivered_periods(ledger, schedule.schedule_id, window.start, window.end,
+                                  excluding=summary.run_key)
+    timing = timing_of({"timing": schedule.timing.model_dump(mode="json")})
+    found = covering(window.start, window.end, timing, delivered)
+    if not found:
+        return None
+    return (f"{ALREADY_DELIVERED}period {period_label(window.start, window.end, window.timezone)} "
+            f"{window.timezone} of {schedule.schedule_id} went out under an earlier timing: "
+            f"{describe(found)}; not exported again. To send it again: exportctl run CONFIG_DIR "
+            f"--schedule {schedule.schedule_id} --slot {format_instant(summary.slot)} "
+            "--regenerate (or trigger the DAG run with regenerate)")
 
 
 def manual_registration(schedule: Schedule, request: ManualRequest, *, run_id: str, slot: datetime,

@@ -96,8 +96,10 @@ class ResolveWindowOperator(BaseOperator):
                 schedule = load_catalog(self.config_dir, only=company).schedule(self.schedule_id)
                 # A manual trigger may have no logical date: it stands for the latest slot.
                 moment = context.get("logical_date") or dag_run.run_after
+                # {"regenerate": true} in the run's conf exports a period delivered earlier.
+                regenerate = bool((dag_run.conf or {}).get("regenerate", False))
                 summary = start_run(ledger, schedule, slot_at_or_before(schedule.timing, moment),
-                                    now=now, ctx=_ctx(context))
+                                    now=now, ctx=_ctx(context), regenerate=regenerate)
         self.log.info("company=%s schedule=%s period=%s: run %s window [%s, %s) UTC, state %s",
                       *summary.log_fields(), summary.run_key, summary.window.start.isoformat(),
                       summary.window.end.isoformat(), summary.state)
