@@ -35,7 +35,8 @@ def _ledger():
 
 
 def _catalog(config: str | None):
-    """The current config (``--config``, ``$EXPORT_CONFIG_DIR`` or ./dags/config), or None."""
+    """The current config (``--config``, ``$EXPORT_CONFIG_DIR`` or ./dags/config), or None
+    (retention then keeps everything, saying why)."""
     from export_lib import settings
     from export_lib.config.loader import load_catalog
 
@@ -91,11 +92,15 @@ def cmd_retention(args: argparse.Namespace) -> int:
             print(f"{verb} staging leftover {leftover.uri} ({leftover.run_key})")
         for held in report.kept:
             print(f"kept artifact {held.artifact_id} {held.uri}: {held.reason}")
+        for kept in report.staging_kept:
+            print(f"kept staging leftover {kept.uri} ({kept.run_key}): {kept.reason}")
         for failed in report.failed:
             print(f"not deleted {failed.uri}: {failed.error}", file=sys.stderr)
+        staging_kept = (f", {len(report.staging_kept)} staging leftover(s) kept (held)"
+                        if report.staging_kept else "")
         print(f"{len(report.deleted)} artifact(s) {verb}, {len(report.kept)} kept (held), "
               f"{len(report.failed)} not deletable, {len(report.staging_deleted)} staging "
-              f"leftover(s){' (dry run: nothing changed)' if args.dry_run else ''}")
+              f"leftover(s){staging_kept}{' (dry run: nothing changed)' if args.dry_run else ''}")
     return 1 if report.failed else EXIT_OK
 
 
@@ -149,7 +154,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         p.set_defaults(func=functools.partial(guarded, cmd_target))
 
     p = sub.add_parser("retention", help="delete artifacts older than retention_days (not "
-                                         "under legal_hold or held); --dry-run only lists")
+                                         "under legal_hold, held, or waiting for a delivery); "
+                                         "--dry-run only lists")
     p.add_argument("--dry-run", action="store_true", help="list what would be deleted")
     p.add_argument("--config", help="the current config directory (default: "
                                     "$EXPORT_CONFIG_DIR or ./dags/config)")

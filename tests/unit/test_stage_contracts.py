@@ -28,6 +28,7 @@ from export_lib.pipeline.results import KeptStagingObject, StagingObject
 from export_lib.pipeline.retention import (
     ExpiredArtifact,
     HeldArtifact,
+    HeldStaging,
     RetentionReport,
     StagingLeftover,
     UndeletableStaging,
@@ -166,9 +167,11 @@ def test_the_retention_report_json_keeps_its_shape():
         dry_run=False, deleted=[expired],
         kept=[HeldArtifact(**expired.model_dump(), reason="legal hold")],
         failed=[UndeletableStaging(attempt_id="a", run_key=KEY, uri="u", error="denied")],
-        staging_deleted=[StagingLeftover(attempt_id="b", run_key=KEY, uri="v")])
+        staging_deleted=[StagingLeftover(attempt_id="b", run_key=KEY, uri="v")],
+        staging_kept=[HeldStaging(attempt_id="c", run_key=KEY, uri="w", reason="legal hold")])
     item = expired.as_xcom()
     assert report.as_dict() == {
         "dry_run": False, "deleted": [item], "kept": [{**item, "reason": "legal hold"}],
         "failed": [{"attempt_id": "a", "run_key": KEY, "uri": "u", "error": "denied"}],
-        "staging_deleted": [{"attempt_id": "b", "run_key": KEY, "uri": "v"}]}
+        "staging_deleted": [{"attempt_id": "b", "run_key": KEY, "uri": "v"}],
+        "staging_kept": [{"attempt_id": "c", "run_key": KEY, "uri": "w", "reason": "legal hold"}]}
