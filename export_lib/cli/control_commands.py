@@ -13,7 +13,6 @@ import functools
 import json
 import sys
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -34,18 +33,6 @@ def _ledger():
     return ledger
 
 
-def _catalog(config: str | None):
-    """The current config (``--config``, ``$EXPORT_CONFIG_DIR`` or ./dags/config), or None
-    (retention then keeps everything, saying why)."""
-    from export_lib import settings
-    from export_lib.config.loader import load_catalog
-
-    directory = config or settings.config_dir()
-    if directory is None and Path("dags/config").is_dir():
-        directory = "dags/config"
-    return load_catalog(directory) if directory else None
-
-
 def _report(result: ControlResult, as_json: bool) -> int:
     if as_json:
         print(json.dumps(result.as_dict(), indent=2))
@@ -57,11 +44,12 @@ def _report(result: ControlResult, as_json: bool) -> int:
 
 
 def cmd_pause(args: argparse.Namespace) -> int:
+    from export_lib.cli.commands import current_catalog
     from export_lib.pipeline import controls
 
     control = controls.pause if args.command == "pause" else controls.unpause
     result = control(_ledger(), args.company, args.schedule, who=args.by, why=args.why,
-                     now=_now(), catalog=_catalog(args.config))
+                     now=_now(), catalog=current_catalog(args.config))
     return _report(result, args.json)
 
 
@@ -75,10 +63,11 @@ def cmd_target(args: argparse.Namespace) -> int:
 
 
 def cmd_retention(args: argparse.Namespace) -> int:
+    from export_lib.cli.commands import current_catalog
     from export_lib.pipeline.retention import apply_retention
     from export_lib.storage.stores import open_store
 
-    report = apply_retention(_ledger(), _catalog(args.config), open_store(), now=_now(),
+    report = apply_retention(_ledger(), current_catalog(args.config), open_store(), now=_now(),
                              dry_run=args.dry_run)
     if args.json:
         print(json.dumps(report.as_dict(), indent=2))

@@ -1,7 +1,7 @@
-"""What retention must keep, and why (issue 22, ADR 0017).
+"""What retention and ``exportctl ledger gc`` must keep, and why (issue 22, ADR 0017).
 
-Each answer is a reason a person can act on (None: nothing holds), and every rule keeps when in
-doubt:
+Both passes ask the same rules; each answer is a reason a person can act on (None: nothing
+holds), and every rule keeps when in doubt:
 
 * :func:`policy_of`: the policy in force for a run. Today's config for its schedule, a manual
   run following its base export (:func:`manual_bases`); a ``legal_hold`` in today's config or in

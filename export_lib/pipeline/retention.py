@@ -3,7 +3,7 @@
 keeps them (:mod:`export_lib.pipeline.holds`, ADR 0017): the schedule's ``legal_hold``, an
 operator's hold on the artifact or its run, a delivery of the artifact that is not final or whose
 retry window is still open, or a config that cannot be read. Each kept object is reported with
-that reason.
+that reason. :func:`collect_staging_garbage` (``exportctl ledger gc``) applies the same holds.
 
 Each deletion is recorded in the ledger: the artifact row (the manifest of what was published)
 stays, marked deleted with the reason, and the audit trail gets one ``retention`` action. The
@@ -31,7 +31,13 @@ from export_lib.ledger.controls import NOTHING_CHANGED, Action
 from export_lib.ledger.records import ArtifactRecord, AttemptRecord, RunRecord
 from export_lib.periods.instants import format_instant
 from export_lib.pipeline.holds import HoldRules
-from export_lib.pipeline.results import ResultModel
+from export_lib.pipeline.results import (
+    HeldStagingObject,
+    KeptStagingObject,
+    ResultModel,
+    StagingCleanup,
+    StagingObject,
+)
 from export_lib.storage.stores import ArtifactStore
 
 if TYPE_CHECKING:
@@ -231,3 +237,45 @@ def _staging(ledger: Ledger, rules: HoldRules, store: ArtifactStore, *, now: dat
                 continue
             ledger.mark_cleaned(attempt.attempt_id)
         report.staging_deleted.append(item)
+
+
+def collect_staging_garbage(ledger: Ledger, store: ArtifactStore,
+                            catalog: Catalog | None) -> StagingCleanup:
+    """``exportctl ledger gc``: delete the staging objects of abandoned and failed attempts
+    and mark them cleaned, whatever their age, unless a hold keeps their run (the same holds
+    as retention: legal_hold, an operator's hold on the run, a config that cannot be read).
+
+    Only attempts that can never publish are collected: an abandoned attempt lost its
+    generation, a failed one its run's state, so fencing rejects either if it ever wakes up.
+    An object that cannot be deleted (another store, a permission) stays recorded as garbage.
+    """
+    from export_lib.errors import StorageError
+
+    rules = HoldRules(ledger, catalog)
+    cleaned: list[StagingObject] = []
+    kept: list[KeptStagingObject] = []
+    held: list[HeldStagingObject] = []
+    for attempt, run in _garbage_runs(ledger):
+        item = StagingObject(attempt_id=attempt.attempt_id, run_key=run.run_key,
+                             uri=attempt.staging_uri)
+        why = rules.staging_hold(run)
+        if why is not None:
+            log.info("company=%s schedule=%s run=%s: staging object %s of attempt %s kept: %s",
+                     run.company, run.schedule_id, run.run_key, attempt.staging_uri,
+                     attempt.attempt_id[:12], why)
+            held.append(HeldStagingObject(**item.model_dump(), reason=why))
+            continue
+        try:
+            store.delete(attempt.staging_uri)
+        except StorageError as exc:
+            log.warning("company=%s schedule=%s run=%s: staging object %s of attempt %s not "
+                        "deleted: %s", run.company, run.schedule_id, run.run_key,
+                        attempt.staging_uri, attempt.attempt_id[:12], exc)
+            kept.append(KeptStagingObject(**item.model_dump(), error=str(exc)))
+            continue
+        ledger.mark_cleaned(attempt.attempt_id)
+        log.info("company=%s schedule=%s run=%s: deleted staging object %s of %s attempt %s",
+                 run.company, run.schedule_id, run.run_key, attempt.staging_uri, attempt.state,
+                 attempt.attempt_id[:12])
+        cleaned.append(item)
+    return StagingCleanup(cleaned=tuple(cleaned), kept=tuple(kept), held=tuple(held))

@@ -24,7 +24,7 @@ from export_lib.pipeline import (
     StagingCleanup,
     render_result_from_xcom,
 )
-from export_lib.pipeline.results import KeptStagingObject, StagingObject
+from export_lib.pipeline.results import HeldStagingObject, KeptStagingObject, StagingObject
 from export_lib.pipeline.retention import (
     ExpiredArtifact,
     HeldArtifact,
@@ -137,11 +137,14 @@ def test_publish_deliver_and_gc_results_keep_their_xcom_shapes():
     assert DeliverResult.from_xcom(delivered.as_xcom()) == delivered
     gc = StagingCleanup(cleaned=(StagingObject(attempt_id="a", run_key=KEY, uri="u1"),),
                         kept=(KeptStagingObject(attempt_id="b", run_key=KEY, uri="u2",
-                                                error="denied"),))
+                                                error="denied"),),
+                        held=(HeldStagingObject(attempt_id="c", run_key=KEY, uri="u3",
+                                                reason="legal hold"),))
     assert gc.as_xcom() == {
         "cleaned": [{"attempt_id": "a", "run_key": KEY, "uri": "u1"}],
-        "kept": [{"attempt_id": "b", "run_key": KEY, "uri": "u2", "error": "denied"}]}
-    assert StagingCleanup() == {"cleaned": [], "kept": []}
+        "kept": [{"attempt_id": "b", "run_key": KEY, "uri": "u2", "error": "denied"}],
+        "held": [{"attempt_id": "c", "run_key": KEY, "uri": "u3", "reason": "legal hold"}]}
+    assert StagingCleanup() == {"cleaned": [], "kept": [], "held": []}
 
 
 def test_exportctl_run_json_keeps_skipped_only_when_skipped():

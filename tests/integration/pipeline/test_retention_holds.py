@@ -1,4 +1,4 @@
-"""Retention never fails open (issue 22, item 3; ADR 0017), on the
+"""Retention and ``exportctl ledger gc`` never fail open (issue 22, item 3; ADR 0017), on the
 retention tests' world (a real PostgreSQL ledger, the local store, three exported days of
 acme/daily-spend): an artifact is kept while a delivery of it may still be retried or is not
 final, while its company's config file has errors, while no config can be read, and a manual
@@ -157,3 +157,40 @@ def test_a_manual_run_follows_its_base_exports_retention_and_legal_hold(world):
         *((f"{DAILY}/{s}", "schedule acme/daily-spend is under legal_hold") for s in SLOTS),
         (key, f"schedule acme/daily-spend is under legal_hold; manual run {key} is based on it")]
     assert _path(manual["uri"]).is_file()
+
+
+def test_ledger_gc_keeps_the_staging_leftovers_of_a_held_export(world):
+    from export_lib.pipeline import RunContext, render_run, start_run
+    from export_lib.pipeline.controls import cancel_run, hold, unhold
+
+    ledger = world.ledger()
+    # A staging leftover: a slot cancelled while it rendered.
+    old = f"{DAILY}/2026-03-26T06:00Z"
+    start_run(ledger, world.schedule(), datetime(2026, 3, 26, 6, 0, tzinfo=UTC), now=EXPORTED,
+              ctx=RunContext())
+    render_run(ledger, world.store, old, now=EXPORTED)
+    cancel_run(ledger, old, who="ops", why="test", now=EXPORTED)
+    (leftover,) = ledger.staging_garbage()
+    _edit(world, POLICIES, POLICIES + "    legal_hold: true\n")
+
+    legal = world.exportctl("ledger", "gc")
+
+    assert (legal.returncode, legal.stderr) == (0, "")
+    assert legal.stdout.splitlines() == [
+        f"kept {leftover.staging_uri} ({old}): schedule acme/daily-spend is under legal_hold",
+        "0 staging object(s) cleaned, 1 kept (held), 0 not deletable"]
+    assert len(world.staging_files()) == 1
+
+    # An operator's hold on the run keeps it as well, once the legal hold is lifted.
+    _edit(world, "    legal_hold: true\n", "")
+    assert hold(ledger, old, who="legal", why="case 42", now=EXPORTED).changed
+    operator = world.exportctl("ledger", "gc", "--json")
+    assert operator.returncode == 0, operator.stderr
+    assert operator.stdout.count("held by legal at 2026-03-29T06:00:00Z: case 42") == 1
+    assert len(world.staging_files()) == 1
+
+    assert unhold(ledger, old, who="legal", why="closed", now=EXPORTED).changed
+    released = world.exportctl("ledger", "gc")
+    assert released.stdout.splitlines()[-1] == ("1 staging object(s) cleaned, 0 kept (held), "
+                                                "0 not deletable")
+    assert world.staging_files() == [] and ledger.staging_garbage() == []
