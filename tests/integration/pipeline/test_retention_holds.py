@@ -194,3 +194,18 @@ def test_ledger_gc_keeps_the_staging_leftovers_of_a_held_export(world):
     assert released.stdout.splitlines()[-1] == ("1 staging object(s) cleaned, 0 kept (held), "
                                                 "0 not deletable")
     assert world.staging_files() == [] and ledger.staging_garbage() == []
+
+
+def test_validate_warns_when_retention_is_shorter_than_a_retry_window(world):
+    _edit(world, POLICIES, POLICIES + "    retention_days: 3\n")
+    _edit(world, ACME_DIR, ACME_DIR.replace("daily-spend}", "daily-spend, retry_window: 36h}")
+          + "      - {id: partner, type: webhook, conn_id: partner_hook, endpoint: /hooks}\n")
+
+    result = world.exportctl("validate", str(world.config))
+
+    assert (result.returncode, result.stderr) == (0, "")
+    assert result.stdout.splitlines() == [
+        "warning: acme/daily-spend: retention_days 3 is shorter than destination partner's "
+        "retry_window (5d): its artifacts are kept until their deliveries are final, past "
+        "retention_days; set retention_days to 5 or more, or shorten retry_window",
+        f"OK: 3 companies, 10 schedules in {world.config} (1 warning(s))"]
