@@ -35,6 +35,18 @@ def _parse_instant(text: str, flag: str) -> datetime:
     return parse_instant(text, flag)
 
 
+def current_catalog(config: str | None):
+    """The current config (``--config``, ``$EXPORT_CONFIG_DIR`` or ./dags/config), or None
+    (retention and ``ledger gc`` then keep everything, saying why)."""
+    from export_lib import settings
+    from export_lib.config.loader import load_catalog
+
+    directory = config or settings.config_dir()
+    if directory is None and Path("dags/config").is_dir():
+        directory = "dags/config"
+    return load_catalog(directory) if directory else None
+
+
 def run_one(config_dir: str, schedule_id: str, slot_text: str, *, now: datetime,
             regenerate: bool = False) -> RunOutcome:
     """Start → render → publish → deliver one export; idempotent on the run key unless
@@ -171,15 +183,18 @@ def cmd_ledger(args: argparse.Namespace) -> int:
     from export_lib.storage.stores import open_store
 
     ledger.ensure_schema()
-    report = collect_staging_garbage(ledger, open_store())
+    report = collect_staging_garbage(ledger, open_store(), current_catalog(args.config))
     if args.json:
         print(json.dumps(report.as_xcom(), indent=2))
     else:
         for item in report.cleaned:
             print(f"deleted {item.uri} (attempt {item.attempt_id[:12]} of {item.run_key})")
+        for held in report.held:
+            print(f"kept {held.uri} ({held.run_key}): {held.reason}")
         for kept in report.kept:
             print(f"kept {kept.uri}: {kept.error}", file=sys.stderr)
-        print(f"{len(report.cleaned)} staging object(s) cleaned, {len(report.kept)} kept")
+        print(f"{len(report.cleaned)} staging object(s) cleaned, {len(report.held)} kept "
+              f"(held), {len(report.kept)} not deletable")
     return 1 if report.kept else 0
 
 
@@ -306,8 +321,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=functools.partial(guarded, cmd_requeue))
 
     p = sub.add_parser("ledger", help="ledger maintenance: 'upgrade' the schema, 'gc' deletes "
-                                          "staging objects of abandoned/failed attempts")
+                                          "staging objects of abandoned/failed attempts (not "
+                                          "those retention's holds keep)")
     p.add_argument("action", choices=["upgrade", "gc"])
+    p.add_argument("--config", help="gc: the current config directory, for legal_hold "
+                                    "(default: $EXPORT_CONFIG_DIR or ./dags/config; without "
+                                    "one nothing is deleted)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=functools.partial(guarded, cmd_ledger))
 

@@ -13,7 +13,6 @@ import functools
 import json
 import sys
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -34,17 +33,6 @@ def _ledger():
     return ledger
 
 
-def _catalog(config: str | None):
-    """The current config (``--config``, ``$EXPORT_CONFIG_DIR`` or ./dags/config), or None."""
-    from export_lib import settings
-    from export_lib.config.loader import load_catalog
-
-    directory = config or settings.config_dir()
-    if directory is None and Path("dags/config").is_dir():
-        directory = "dags/config"
-    return load_catalog(directory) if directory else None
-
-
 def _report(result: ControlResult, as_json: bool) -> int:
     if as_json:
         print(json.dumps(result.as_dict(), indent=2))
@@ -56,11 +44,12 @@ def _report(result: ControlResult, as_json: bool) -> int:
 
 
 def cmd_pause(args: argparse.Namespace) -> int:
+    from export_lib.cli.commands import current_catalog
     from export_lib.pipeline import controls
 
     control = controls.pause if args.command == "pause" else controls.unpause
     result = control(_ledger(), args.company, args.schedule, who=args.by, why=args.why,
-                     now=_now(), catalog=_catalog(args.config))
+                     now=_now(), catalog=current_catalog(args.config))
     return _report(result, args.json)
 
 
@@ -74,10 +63,11 @@ def cmd_target(args: argparse.Namespace) -> int:
 
 
 def cmd_retention(args: argparse.Namespace) -> int:
+    from export_lib.cli.commands import current_catalog
     from export_lib.pipeline.retention import apply_retention
     from export_lib.storage.stores import open_store
 
-    report = apply_retention(_ledger(), _catalog(args.config), open_store(), now=_now(),
+    report = apply_retention(_ledger(), current_catalog(args.config), open_store(), now=_now(),
                              dry_run=args.dry_run)
     if args.json:
         print(json.dumps(report.as_dict(), indent=2))
@@ -91,11 +81,15 @@ def cmd_retention(args: argparse.Namespace) -> int:
             print(f"{verb} staging leftover {leftover.uri} ({leftover.run_key})")
         for held in report.kept:
             print(f"kept artifact {held.artifact_id} {held.uri}: {held.reason}")
+        for kept in report.staging_kept:
+            print(f"kept staging leftover {kept.uri} ({kept.run_key}): {kept.reason}")
         for failed in report.failed:
             print(f"not deleted {failed.uri}: {failed.error}", file=sys.stderr)
+        staging_kept = (f", {len(report.staging_kept)} staging leftover(s) kept (held)"
+                        if report.staging_kept else "")
         print(f"{len(report.deleted)} artifact(s) {verb}, {len(report.kept)} kept (held), "
               f"{len(report.failed)} not deletable, {len(report.staging_deleted)} staging "
-              f"leftover(s){' (dry run: nothing changed)' if args.dry_run else ''}")
+              f"leftover(s){staging_kept}{' (dry run: nothing changed)' if args.dry_run else ''}")
     return 1 if report.failed else EXIT_OK
 
 
@@ -149,7 +143,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         p.set_defaults(func=functools.partial(guarded, cmd_target))
 
     p = sub.add_parser("retention", help="delete artifacts older than retention_days (not "
-                                         "under legal_hold or held); --dry-run only lists")
+                                         "under legal_hold, held, or waiting for a delivery); "
+                                         "--dry-run only lists")
     p.add_argument("--dry-run", action="store_true", help="list what would be deleted")
     p.add_argument("--config", help="the current config directory (default: "
                                     "$EXPORT_CONFIG_DIR or ./dags/config)")

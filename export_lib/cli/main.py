@@ -52,12 +52,14 @@ def _count(text: str) -> int:
 def add_validate_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("validate", help="check every config file of a directory",
                                    description="Exit 0 if CONFIG_DIR is valid, else print every "
-                                   "error as 'file: field.path: message' and exit 1.")
+                                   "error as 'file: field.path: message' and exit 1. Warnings "
+                                   "('warning: …') never change the exit code.")
     parser.add_argument("config_dir", metavar="CONFIG_DIR")
     parser.set_defaults(func=cmd_validate)
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
+    from export_lib.config.advisories import retention_warnings
     from export_lib.config.loader import load_catalog
     from export_lib.errors import ConfigError
 
@@ -71,13 +73,14 @@ def cmd_validate(args: argparse.Namespace) -> int:
     if loaders is not None and not loaders.ok:
         lines += loaders.problems()
         files += len(loaders.missing) + len(loaders.orphans)
+    warnings = retention_warnings(catalog.schedules)  # a warning never fails validation
+    for line in (*lines, *warnings):
+        print(line)
     if lines:
-        for line in lines:
-            print(line)
         print(f"{len(lines)} error(s) in {files} file(s)", file=sys.stderr)
         return EXIT_INVALID
     print(f"OK: {len(catalog.companies)} companies, {len(catalog.schedules)} schedules in "
-          f"{args.config_dir}")
+          f"{args.config_dir}{f' ({len(warnings)} warning(s))' if warnings else ''}")
     return EXIT_OK
 
 

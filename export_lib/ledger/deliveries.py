@@ -58,7 +58,7 @@ __all__ = [
     "IN_PROGRESS", "PENDING", "PERMANENT_FAILURE", "REFUSED", "RETRYABLE_FAILURE", "STATES",
     "UNRESOLVED", "DeliveryRecord", "NewDelivery", "deliveries", "delivery_attempts",
     "delivery_id", "delivery_metadata", "ensure_record", "finish_attempt", "get_record",
-    "list_deliveries", "requeue", "start_attempt", "transition", "utc",
+    "list_deliveries", "records_of", "requeue", "start_attempt", "transition", "utc",
 ]
 
 
@@ -104,6 +104,14 @@ def get_record(engine: Engine, the_id: str) -> DeliveryRecord | None:
             sa.select(deliveries).where(deliveries.c.delivery_id == the_id)
         ).mappings().first()
     return DeliveryRecord.from_row(row) if row else None
+
+
+def records_of(engine: Engine, run_key: str) -> list[DeliveryRecord]:
+    """Every delivery record of the run (each artifact version), by version and destination."""
+    query = (sa.select(deliveries).where(deliveries.c.run_key == run_key)
+             .order_by(deliveries.c.artifact_version, deliveries.c.destination_id))
+    with engine.connect() as conn:
+        return [DeliveryRecord.from_row(row) for row in conn.execute(query).mappings()]
 
 
 def transition(

@@ -18,10 +18,10 @@ from export_lib.pipeline.results import (
     StagingCleanup,
     render_result_from_xcom,
 )
+from export_lib.pipeline.retention import collect_staging_garbage
 from export_lib.pipeline.stages import (
     RunContext,
     captured_destinations,
-    collect_staging_garbage,
     deliver_run,
     list_deliveries,
     publish_run,

@@ -164,11 +164,19 @@ class KeptStagingObject(StagingObject):
     error: str
 
 
+class HeldStagingObject(StagingObject):
+    """A staging object a hold keeps (``reason``: legal_hold, an operator's hold on its run, a
+    config that cannot be read); it stays recorded as garbage."""
+
+    reason: str
+
+
 class StagingCleanup(ResultModel):
-    """What :func:`~export_lib.pipeline.stages.collect_staging_garbage` did."""
+    """What :func:`~export_lib.pipeline.retention.collect_staging_garbage` did."""
 
     cleaned: tuple[StagingObject, ...] = ()
     kept: tuple[KeptStagingObject, ...] = ()
+    held: tuple[HeldStagingObject, ...] = ()
 
 
 class ArtifactLine(ResultModel):

@@ -1,6 +1,9 @@
 """Retention (seed 002: 30 days): delete published artifacts older than their schedule's
-``retention_days``, and the staging leftovers of attempts that never published, unless the
-schedule is under ``legal_hold`` or an operator holds the artifact or its run.
+``retention_days``, and the staging leftovers of attempts that never published, unless a hold
+keeps them (:mod:`export_lib.pipeline.holds`, ADR 0017): the schedule's ``legal_hold``, an
+operator's hold on the artifact or its run, a delivery of the artifact that is not final or whose
+retry window is still open, or a config that cannot be read. Each kept object is reported with
+that reason. :func:`collect_staging_garbage` (``exportctl ledger gc``) applies the same holds.
 
 Each deletion is recorded in the ledger: the artifact row (the manifest of what was published)
 stays, marked deleted with the reason, and the audit trail gets one ``retention`` action. The
@@ -9,13 +12,15 @@ delete an object is recorded ("nothing changed: …") and retention carries on w
 ``dry_run`` reports what would be deleted and changes nothing.
 
 The policy in force is today's config (``catalog``): a legal hold put on a schedule protects its
-old artifacts at once. A schedule gone from the config keeps the policy its runs captured.
+old artifacts at once, and a manual run follows its base export. A schedule gone from a valid
+config keeps the policy its runs captured; without a readable config nothing is deleted.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -23,9 +28,16 @@ from typing import TYPE_CHECKING, Any
 from export_lib.ledger import Ledger
 from export_lib.ledger import controls as repo
 from export_lib.ledger.controls import NOTHING_CHANGED, Action
-from export_lib.ledger.records import ArtifactRecord, RunRecord
+from export_lib.ledger.records import ArtifactRecord, AttemptRecord, RunRecord
 from export_lib.periods.instants import format_instant
-from export_lib.pipeline.results import ResultModel
+from export_lib.pipeline.holds import HoldRules
+from export_lib.pipeline.results import (
+    HeldStagingObject,
+    KeptStagingObject,
+    ResultModel,
+    StagingCleanup,
+    StagingObject,
+)
 from export_lib.storage.stores import ArtifactStore
 
 if TYPE_CHECKING:
@@ -50,7 +62,8 @@ class ExpiredArtifact(ResultModel):
 
 
 class HeldArtifact(ExpiredArtifact):
-    """An expired artifact kept: ``reason`` names the legal hold or the operator's hold."""
+    """An expired artifact kept: ``reason`` names the hold (legal, operator's, a delivery, a
+    config that cannot be read) and how it ends."""
 
     reason: str
 
@@ -75,6 +88,12 @@ class UndeletableStaging(StagingLeftover):
     error: str
 
 
+class HeldStaging(StagingLeftover):
+    """A staging leftover kept: ``reason`` names the hold on its run."""
+
+    reason: str
+
+
 class RetentionReport(ResultModel):
     """What one retention pass did (or, with ``dry_run``, would do). Lists in the order met."""
 
@@ -83,6 +102,7 @@ class RetentionReport(ResultModel):
     kept: list[HeldArtifact] = []
     failed: list[UndeletableArtifact | UndeletableStaging] = []
     staging_deleted: list[StagingLeftover] = []
+    staging_kept: list[HeldStaging] = []
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON form (``exportctl retention --json``)."""
@@ -98,21 +118,12 @@ class _Pass:
     kept: list[HeldArtifact] = field(default_factory=list)
     failed: list[UndeletableArtifact | UndeletableStaging] = field(default_factory=list)
     staging_deleted: list[StagingLeftover] = field(default_factory=list)
+    staging_kept: list[HeldStaging] = field(default_factory=list)
 
     def report(self) -> RetentionReport:
         return RetentionReport(dry_run=self.dry_run, deleted=self.deleted, kept=self.kept,
-                               failed=self.failed, staging_deleted=self.staging_deleted)
-
-
-def _policy(run: RunRecord, catalog: Catalog | None) -> tuple[int, bool]:
-    """(retention_days, legal_hold) for the run's schedule: today's config, else as captured.
-    A legal hold in either is a hold."""
-    captured = (run.config_snapshot or {}).get("policies", {})
-    days, legal = captured.get("retention_days", 30), bool(captured.get("legal_hold"))
-    for schedule in getattr(catalog, "schedules", ()):
-        if schedule.schedule_id == run.schedule_id:
-            return schedule.policies.retention_days, legal or schedule.policies.legal_hold
-    return days, legal
+                               failed=self.failed, staging_deleted=self.staging_deleted,
+                               staging_kept=self.staging_kept)
 
 
 def _item(artifact: ArtifactRecord, run: RunRecord, days: int) -> ExpiredArtifact:
@@ -127,26 +138,27 @@ def apply_retention(ledger: Ledger, catalog: Catalog | None, store: ArtifactStor
                     dry_run: bool = False) -> RetentionReport:
     """One retention pass over every artifact not yet deleted (see the module docstring)."""
     report = _Pass(dry_run=dry_run)
+    rules = HoldRules(ledger, catalog)
     for artifact, run in repo.live_artifacts(ledger):
-        days, legal = _policy(run, catalog)
+        days = rules.policy(run).retention_days
         if artifact.generated_at >= now - timedelta(days=days):
             continue
         item = _item(artifact, run, days)
-        held = repo.active_holds(ledger, run.id, artifact.id)
-        if legal or held:
-            why = (f"schedule {run.schedule_id} is under legal_hold" if legal else
-                   f"held by {held[0]['held_by']} at {format_instant(held[0]['held_at'])}: "
-                   f"{held[0]['why']}")
+        why = rules.artifact_hold(run, artifact, now=now)
+        if why is not None:
+            log.info("company=%s schedule=%s run=%s: retention keeps v%d %s: %s", run.company,
+                     run.schedule_id, run.run_key, artifact.version, artifact.uri, why)
             report.kept.append(HeldArtifact(**item.model_dump(), reason=why))
             continue
         if dry_run:
             report.deleted.append(item)
             continue
         _delete(ledger, store, artifact, run, item, days, now, report)
-    _staging(ledger, catalog, store, now=now, dry_run=dry_run, report=report)
+    _staging(ledger, rules, store, now=now, dry_run=dry_run, report=report)
     log.info("retention%s: %d artifact(s) deleted, %d kept (held), %d not deletable, %d staging "
-             "leftover(s) deleted", " (dry run)" if dry_run else "", len(report.deleted),
-             len(report.kept), len(report.failed), len(report.staging_deleted))
+             "leftover(s) deleted, %d kept (held)", " (dry run)" if dry_run else "",
+             len(report.deleted), len(report.kept), len(report.failed),
+             len(report.staging_deleted), len(report.staging_kept))
     return report.report()
 
 
@@ -193,20 +205,29 @@ def _mark_manifest(store: ArtifactStore, manifest_uri: str, now: datetime, reaso
     path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
-def _staging(ledger: Ledger, catalog: Catalog | None, store: ArtifactStore, *, now: datetime,
-             dry_run: bool, report: _Pass) -> None:
-    """Staging objects of abandoned or failed attempts past their run's retention."""
-    runs: dict[int, RunRecord | None] = {}
+def _garbage_runs(ledger: Ledger) -> Iterator[tuple[AttemptRecord, RunRecord]]:
+    """Each staging leftover (abandoned or failed attempt not cleaned) with its run."""
+    runs: dict[int, RunRecord] = {}
     for attempt in ledger.staging_garbage():
         if attempt.run_id not in runs:
-            runs[attempt.run_id] = ledger.get_run(ledger.run_key_of(attempt.run_id))
-        run = runs[attempt.run_id]
-        assert run is not None
-        days, legal = _policy(run, catalog)
-        if legal or attempt.started_at >= now - timedelta(days=days):
+            found = ledger.get_run(ledger.run_key_of(attempt.run_id))
+            assert found is not None  # an attempt's run is never deleted
+            runs[attempt.run_id] = found
+        yield attempt, runs[attempt.run_id]
+
+
+def _staging(ledger: Ledger, rules: HoldRules, store: ArtifactStore, *, now: datetime,
+             dry_run: bool, report: _Pass) -> None:
+    """Staging objects of abandoned or failed attempts past their run's retention."""
+    for attempt, run in _garbage_runs(ledger):
+        if attempt.started_at >= now - timedelta(days=rules.policy(run).retention_days):
             continue
         item = StagingLeftover(attempt_id=attempt.attempt_id, run_key=run.run_key,
                                uri=attempt.staging_uri)
+        why = rules.staging_hold(run)
+        if why is not None:
+            report.staging_kept.append(HeldStaging(**item.model_dump(), reason=why))
+            continue
         if not dry_run:
             try:
                 store.delete(attempt.staging_uri)
@@ -216,3 +237,45 @@ def _staging(ledger: Ledger, catalog: Catalog | None, store: ArtifactStore, *, n
                 continue
             ledger.mark_cleaned(attempt.attempt_id)
         report.staging_deleted.append(item)
+
+
+def collect_staging_garbage(ledger: Ledger, store: ArtifactStore,
+                            catalog: Catalog | None) -> StagingCleanup:
+    """``exportctl ledger gc``: delete the staging objects of abandoned and failed attempts
+    and mark them cleaned, whatever their age, unless a hold keeps their run (the same holds
+    as retention: legal_hold, an operator's hold on the run, a config that cannot be read).
+
+    Only attempts that can never publish are collected: an abandoned attempt lost its
+    generation, a failed one its run's state, so fencing rejects either if it ever wakes up.
+    An object that cannot be deleted (another store, a permission) stays recorded as garbage.
+    """
+    from export_lib.errors import StorageError
+
+    rules = HoldRules(ledger, catalog)
+    cleaned: list[StagingObject] = []
+    kept: list[KeptStagingObject] = []
+    held: list[HeldStagingObject] = []
+    for attempt, run in _garbage_runs(ledger):
+        item = StagingObject(attempt_id=attempt.attempt_id, run_key=run.run_key,
+                             uri=attempt.staging_uri)
+        why = rules.staging_hold(run)
+        if why is not None:
+            log.info("company=%s schedule=%s run=%s: staging object %s of attempt %s kept: %s",
+                     run.company, run.schedule_id, run.run_key, attempt.staging_uri,
+                     attempt.attempt_id[:12], why)
+            held.append(HeldStagingObject(**item.model_dump(), reason=why))
+            continue
+        try:
+            store.delete(attempt.staging_uri)
+        except StorageError as exc:
+            log.warning("company=%s schedule=%s run=%s: staging object %s of attempt %s not "
+                        "deleted: %s", run.company, run.schedule_id, run.run_key,
+                        attempt.staging_uri, attempt.attempt_id[:12], exc)
+            kept.append(KeptStagingObject(**item.model_dump(), error=str(exc)))
+            continue
+        ledger.mark_cleaned(attempt.attempt_id)
+        log.info("company=%s schedule=%s run=%s: deleted staging object %s of %s attempt %s",
+                 run.company, run.schedule_id, run.run_key, attempt.staging_uri, attempt.state,
+                 attempt.attempt_id[:12])
+        cleaned.append(item)
+    return StagingCleanup(cleaned=tuple(cleaned), kept=tuple(kept), held=tuple(held))

@@ -1,5 +1,5 @@
-"""The stages after the start: render → publish → deliver, plus staging clean-up and the
-late-data watermark check.
+"""The stages after the start: render → publish → deliver, plus the late-data watermark check
+(staging clean-up, ``exportctl ledger gc``, is in :mod:`export_lib.pipeline.retention`).
 
 Each stage is one function over the ledger; the Airflow operators call one each and the CLI
 (``exportctl run``) calls them in a row, so both worlds run the same code. Every stage is
@@ -30,13 +30,10 @@ from export_lib.periods.names import artifact_key, period_label
 from export_lib.pipeline.results import (
     AlreadyPublished,
     DeliverResult,
-    KeptStagingObject,
     PublishResult,
     Rendered,
     RenderResult,
     RenderSkipped,
-    StagingCleanup,
-    StagingObject,
 )
 from export_lib.source.connections import ConnectionResolver
 from export_lib.storage.stores import ArtifactStore
@@ -388,35 +385,6 @@ def list_deliveries(ledger: Ledger, run_key: str) -> list[dict[str, Any]]:
              "version": d["artifact_version"], "attempts": d["attempts"],
              "receipt": d.get("receipt"), "last_error": d.get("last_error")}
             for d in _list(ledger.engine, run_key)]
-
-
-def collect_staging_garbage(ledger: Ledger, store: ArtifactStore) -> StagingCleanup:
-    """Delete the staging objects of abandoned and failed attempts and mark them cleaned.
-
-    Only attempts that can never publish are collected: an abandoned attempt lost its
-    generation, a failed one its run's state, so fencing rejects either if it ever wakes up.
-    An object that cannot be deleted (another store, a permission) stays recorded as garbage.
-    """
-    from export_lib.errors import StorageError
-
-    cleaned: list[StagingObject] = []
-    kept: list[KeptStagingObject] = []
-    for attempt in ledger.staging_garbage():
-        run_key = ledger.run_key_of(attempt.run_id)
-        item = StagingObject(attempt_id=attempt.attempt_id, run_key=run_key,
-                             uri=attempt.staging_uri)
-        try:
-            store.delete(attempt.staging_uri)
-        except StorageError as exc:
-            log.warning("run %s: staging object %s of attempt %s not deleted: %s", run_key,
-                        attempt.staging_uri, attempt.attempt_id[:12], exc)
-            kept.append(KeptStagingObject(**item.model_dump(), error=str(exc)))
-            continue
-        ledger.mark_cleaned(attempt.attempt_id)
-        log.info("run %s: deleted staging object %s of %s attempt %s", run_key,
-                 attempt.staging_uri, attempt.state, attempt.attempt_id[:12])
-        cleaned.append(item)
-    return StagingCleanup(cleaned=tuple(cleaned), kept=tuple(kept))
 
 
 def watermark_ready(ledger: Ledger, run_key: str, *, now: datetime,

@@ -10,6 +10,8 @@ same slot gets the same outcome, with the same recorded reason, in either world.
 from __future__ import annotations
 
 import logging
+import re
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -217,6 +219,19 @@ def manual_registration(schedule: Schedule, request: ManualRequest, *, run_id: s
         config_snapshot=schedule.snapshot(), owner=schedule.owner, trigger="manual",
         source_cutoff=now, deadline=None,
     )
+
+
+# The note start_manual writes on a manual run's history names its base export; retention reads
+# it back (manual_bases_noted) to follow the base's retention_days and legal_hold.
+_BASED_ON = re.compile(r"; based on ([a-z0-9_-]+/[a-z0-9_/-]+); airflow run ")
+
+
+def manual_bases_noted(events: Iterable[Mapping[str, Any]]) -> frozenset[str]:
+    """The base export(s) named by a manual run's registration note (``… based on <id>; …``),
+    from its events; empty when none is noted. The note's free text (the reason) comes first,
+    so a caller checks what it finds against the run's snapshot."""
+    return frozenset(match for event in events
+                     for match in _BASED_ON.findall(event.get("detail") or ""))
 
 
 def start_manual(ledger: Ledger, config_dir: str, params: dict[str, Any], *, run_id: str,

@@ -2,9 +2,11 @@
 :func:`export_lib.pipeline.retention.apply_retention` (docs/adr/0008-operator-controls.md).
 
 Artifacts older than their schedule's ``retention_days`` (30 by default) are deleted unless the
-schedule is under ``legal_hold`` or an operator holds them (``exportctl hold``); each deletion
-is recorded in the ledger. An object the store cannot delete is recorded and the task carries
-on; the task then fails (non-retryable) so the exports team sees it, with the list in its log.
+schedule is under ``legal_hold``, an operator holds them (``exportctl hold``), a delivery of
+them is not final or may still be retried, or the company's config file has errors (ADR 0017);
+each kept one is logged with its reason, each deletion is recorded in the ledger. An object the
+store cannot delete is recorded and the task carries on; the task then fails (non-retryable) so
+the exports team sees it, with the list in its log.
 ``exportctl retention --dry-run`` shows what the next pass would delete.
 """
 
@@ -54,6 +56,9 @@ class RetentionOperator(BaseOperator):
             self.log.info("company=%s schedule=%s run=%s: %s v%s %s", item.company,
                           item.schedule_id, item.run_key,
                           "would delete" if dry_run else "deleted", item.version, item.uri)
+        for kept in report.kept:
+            self.log.info("company=%s schedule=%s run=%s: kept v%s %s: %s", kept.company,
+                          kept.schedule_id, kept.run_key, kept.version, kept.uri, kept.reason)
         for failed in report.failed:
             # A staging leftover names no company or schedule, only its run.
             whose = ((failed.company, failed.schedule_id)
@@ -61,7 +66,8 @@ class RetentionOperator(BaseOperator):
             self.log.error("company=%s schedule=%s run=%s: not deleted %s: %s", *whose,
                            failed.run_key, failed.uri, failed.error)
         summary = {"dry_run": dry_run, "deleted": len(report.deleted), "kept": len(report.kept),
-                   "failed": len(report.failed), "staging": len(report.staging_deleted)}
+                   "failed": len(report.failed), "staging": len(report.staging_deleted),
+                   "staging_kept": len(report.staging_kept)}
         self.log.info("retention: %s", summary)
         if report.failed:
             raise AirflowFailException(f"retention could not delete {len(report.failed)} "

@@ -24,10 +24,11 @@ from export_lib.pipeline import (
     StagingCleanup,
     render_result_from_xcom,
 )
-from export_lib.pipeline.results import KeptStagingObject, StagingObject
+from export_lib.pipeline.results import HeldStagingObject, KeptStagingObject, StagingObject
 from export_lib.pipeline.retention import (
     ExpiredArtifact,
     HeldArtifact,
+    HeldStaging,
     RetentionReport,
     StagingLeftover,
     UndeletableStaging,
@@ -136,11 +137,14 @@ def test_publish_deliver_and_gc_results_keep_their_xcom_shapes():
     assert DeliverResult.from_xcom(delivered.as_xcom()) == delivered
     gc = StagingCleanup(cleaned=(StagingObject(attempt_id="a", run_key=KEY, uri="u1"),),
                         kept=(KeptStagingObject(attempt_id="b", run_key=KEY, uri="u2",
-                                                error="denied"),))
+                                                error="denied"),),
+                        held=(HeldStagingObject(attempt_id="c", run_key=KEY, uri="u3",
+                                                reason="legal hold"),))
     assert gc.as_xcom() == {
         "cleaned": [{"attempt_id": "a", "run_key": KEY, "uri": "u1"}],
-        "kept": [{"attempt_id": "b", "run_key": KEY, "uri": "u2", "error": "denied"}]}
-    assert StagingCleanup() == {"cleaned": [], "kept": []}
+        "kept": [{"attempt_id": "b", "run_key": KEY, "uri": "u2", "error": "denied"}],
+        "held": [{"attempt_id": "c", "run_key": KEY, "uri": "u3", "reason": "legal hold"}]}
+    assert StagingCleanup() == {"cleaned": [], "kept": [], "held": []}
 
 
 def test_exportctl_run_json_keeps_skipped_only_when_skipped():
@@ -166,9 +170,11 @@ def test_the_retention_report_json_keeps_its_shape():
         dry_run=False, deleted=[expired],
         kept=[HeldArtifact(**expired.model_dump(), reason="legal hold")],
         failed=[UndeletableStaging(attempt_id="a", run_key=KEY, uri="u", error="denied")],
-        staging_deleted=[StagingLeftover(attempt_id="b", run_key=KEY, uri="v")])
+        staging_deleted=[StagingLeftover(attempt_id="b", run_key=KEY, uri="v")],
+        staging_kept=[HeldStaging(attempt_id="c", run_key=KEY, uri="w", reason="legal hold")])
     item = expired.as_xcom()
     assert report.as_dict() == {
         "dry_run": False, "deleted": [item], "kept": [{**item, "reason": "legal hold"}],
         "failed": [{"attempt_id": "a", "run_key": KEY, "uri": "u", "error": "denied"}],
-        "staging_deleted": [{"attempt_id": "b", "run_key": KEY, "uri": "v"}]}
+        "staging_deleted": [{"attempt_id": "b", "run_key": KEY, "uri": "v"}],
+        "staging_kept": [{"attempt_id": "c", "run_key": KEY, "uri": "w", "reason": "legal hold"}]}

@@ -145,7 +145,7 @@ def test_sigkill_mid_render_then_retry_publishes_one_identical_artifact(
     assert gc.returncode == 0, gc.stderr
     assert json.loads(gc.stdout) == {"cleaned": [{
         "attempt_id": killed.attempt_id, "run_key": run.run_key, "uri": killed.staging_uri}],
-        "kept": []}
+        "kept": [], "held": []}
     assert world.staging_files() == [] and ledger.staging_garbage() == []
     (listed,) = world.runs()
     assert [(a["version"], a["sha256"]) for a in listed["artifacts"]] == [

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from export_lib.config.loader import load_catalog
 from export_lib.errors import ArtifactValidationError, FencingError
 from export_lib.ledger import open_ledger
 from export_lib.pipeline import collect_staging_garbage, publish_run, register_run, render_run
@@ -130,12 +131,14 @@ def test_corrupted_staging_object_fails_the_attempt_and_publishes_nothing(
     assert [a.attempt_id for a in pg_ledger.staging_garbage()] == [bad["attempt_id"]]
     assert world.staging_files() == [staged.name]  # the published one was moved away
 
-    report = collect_staging_garbage(pg_ledger, world.store)
+    catalog = load_catalog(world.config)
+    report = collect_staging_garbage(pg_ledger, world.store, catalog)
     assert report == {"cleaned": [{"attempt_id": bad["attempt_id"], "run_key": key,
-                                   "uri": staged.as_uri()}], "kept": []}
+                                   "uri": staged.as_uri()}], "kept": [], "held": []}
     assert world.staging_files() == [] and pg_ledger.staging_garbage() == []
     assert pg_ledger.attempts(key)[0].staging_cleaned == 1
-    assert collect_staging_garbage(pg_ledger, world.store) == {"cleaned": [], "kept": []}
+    assert collect_staging_garbage(pg_ledger, world.store, catalog) == {
+        "cleaned": [], "kept": [], "held": []}
 
 
 def test_publication_that_lost_its_ledger_commit_is_completed_by_the_retry(
