@@ -31,12 +31,12 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from sqlalchemy import func, select
 
-from export_lib.ledger.periods import delivered_periods
-from export_lib.periods.coverage import ALREADY_DELIVERED, covering, describe, timing_of
+from export_lib.periods.coverage import ALREADY_DELIVERED, describe
 from export_lib.periods.instants import format_instant
 from export_lib.periods.names import deadline_for
 from export_lib.periods.slots import latest_slot_at_or_before, slots_between
 from export_lib.periods.windows import ExportWindow, resolve_window
+from export_lib.pipeline.start import earlier_timing_cover
 
 if TYPE_CHECKING:
     from export_lib.config.loader import Catalog
@@ -151,9 +151,7 @@ def _retention(catalog: Catalog, source: str) -> int:
 def _covered(ledger: Ledger, version: Schedule, slot: datetime, window: ExportWindow
              ) -> str | None:
     """Why the gap's period needs no export (delivered under an earlier timing), or None."""
-    found = covering(window.start, window.end,
-                     timing_of({"timing": version.timing.model_dump(mode="json")}),
-                     delivered_periods(ledger, version.schedule_id, window.start, window.end))
+    found = earlier_timing_cover(ledger, version, window)
     if not found:
         return None
     return (f"{ALREADY_DELIVERED}its period went out under an earlier timing: {describe(found)}; "

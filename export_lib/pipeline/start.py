@@ -19,7 +19,13 @@ from export_lib.errors import AuthorizationError, RunHeldError, WindowError
 from export_lib.ledger import Ledger, RunState
 from export_lib.ledger.periods import delivered_periods
 from export_lib.ledger.records import RunRecord, RunRegistration
-from export_lib.periods.coverage import ALREADY_DELIVERED, covering, describe, timing_of
+from export_lib.periods.coverage import (
+    ALREADY_DELIVERED,
+    DeliveredPeriod,
+    covering,
+    describe,
+    timing_of,
+)
 from export_lib.periods.decisions import missed_slots, start_decision
 from export_lib.periods.names import deadline_for, period_label, run_key
 from export_lib.periods.slots import format_instant, is_slot, latest_slot_at_or_before
@@ -188,15 +194,21 @@ def start_run(ledger: Ledger, schedule: Schedule, slot: datetime, *, now: dateti
                                       "late_reason": decision.reason or None})
 
 
+def earlier_timing_cover(ledger: Ledger, schedule: Schedule, window: ExportWindow, *,
+                         excluding: str | None = None) -> tuple[DeliveredPeriod, ...]:
+    """The ready runs of ``schedule`` under other timings that cover ``window`` ((): none)."""
+    delivered = delivered_periods(ledger, schedule.schedule_id, window.start, window.end,
+                                  excluding=excluding)
+    timing = timing_of({"timing": schedule.timing.model_dump(mode="json")})
+    return covering(window.start, window.end, timing, delivered)
+
+
 def delivered_elsewhere(ledger: Ledger, schedule: Schedule, summary: RunSummary) -> str | None:
     """Why ``summary``'s period must not be exported again, or None: runs of another timing
     of the schedule (before ``export_hour`` or ``interval_hours`` or the timezone changed)
     delivered all of it. Same-timing repeats are exports by design and do not count."""
     window = summary.window
-    delivered = delivered_periods(ledger, schedule.schedule_id, window.start, window.end,
-                                  excluding=summary.run_key)
-    timing = timing_of({"timing": schedule.timing.model_dump(mode="json")})
-    found = covering(window.start, window.end, timing, delivered)
+    found = earlier_timing_cover(ledger, schedule, window, excluding=summary.run_key)
     if not found:
         return None
     return (f"{ALREADY_DELIVERED}period {period_label(window.start, window.end, window.timezone)} "
