@@ -12,17 +12,20 @@ A module declares what it needs and uses the ``scheduler_stack`` fixture::
     def test_something(scheduler_stack):
         run = scheduler_stack.wait_for_run("widget_export__clearco__daily")
 
-``COMPANIES`` maps a company id to its file (YAML text or a dict; it may also be a function
-returning the mapping). The module's companies are written into the running stack (config,
-loaders, demo rows) and the fixture waits until Airflow has serialised their DAGs; afterwards
-they are paused and removed. Settings a module needs go into its companies' files (``retries``,
-``catchup``, ``timeouts``, a destination's ``retry``), never into the stack's environment, so
-every module shares one stack. The stack itself offers what modules read from the environment:
-an SMTP relay (``AIRFLOW_CONN_SMTP_DEFAULT``), a StatsD listener, ``broken_source`` (nothing
-listens there) and ``fixture_source`` (a database of the session's PostgreSQL the module fills;
-:class:`SharedStack`). A module whose stack must differ in executor or auth manager starts
-its own (``test_tenants_and_secrets.py``: another auth manager; ``test_runaway.py``: a source
-seeded before the stack starts). See ``harness.py``.
+``COMPANIES`` maps a company id to its file (YAML text or a dict; it may also be a function of
+the module's :class:`SlotClock` returning the mapping, called as the module starts: a module
+whose exports are daily takes its export hour from it, ``clock.hour``, and its newest due slot,
+``clock.newest``; tests read the same clock through the ``clock`` fixture). The module's
+companies are written into the running stack (config, loaders, demo rows) and the fixture waits
+until Airflow has serialised their DAGs; afterwards they are paused and removed. Settings a
+module needs go into its companies' files (``retries``, ``catchup``, ``timeouts``, a
+destination's ``retry``), never into the stack's environment, so every module shares one stack.
+The stack itself offers what modules read from the environment: an SMTP relay
+(``AIRFLOW_CONN_SMTP_DEFAULT``), a StatsD listener, ``broken_source`` (nothing listens there)
+and ``fixture_source`` (a database of the session's PostgreSQL the module fills;
+:class:`SharedStack`). A module whose stack must differ in executor or auth manager starts its
+own (``test_tenants_and_secrets.py``: another auth manager; ``test_runaway.py``: a source seeded
+before the stack starts). See ``harness.py``.
 """
 
 from __future__ import annotations
@@ -35,7 +38,13 @@ import pytest
 from tests.services.ports import free_port
 from tests.services.postgres import PostgresServer, scratch_database
 from tests.services.smtp import SmtpRelay, start_smtp, stop_smtp
-from tests.system.scheduler.harness import SchedulerStack, StatsdListener, dag_ids, keep_or_remove
+from tests.system.scheduler.harness import (
+    SchedulerStack,
+    SlotClock,
+    StatsdListener,
+    dag_ids,
+    keep_or_remove,
+)
 from tests.system.soak.stack import scratch_dir
 
 # A company id belongs to one module: two modules writing the same company would see each
@@ -100,15 +109,18 @@ def scheduler_stack(request: pytest.FixtureRequest) -> Iterator[SchedulerStack]:
     companies = getattr(module, "COMPANIES", None)
     if companies is None:
         raise pytest.UsageError(f"{module.__name__} uses scheduler_stack but sets no COMPANIES")
+    shared: SharedStack = request.getfixturevalue("shared_stack")
+    # The module's slots from the moment it starts writing its companies (not from its import:
+    # a module may start many minutes after it was collected).
+    clock = SlotClock.starting_now()
     if callable(companies):
-        companies = companies()
+        companies = companies(clock)
     for company in companies:
         owner = _OWNERS.setdefault(company, module.__name__)
         if owner != module.__name__:
             raise pytest.UsageError(f"{module.__name__}: company {company!r} is {owner}'s; "
                                     "every module names its own companies")
-    shared: SharedStack = request.getfixturevalue("shared_stack")
-    stack = shared.stack.scoped(companies)
+    stack = shared.stack.scoped(companies, clock)
     prepare = getattr(module, "prepare_stack", None)
     if prepare is not None:
         prepare(stack)
@@ -122,3 +134,10 @@ def scheduler_stack(request: pytest.FixtureRequest) -> Iterator[SchedulerStack]:
         yield stack
     finally:
         stack.withdraw(companies)
+
+
+@pytest.fixture(scope="module")
+def clock(scheduler_stack: SchedulerStack) -> SlotClock:
+    """The module's daily slots (:class:`SlotClock`), read as its companies were written."""
+    assert scheduler_stack.clock is not None
+    return scheduler_stack.clock

@@ -17,7 +17,8 @@ config, REST, CLI, ledger, waits); split, each module would import from four pla
 Company configs are YAML text or dicts; :func:`widget_export` builds a small widget export on
 the demo source (``exportctl demo seed`` fills it for every configured company at setup).
 Nothing is scheduled beyond what the config asks: with ``recovery: latest`` a new DAG runs its
-latest slot once, and :func:`daily_hour_far_from_now` keeps the next slot ~12 h away.
+latest slot once, and :class:`SlotClock` keeps the next slot ~12 h away (read at the module's
+start: ``scheduler_stack.clock``).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -47,18 +48,58 @@ DONE = ("success", "failed", "skipped", "upstream_failed", "removed")
 KEPT_DAG_FILES = ("export_restatement.py", "config_check.py")
 
 
-# How far ahead of a module's start its daily slot lies. 12 h (the default) keeps any slot
+# How far ahead of a module's start its next daily slot lies. 12 h (the default) keeps any slot
 # from falling due while a module runs, whatever the hour; EXPORT_TEST_HOURS_AHEAD=1 puts every
-# module's next slot at the next full hour instead (run the suite shortly before one to have
-# slots fall due mid-test).
+# module's next slot at the next full hour instead (run the tier shortly before one to have
+# slots fall due mid-test: tests/system/scheduler/README.md, "The clock").
 HOURS_AHEAD = int(os.environ.get("EXPORT_TEST_HOURS_AHEAD", "12"))
+if not 1 <= HOURS_AHEAD <= 23:
+    raise ValueError(f"EXPORT_TEST_HOURS_AHEAD={HOURS_AHEAD}: give 1 to 23 (hours from a "
+                     "module's start to its next daily slot)")
+# A module's setup (its companies written, their DAGs serialised, each DAG's first run created)
+# takes well under this: a full hour nearer than this to the module's start is passed over for
+# the next one, so the newest due slot a module computes is the one the scheduler runs first,
+# whatever the minute the module starts at.
+SLOT_MARGIN = timedelta(minutes=2)
 
 
-def daily_hour_far_from_now(now: datetime | None = None) -> int:
-    """A UTC export hour whose latest slot is ~24 - HOURS_AHEAD h ago and next HOURS_AHEAD h
-    ahead (~12 h both ways by default): a test starting now sees exactly one scheduled run per
-    daily DAG under ``recovery: latest`` until then."""
-    return ((now or datetime.now(UTC)).hour + HOURS_AHEAD) % 24
+@dataclass(frozen=True)
+class SlotClock:
+    """A module's daily slots, read when the module starts (``scheduler_stack.clock``), never
+    at import: under pytest-xdist a module may start many minutes after it was collected."""
+
+    now: datetime
+    hours_ahead: int = HOURS_AHEAD
+
+    @classmethod
+    def starting_now(cls) -> SlotClock:
+        return cls(datetime.now(UTC))
+
+    @property
+    def next_slot(self) -> datetime:
+        """The module's next daily slot: the first full hour at least :data:`SLOT_MARGIN`
+        after its start, then ``hours_ahead - 1`` hours on."""
+        soon = self.now + SLOT_MARGIN
+        hour = soon.replace(minute=0, second=0, microsecond=0)
+        if hour < soon:
+            hour += timedelta(hours=1)
+        return hour + timedelta(hours=self.hours_ahead - 1)
+
+    @property
+    def hour(self) -> int:
+        """The UTC export hour of the module's daily exports."""
+        return self.next_slot.hour
+
+    @property
+    def newest(self) -> datetime:
+        """The newest due daily slot when the module starts (≥ 24 - hours_ahead h old): the
+        one a ``recovery: latest`` DAG written now runs first."""
+        return self.next_slot - timedelta(days=1)
+
+    @property
+    def now_hour(self) -> datetime:
+        """The newest due hourly slot when the module starts."""
+        return self.now.replace(minute=0, second=0, microsecond=0)
 
 
 def widget_export(export_id: str, *, export_hour: int, destinations: Iterable[str] = ("box",),
@@ -151,10 +192,13 @@ class SchedulerStack:
     # On the shared stack: the companies of the module this view belongs to. The ledger reads
     # (counts, ledger_runs) see only them; None sees everything (a stack of its own).
     scope: frozenset[str] | None = None
+    # The module's slots, read as it started (the scheduler_stack fixture sets it).
+    clock: SlotClock | None = None
 
-    def scoped(self, companies: Iterable[str]) -> SchedulerStack:
+    def scoped(self, companies: Iterable[str], clock: SlotClock | None = None
+               ) -> SchedulerStack:
         """This stack as one module sees it: the same processes, its own companies."""
-        return SchedulerStack(self.stack, self.api, self._env, frozenset(companies))
+        return SchedulerStack(self.stack, self.api, self._env, frozenset(companies), clock)
 
     # -- life cycle -------------------------------------------------------------------------
     @classmethod
@@ -464,13 +508,16 @@ class SchedulerStack:
 
         return open_ledger(self.env["EXPORT_LEDGER_URL"])
 
-    def counts(self) -> dict[str, int]:
+    def counts(self, slot: datetime | None = None) -> dict[str, int]:
         """Rows of the ledger (runs, attempts, artifacts, deliveries, delivery attempts) and the
-        staging objects left in the artifact store: of the view's companies on a shared stack."""
+        staging objects left in the artifact store: of the view's companies on a shared stack,
+        of the runs of ``slot`` only if given (a later slot may fall due mid-test)."""
         import sqlalchemy as sa
 
         scope = sorted(self.scope) if self.scope is not None else None
-        mine = "" if scope is None else " WHERE r.company = ANY(:scope)"
+        where = ([] if scope is None else ["r.company = ANY(:scope)"]) + (
+            [] if slot is None else ["r.slot = :slot"])
+        mine = f" WHERE {' AND '.join(where)}" if where else ""
         queries = {
             "runs": f"SELECT count(*) FROM export_runs r{mine}",
             "attempts": f"SELECT count(*) FROM export_attempts a JOIN export_runs r ON "
@@ -486,7 +533,8 @@ class SchedulerStack:
         ledger = self.ledger()
         try:
             with ledger.engine.connect() as conn:
-                params = {} if scope is None else {"scope": scope}
+                params = {**({} if scope is None else {"scope": scope}),
+                          **({} if slot is None else {"slot": slot})}
                 out = {name: conn.execute(sa.text(sql), params).scalar_one()
                        for name, sql in queries.items()}
                 attempt_ids = set(conn.execute(sa.text(

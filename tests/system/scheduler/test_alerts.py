@@ -20,21 +20,12 @@ from typing import Any
 import pytest
 
 from tests.services.smtp import SmtpRelay
-from tests.system.scheduler.harness import (
-    SchedulerStack,
-    company_file,
-    daily_hour_far_from_now,
-    widget_export,
-)
+from tests.system.scheduler.harness import SchedulerStack, SlotClock, company_file, widget_export
 
-HOUR = daily_hour_far_from_now()
 FAILING, METERED = "widget_export__alertco__daily", "widget_export__meterco__daily"
 TEAM, OWNER = "exports-team@example.com", "ops@alertco.example"
-# alertco's latest slot. Its deadline is set when its file is written, to pass 2 min later
-# (a run created after its deadline gets no deadline alert).
-_NOW = datetime.now(UTC)
-SLOT = _NOW.replace(hour=HOUR, minute=0, second=0, microsecond=0)
-SLOT = SLOT if SLOT <= _NOW else SLOT - timedelta(days=1)
+# alertco's deadline is set when its file is written, to pass 2 min later (a run created after
+# its deadline gets no deadline alert).
 DEADLINE_AFTER_START = timedelta(minutes=2)
 
 
@@ -43,8 +34,8 @@ DEADLINE_AFTER_START = timedelta(minutes=2)
 RETRIES = {"count": 3, "delay": "2s", "max_delay": "4s"}
 
 
-def _failing_company(deadline: timedelta = timedelta(hours=20)) -> dict[str, Any]:
-    export = widget_export("daily", export_hour=HOUR, company="alertco",
+def _failing_company(hour: int, deadline: timedelta) -> dict[str, Any]:
+    export = widget_export("daily", export_hour=hour, company="alertco",
                            deadline=f"{int(deadline.total_seconds())}s", retries=RETRIES)
     export["query"] = {**export["query"], "source": "broken_source"}
     return company_file("alertco", [export])
@@ -53,14 +44,14 @@ def _failing_company(deadline: timedelta = timedelta(hours=20)) -> dict[str, Any
 SERVERS: dict[str, Any] = {}
 
 
-def COMPANIES() -> dict[str, Any]:  # noqa: N802 - the harness's name for a module's companies
+def COMPANIES(clock: SlotClock) -> dict[str, Any]:  # noqa: N802 - the harness's name for it
     """alertco's deadline passes 2 min after its file is written (its DAG is parsed and its
     run created well before that: a run created after its deadline gets no deadline alert)."""
-    deadline = datetime.now(UTC) + DEADLINE_AFTER_START - SLOT
+    deadline = datetime.now(UTC) + DEADLINE_AFTER_START - clock.newest
     SERVERS["deadline"] = timedelta(seconds=int(deadline.total_seconds()))
     return {
-        "alertco": _failing_company(SERVERS["deadline"]),
-        "meterco": company_file("meterco", [widget_export("daily", export_hour=HOUR,
+        "alertco": _failing_company(clock.hour, SERVERS["deadline"]),
+        "meterco": company_file("meterco", [widget_export("daily", export_hour=clock.hour,
                                                           company="meterco", retries=RETRIES)]),
     }
 
@@ -82,12 +73,13 @@ def _mails(relay: SmtpRelay) -> list[tuple[str, list[str], str]]:
     return out
 
 
-def _per_recipient(relay: SmtpRelay, word: str) -> dict[str, int]:
-    """Messages about alertco with ``word`` in the subject, per recipient (the relay is the
-    shared stack's: other modules' failures reach the exports team too)."""
+def _per_recipient(relay: SmtpRelay, word: str, run_key: str) -> dict[str, int]:
+    """Messages about alertco's run ``run_key`` with ``word`` in the subject, per recipient
+    (the relay is the shared stack's: other modules' failures reach the exports team too, and
+    a later slot of alertco may fall due mid-test)."""
     counts = {TEAM: 0, OWNER: 0}
-    for subject, rcpts, _ in _mails(relay):
-        if word in subject and "alertco/" in subject:
+    for subject, rcpts, body in _mails(relay):
+        if word in subject and "alertco/" in subject and run_key in body:
             for rcpt in rcpts:
                 counts[rcpt] = counts.get(rcpt, 0) + 1
     return counts
@@ -101,20 +93,16 @@ def _until(predicate, timeout: float, what: str) -> None:
         time.sleep(1)
 
 
-def _scheduled_run(stack: SchedulerStack, dag_id: str) -> str:
-    (run,) = [r for r in stack.dag_runs(dag_id) if r["run_type"] == "scheduled"]
-    return run["dag_run_id"]
-
-
 def test_one_failure_is_one_email_per_recipient_after_three_retries_and_a_clear(
-        scheduler_stack: SchedulerStack):
+        scheduler_stack: SchedulerStack, clock: SlotClock):
     stack, relay = scheduler_stack, SERVERS["relay"]
+    run_key = f"alertco/daily/{clock.newest:%Y-%m-%dT%H:%M}Z"
     stack.wait_for_dags(FAILING, METERED)
     run_id = stack.wait_for_run_id(FAILING)
     stack.wait_for_run(FAILING, run_id, state="failed", timeout=240)
     render = stack.task_instance(FAILING, run_id, "render")
     assert (render["state"], render["try_number"]) == ("failed", 4), render  # 1 + 3 retries
-    _until(lambda: _per_recipient(relay, "export failed") == {TEAM: 1, OWNER: 1}, 60,
+    _until(lambda: _per_recipient(relay, "export failed", run_key) == {TEAM: 1, OWNER: 1}, 60,
            "one failure e-mail per recipient")
 
     # The same failure again: cleared, retried 3 times, failed for good again.
@@ -124,17 +112,16 @@ def test_one_failure_is_one_email_per_recipient_after_three_retries_and_a_clear(
            "the cleared render to fail through its retries again")
     stack.wait_for_run(FAILING, run_id, state="failed", timeout=60)
     time.sleep(5)  # the second final failure's callback has run (it runs before the state)
-    assert _per_recipient(relay, "export failed") == {TEAM: 1, OWNER: 1}
+    assert _per_recipient(relay, "export failed", run_key) == {TEAM: 1, OWNER: 1}
 
-    (subject, rcpts, body) = next(m for m in _mails(relay)
-                                  if "export failed" in m[0] and "alertco/" in m[0])
-    run_key = f"alertco/daily/{SLOT:%Y-%m-%dT%H:%M}Z"
+    (subject, rcpts, body) = next(m for m in _mails(relay) if "export failed" in m[0]
+                                  and "alertco/" in m[0] and run_key in m[2])
     assert rcpts == sorted([TEAM, OWNER])
     assert subject.startswith("[exports] export failed: alertco/daily ")
     assert f"run:     {run_key}" in body, body
     assert "period:  20" in body, body  # the run's calendar day, from the ledger
     assert "reason:  render: SourceError:" in body, body
-    assert f"exportctl explain --schedule alertco/daily --date {SLOT:%Y-%m-%d}" in body
+    assert f"exportctl explain --schedule alertco/daily --date {clock.newest:%Y-%m-%d}" in body
     assert "exportctl runs --company alertco --schedule alertco/daily" in body
     notices = _notices(stack, run_key)
     failed = notices[f"alert:{run_key}:failed"]
@@ -142,39 +129,61 @@ def test_one_failure_is_one_email_per_recipient_after_three_retries_and_a_clear(
     assert failed["recipients"] == f"{TEAM},{OWNER}"
 
 
-def test_a_missed_deadline_alerts_once_per_recipient(scheduler_stack: SchedulerStack):
+def test_a_missed_deadline_alerts_once_per_recipient(scheduler_stack: SchedulerStack,
+                                                     clock: SlotClock):
     """The failed run is never delivered: its DeadlineAlert fires in the triggerer."""
     relay, deadline = SERVERS["relay"], SERVERS["deadline"]
-    due = SLOT + deadline
-    _until(lambda: _per_recipient(relay, "deadline missed") == {TEAM: 1, OWNER: 1},
+    run_key = f"alertco/daily/{clock.newest:%Y-%m-%dT%H:%M}Z"
+    due = clock.newest + deadline
+    _until(lambda: _per_recipient(relay, "deadline missed", run_key) == {TEAM: 1, OWNER: 1},
            max(0.0, (due - datetime.now(UTC)).total_seconds()) + 90,
            f"the deadline e-mails (deadline {due:%H:%M:%S}Z; none comes if the stack took "
            f"longer than {DEADLINE_AFTER_START} to create the run)")
-    (_, _, body) = next(m for m in _mails(relay)
-                         if "deadline missed" in m[0] and "alertco/" in m[0])
+    (_, _, body) = next(m for m in _mails(relay) if "deadline missed" in m[0]
+                         and "alertco/" in m[0] and run_key in m[2])
     assert f"not delivered within {deadline} of the slot" in body
-    assert _per_recipient(relay, "export failed") == {TEAM: 1, OWNER: 1}
+    assert _per_recipient(relay, "export failed", run_key) == {TEAM: 1, OWNER: 1}
 
 
-def test_export_metrics_reach_statsd(scheduler_stack: SchedulerStack):
+def test_export_metrics_reach_statsd(scheduler_stack: SchedulerStack, clock: SlotClock):
     stack, statsd = scheduler_stack, SERVERS["statsd"]
     run_id = stack.wait_for_run_id(METERED)
     stack.wait_for_run(METERED, run_id, timeout=240)
-    (run,) = [r for r in stack.ledger_runs() if r["run_key"].startswith("meterco/")]
-    rows = run["artifacts"][0]["rows"]
-    assert rows > 0
 
     def name(metric: str, company: str = "meterco") -> str:
         return f"airflow.export.{metric}.{company}.daily"
 
-    _until(lambda: statsd.values(name("runs.completed")), 30, "runs.completed")
-    assert statsd.values(name("render.rows")) == [(rows, "c")]
-    assert statsd.values(name("render.bytes"))[0][0] == run["artifacts"][0]["bytes"]
-    assert statsd.values(name("runs.expected")) == [(1, "c")]
-    assert statsd.values(name("runs.completed")) == [(1, "c")]
-    assert statsd.values(name("deliveries.unresolved"))[-1] == (0, "g")
-    (rate, kind), = statsd.values(name("render.rows_per_second"))
-    assert kind == "g" and rate > 0
+    metrics = ("render.rows", "render.bytes", "runs.expected", "runs.completed",
+               "deliveries.unresolved", "render.rows_per_second")
+
+    def settled() -> tuple[list[dict], dict[str, list]] | None:
+        """meterco's runs and their metrics, read while none of its runs is in flight: each run
+        counts once, and a later slot may fall due mid-test (a second run, counted the same)."""
+        before = [(r["dag_run_id"], r["state"]) for r in stack.dag_runs(METERED)]
+        if any(state not in ("success", "failed") for _, state in before):
+            return None
+        runs = sorted((r for r in stack.ledger_runs() if r["run_key"].startswith("meterco/")),
+                      key=lambda r: r["slot_utc"])
+        seen = {m: statsd.values(name(m)) for m in metrics}
+        after = [(r["dag_run_id"], r["state"]) for r in stack.dag_runs(METERED)]
+        if after != before or len(seen["runs.completed"]) < len(runs):
+            return None
+        return runs, seen
+
+    _until(settled, 30, "runs.completed of every meterco run")
+    runs, seen = settled() or ([], {})
+    assert [r["slot_utc"] for r in runs][:1] == [f"{clock.newest:%Y-%m-%dT%H:%M:%SZ}"], runs
+    assert len(runs) <= 2, runs  # the newest due slot, and a later one if it fell due
+    rows = [r["artifacts"][0]["rows"] for r in runs]
+    assert all(n > 0 for n in rows)
+    assert sorted(seen["render.rows"]) == sorted((n, "c") for n in rows)
+    assert sorted(v for v, _ in seen["render.bytes"]) == sorted(
+        r["artifacts"][0]["bytes"] for r in runs)
+    assert seen["runs.expected"] == [(1, "c")] * len(runs)
+    assert seen["runs.completed"] == [(1, "c")] * len(runs)
+    assert seen["deliveries.unresolved"][-1] == (0, "g")
+    assert len(seen["render.rows_per_second"]) == len(runs)
+    assert all(kind == "g" and rate > 0 for rate, kind in seen["render.rows_per_second"])
     # alertco: one alert sent, the second final failure's suppressed.
     assert statsd.values(name("alerts.sent", "alertco"))[0] == (1, "c")
     assert (1, "c") in statsd.values(name("alerts.suppressed", "alertco"))

@@ -1,7 +1,8 @@
 """Clearing and retrying any task on a real scheduler leaves one run, one artifact version and
 one delivery per destination (issue 11, items 2 and "Bad input").
 
-One stack, one scheduled run per DAG (``recovery: latest`` runs the latest slot once), then
+One stack, one scheduled run per DAG (``recovery: latest`` runs the latest slot once; a later
+slot that falls due mid-test runs beside it and is not counted), then
 clears in sequence — alone, with downstream, with upstream, after a failure, through the REST
 API and ``airflow tasks clear`` — in three lanes (three DAGs) at once, checking the ledger's
 counts after each. Each company holds
@@ -11,18 +12,13 @@ from __future__ import annotations
 
 import threading
 import time
+from datetime import datetime
 
 import sqlalchemy as sa
 
-from tests.system.scheduler.harness import (
-    SchedulerStack,
-    company_file,
-    daily_hour_far_from_now,
-    widget_export,
-)
+from tests.system.scheduler.harness import SchedulerStack, SlotClock, company_file, widget_export
 from tests.system.soak.stack import wait_for
 
-HOUR = daily_hour_far_from_now()
 DAILY = "widget_export__clearco__daily"
 WATERMARK = "widget_export__markco__daily"
 RESTATE = "widget_export__restco__daily"
@@ -33,19 +29,25 @@ ALL_DAGS = (DAILY, WATERMARK, RESTATE, FLAKY)
 COUNTED = ("runs", "artifacts", "deliveries", "delivery_attempts")
 
 
-def _company(company: str, **fields) -> dict:
+def _company(company: str, hour: int, **fields) -> dict:
     """One daily export whose failed tries Airflow retries 4-8 s later (the default first
     delay is 10 minutes): the export's own ``retries``, not the stack's."""
-    return company_file(company, [widget_export("daily", export_hour=HOUR, company=company,
+    return company_file(company, [widget_export("daily", export_hour=hour, company=company,
                                                 retries={"delay": "4s"}, **fields)])
 
 
-COMPANIES = {
-    "clearco": _company("clearco", destinations=["box-a", "box-b"]),
-    "markco": _company("markco", late_data={"policy": "wait_for_watermark", "grace": "0m"}),
-    "restco": _company("restco", late_data={"policy": "restate", "grace": "0m"}),
-    "flakyco": _company("flakyco"),  # its publish is retried; its company is removed at the end
-}
+def COMPANIES(clock: SlotClock) -> dict[str, dict]:  # noqa: N802 (the fixture's name for it)
+    hour = clock.hour
+    return {
+        "clearco": _company("clearco", hour, destinations=["box-a", "box-b"]),
+        "markco": _company("markco", hour,
+                           late_data={"policy": "wait_for_watermark", "grace": "0m"}),
+        "restco": _company("restco", hour, late_data={"policy": "restate", "grace": "0m"}),
+        # its publish is retried; its company is removed at the end
+        "flakyco": _company("flakyco", hour),
+    }
+
+
 def prepare_stack(stack: SchedulerStack) -> None:
     """flakyco's first publish meets a storage error: a file where its artifact directory goes."""
     stack.artifact_root.mkdir(parents=True, exist_ok=True)
@@ -53,15 +55,27 @@ def prepare_stack(stack: SchedulerStack) -> None:
 
 
 def _counts(stack: SchedulerStack) -> dict[str, int]:
-    counts = stack.counts()
+    """The counts of the runs of the module's newest due slot."""
+    counts = stack.counts(slot=stack.clock.newest)
     return {k: counts[k] for k in COUNTED}
 
 
 def _run_id(stack: SchedulerStack, dag_id: str) -> str:
-    """The DAG's scheduled run (the one every test clears); restco's restatement run."""
-    (run,) = [r for r in stack.dag_runs(dag_id) if r["run_type"] == "scheduled"
-              or (dag_id == RESTATEMENT and r["dag_run_id"].startswith("restate__restco_"))]
+    """The DAG's scheduled run of the newest due slot (the one every test clears); restco's
+    restatement run of it."""
+    newest = stack.clock.newest
+    restated = f"restate__restco_daily_{newest:%Y-%m-%dT%H:%M}Z"
+    (run,) = [r for r in stack.dag_runs(dag_id)
+              if (r["run_type"] == "scheduled" and r["logical_date"]
+                  and datetime.fromisoformat(r["logical_date"]) == newest)
+              or (dag_id == RESTATEMENT and r["dag_run_id"] == restated)]
     return run["dag_run_id"]
+
+
+def _newest_runs(stack: SchedulerStack) -> list[dict]:
+    """The ledger's runs of the newest due slot."""
+    return [r for r in stack.ledger_runs()
+            if r["slot_utc"] == f"{stack.clock.newest:%Y-%m-%dT%H:%M:%SZ}"]
 
 
 def test_every_scheduled_run_succeeds_and_a_publish_retry_after_a_storage_error_publishes_once(
@@ -77,11 +91,12 @@ def test_every_scheduled_run_succeeds_and_a_publish_retry_after_a_storage_error_
     # export_restatement is every company's: restco's run is the one named after its run key.
     wait_for(lambda: any(r["dag_run_id"].startswith("restate__restco_")
                          for r in stack.dag_runs(RESTATEMENT)), 240, 1, "restco's restatement run")
+    wait_for(lambda: _run_id(stack, RESTATEMENT), 60, 1, "restco's restatement run of its slot")
     stack.wait_for_run(RESTATEMENT, _run_id(stack, RESTATEMENT), timeout=240)
 
     publish = stack.task_instance(FLAKY, _run_id(stack, FLAKY), "publish")
     assert publish["state"] == "success" and publish["try_number"] >= 2, publish
-    runs = {r["run_key"].split("/")[0]: r for r in stack.ledger_runs()}
+    runs = {r["run_key"].split("/")[0]: r for r in _newest_runs(stack)}
     assert sorted(runs) == ["clearco", "flakyco", "markco", "restco"]
     for run in runs.values():
         assert run["state"] == "ready", run
@@ -90,7 +105,7 @@ def test_every_scheduled_run_succeeds_and_a_publish_retry_after_a_storage_error_
     assert len(runs["clearco"]["deliveries"]) == 2
     assert _counts(stack) == {"runs": 4, "artifacts": 4, "deliveries": 5,
                               "delivery_attempts": 5}
-    assert stack.counts()["staging_objects"] == 0
+    assert stack.counts(slot=stack.clock.newest)["staging_objects"] == 0
 
 
 # (what, task ids, downstream, upstream); a task id is a name (every map index) or (name, index)
@@ -171,9 +186,9 @@ def test_clearing_any_task_alone_or_with_downstream_or_upstream_changes_no_count
     print("\n".join(done))
     assert not problems, "\n\n".join(problems)
     assert len(done) == sum(len(steps) for steps in LANES.values())
-    counts = stack.counts()
+    counts = stack.counts(slot=stack.clock.newest)
     assert counts["staging_objects"] == 0
-    for run in stack.ledger_runs():
+    for run in _newest_runs(stack):
         assert (run["state"], [a["version"] for a in run["artifacts"]]) == ("ready", [1]), run
 
 
@@ -184,7 +199,7 @@ def test_clearing_a_deliver_task_whose_delivery_gave_up_or_was_refused_requeues_
     why), then delivered once."""
     stack = scheduler_stack
     run_id = _run_id(stack, DAILY)
-    run_key = next(r["run_key"] for r in stack.ledger_runs() if r["run_key"].startswith("clearco"))
+    run_key = next(r["run_key"] for r in _newest_runs(stack) if r["run_key"].startswith("clearco"))
     ledger = stack.ledger()
     gave_up = {"box-a": ("refused", "owner no longer authorised"),
                "box-b": ("exhausted", "disk full")}
@@ -194,8 +209,9 @@ def test_clearing_a_deliver_task_whose_delivery_gave_up_or_was_refused_requeues_
                 "UPDATE deliveries SET state = :s, last_error = :e, receipt = NULL, "
                 "acknowledged_at = NULL WHERE run_key = :k AND destination_id = :d"),
                 {"s": state, "e": error, "k": run_key, "d": dest})
+    slot_files = f"*slot-{stack.clock.newest:%Y%m%dT%H%MZ}*"
     for dest in gave_up:
-        for path in (stack.outbox / "clearco" / "daily" / dest).iterdir():
+        for path in (stack.outbox / "clearco" / "daily" / dest).glob(slot_files):
             path.unlink()
     before = _counts(stack)
 
@@ -216,7 +232,7 @@ def test_clearing_a_deliver_task_whose_delivery_gave_up_or_was_refused_requeues_
     assert {d["destination"]: d["state"] for d in run["deliveries"]} == {
         "box-a": "acknowledged", "box-b": "acknowledged"}
     for dest in gave_up:
-        assert len(list((stack.outbox / "clearco" / "daily" / dest).glob("*.csv"))) == 1
+        assert len(list((stack.outbox / "clearco" / "daily" / dest).glob(f"{slot_files}.csv"))) == 1
     assert _counts(stack) == {**before, "delivery_attempts": before["delivery_attempts"] + 2}
 
 
@@ -225,7 +241,8 @@ def test_a_task_of_a_removed_company_fails_in_one_line_and_exports_nothing(
     stack = scheduler_stack
     run_id = _run_id(stack, FLAKY)
     outbox = stack.outbox / "flakyco"
-    delivered = sorted(p.name for p in outbox.rglob("*"))
+    slot_files = f"*slot-{stack.clock.newest:%Y%m%dT%H%MZ}*"
+    delivered = sorted(p.name for p in outbox.rglob(slot_files))
     before = _counts(stack)
 
     stack.remove_company("flakyco")  # the loader stays: it is what Airflow parses
@@ -247,4 +264,4 @@ def test_a_task_of_a_removed_company_fails_in_one_line_and_exports_nothing(
     states = stack.task_states(FLAKY, run_id)
     assert states["publish"] in ("upstream_failed", None), states
     assert _counts(stack) == before
-    assert sorted(p.name for p in outbox.rglob("*")) == delivered
+    assert sorted(p.name for p in outbox.rglob(slot_files)) == delivered

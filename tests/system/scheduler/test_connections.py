@@ -13,17 +13,16 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from tests.services.postgres import PostgresServer
-from tests.system.scheduler.harness import SchedulerStack, daily_hour_far_from_now
+from tests.system.scheduler.harness import SchedulerStack, SlotClock
 from tests.system.soak.stack import wait_for
 
 COMPANY = "conn-co"
 CONN_ID = "cli_source"
 DAG_ID = f"widget_export__{COMPANY}__daily"
 MARKER = "from-cli-connection"  # a widget id only the second source holds
-HOUR = daily_hour_far_from_now()  # no second slot falls due while the module runs
-CONFIG = f"""\
+CONFIG = """\
 company:
-  id: {COMPANY}
+  id: %(company)s
   name: Connection Co
   timezone: UTC
   owner: data@conn-co.example
@@ -31,11 +30,11 @@ company:
 
 widget_exports:
   - id: daily
-    export_hour: {HOUR}
+    export_hour: %(hour)d
     interval_hours: 24
-    window: {{kind: calendar_day}}
+    window: {kind: calendar_day}
     query:
-      source: {CONN_ID}
+      source: %(conn)s
       table: widget_metrics
       columns: [company_id, widget_id, event_time, value]
       timestamp_column: event_time
@@ -43,7 +42,7 @@ widget_exports:
       order_by: [event_time, widget_id]
     format: csv
     destinations:
-      - {{id: outbox, type: local, path: outbox/{COMPANY}/daily}}
+      - {id: outbox, type: local, path: outbox/%(company)s/daily}
     recovery: latest
 """
 
@@ -65,11 +64,12 @@ def _seed_second_source(server: PostgresServer, database: str) -> None:
             cur.executemany("INSERT INTO widget_metrics VALUES (%s, %s, %s, %s)", rows)
 
 
-def _write_config(stack: SchedulerStack) -> None:
+def _write_config(stack: SchedulerStack, clock: SlotClock) -> None:
     """The company file, and its source table on the ``sources:`` allowlist of defaults.yaml
     (a query may read only allowlisted tables, issue 12)."""
     stack.add_sources(**{CONN_ID: {"widget_metrics": "company_id"}})
-    stack.write_company(COMPANY, CONFIG, sync_loaders=False)
+    stack.write_company(COMPANY, CONFIG % {"company": COMPANY, "conn": CONN_ID,
+                                           "hour": clock.hour}, sync_loaders=False)
 
 
 def _run(stack: SchedulerStack, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
@@ -99,7 +99,13 @@ def stack(postgres_server: PostgresServer, shared_stack
                 admin.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
 
 
-def test_a_connection_added_with_the_cli_is_the_source_an_export_reads(stack):
+@pytest.fixture(scope="module")
+def clock(stack) -> SlotClock:
+    """Read just before the first test writes conn-co's file."""
+    return SlotClock.starting_now()
+
+
+def test_a_connection_added_with_the_cli_is_the_source_an_export_reads(stack, clock):
     stack, uri = stack
     env = stack.env
     assert not any(k == f"AIRFLOW_CONN_{CONN_ID.upper()}" for k in env)
@@ -107,38 +113,42 @@ def test_a_connection_added_with_the_cli_is_the_source_an_export_reads(stack):
     assert added.returncode == 0, added.stdout + added.stderr
     # An operator adds a company whose export reads that connection; the dag-processor picks
     # up the new loader and the scheduler runs the latest slot (recovery: latest).
-    _write_config(stack)
+    _write_config(stack, clock)
     loaders = _run(stack, env, "exportctl", "loaders", "dags")
     assert loaders.returncode == 0, loaders.stdout + loaders.stderr
     api = stack.api
 
-    def finished() -> list[dict]:
+    def finished() -> list[dict]:  # of the newest due slot: a later one may fall due mid-test
         status, page = api.call("GET", f"/api/v2/dags/{DAG_ID}/dagRuns?state=success"
                                        "&state=failed")
-        return page["dag_runs"] if status == 200 else []
+        return [r for r in page["dag_runs"] if r["logical_date"]
+                and datetime.fromisoformat(r["logical_date"]) == clock.newest
+                ] if status == 200 else []
 
     runs = wait_for(finished, 150, interval=3, what=f"a finished run of {DAG_ID}")
     assert [r["state"] for r in runs] == ["success"], runs
 
-    files = sorted((stack.outbox / COMPANY / "daily").glob("*.csv"))
+    files = sorted((stack.outbox / COMPANY / "daily").glob(
+        f"*slot-{clock.newest:%Y%m%dT%H%MZ}*.csv"))
     assert len(files) == 1, files
     with files[0].open(newline="") as fh:
         rows = list(csv.DictReader(fh))
     assert len(rows) == 24  # one calendar day of the second source's hourly rows
     assert {r["widget_id"] for r in rows} == {MARKER}
     assert {r["company_id"] for r in rows} == {COMPANY}
-    (run,) = [r for r in stack.ledger_runs() if r["company"] == COMPANY]
+    (run,) = [r for r in stack.ledger_runs() if r["company"] == COMPANY
+              and r["slot_utc"] == f"{clock.newest:%Y-%m-%dT%H:%M:%SZ}"]
     assert run["state"] == "ready" and [a["rows"] for a in run["artifacts"]] == [24]
 
 
-def test_exportctl_run_reads_the_same_id_from_the_environment_alone(stack):
+def test_exportctl_run_reads_the_same_id_from_the_environment_alone(stack, clock):
     """exportctl never asks Airflow: without AIRFLOW_CONN_* it names both ways to define it."""
     stack, uri = stack
     env = stack.env
     config = stack.config_dir / f"{COMPANY}.yaml"
     if not config.exists():  # when run alone
-        _write_config(stack)
-    slot = (datetime.now(UTC) - timedelta(days=2)).strftime(f"%Y-%m-%dT{HOUR:02d}:00Z")
+        _write_config(stack, clock)
+    slot = f"{clock.newest - timedelta(days=1):%Y-%m-%dT%H:%MZ}"  # a day before the DAG's own
     args = ("exportctl", "run", "dags/config", "--schedule", f"{COMPANY}/daily", "--slot", slot,
             "--json")
     outbox = stack.outbox / COMPANY / "daily"

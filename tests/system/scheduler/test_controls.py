@@ -18,17 +18,12 @@ from datetime import UTC, datetime, timedelta
 import psycopg
 import pytest
 
-from tests.system.scheduler.harness import (
-    SchedulerStack,
-    company_file,
-    daily_hour_far_from_now,
-)
+from tests.system.scheduler.harness import SchedulerStack, SlotClock, company_file
 from tests.world import REPO
 
-HOUR = daily_hour_far_from_now()
 DAG = "widget_export__slowco__daily"
 EXPORT = {
-    "id": "daily", "export_hour": HOUR, "interval_hours": 24, "window": {"kind": "calendar_day"},
+    "id": "daily", "interval_hours": 24, "window": {"kind": "calendar_day"},
     "query": {"source": "fixture_source", "table": "slow_metrics",
               "columns": ["company_id", "event_time", "value"],
               "timestamp_column": "event_time", "tenant_column": "company_id"},
@@ -55,7 +50,8 @@ def _seed(dsn: str) -> None:
                      "slowco_slow(value) AS value FROM slowco_metrics")
 
 
-COMPANIES = {"slowco": company_file("slowco", [EXPORT])}
+def COMPANIES(clock: SlotClock) -> dict[str, dict]:  # noqa: N802 (the fixture's name for it)
+    return {"slowco": company_file("slowco", [{**EXPORT, "export_hour": clock.hour}])}
 
 
 @pytest.fixture(scope="module")
@@ -76,7 +72,10 @@ def stack(scheduler_stack: SchedulerStack) -> SchedulerStack:
 
 
 def _run(stack: SchedulerStack) -> dict | None:
-    runs = [r for r in stack.ledger_runs() if r["company"] == "slowco"]
+    """slowco's run of the module's newest due slot (a later slot may fall due mid-test)."""
+    newest = f"{stack.clock.newest:%Y-%m-%dT%H:%M:%SZ}"
+    runs = [r for r in stack.ledger_runs() if r["company"] == "slowco"
+            and r["slot_utc"] == newest]
     return runs[0] if runs else None
 
 
@@ -105,10 +104,16 @@ def test_cancel_during_render_publishes_nothing_and_is_audited(stack, fixture_ds
     assert all(states[t] == "upstream_failed" for t in states if t.startswith(("publish",
                                                                               "deliver"))), states
     assert "was cancelled (cancelled by ops@slowco.example at " in log, log
-    assert _run(stack)["state"] == "cancelled", _run(stack)
-    counts = stack.counts()
-    assert (counts["artifacts"], counts["deliveries"]) == (0, 0)
-    assert [p for p in (stack.outbox / "slowco").rglob("*") if p.is_file()] == []
+    cancelled_run = _run(stack)
+    assert cancelled_run["state"] == "cancelled", cancelled_run
+    assert cancelled_run["deliveries"] == [], cancelled_run
+    ledger = stack.ledger()
+    try:
+        assert ledger.latest_artifact(key) is None
+    finally:
+        ledger.engine.dispose()
+    slot = f"slot-{stack.clock.newest:%Y%m%dT%H%MZ}"
+    assert [p for p in (stack.outbox / "slowco").rglob(f"*{slot}*") if p.is_file()] == []
     trail = json.loads(stack.exportctl("actions", "--company", "slowco", "--json").stdout)
     assert [(a["who"], a["action"], a["target_id"], a["changed"]) for a in trail] == [
         ("ops@slowco.example", "cancel", key, True)]

@@ -13,18 +13,14 @@ slots, every one recorded skipped as superseded by the newest.
 from __future__ import annotations
 
 import json
+import re
+from collections import Counter
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from tests.system.scheduler.harness import company_file, daily_hour_far_from_now, widget_export
+from tests.system.scheduler.harness import SlotClock, company_file, widget_export
 from tests.system.soak.stack import wait_for
 
-NOW = datetime.now(UTC)
-HOUR = daily_hour_far_from_now(NOW)
-_last = NOW.replace(hour=HOUR, minute=0, second=0, microsecond=0)
-NEWEST = _last if _last <= NOW else _last - timedelta(days=1)  # the daily newest due slot
-DAILY_FROM = NEWEST - timedelta(days=3)
-HOURLY_NEWEST = NOW.replace(minute=0, second=0, microsecond=0)
-HOURLY_FROM = HOURLY_NEWEST - timedelta(days=3)
 EACH, LATEST = "widget_export__audit-each__daily", "widget_export__audit-latest__hourly"
 
 
@@ -32,47 +28,86 @@ def _iso(moment: datetime) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+@dataclass(frozen=True)
+class Outage:
+    """The module's slots, from its clock: the daily newest due slot and the 3 days before it,
+    the hourly newest due slot and its 3 days."""
+
+    clock: SlotClock
+
+    @property
+    def newest(self) -> datetime:
+        return self.clock.newest
+
+    @property
+    def daily_from(self) -> datetime:
+        return self.newest - timedelta(days=3)
+
+    @property
+    def hourly_newest(self) -> datetime:
+        return self.clock.now_hour
+
+    @property
+    def hourly_from(self) -> datetime:
+        return self.hourly_newest - timedelta(days=3)
+
+
 # No look back: recover_missed leaves the older slots alone, as after an outage it did not
 # cover; a failed try is retried 5 s later.
 OUTAGE = {"catchup": {"lookback": "0h"}, "retries": {"delay": "5s"}}
-COMPANIES = {
-    "audit-each": company_file("audit-each", [widget_export(
-        "daily", export_hour=HOUR, company="audit-each", recovery="each",
-        effective_from=_iso(DAILY_FROM), **OUTAGE)]),
-    "audit-latest": company_file("audit-latest", [widget_export(
-        "hourly", export_hour=0, interval_hours=1, company="audit-latest", recovery="latest",
-        window={"kind": "interval"}, effective_from=_iso(HOURLY_FROM), **OUTAGE)]),
-}
 
 
-def _ledger(stack, schedule: str) -> dict[str, dict]:
-    """The schedule's runs up to the module's newest due slot, by slot: a daily slot that falls
-    due while the module runs (EXPORT_TEST_HOURS_AHEAD=1) is the scheduler's own, not the
-    audit's business."""
-    newest = _iso(NEWEST if schedule == "audit-each/daily" else HOURLY_NEWEST)
+def COMPANIES(clock: SlotClock) -> dict[str, dict]:  # noqa: N802 (the fixture's name for it)
+    outage = Outage(clock)
+    return {
+        "audit-each": company_file("audit-each", [widget_export(
+            "daily", export_hour=clock.hour, company="audit-each", recovery="each",
+            effective_from=_iso(outage.daily_from), **OUTAGE)]),
+        "audit-latest": company_file("audit-latest", [widget_export(
+            "hourly", export_hour=0, interval_hours=1, company="audit-latest",
+            recovery="latest", window={"kind": "interval"},
+            effective_from=_iso(outage.hourly_from), **OUTAGE)]),
+    }
+
+
+def _ledger(stack, outage: Outage, schedule: str) -> dict[str, dict]:
+    """The schedule's runs up to the module's newest due slot, by slot: a slot that falls due
+    while the module runs (every hour for the hourly schedule; the daily one with
+    EXPORT_TEST_HOURS_AHEAD=1) is the scheduler's own, not the audit's business."""
+    newest = _iso(outage.newest if schedule == "audit-each/daily" else outage.hourly_newest)
     return {r["slot_utc"]: r for r in stack.ledger_runs()
             if r["schedule"] == schedule and r["slot_utc"] <= newest}
 
 
-def _skipped(stack) -> set[tuple[str, str]]:
-    return {(r["run_key"], r["reason"]) for r in _ledger(stack, "audit-latest/hourly").values()
+def _skipped(stack, outage: Outage) -> set[tuple[str, str]]:
+    return {(r["run_key"], r["reason"])
+            for r in _ledger(stack, outage, "audit-latest/hourly").values()
             if r["state"] == "skipped"}
 
 
-def _audit(stack, *extra: str):
-    return stack.exportctl("audit", "--since", _iso(DAILY_FROM - timedelta(days=1)), *extra)
+def _audit(stack, outage: Outage, *extra: str):
+    return stack.exportctl("audit", "--since", _iso(outage.daily_from - timedelta(days=1)),
+                           *extra)
+
+
+def _file_slots(stack) -> Counter[datetime]:
+    """How many files audit-each/daily's outbox holds per slot (``…slot-20261202T0600Z…``)."""
+    names = (p.name for p in (stack.outbox / "audit-each" / "daily" / "box").glob("*.csv"))
+    return Counter(datetime.strptime(re.search(r"slot-(\d{8}T\d{4}Z)", n)[1], "%Y%m%dT%H%MZ"
+                                     ).replace(tzinfo=UTC) for n in names)
 
 
 def test_an_outage_is_recovered_by_the_audit_and_a_second_audit_changes_nothing(
-        scheduler_stack):
-    stack = scheduler_stack
+        scheduler_stack, clock):
+    stack, outage = scheduler_stack, Outage(clock)
+    NEWEST, HOURLY_FROM = outage.newest, outage.hourly_from  # noqa: N806
     stack.wait_for_dags(EACH, LATEST)
     first_runs = {d: stack.wait_for_run_id(d) for d in (EACH, LATEST)}
     for dag_id, run_id in first_runs.items():  # the newest due slot runs, the older never did
         stack.wait_for_task(dag_id, run_id, "resolve_window", timeout=240)
-    assert list(_ledger(stack, "audit-each/daily")) == [_iso(NEWEST)]
+    assert list(_ledger(stack, outage, "audit-each/daily")) == [_iso(NEWEST)]
 
-    first = _audit(stack)
+    first = _audit(stack, outage)
     out = first.stdout
     missed = [NEWEST - timedelta(days=d) for d in (3, 2, 1)]
     for slot in missed:
@@ -92,15 +127,28 @@ def test_an_outage_is_recovered_by_the_audit_and_a_second_audit_changes_nothing(
     assert {r["state"] for r in runs} == {"success"}
     assert sorted(datetime.fromisoformat(r["logical_date"]) for r in runs) == missed
 
-    each = _ledger(stack, "audit-each/daily")
+    each = _ledger(stack, outage, "audit-each/daily")
     assert sorted(each) == [_iso(s) for s in (*missed, NEWEST)]
     assert {r["state"] for r in each.values()} == {"ready"}
     assert {d["state"] for r in each.values() for d in r["deliveries"]} == {"acknowledged"}
-    files = sorted(p.name for p in (stack.outbox / "audit-each" / "daily" / "box").glob("*.csv"))
-    assert len(files) == 4 and all(f"slot-{s:%Y%m%dT%H%MZ}" in " ".join(files)
-                                   for s in (*missed, NEWEST))
 
-    latest = _ledger(stack, "audit-latest/hourly")
+    # One file per slot: the 3 missed, the newest, and any later slot that fell due while the
+    # module ran (the scheduler's own on-time run, once it finished).
+    def files_settled() -> Counter[datetime] | None:
+        later = [r for r in stack.dag_runs(EACH) if r["run_type"] == "scheduled"
+                 and datetime.fromisoformat(r["logical_date"]) > NEWEST]
+        if any(r["state"] not in ("success", "failed") for r in later):
+            return None
+        files = _file_slots(stack)
+        wanted = {*missed, NEWEST, *(datetime.fromisoformat(r["logical_date"]) for r in later)}
+        return files if set(files) == wanted else None
+
+    files = wait_for(files_settled, 120, interval=2,
+                     what="one file per exported slot in audit-each/daily's outbox")
+    assert set(files.values()) == {1}, files
+    assert all(s == NEWEST + timedelta(days=1) for s in files if s > NEWEST), files
+
+    latest = _ledger(stack, outage, "audit-latest/hourly")
     outcomes = [latest[_iso(HOURLY_FROM + timedelta(hours=h))] for h in range(72)]
     # every hourly slot of the 3 days has an outcome: the newest exported, the rest skipped
     skipped = [r for r in outcomes if r["state"] == "skipped"]
@@ -108,11 +156,11 @@ def test_an_outage_is_recovered_by_the_audit_and_a_second_audit_changes_nothing(
     assert all(r["reason"].startswith("superseded by a later slot under recovery=latest")
                and r["trigger"] == "audit" for r in skipped)
 
-    recorded = _skipped(stack)
-    second = _audit(stack, "--json")
+    recorded = _skipped(stack, outage)
+    second = _audit(stack, outage, "--json")
     result = json.loads(second.stdout)
     assert result["changed"] == 0 and result["recorded"] == [], result
     assert result["summary"].startswith("nothing changed"), result["summary"]
-    assert _ledger(stack, "audit-each/daily") == each
-    assert _skipped(stack) == recorded
+    assert _ledger(stack, outage, "audit-each/daily") == each
+    assert _skipped(stack, outage) == recorded
     assert len([r for r in stack.dag_runs(EACH) if r["run_type"] == "backfill"]) == 3

@@ -12,8 +12,9 @@ table):
 * ``lateco``: a daily export with ``late_data: restate`` (grace 14 h by default) and one with
   ``wait_for_watermark`` (``poke_interval: 10s``) whose deadline falls ~100 s after the fixture
   wrote the config; the source's watermark never passes, so the sensor reschedules until the
-  deadline, then exports. Their slot is ~12 h old (``daily_hour_far_from_now``): no slot falls
-  due while the module runs, whatever the hour.
+  deadline, then exports. Their slot is ~12 h old (``SlotClock``): no slot falls due while the
+  module runs, whatever the hour (with EXPORT_TEST_HOURS_AHEAD=1 one may; the tests follow s0's
+  runs by slot).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from tests.system.scheduler.harness import HOURS_AHEAD, SchedulerStack, daily_hour_far_from_now
+from tests.system.scheduler.harness import HOURS_AHEAD, SchedulerStack, SlotClock
 from tests.system.soak.stack import Api, wait_for
 
 ROWS = 5_000_000
@@ -43,12 +44,11 @@ class Clock:
 
     @property
     def hour(self) -> int:  # lateco's daily export hour: its latest slot ~12 h ago
-        return daily_hour_far_from_now(self.now)
+        return SlotClock(self.now).hour
 
     @property
-    def s0(self) -> datetime:  # lateco's latest daily slot
-        slot = self.now.replace(hour=self.hour, minute=0, second=0, microsecond=0)
-        return slot if slot <= self.now else slot - timedelta(days=1)
+    def s0(self) -> datetime:  # lateco's latest daily slot (a later one may fall due mid-test)
+        return SlotClock(self.now).newest
 
     @property
     def big_day(self) -> datetime:
