@@ -1,16 +1,22 @@
 """``company.holidays`` as a user writes it (ADR 0018): every mistake is one line naming file,
-field, value and the fix."""
+field, value and the fix; ``exportctl validate`` warns about a calendar nothing reads or a date
+list that has run out; the ad-hoc ``exportctl preview`` takes a calendar too."""
 
 from __future__ import annotations
 
-from datetime import date
+import json
+import os
+from datetime import UTC, date, datetime
 from pathlib import Path
 
 import pytest
 
+from export_lib.config.advisories import holiday_warnings
 from export_lib.config.loader import load_catalog
+from tests.support.cli import exportctl as run_cli
 from tests.support.time import SHIPPED
 
+REPO = SHIPPED.parents[1]
 COMPANY = """\
 company:
   id: kiwi
@@ -26,6 +32,10 @@ widget_exports:
             tenant_column: company_id}
     destinations: [{id: d, type: local, path: outbox/kiwi/revenue}]
 """
+
+
+def exportctl(*args: str):
+    return run_cli(*args, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
 
 
 def write(config: Path, holidays: str, kind: str = "previous_business_day") -> Path:
@@ -106,3 +116,79 @@ def test_an_impossible_date_is_one_line_not_a_traceback(tmp_path):
     assert load_catalog(tmp_path).error_lines == [
         f"{path}: line 6 column 22: not valid YAML: '2026-02-30' is not a real date or time "
         "(day is out of range for month); write an existing one, e.g. 2026-12-29"]
+
+
+def test_validate_warns_about_a_calendar_nothing_reads_and_a_list_that_ran_out(tmp_path):
+    write(tmp_path, "{dates: [2026-02-06, 2026-12-29]}", kind="calendar_day")
+    catalog = load_catalog(tmp_path)
+    during = datetime(2026, 12, 28, 10, tzinfo=UTC)  # 29 Dec in Auckland already
+    after = datetime(2026, 12, 29, 11, tzinfo=UTC)  # 30 Dec 00:00 in Auckland
+    unread = ("warning: kiwi: company.holidays has no effect: no export of the company uses "
+              "window kind previous_business_day (only those windows skip holidays); remove it "
+              "or use that window kind")
+    assert holiday_warnings(catalog.companies, catalog.schedules, now=during) == [unread]
+    assert holiday_warnings(catalog.companies, catalog.schedules, now=after) == [
+        unread, "warning: kiwi: company.holidays.dates ends at 2026-12-29, before today "
+        "(2026-12-30): previous_business_day now skips weekends only; add the coming holidays, "
+        "or set holidays.country"]
+    write(tmp_path, "{country: NZ, dates: [2026-02-06]}")
+    catalog = load_catalog(tmp_path)
+    assert holiday_warnings(catalog.companies, catalog.schedules, now=after) == []
+
+
+def test_exportctl_validate_prints_the_warning_and_exits_0(tmp_path):
+    write(tmp_path, "{country: NZ}", kind="calendar_day")
+    result = exportctl("validate", str(tmp_path))
+    assert (result.returncode, result.stderr) == (0, "")
+    assert result.stdout.splitlines()[-1] == (
+        f"OK: 1 companies, 1 schedules in {tmp_path} (1 warning(s))")
+    assert result.stdout.startswith("warning: kiwi: company.holidays has no effect")
+
+
+def test_configured_preview_json_has_the_business_day_and_skipped_holidays(tmp_path):
+    write(tmp_path, "{country: NZ, subdivision: AUK}")
+    result = exportctl("preview", str(tmp_path), "--from", "2026-02-08T18:00Z", "--count", "1",
+                       "--json")
+    assert result.returncode == 0, result.stderr
+    row, = json.loads(result.stdout)
+    assert {k: row[k] for k in ("slot_local", "window_start_local", "window_end_local",
+                                "business_day", "holidays_skipped")} == {
+        "slot_local": "2026-02-09T07:00:00+13:00",
+        "window_start_local": "2026-02-05T00:00:00+13:00",
+        "window_end_local": "2026-02-06T00:00:00+13:00",
+        "business_day": "2026-02-05",
+        "holidays_skipped": [{"date": "2026-02-06", "name": "Waitangi Day"}]}
+
+
+def test_adhoc_preview_takes_a_country_and_listed_dates():
+    result = exportctl("preview", "--timezone", "Pacific/Auckland", "--export-hour", "7",
+                       "--window", "previous_business_day", "--holidays-country", "NZ",
+                       "--holiday", "2027-02-10", "--from", "2027-02-08T18:00Z", "--count", "3",
+                       "--json")
+    assert result.returncode == 0, result.stderr
+    assert [(r["slot_local"][:10], r["business_day"], r["holidays_skipped"])
+            for r in json.loads(result.stdout)] == [
+        ("2027-02-09", "2027-02-05", [{"date": "2027-02-08", "name": "Waitangi Day (observed)"}]),
+        ("2027-02-10", "2027-02-09", []),
+        ("2027-02-11", "2027-02-09", [{"date": "2027-02-10",
+                                       "name": "listed in holidays.dates"}])]
+
+
+def test_adhoc_preview_reports_bad_holiday_options_at_once():
+    result = exportctl("preview", "--timezone", "Pacific/Auckland", "--window",
+                       "previous_business_day", "--holidays-country", "NZL", "--holiday",
+                       "2027-13-01")
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr == (
+        "exportctl: error: --holidays-country: unknown holiday country 'NZL'; did you mean 'NZ' "
+        "(New Zealand)?; --holiday: expected a date written YYYY-MM-DD such as 2026-12-29, "
+        "without a time (got '2027-13-01')\n")
+
+
+def test_a_configured_preview_refuses_adhoc_holiday_options(tmp_path):
+    write(tmp_path, "{country: NZ}")
+    result = exportctl("preview", str(tmp_path), "--holiday", "2027-02-10")
+    assert result.returncode == 2
+    assert result.stderr == (
+        "exportctl: error: use either CONFIG_DIR or the ad-hoc options (--timezone, ...); a "
+        "configured company's holidays are its company.holidays\n")
