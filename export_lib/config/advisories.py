@@ -38,7 +38,7 @@ def holiday_warnings(companies: Mapping[str, CompanyConfig], schedules: Iterable
                      now: datetime) -> list[str]:
     """A holiday calendar nothing reads (no ``previous_business_day`` export in any version),
     and explicit ``dates`` without a country that all lie before today (in the company
-    timezone): from then on the calendar skips weekends only, silently (ADR 0018)."""
+    timezone): from then on the calendar skips weekends only, silently (ADR 0019)."""
     kinds: dict[str, set[str]] = {}
     for schedule in schedules:
         kinds.setdefault(schedule.company.id, set()).update(

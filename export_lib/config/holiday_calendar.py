@@ -1,5 +1,5 @@
 """A company's holiday calendar (``company.holidays``): the local dates that are not business
-days, besides Saturdays and Sundays (ADR 0018).
+days, besides Saturdays and Sundays (ADR 0019).
 
 Two sources, alone or together: a ``country`` (and optionally one of its ``subdivision`` codes)
 from the maintained ``holidays`` package, observed days included (New Zealand's Waitangi Day on

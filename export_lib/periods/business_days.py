@@ -1,4 +1,4 @@
-"""Business days: Monday to Friday, less the company's holidays (ADR 0001 §3, ADR 0018).
+"""Business days: Monday to Friday, less the company's holidays (ADR 0001 §3, ADR 0019).
 
 Pure functions of local dates and a :class:`~export_lib.config.holiday_calendar.HolidayCalendar`
 (None: weekends only). The caller turns an instant into a local date in the company timezone,

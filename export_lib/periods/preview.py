@@ -4,7 +4,7 @@ The answer to "when will the customer see their export?", as plain dicts (``expo
 --json``) or a table. Every UTC instant is ISO 8601 with a ``Z`` suffix
 (``2026-03-29T05:00:00Z``); local instants carry their offset (``2026-03-29T07:00:00+02:00``).
 
-A ``previous_business_day`` schedule of a company with a holiday calendar (ADR 0018) also shows
+A ``previous_business_day`` schedule of a company with a holiday calendar (ADR 0019) also shows
 ``business_day`` (the local date it reports) and ``holidays_skipped``: the weekday holidays
 that made it report an earlier day than weekends alone would.
 """

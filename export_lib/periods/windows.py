@@ -5,7 +5,7 @@ For a slot ``s`` whose local date (in the window timezone) is D:
 * ``calendar_day``          → [start_of_day(D−1), start_of_day(D))
 * ``trailing_days`` N       → [start_of_day(D−N), start_of_day(D))
 * ``previous_business_day`` → B = latest Mon–Fri date before D that is not a holiday of the
-  company's calendar (``company.holidays``, ADR 0018) → [start_of_day(B), start_of_day(B+1))
+  company's calendar (``company.holidays``, ADR 0019) → [start_of_day(B), start_of_day(B+1))
 * ``trailing_hours`` N      → [s − N hours, s)  (absolute hours, so 23/25-hour days don't matter)
 * ``interval``              → [previous slot, s)
 

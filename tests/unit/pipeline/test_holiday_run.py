@@ -1,6 +1,6 @@
 """A business-day export of a company with holidays, end to end through ``exportctl run``
 (SQLite ledger and demo source): the Monday export after a listed Friday closure delivers
-Thursday's rows under Thursday's period name (issue 22 item 6, ADR 0018)."""
+Thursday's rows under Thursday's period name (issue 22 item 6, ADR 0019)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Business days know holidays (issue 22 item 6, ADR 0018): ``previous_business_day`` windows of a
+"""Business days know holidays (issue 22 item 6, ADR 0019): ``previous_business_day`` windows of a
 company with ``holidays`` skip its public holidays and listed dates like weekends, in the
 company's timezone; a holiday edit is a new config version captured by each run."""
 

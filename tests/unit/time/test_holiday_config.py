@@ -1,4 +1,4 @@
-"""``company.holidays`` as a user writes it (ADR 0018): every mistake is one line naming file,
+"""``company.holidays`` as a user writes it (ADR 0019): every mistake is one line naming file,
 field, value and the fix; ``exportctl validate`` warns about a calendar nothing reads or a date
 list that has run out; the ad-hoc ``exportctl preview`` takes a calendar too."""
 
