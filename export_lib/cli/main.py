@@ -59,7 +59,7 @@ def add_validate_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from export_lib.config.advisories import retention_warnings
+    from export_lib.config.advisories import holiday_warnings, retention_warnings
     from export_lib.config.loader import load_catalog
     from export_lib.errors import ConfigError
 
@@ -74,6 +74,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
         lines += loaders.problems()
         files += len(loaders.missing) + len(loaders.orphans)
     warnings = retention_warnings(catalog.schedules)  # a warning never fails validation
+    warnings += holiday_warnings(catalog.companies, catalog.schedules,
+                                 now=datetime.now(UTC))  # the CLI is the edge: a clock read
     for line in (*lines, *warnings):
         print(line)
     if lines:
@@ -154,12 +156,19 @@ def add_preview_parser(subparsers: argparse._SubParsersAction) -> None:
     adhoc.add_argument("--dst-gap", default="shift", choices=("shift", "skip"))
     adhoc.add_argument("--dst-fold", default="first", choices=("first", "second", "both"))
     adhoc.add_argument("--schedule-id", default="adhoc", help="prefix of the run keys (adhoc)")
+    adhoc.add_argument("--holidays-country", help="previous_business_day skips this country's "
+                       "holidays (ISO code, e.g. NZ), as company.holidays.country does")
+    adhoc.add_argument("--holidays-subdivision", help="and this subdivision's (e.g. AUK)")
+    adhoc.add_argument("--holiday", action="append", default=[], metavar="DATE",
+                       help="skip this date too (YYYY-MM-DD; repeat for more)")
     parser.set_defaults(func=cmd_preview)
 
 
 _ADHOC_OPTIONS = {"timezone": "--timezone", "export_hour": "--export-hour",
                   "interval_hours": "--interval-hours", "cron": "--cron", "kind": "--window",
-                  "days": "--window-days", "hours": "--window-hours"}
+                  "days": "--window-days", "hours": "--window-hours",
+                  "country": "--holidays-country", "subdivision": "--holidays-subdivision",
+                  "dates": "--holiday"}
 
 
 def _option_problems(exc: Exception, fallback: str) -> list[str]:
@@ -173,10 +182,12 @@ def _option_problems(exc: Exception, fallback: str) -> list[str]:
     return problems
 
 
-def _adhoc_models(args: argparse.Namespace) -> tuple[Any, Any]:
-    """The ad-hoc ``Timing`` and ``WindowSpec``; every bad option is reported at once (exit 2)."""
+def _adhoc_models(args: argparse.Namespace) -> tuple[Any, Any, Any]:
+    """The ad-hoc ``Timing``, ``WindowSpec`` and holiday calendar (None without --holiday…);
+    every bad option is reported at once (exit 2)."""
     from pydantic import ValidationError
 
+    from export_lib.config.holiday_calendar import HolidayCalendar
     from export_lib.config.timing import Timing, WindowSpec
 
     needs = {"trailing_days": "window_days", "trailing_hours": "window_hours"}.get(args.window)
@@ -198,9 +209,17 @@ def _adhoc_models(args: argparse.Namespace) -> tuple[Any, Any]:
         spec = WindowSpec(kind=args.window, days=args.window_days, hours=args.window_hours)
     except ValidationError as exc:
         problems += _option_problems(exc, "--window")
+    holidays = None
+    if args.holidays_country or args.holidays_subdivision or args.holiday:
+        try:
+            holidays = HolidayCalendar(country=args.holidays_country,
+                                       subdivision=args.holidays_subdivision,
+                                       dates=tuple(args.holiday))
+        except ValidationError as exc:
+            problems += _option_problems(exc, "--holidays-country")
     if problems:
         usage_error("; ".join(problems))
-    return timing, spec
+    return timing, spec, holidays
 
 
 def cmd_preview(args: argparse.Namespace) -> int:
@@ -212,12 +231,15 @@ def cmd_preview(args: argparse.Namespace) -> int:
             usage_error("give CONFIG_DIR, or --timezone for an ad-hoc schedule")
         if args.company or args.schedule:
             usage_error("--company/--schedule need CONFIG_DIR")
-        timing, spec = _adhoc_models(args)
-        rows = preview_rows(spec, timing, start, args.count, schedule_id=args.schedule_id)
+        timing, spec, holidays = _adhoc_models(args)
+        rows = preview_rows(spec, timing, start, args.count, schedule_id=args.schedule_id,
+                            holidays=holidays)
         status = EXIT_OK
     else:
-        if args.timezone or args.cron or args.export_hour is not None:
-            usage_error("use either CONFIG_DIR or the ad-hoc options (--timezone, ...)")
+        if (args.timezone or args.cron or args.export_hour is not None
+                or args.holidays_country or args.holidays_subdivision or args.holiday):
+            usage_error("use either CONFIG_DIR or the ad-hoc options (--timezone, ...); a "
+                        "configured company's holidays are its company.holidays")
         rows, status = _configured_rows(args, start)
     print(json.dumps(rows, indent=2) if args.json else render_table(rows))
     return status

@@ -27,6 +27,7 @@ from pydantic import (
 
 from export_lib.config.destinations import DEFAULT_RETRY_WINDOW, Destination
 from export_lib.config.durations import Duration
+from export_lib.config.holiday_calendar import HolidayCalendar
 from export_lib.config.limits import (
     MAX_AUTHORIZED,
     MAX_DESTINATIONS,
@@ -78,7 +79,8 @@ CronExpression = Annotated[str, BeforeValidator(check_cron)]
 
 
 class CompanyConfig(FrozenModel):
-    """A company (tenant). ``authorized`` lists who may receive its data besides the owner."""
+    """A company (tenant). ``authorized`` lists who may receive its data besides the owner;
+    ``holidays`` the days its ``previous_business_day`` windows skip besides weekends."""
 
     id: Slug
     name: str = Field(min_length=1, max_length=MAX_TEXT)
@@ -86,6 +88,7 @@ class CompanyConfig(FrozenModel):
     owner: Email
     authorized: tuple[Email, ...] = Field(default=(), max_length=MAX_AUTHORIZED)
     status: Literal["active", "paused"] = "active"
+    holidays: HolidayCalendar | None = None
 
     def may_receive(self, identity: str) -> bool:
         """Whether ``identity`` (an email) may receive this company's data."""
@@ -400,6 +403,9 @@ class Schedule(FrozenModel):
         """JSON-able normalised config plus ``config_version``, captured on every run; the
         operational settings only where set (``operational=False``: never)."""
         data = self.model_dump(mode="json", exclude={"history"})
+        if data["company"]["holidays"] is None:
+            # Left out, so configs written before the calendar existed keep their version.
+            del data["company"]["holidays"]
         policies, late_data = data["policies"], data["policies"]["late_data"]
         for key in OPERATIONAL_KEYS:
             if not operational or policies[key] is None:

@@ -100,8 +100,22 @@ def _check_size(root: yaml.Node) -> None:
         stack.extend((kid, False) for kid in _children(node))
 
 
+def _checked_timestamp(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> Any:
+    """A YAML date or time that does not exist (``2026-02-30``) is a YAML error with its line,
+    not the ``ValueError`` PyYAML raises from deep inside the constructor (a traceback)."""
+    try:
+        return yaml.constructor.SafeConstructor.construct_yaml_timestamp(loader, node)
+    except (ValueError, OverflowError) as exc:
+        raise yaml.constructor.ConstructorError(
+            None, None, f"{node.value[:40]!r} is not a real date or time ({exc}); write an "
+            "existing one, e.g. 2026-12-29", node.start_mark) from None
+
+
 class _StrictLoader(_Bounded, _NoDuplicateKeys, yaml.SafeLoader):
     """``yaml.safe_load`` that rejects duplicate keys (pure Python: the reference messages)."""
+
+
+_StrictLoader.add_constructor("tag:yaml.org,2002:timestamp", _checked_timestamp)
 
 
 # libyaml's C scanner/parser is ~10x faster than the pure-Python one and DAG parsing reads
@@ -109,6 +123,7 @@ class _StrictLoader(_Bounded, _NoDuplicateKeys, yaml.SafeLoader):
 # re-read by the pure-Python loader, whose error messages are the ones users and tests know.
 _FastLoader = (type("_FastStrictLoader", (_Bounded, _NoDuplicateKeys, yaml.CSafeLoader), {})
                if getattr(yaml, "__with_libyaml__", False) else _StrictLoader)
+_FastLoader.add_constructor("tag:yaml.org,2002:timestamp", _checked_timestamp)
 
 
 def read_yaml(path: Path) -> tuple[dict[str, Any] | None, list[str]]:

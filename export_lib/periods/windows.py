@@ -4,8 +4,8 @@ For a slot ``s`` whose local date (in the window timezone) is D:
 
 * ``calendar_day``          → [start_of_day(D−1), start_of_day(D))
 * ``trailing_days`` N       → [start_of_day(D−N), start_of_day(D))
-* ``previous_business_day`` → B = latest Mon–Fri date before D →
-  [start_of_day(B), start_of_day(B+1))
+* ``previous_business_day`` → B = latest Mon–Fri date before D that is not a holiday of the
+  company's calendar (``company.holidays``, ADR 0019) → [start_of_day(B), start_of_day(B+1))
 * ``trailing_hours`` N      → [s − N hours, s)  (absolute hours, so 23/25-hour days don't matter)
 * ``interval``              → [previous slot, s)
 
@@ -15,17 +15,19 @@ Worked example: Europe/Berlin, a slot at 2026-03-30 07:00 CEST with ``calendar_d
 
 from __future__ import annotations
 
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import field_validator, model_validator
 
 from export_lib.config.timing import FrozenModel, Timing, WindowKind, WindowSpec, zone
 from export_lib.errors import WindowError
+from export_lib.periods.business_days import previous_business_day
 from export_lib.periods.names import period_label
 from export_lib.periods.slots import format_instant, previous_slot, require_slot, start_of_day
 
 if TYPE_CHECKING:
+    from export_lib.config.holiday_calendar import HolidayCalendar
     from export_lib.config.models import Schedule
 
 # A manual export's window is the one its request names (``pipeline.start.start_manual``), not
@@ -94,20 +96,15 @@ class ExportWindow(FrozenModel):
                    timezone=data["timezone"], kind=data["kind"])
 
 
-def previous_business_day(day: date) -> date:
-    """The latest Monday–Friday date strictly before ``day``."""
-    candidate = day - timedelta(days=1)
-    while candidate.weekday() >= 5:
-        candidate -= timedelta(days=1)
-    return candidate
-
-
 def window_for(spec: WindowSpec, timing: Timing, slot: datetime, window_tz: str, *,
-               previous: datetime | None = None) -> ExportWindow:
+               previous: datetime | None = None,
+               holidays: HolidayCalendar | None = None) -> ExportWindow:
     """The window of ``slot`` (assumed on the schedule) with calendar math in ``window_tz``.
 
     :param previous: the slot before ``slot`` if the caller already knows it (a preview
         walking consecutive slots); otherwise it is searched for ``interval`` windows.
+    :param holidays: the days ``previous_business_day`` skips besides weekends (local dates
+        in ``window_tz``); the other kinds ignore it.
     """
     tz = zone(window_tz)
     day = slot.astimezone(tz).date()
@@ -117,7 +114,7 @@ def window_for(spec: WindowSpec, timing: Timing, slot: datetime, window_tz: str,
         assert spec.days is not None
         start, end = start_of_day(tz, day - timedelta(days=spec.days)), start_of_day(tz, day)
     elif spec.kind == "previous_business_day":
-        business = previous_business_day(day)
+        business = previous_business_day(day, holidays)
         start = start_of_day(tz, business)
         end = start_of_day(tz, business + timedelta(days=1))
     elif spec.kind == "trailing_hours":
@@ -136,15 +133,17 @@ def resolve_window(source: Schedule | tuple[WindowSpec, Timing], slot: datetime)
     """The reporting window of ``slot`` for a schedule or a ``(window_spec, timing)`` pair.
 
     :param source: a :class:`~export_lib.config.models.Schedule` (window math in the company
-        timezone), or a pair whose window math uses the timing's own timezone.
+        timezone, business days by the company's holidays), or a pair whose window math uses
+        the timing's own timezone and weekends only.
     :param slot: an aware instant that MUST be a slot of the schedule.
     :raises WindowError: the slot is not on the schedule (the message names nearby slots).
     """
     if isinstance(source, tuple):
         spec, timing = source
-        window_tz, what = timing.timezone, "the schedule"
+        window_tz, what, holidays = timing.timezone, "the schedule", None
     else:
         spec, timing = source.window, source.timing
         window_tz, what = source.company.timezone, f"schedule {source.schedule_id}"
+        holidays = source.company.holidays
     instant = require_slot(timing, slot, what)
-    return window_for(spec, timing, instant, window_tz)
+    return window_for(spec, timing, instant, window_tz, holidays=holidays)

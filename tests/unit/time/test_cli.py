@@ -50,8 +50,8 @@ def test_validate_prints_every_error_and_exits_1(tmp_path):
     assert result.stdout.splitlines() == [
         f"{tmp_path}/acme.yaml: company.timezone: unknown timezone 'Qqqq/Zzzz'; use an IANA "
         "name such as 'Europe/Berlin' or 'UTC'",
-        f"{tmp_path}/acme.yaml: company.x: unknown key 'x'; allowed keys: authorized, id, name, "
-        "owner, status, timezone",
+        f"{tmp_path}/acme.yaml: company.x: unknown key 'x'; allowed keys: authorized, holidays, "
+        "id, name, owner, status, timezone",
         f"{tmp_path}/zed.yaml: line 1 column 11: not valid YAML: expected the node content, "
         "but found '<stream end>'",
     ]

@@ -150,6 +150,15 @@ def test_duplicate_yaml_keys_are_rejected(config_dir):
     assert "duplicate key 'export_hour'" in load_catalog(config_dir).errors[path][0]
 
 
+def test_an_impossible_yaml_date_is_one_error_line_not_a_traceback(config_dir):
+    """PyYAML raises a bare ValueError for 30 February (the loader crashed before)."""
+    path = write(config_dir, "t.yaml", (GOOD % {"id": "t"}).replace(
+        "export_hour: 7", "effective_from: 2026-02-30T00:00:00Z"))
+    assert load_catalog(config_dir).errors[path] == (
+        f"{path}: line 4 column 21: not valid YAML: '2026-02-30T00:00:00Z' is not a real date "
+        "or time (day is out of range for month); write an existing one, e.g. 2026-12-29",)
+
+
 def test_one_bad_file_does_not_hide_the_good_ones(config_dir):
     write(config_dir, "good.yaml", GOOD % {"id": "good"})
     bad = write(config_dir, "bad.yaml", (GOOD % {"id": "bad"}).replace("7", "24"))

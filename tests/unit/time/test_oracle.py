@@ -2,7 +2,9 @@
 
 Shares no code with ``export_lib.periods.slots``: it only converts UTC instants *to* local time (every
 offset and transition of these zones is a multiple of 15 minutes in 2021–2031) and reads the
-issue's rules literally. Seeded random schedules, all window kinds, all DST policies.
+issue's rules literally. Seeded random schedules, all window kinds, all DST policies; and
+``previous_business_day`` with random holiday calendars (issue 22 item 6), whose closed days it
+takes from the ``holidays`` package directly and from the listed dates.
 """
 
 from __future__ import annotations
@@ -111,4 +113,73 @@ def test_preview_matches_the_oracle(case):
         window = oracle.window(kind, n, expected[i], expected[i - 1])
         want.append((iso(expected[i]), iso(window[0]), iso(window[1])))
     got = [(r["slot_utc"], r["window_start_utc"], r["window_end_utc"]) for r in rows]
+    assert got == want
+
+
+def closed_days(country: tuple[str, str | None] | None, listed: set[date],
+                first: int, last: int) -> set[date]:
+    """Holidays straight from the ``holidays`` package (not through export_lib) plus the list."""
+    import holidays
+
+    closed = set(listed)
+    if country is not None:
+        closed |= set(holidays.country_holidays(country[0], subdiv=country[1],
+                                                years=range(first, last + 1)))
+    return closed
+
+
+def holiday_cases(count: int, seed: int = 20260206):
+    """previous_business_day schedules with random holiday calendars: runs of 1–4 listed days
+    (chains, often touching a weekend), with or without a country's public holidays."""
+    rng = random.Random(seed)
+    for _ in range(count):
+        day = date(2021, 1, 1) + timedelta(days=rng.randrange(3650))
+        listed: set[date] = set()
+        for _ in range(rng.randint(0, 30)):
+            first = day - timedelta(days=10) + timedelta(days=rng.randrange(200))
+            listed.update(first + timedelta(days=k) for k in range(rng.choice([1, 1, 2, 3, 4])))
+        country = rng.choice([None, ("NZ", None), ("NZ", "AUK"), ("DE", "BY"), ("US", "CA"),
+                              ("GB", None)])
+        if country is None and not listed:
+            listed.add(day + timedelta(days=3))
+        yield (rng.choice(ZONES), rng.randrange(24), rng.choice([1, 2, 3, 4, 6, 8, 12, 24]),
+               rng.choice(["shift", "skip"]), rng.choice(["first", "second", "both"]), day,
+               country, listed)
+
+
+@pytest.mark.parametrize("case", list(holiday_cases(30)),
+                         ids=lambda c: f"{c[0]}-{c[1]}h-{c[6][0] if c[6] else 'listed'}")
+def test_business_days_with_holidays_match_the_oracle(case):
+    """B is the latest date before D that is Mon–Fri and not closed, read literally; the
+    holidays a row says it skipped are exactly the closed weekdays between B and D."""
+    from export_lib.config.holiday_calendar import HolidayCalendar
+
+    tz, hour, every, gap, fold, day, country, listed = case
+    begin = datetime(day.year, day.month, day.day, tzinfo=UTC) - timedelta(days=45)
+    oracle = Oracle(tz, begin, begin + timedelta(days=45 + 200))
+    closed = closed_days(country, listed, day.year - 1, day.year + 1)
+    expected = oracle.slots(hour, every, gap, fold, (begin + timedelta(days=2)).date(),
+                            (begin + timedelta(days=45 + 197)).date())
+    start = datetime(day.year, day.month, day.day, tzinfo=UTC)
+    index = next(i for i, s in enumerate(expected) if s >= start)
+    count = min(len(expected) - index - 5, 400)
+    calendar = HolidayCalendar(country=country[0] if country else None,
+                               subdivision=country[1] if country else None,
+                               dates=tuple(listed))
+    timing = Timing(timezone=tz, export_hour=hour, interval_hours=every, dst_gap=gap,
+                    dst_fold=fold)
+    rows = preview_rows(WindowSpec(kind="previous_business_day"), timing, start, count,
+                        holidays=calendar)
+    want = []
+    for slot in expected[index:index + count]:
+        local_day = slot.astimezone(oracle.tz).date()
+        b = local_day - timedelta(days=1)
+        while b.weekday() > 4 or b in closed:
+            b -= timedelta(days=1)
+        skipped = [(b + timedelta(days=k)).isoformat() for k in range(1, (local_day - b).days)
+                   if (b + timedelta(days=k)).weekday() < 5]
+        want.append((iso(slot), iso(oracle.day_start[b]),
+                     iso(oracle.day_start[b + timedelta(days=1)]), b.isoformat(), skipped))
+    got = [(r["slot_utc"], r["window_start_utc"], r["window_end_utc"], r["business_day"],
+            [h["date"] for h in r["holidays_skipped"]]) for r in rows]
     assert got == want
