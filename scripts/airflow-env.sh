@@ -7,7 +7,7 @@
 #   DB      postgres (default: a local cluster in .airflow/pg) | sqlite (fragile, see README)
 #   PORT    the API server / UI port (8080)
 #   PGPORT  the local PostgreSQL port (first free from 5432, chosen once and remembered)
-#   CLUSTER 1: `make cluster` (CeleryExecutor, Redis, moto S3, two workers; deploy/cluster.env)
+#   CLUSTER 1: `make cluster` (CeleryExecutor, Redis, moto S3, three workers; deploy/cluster.env)
 #           with its own state in .airflow-cluster, so it never meets `make run`'s .airflow
 #   PG_SERVER postgresql://user:password@host[:port][/maintenance-db][?options]: use this existing
 #           PostgreSQL server instead of the local cluster (no initdb; the supervisor does not

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import shlex
 import subprocess
+import sys
 from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 
@@ -130,3 +131,13 @@ def test_parallelism_leaves_the_manual_lane_room_beside_every_render(tmp_path, c
     assert parallelism >= budget + pools["export_manual"], (parallelism, budget, pools)
     assert (parallelism, budget, pools["export_manual"]) == (6, 4, 2)  # as documented
 
+
+def test_the_manual_worker_has_one_process_per_manual_pool_slot():
+    sys.path.insert(0, str(REPO / "scripts"))
+    try:
+        import supervise
+    finally:
+        sys.path.remove(str(REPO / "scripts"))
+    args = supervise.CLUSTER_WORKERS["worker-manual"]
+    assert args[args.index("--queues") + 1] == "exports_manual"
+    assert int(args[args.index("--concurrency") + 1]) == _pools()["export_manual"]
