@@ -42,7 +42,7 @@ stop:
 	@bash scripts/stop.sh
 
 ## cluster: docker-compose.yaml's Celery topology without Docker (PostgreSQL, Redis, moto S3,
-## api-server, scheduler, dag-processor, triggerer, two Celery workers) in .airflow-cluster
+## api-server, scheduler, dag-processor, triggerer, three Celery workers) in .airflow-cluster
 cluster: venv
 	@bash scripts/ensure-debian-packages.sh cluster
 	@CLUSTER=1 bash scripts/run.sh

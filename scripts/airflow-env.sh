@@ -7,7 +7,7 @@
 #   DB      postgres (default: a local cluster in .airflow/pg) | sqlite (fragile, see README)
 #   PORT    the API server / UI port (8080)
 #   PGPORT  the local PostgreSQL port (first free from 5432, chosen once and remembered)
-#   CLUSTER 1: `make cluster` (CeleryExecutor, Redis, moto S3, two workers; deploy/cluster.env)
+#   CLUSTER 1: `make cluster` (CeleryExecutor, Redis, moto S3, three workers; deploy/cluster.env)
 #           with its own state in .airflow-cluster, so it never meets `make run`'s .airflow
 #   PG_SERVER postgresql://user:password@host[:port][/maintenance-db][?options]: use this existing
 #           PostgreSQL server instead of the local cluster (no initdb; the supervisor does not
@@ -140,6 +140,16 @@ if [ "$DB" = postgres ]; then
   export EXPORT_LEDGER_URL="${EXPORT_LEDGER_URL:-postgresql+psycopg://$_pg/${PG_DB_PREFIX}exports$PG_QUERY}"
   export AIRFLOW_CONN_DEMO_SOURCE="${AIRFLOW_CONN_DEMO_SOURCE:-postgresql://$_pg/${PG_DB_PREFIX}demo$PG_QUERY}"
   # 2 cores: a few task processes at once; the pools (deploy/pools.json) share them out.
+  # Sized for the manual lane (ADR 0018): parallelism >= the render budget (4,
+  # EXPORT_RENDER_BUDGET) + the export_manual pool (2). The scheduler queues at most this many
+  # tasks at once, by priority, whatever their pools. Renders are the only tasks that hold a
+  # slot for minutes in numbers, and never more than the budget (one over it reschedules and
+  # frees its slot); catch-up's are 2 of them at most (export_catchup). So while catch-up
+  # saturates its pool, even with every budget place taken, 2 slots keep turning over short
+  # tasks, and each that frees goes to the highest priority waiting: manual work
+  # (MANUAL_PRIORITY, plugins/export_airflow/cluster_policy.py). `make cluster` gets the same
+  # number: the Celery executor counts what it sent until it finishes, waiting in the broker or
+  # not. tests/dags/test_manual_lane.py checks the inequality.
   export AIRFLOW__CORE__PARALLELISM=6
   unset _pg
 else

@@ -3,7 +3,7 @@
 # in the background: PostgreSQL, the api-server, then scheduler, dag-processor and triggerer,
 # each restarted if it exits. `make status` shows them, `make stop` ends everything.
 # With CLUSTER=1 (`make cluster`): the Celery topology of docker-compose.yaml, in .airflow-cluster
-# (Redis, moto's S3 server and two Celery workers too); `make cluster-stop` ends it.
+# (Redis, moto's S3 server and three Celery workers too); `make cluster-stop` ends it.
 set -euo pipefail
 source "$(dirname "$0")/airflow-env.sh"
 source "$ROOT/scripts/pg.sh"
@@ -61,11 +61,15 @@ if ! "$PY" "$ROOT/scripts/supervise.py" wait-up 300 "$supervisor"; then
   exit 1
 fi
 "$PY" "$ROOT/scripts/supervise.py" status
+# The pools as deploy/pools.json sets them (Admin → Pools shows them live).
+pools="$("$PY" -c 'import json, sys; print(", ".join(n + " " + str(p["slots"]) for n, p in json.load(open(sys.argv[1])).items()))' "$ROOT/deploy/pools.json" || echo "see deploy/pools.json")"
 if [ -n "$CLUSTER" ]; then
   cat <<MSG
 
-  Airflow UI:   http://localhost:$PORT   (login: admin / admin)   CeleryExecutor, two workers:
-                worker-default (queues default, exports_manual), worker-large (exports_large, concurrency 1)
+  Airflow UI:   http://localhost:$PORT   (login: admin / admin)   CeleryExecutor, three workers:
+                worker-default (queue default), worker-large (exports_large, concurrency 1),
+                worker-manual (exports_manual, concurrency 2: manual exports only, ADR 0018)
+  Pools:        $pools
   Broker:       Redis on 127.0.0.1:$REDISPORT      Artifacts: s3://exports/artifacts on moto, http://127.0.0.1:$S3PORT (in memory)
   Database:     $where ($dbs)
   Ledger:       eval "\$(make -s env CLUSTER=1)"; exportctl runs
@@ -76,6 +80,8 @@ fi
 cat <<MSG
 
   Airflow UI:   http://localhost:$PORT   (login: admin / admin)
+  Pools:        $pools
+                (manual exports run in export_manual, ahead of scheduled and catch-up work)
   Database:     $( [ "$DB" = postgres ] && echo "$where ($dbs)" || echo "SQLite files in $AIRFLOW_HOME" )
   Exports:      $ROOT/exports/artifacts   (published artifacts + manifests)
                 $ROOT/exports/outbox      (per-company local delivery destination)

@@ -50,9 +50,13 @@ STOP_TIMEOUT = 25.0
 MARKER = "EXPORT_RUN_SUPERVISOR"
 COMPONENT = "EXPORT_RUN_COMPONENT"
 # `make cluster`'s Celery workers: name → `airflow celery worker` arguments. docker-compose.yaml's
-# airflow-worker and airflow-worker-large services run the same (tests/dags/test_cluster_env.py).
+# airflow-worker, airflow-worker-manual and airflow-worker-large services run the same
+# (tests/dags/test_cluster_env.py). Manual exports have a worker of their own (ADR 0018, seed
+# 000), as many processes as the export_manual pool has slots: a backlog on `default` never
+# holds them.
 CLUSTER_WORKERS = {
-    "worker-default": ["--queues", "default,exports_manual"],
+    "worker-default": ["--queues", "default"],
+    "worker-manual": ["--queues", "exports_manual", "--concurrency", "2"],
     "worker-large": ["--queues", "exports_large", "--concurrency", "1"],
 }
 S3_BUCKET = "exports"  # EXPORT_ARTIFACT_ROOT=s3://exports/artifacts (deploy/cluster.env)
@@ -434,7 +438,7 @@ def components_from_env(env: dict[str, str]) -> list[Component]:
         comps.append(Component(name, [airflow, name]))
     if cluster:
         for name, args in CLUSTER_WORKERS.items():
-            # Two workers on one machine: distinct Celery node names; the api-server reads
+            # Several workers on one machine: distinct Celery node names; the api-server reads
             # task logs from the shared log folder, so the workers serve none.
             comps.append(Component(name, [airflow, "celery", "worker", *args,
                                           "--celery-hostname", f"{name}@%h",

@@ -1,4 +1,5 @@
-"""Cluster policy: catch-up work gets its own budget so it cannot delay on-time exports.
+"""Cluster policy: catch-up work gets its own budget so it cannot delay on-time exports, and
+manual exports get a lane of their own so neither delays them.
 
 Installed by ``make setup`` as ``$AIRFLOW_HOME/config/airflow_local_settings.py`` (see
 ``deploy/airflow_local_settings.py``). Airflow calls ``task_instance_mutation_hook`` in the
@@ -7,14 +8,24 @@ slots, ADR 0006, and operators' backfills), and of scheduled runs queued long af
 move to the ``export_catchup`` pool, while on-time renders share ``export_render``. Every task of
 such a catch-up run also loses priority, so when executor slots are scarce an on-time task is
 queued first (Airflow breaks priority ties by the older logical date, i.e. the catch-up run).
-``recover_missed`` is created skipped outside scheduled runs.
+``recover_missed`` is created skipped outside scheduled runs. Tasks of a
+``manual_export__<company>`` DAG are never touched here: they run in their own lane (below).
+
+The manual lane (ADR 0018, seed 000: "a dedicated deployment processes manual exports"): every
+task of a manual DAG is in the ``export_manual`` pool, which nothing else uses, and carries
+:data:`MANUAL_PRIORITY` (absolute), so when an executor slot frees the scheduler hands it to
+manual work before any scheduled or catch-up task (scheduled tasks weigh a few units, catch-up
+ones lose :data:`CATCHUP_PRIORITY_PENALTY`). The pool bounds the lane to 2 tasks at once, so
+the priority never starves scheduled work of more than 2 executor slots.
 
 Queues (``task_policy``, applied by the dag-processor to every parsed task): the render task of
 a ``size: large`` channel goes to the ``exports_large`` Celery queue (a worker with concurrency
 1, and on Kubernetes a larger pod, see :data:`LARGE_POD_OVERRIDE`), every task of a
-``manual_export__<company>`` DAG to ``exports_manual`` (seed 000: manual work runs apart), the
-rest stays on ``default``. ``make cluster`` starts its workers with matching ``--queues``;
-under the LocalExecutor (``make run``) queues are ignored.
+``manual_export__<company>`` DAG to ``exports_manual`` (seed 000: manual work runs apart, on a
+worker of its own: ``worker-manual`` in ``make cluster``, ``airflow-worker-manual`` in compose),
+the rest stays on ``default``. ``make cluster`` starts its workers with matching ``--queues``;
+under the LocalExecutor (``make run``) queues are ignored and the pool and the priority alone
+keep the lane (sizing: ``scripts/airflow-env.sh``).
 """
 
 from __future__ import annotations
@@ -24,6 +35,11 @@ from typing import Any
 
 RENDER_POOL = "export_render"
 CATCHUP_POOL = "export_catchup"
+MANUAL_POOL = "export_manual"
+# Above any scheduled task's weight (the default "downstream" rule sums a DAG's few tasks) and
+# far above catch-up's (penalised by CATCHUP_PRIORITY_PENALTY): a freed executor slot goes to
+# a waiting manual task first. Absolute, so it does not depend on the manual DAG's shape.
+MANUAL_PRIORITY = 1000
 CATCHUP_AFTER = timedelta(hours=1)
 EXPORT_DAG_PREFIXES = ("widget_export__", "data_export__")
 CATCHUP_PRIORITY_PENALTY = 100

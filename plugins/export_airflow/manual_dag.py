@@ -7,6 +7,11 @@ and ``resolve_window`` refuses a request naming another company (the REST API le
 send any ``conf``). The temporary config is validated in ``resolve_window`` — an invalid request
 fails that task with the reason and registers nothing — captured on the run with the triggering
 user, and never persisted as a schedule. Retries: 3, after 30 s, 2 min and 10 min (seed 002).
+
+Its own lane (ADR 0018): every task runs in the ``export_manual`` pool, which scheduled and
+catch-up work never use, at :data:`~export_airflow.cluster_policy.MANUAL_PRIORITY`, so a free
+executor slot goes to it first; under Celery the cluster policy also routes it to the
+``exports_manual`` queue, served by a worker of its own. A catch-up backlog queues behind it.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from typing import Any
 from airflow.sdk import DAG, Param, task
 
 from export_airflow.alerts import manual_failure_notifier
+from export_airflow.cluster_policy import MANUAL_POOL, MANUAL_PRIORITY
 from export_airflow.limits import task_timeout
 from export_airflow.operators import (
     DeliverOperator,
@@ -107,16 +113,18 @@ def build_manual_dag(config_dir: Path, company: str, schedules: Sequence[Any] | 
         params=manual_params(company, schedules),
         default_args={"owner": "exports", "retries": 3, "retry_delay": timedelta(seconds=30),
                       "retry_policy": MANUAL_RETRY,
-                      "on_failure_callback": manual_failure_notifier(company, str(config_dir))},
+                      "on_failure_callback": manual_failure_notifier(company, str(config_dir)),
+                      # The lane: every task, the mapped deliveries included (module docstring).
+                      "pool": MANUAL_POOL, "priority_weight": MANUAL_PRIORITY,
+                      "weight_rule": "absolute"},
         max_active_runs=4,
     ) as dag:
         resolve = ResolveWindowOperator(task_id="resolve_window", schedule_id=None,
                                         config_dir=str(config_dir), company=company)
-        rendered = RenderCsvOperator(task_id="render", run=resolve.output, pool="export_render",
+        rendered = RenderCsvOperator(task_id="render", run=resolve.output,
                                      regenerate="{{ params.regenerate }}")
         published = PublishOperator(task_id="publish", rendered=rendered.output)
         DeliverOperator.partial(task_id="deliver", published=published.output,
-                                pool="export_deliver",
                                 execution_timeout=task_timeout("deliver"),
                                 config_dir=str(config_dir)).expand(
             destination_id=requested_destinations(resolve.output))

@@ -16,7 +16,8 @@ import yaml
 from tests.unit.test_foundation import REPO, _compose, _compose_cmd
 
 AIRFLOW_SERVICES = ("airflow-apiserver", "airflow-scheduler", "airflow-dag-processor",
-                    "airflow-triggerer", "airflow-worker", "airflow-worker-large", "airflow-init")
+                    "airflow-triggerer", "airflow-worker", "airflow-worker-manual",
+                    "airflow-worker-large", "airflow-init")
 
 
 def shared_settings() -> dict[str, str]:
@@ -71,18 +72,23 @@ def test_the_workers_serve_the_same_queues_in_compose_and_make_cluster(tmp_path:
         import supervise
     finally:
         sys.path.remove(str(REPO / "scripts"))
-    from export_airflow.cluster_policy import QUEUES
+    from export_airflow.cluster_policy import MANUAL_QUEUE, QUEUES
 
     services = resolved_compose(tmp_path)["services"]
     compose = {name: services[name]["command"] for name in ("airflow-worker",
+                                                            "airflow-worker-manual",
                                                             "airflow-worker-large")}
     local = {name: " ".join(["celery", "worker", *args])
              for name, args in supervise.CLUSTER_WORKERS.items()}
     assert compose == {"airflow-worker": local["worker-default"],
+                       "airflow-worker-manual": local["worker-manual"],
                        "airflow-worker-large": local["worker-large"]}
-    served = {q for args in supervise.CLUSTER_WORKERS.values()
-              for q in args[args.index("--queues") + 1].split(",")}
-    assert served == set(QUEUES)  # every queue the cluster policy routes to has a worker
+    served = {name: args[args.index("--queues") + 1].split(",")
+              for name, args in supervise.CLUSTER_WORKERS.items()}
+    # every queue the cluster policy routes to has a worker, and exactly one: manual exports'
+    # worker serves nothing else and no other worker serves them (ADR 0018)
+    assert sorted(q for queues in served.values() for q in queues) == sorted(QUEUES)
+    assert served["worker-manual"] == [MANUAL_QUEUE]
 
 
 def test_an_orphaned_redis_server_is_a_leftover_of_its_stack(tmp_path: Path):

@@ -1,11 +1,12 @@
 """`make cluster` for real (issue 14), one Celery cluster for the module: the topology in a
 fresh copy of the project, its queues (large renders on worker-large, manual work on its own
-queue), two DAG runs of one slot scanning the source once (the run's lease), ``exportctl
-explain`` on a render no worker listens for; then the fault scenario (``FAULT_COMPANIES``
-generated companies over 2 days, worker-large killed mid-render and mid-upload, scheduler and
-Redis killed, the source stopped and started; faults_world.py) on the same cluster; last,
-`make cluster-stop` leaving nothing behind. The shipped config is trimmed to 2 companies and 3
-schedules; the fault companies are added to the running cluster when their test starts.
+queue and worker, worker-manual), two DAG runs of one slot scanning the source once (the run's
+lease), ``exportctl explain`` on a render no worker listens for; then the fault scenario
+(``FAULT_COMPANIES`` generated companies over 2 days, worker-large killed mid-render and
+mid-upload, scheduler and Redis killed, the source stopped and started; faults_world.py) on the
+same cluster; last, `make cluster-stop` leaving nothing behind. The shipped config is trimmed to
+2 companies and 3 schedules; the fault companies are added to the running cluster when their
+test starts.
 
 One cluster instead of two (this module and the fault test had one each) saves a boot, a DAG
 parse and a teardown: ~110 s of a pytest worker in `make test`.
@@ -173,7 +174,8 @@ def test_make_cluster_is_up_within_5_minutes_with_every_component(cluster):
     # PG_SERVER=…, the session's server here).
     own_pg = ["postgres"] if cluster.pg_server is None else []
     assert list(status) == [*own_pg, "redis", "s3", "api-server", "scheduler",
-                            "dag-processor", "triggerer", "worker-default", "worker-large"]
+                            "dag-processor", "triggerer", "worker-default", "worker-manual",
+                            "worker-large"]
     assert {c["state"] for c in status.values()} == {"up"}
 
 
@@ -203,7 +205,7 @@ def test_large_renders_run_on_the_large_worker_and_manual_work_on_its_queue(clus
     assert where[(SMALL_DAG, "render")] == ("default", "worker-default")
     manual = {v for (dag, _), v in where.items() if dag == MANUAL_DAG}
     assert {v[0] for v in manual} == {"exports_manual"}
-    assert {w for v in manual for w in v[1:]} == {"worker-default"}
+    assert {w for v in manual for w in v[1:]} == {"worker-manual"}  # its own (ADR 0018)
     keys = [o["Key"] for o in cluster.s3().list_objects_v2(
         Bucket="exports", Prefix="artifacts/dentsu-happiness/facebook__primary/")["Contents"]]
     assert any(k.endswith("__v1.csv") for k in keys), keys
