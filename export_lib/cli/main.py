@@ -53,8 +53,12 @@ def add_validate_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("validate", help="check every config file of a directory",
                                    description="Exit 0 if CONFIG_DIR is valid, else print every "
                                    "error as 'file: field.path: message' and exit 1. Warnings "
-                                   "('warning: …') never change the exit code.")
+                                   "('warning: …') never change the exit code. A timing edit "
+                                   "without effective_from on a schedule that already has runs "
+                                   "in the ledger (EXPORT_LEDGER_URL) is an error.")
     parser.add_argument("config_dir", metavar="CONFIG_DIR")
+    parser.add_argument("--no-ledger", action="store_true",
+                        help="check the files only, not timing edits against the ledger's runs")
     parser.set_defaults(func=cmd_validate)
 
 
@@ -74,8 +78,15 @@ def cmd_validate(args: argparse.Namespace) -> int:
         lines += loaders.problems()
         files += len(loaders.missing) + len(loaders.orphans)
     warnings = retention_warnings(catalog.schedules)  # a warning never fails validation
-    warnings += holiday_warnings(catalog.companies, catalog.schedules,
-                                 now=datetime.now(UTC))  # the CLI is the edge: a clock read
+    now = datetime.now(UTC)  # the CLI is the edge: a clock read
+    warnings += holiday_warnings(catalog.companies, catalog.schedules, now=now)
+    if not args.no_ledger:
+        from export_lib.pipeline.timing_edits import check_timing_edits
+
+        edits, unchecked = check_timing_edits(catalog.schedules, Path(args.config_dir), now=now)
+        lines += edits
+        files += len({line.split(": ", 1)[0] for line in edits})
+        warnings = [*warnings, *unchecked]
     for line in (*lines, *warnings):
         print(line)
     if lines:
@@ -302,6 +313,13 @@ def add_control_parsers(subparsers: argparse._SubParsersAction) -> None:
     control_commands.register(subparsers)
 
 
+def add_reschedule_parser(subparsers: argparse._SubParsersAction) -> None:
+    """``reschedule`` (export_lib.cli.reschedule_command)."""
+    from export_lib.cli import reschedule_command
+
+    reschedule_command.register(subparsers)
+
+
 SUBCOMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     add_validate_parser,
     add_loaders_parser,
@@ -309,6 +327,7 @@ SUBCOMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     add_ledger_parsers,
     add_audit_parsers,
     add_control_parsers,
+    add_reschedule_parser,
 ]
 
 

@@ -385,7 +385,7 @@ def _policies(export: PolicyFields) -> PolicyFields:
 def _widget_schedule(company: CompanyConfig, widget: WidgetExportConfig) -> Schedule:
     history = tuple(sorted((_widget_schedule(company, h) for h in widget.history),
                            key=_start_of))
-    timing = Timing(timezone=company.timezone, export_hour=widget.export_hour,
+    timing = Timing(timezone=widget.timezone or company.timezone, export_hour=widget.export_hour,
                     interval_hours=widget.interval_hours, dst_gap=widget.dst_gap,
                     dst_fold=widget.dst_fold)
     return Schedule(
@@ -394,7 +394,7 @@ def _widget_schedule(company: CompanyConfig, widget: WidgetExportConfig) -> Sche
         query=widget.query, format=widget.format, csv=widget.csv,
         destinations=widget.destinations, policies=_policies(widget),
         owner=widget.owner or company.owner, effective_from=widget.effective_from,
-    ).with_version().model_copy(update={"history": history})
+    ).with_version().model_copy(update={"history": history}).with_timeline()
 
 
 def _start_of(version: Schedule) -> datetime:
@@ -415,4 +415,4 @@ def _data_schedule(company: CompanyConfig, channel: DataExportConfig, kind: str,
         window=spec.window, query=channel.query, format=spec.format, csv=spec.csv,
         destinations=spec.destinations, policies=_policies(spec),
         owner=spec.owner or company.owner, effective_from=spec.effective_from,
-    ).with_version().model_copy(update={"history": history})
+    ).with_version().model_copy(update={"history": history}).with_timeline()

@@ -57,6 +57,7 @@ from export_lib.config.timing import (
     WindowSpec,
     check_cron,
     check_timezone,
+    timeline_of,
 )
 
 SLUG = r"^[a-z0-9]+(?:[-_][a-z0-9]+)*$"
@@ -200,6 +201,9 @@ class WidgetExportConfig(_ExportFields):
     id: ExportId
     export_hour: ExportHour = 0
     interval_hours: IntervalHours = 24
+    timezone: TimezoneName | None = None
+    """The zone of ``export_hour`` when it is not the company's: a version (``history``) keeps
+    its old zone after the company moves (windows stay in the company's timezone)."""
     window: WindowSpec = WindowSpec()
     query: QuerySpec
     history: tuple[WidgetExportConfig, ...] = ()
@@ -367,6 +371,24 @@ class Schedule(FrozenModel):
         """The first instant any version applies from (None: the schedule has no start)."""
         return self.versions[0].effective_from
 
+    @property
+    def own_timing(self) -> Timing:
+        """This version's own timing (the schedule's ``timing`` may be a timeline of every
+        version's, ADR 0005 amended): what a run of this version records."""
+        if not self.timing.earlier:
+            return self.timing.plain
+        return (self.timing.at(self.effective_from) if self.effective_from is not None
+                else self.timing.segments[0][2])
+
+    def with_timeline(self) -> Schedule:
+        """This schedule and its earlier versions with the timeline of their timings."""
+        timeline = timeline_of([(v.effective_from, v.timing) for v in self.versions])
+        if timeline == self.timing:
+            return self
+        return self.model_copy(update={
+            "timing": timeline,
+            "history": tuple(v.model_copy(update={"timing": timeline}) for v in self.history)})
+
     def version_for(self, slot: datetime) -> Schedule | None:
         """The version in force for ``slot``: the newest whose ``effective_from`` is at or
         before it (None before the first version). Catch-up and backfill of an older slot get
@@ -406,6 +428,7 @@ class Schedule(FrozenModel):
         if data["company"]["holidays"] is None:
             # Left out, so configs written before the calendar existed keep their version.
             del data["company"]["holidays"]
+        data["timing"] = self.own_timing.model_dump(mode="json")
         policies, late_data = data["policies"], data["policies"]["late_data"]
         for key in OPERATIONAL_KEYS:
             if not operational or policies[key] is None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -21,6 +22,7 @@ from pydantic import (
     ConfigDict,
     Field,
     field_validator,
+    model_serializer,
     model_validator,
 )
 
@@ -120,6 +122,13 @@ class Timing(FrozenModel):
     Exactly one form is used: ``cron`` (data exports), or ``export_hour`` + ``interval_hours``
     (widget exports; defaults 0 and 24 when ``cron`` is absent). ``dst_gap`` / ``dst_fold``
     decide what happens to wall times that do not exist or occur twice (ADR 0001).
+
+    A schedule whose timing was edited from an explicit slot (ADR 0005, amended by issue 22)
+    carries its timeline: ``earlier`` timings, oldest first, each in force from its own
+    ``effective_from`` (the oldest from the beginning) until the next one's, and this one from
+    its ``effective_from`` on. The slot arithmetic follows the timeline; ``plain`` is one
+    timing alone. A timing without a timeline serialises exactly as before (no new keys), so
+    config versions and serialised DAGs do not move.
     """
 
     timezone: str
@@ -128,6 +137,51 @@ class Timing(FrozenModel):
     cron: str | None = None
     dst_gap: DstGap = "shift"
     dst_fold: DstFold = "first"
+    effective_from: datetime | None = None
+    earlier: tuple[Timing, ...] = ()
+
+    @model_serializer(mode="wrap")
+    def _without_empty_timeline(self, handler: Any) -> Any:
+        data = handler(self)
+        if isinstance(data, dict) and not self.earlier and self.effective_from is None:
+            data.pop("earlier", None)
+            data.pop("effective_from", None)
+        return data
+
+    @model_validator(mode="after")
+    def _timeline_in_order(self) -> Timing:
+        if not self.earlier:
+            return self
+        starts = [t.effective_from for t in (*self.earlier[1:], self)]
+        if any(s is None for s in starts) or any(t.earlier for t in self.earlier) or any(
+                a >= b for a, b in zip(starts, starts[1:], strict=False)):
+            raise invalid("timing", "a timing's earlier timings must be plain and in order, "
+                          "each but the oldest with an effective_from before the next one's")
+        return self
+
+    @property
+    def plain(self) -> Timing:
+        """This timing alone (no timeline)."""
+        if not self.earlier and self.effective_from is None:
+            return self
+        return self.model_copy(update={"earlier": (), "effective_from": None})
+
+    @property
+    def segments(self) -> tuple[tuple[datetime | None, datetime | None, Timing], ...]:
+        """``(from, until, plain timing)`` for each timing of the timeline, oldest first; the
+        oldest from ``None`` (the beginning), the newest until ``None`` (no end)."""
+        chain = (*self.earlier, self)
+        return tuple((t.effective_from if i else None,
+                      chain[i + 1].effective_from if i + 1 < len(chain) else None, t.plain)
+                     for i, t in enumerate(chain))
+
+    def at(self, instant: datetime) -> Timing:
+        """The plain timing in force at ``instant``."""
+        found = self.segments[0][2]
+        for start, _, timing in self.segments:
+            if start is None or start <= instant:
+                found = timing
+        return found
 
     @model_validator(mode="before")
     @classmethod
@@ -186,7 +240,23 @@ class Timing(FrozenModel):
                 text += " from " + ", ".join(f"{h:02d}:00" for h in self.local_hours) + " each day"
         if (self.dst_gap, self.dst_fold) != ("shift", "first"):
             text += f" (dst_gap={self.dst_gap}, dst_fold={self.dst_fold})"
+        if self.earlier and self.effective_from is not None:
+            text += (f" from {self.effective_from.astimezone(UTC):%Y-%m-%dT%H:%MZ}; before: "
+                     f"{self.earlier[-1].plain.summary}")
         return text
+
+
+def timeline_of(versions: list[tuple[datetime | None, Timing]]) -> Timing:
+    """The timeline of a schedule's versions (``(effective_from, timing)``, oldest first):
+    consecutive versions with the same timing share one span; one timing: it, plain."""
+    chain: list[Timing] = []
+    for start, timing in versions:
+        if chain and chain[-1].plain == timing.plain:
+            continue
+        chain.append(timing.plain.model_copy(update={"effective_from": start if chain else None}))
+    if len(chain) < 2:
+        return chain[-1] if chain else versions[-1][1]
+    return chain[-1].model_copy(update={"earlier": tuple(chain[:-1])})
 
 
 class WindowSpec(FrozenModel):

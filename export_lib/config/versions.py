@@ -16,10 +16,10 @@ from typing import Any
 
 from export_lib.config.operational import OPERATIONAL_KEYS
 
-# Keys an earlier version (``history``) cannot change: they name the schedule or set its slots,
-# and one DAG has one timetable (ADR 0005).
-FIXED_ACROSS_VERSIONS = ("id", "export_hour", "interval_hours", "cron", "timezone", "dst_gap",
-                         "dst_fold", "history")
+# Keys an earlier version (``history``) cannot change: they name the schedule. The timing keys
+# (export_hour, interval_hours, cron, timezone, DST policies) may differ: the DAG's timetable
+# follows the versions' timings, each from its own effective_from (ADR 0005, amended).
+FIXED_ACROSS_VERSIONS = ("id", "history")
 # Operational settings (ADR 0015): they set the DAG's task arguments, one value for every run,
 # so an earlier version cannot have its own (``late_data.poke_interval`` likewise).
 DAG_WIDE_KEYS = OPERATIONAL_KEYS
@@ -63,9 +63,8 @@ def _entry_issues(where: str, entry: Any) -> list[str]:
     issues = []
     fixed = sorted(k for k in keys if k in FIXED_ACROSS_VERSIONS)
     if fixed:
-        issues.append(f"{where}: {', '.join(fixed)} cannot change between versions (one DAG "
-                      "has one timetable); remove them from the entry, or make a new export "
-                      "for the new timing")
+        issues.append(f"{where}: {', '.join(fixed)} cannot change between versions (they "
+                      "name the export); remove them from the entry, or make a new export")
     late_data = keys.get("late_data")
     wide = sorted(k for k in keys if k in DAG_WIDE_KEYS) + (
         ["late_data.poke_interval"] if isinstance(late_data, dict)

@@ -3,11 +3,15 @@
 :func:`delivered_periods` lists a schedule's runs whose window overlaps a window and that have
 a live artifact: published and not revoked (an artifact retention deleted later still counts:
 the customer received it). ``export_lib.periods.coverage`` decides what covers what.
+:func:`latest_runs` gives each schedule's newest run and its timing, so a timing edit that would
+rewrite slots already run is caught (``export_lib.pipeline.timing_edits``).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -39,3 +43,27 @@ def delivered_periods(ledger: Ledger, schedule_id: str, start: datetime, end: da
     return [DeliveredPeriod(run_key=r.run_key, slot=utc(r.slot), window_start=utc(r.window_start),
                             window_end=utc(r.window_end), timing=timing_of(r.config_snapshot),
                             artifact_version=r.version, artifact_uri=r.uri) for r in rows]
+
+
+@dataclass(frozen=True)
+class LatestRun:
+    """A schedule's newest run by slot and the timing it was registered under."""
+
+    run_key: str
+    slot: datetime
+    timing: dict[str, Any]
+
+
+def latest_runs(ledger: Ledger) -> dict[str, LatestRun]:
+    """Each schedule's newest run by slot (any state: a run at all means the schedule has a
+    past its timing must keep), by schedule id."""
+    newest = (sa.select(runs.c.schedule_id, sa.func.max(runs.c.slot).label("slot"))
+              .group_by(runs.c.schedule_id).subquery())
+    query = (sa.select(runs.c.schedule_id, runs.c.run_key, runs.c.slot, runs.c.config_snapshot)
+             .join(newest, sa.and_(newest.c.schedule_id == runs.c.schedule_id,
+                                   newest.c.slot == runs.c.slot)))
+    with ledger._read() as conn:
+        rows = conn.execute(query).all()
+    return {r.schedule_id: LatestRun(run_key=r.run_key, slot=utc(r.slot),
+                                     timing=dict((r.config_snapshot or {}).get("timing") or {}))
+            for r in rows}

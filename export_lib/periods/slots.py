@@ -105,10 +105,27 @@ def _wall_times(timing: Timing, first: date, last: date) -> Iterator[datetime]:
 
 
 def slots_between(timing: Timing, start: datetime, end: datetime) -> tuple[datetime, ...]:
-    """Every slot ``s`` with ``start <= s < end``, ascending, in UTC."""
+    """Every slot ``s`` with ``start <= s < end``, ascending, in UTC.
+
+    A timing with a timeline (edited from an explicit slot) has each timing's slots in its
+    own span: the old timing's before the new one's ``effective_from``, the new one's from it.
+    """
     start, end = _aware(start, "start"), _aware(end, "end")
     if end <= start:
         return ()
+    if not timing.earlier:
+        return _plain_slots_between(timing, start, end)
+    found: list[datetime] = []
+    for since, until, plain in timing.segments:
+        lo = start if since is None else max(start, _aware(since, "effective_from"))
+        hi = end if until is None else min(end, _aware(until, "effective_from"))
+        if lo < hi:
+            found += _plain_slots_between(plain, lo, hi)
+    return tuple(sorted(set(found)))
+
+
+def _plain_slots_between(timing: Timing, start: datetime, end: datetime
+                         ) -> tuple[datetime, ...]:
     tz = timing.zone
     first = (start - _MARGIN).astimezone(tz).date()
     last = (end + _MARGIN).astimezone(tz).date()
@@ -121,7 +138,9 @@ def slots_between(timing: Timing, start: datetime, end: datetime) -> tuple[datet
 
 
 def _typical_gap(timing: Timing) -> timedelta:
-    return timedelta(hours=timing.interval_hours or 24)
+    if not timing.earlier:
+        return timedelta(hours=timing.interval_hours or 24)
+    return min(timedelta(hours=plain.interval_hours or 24) for _, _, plain in timing.segments)
 
 
 def next_slots(timing: Timing, after_or_at: datetime, count: int) -> tuple[datetime, ...]:

@@ -230,11 +230,12 @@ def schedule_strips(engine: Engine, schedules: Iterable[Schedule], *, now: datet
                                       .group_by(runs.c.schedule_id)).all())
     out = []
     for s in schedules:
-        cells = []
+        cells: list[dict[str, Any]] = []
         for slot in expected[s.schedule_id]:
             run = found.get((s.schedule_id, slot))
             if run is not None:
                 cells.append({**run, "kind": "run"})
+                _mark_version_change(cells, s, slot)
                 continue
             version = s.version_for(slot)
             if version is None:
@@ -250,6 +251,7 @@ def schedule_strips(engine: Engine, schedules: Iterable[Schedule], *, now: datet
                           "deadline_utc": format_instant(due),
                           "lateness": (f"deadline passed {_minutes_text(now - due)} ago"
                                        if due <= now else None)})
+            _mark_version_change(cells, s, slot)
         out.append({
             "company": s.company.id, "schedule": s.schedule_id, "dag_id": s.dag_id,
             "owner": s.owner, "timing": s.timing.summary, "company_status": s.company.status,
@@ -258,6 +260,25 @@ def schedule_strips(engine: Engine, schedules: Iterable[Schedule], *, now: datet
                           for t in next_slots(s.timing, now, next_count)],
         })
     return out
+
+
+def _mark_version_change(cells: list[dict[str, Any]], schedule: Schedule, slot: datetime
+                         ) -> None:
+    """Mark the newest cell when its slot is the first of a config version in the strip (issue
+    22: support sees where a timing or config edit took effect); ``version_change`` says which
+    version and, for a timing edit, the new timing."""
+    version = schedule.version_for(slot)
+    cells[-1]["config_version"] = version.config_version if version else None
+    before = cells[-2].get("config_version") if len(cells) > 1 else None
+    if version is None or before is None or before == version.config_version:
+        return
+    since = version.effective_from
+    text = (f"config version {version.config_version[:12]} from "
+            f"{format_instant(since) if since else 'the start'}")
+    if schedule.timing.at(slot) != schedule.timing.at(
+            datetime.fromisoformat(cells[-2]["slot_utc"].replace("Z", "+00:00"))):
+        text += f": new timing {schedule.timing.at(slot).summary}"
+    cells[-1]["version_change"] = text
 
 
 def visible_schedules(schedules: Iterable[Any], f: ObligationFilter) -> list[Any]:

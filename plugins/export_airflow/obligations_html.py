@@ -32,7 +32,7 @@ STYLE = (
     "white-space:nowrap}.legend span{margin-right:.8rem;white-space:nowrap}.note{background:"
     "#fff8e1;border:1px solid #f9a825;padding:6px 10px;margin:.5rem 0}.err{background:#ffebee;"
     "border-color:#c62828}form.inline{display:inline}code{font-size:12px}"
-    "small{color:#555}"
+    "small{color:#555}.vchange{box-shadow:-3px 0 0 #1565c0;margin-left:3px}"
     + "".join(f".o-{k}{{background:{c}}}" for k, (c, _) in COLOURS.items())
     + ".o-waiting,.o-due,.o-paused,.o-untracked{color:#222}.o-untracked{border:1px solid #ccc}"
 )
@@ -55,6 +55,8 @@ def badge(outcome: str) -> str:
 def legend() -> str:
     items = "".join(f"<span><span class='cell o-{k}'>{COLOURS[k][1]}</span> {esc(v)}</span> "
                     for k, v in {**OUTCOMES, **SLOT_ONLY}.items())
+    items += ("<span><span class='cell o-untracked vchange'>&nbsp;</span> a blue bar: a new "
+              "config version (or timing) starts at this slot</span> ")
     return (f"<p class='legend'>{items}</p><p><small>Every time is shown in the company's local "
             "time and in UTC. A run is one export of one period; the deadline is when the "
             "customer must have it. “Late” is measured from the deadline to the first "
@@ -87,8 +89,12 @@ def _cell(c: dict[str, Any]) -> str:
     if c.get("reason"):
         tip += f"; {c['reason']}"
     inner = COLOURS[outcome][1]
-    attrs = (f"class='cell o-{outcome}' data-outcome='{outcome}' data-slot='{esc(c['slot_utc'])}'"
-             f" title='{esc(tip)}'")
+    change = c.get("version_change")
+    if change:  # a blue bar before the first slot of a new config version
+        tip += f"; {change}"
+    attrs = (f"class='cell o-{outcome}{' vchange' if change else ''}' data-outcome='{outcome}' "
+             f"data-slot='{esc(c['slot_utc'])}' title='{esc(tip)}'"
+             + (f" data-version-change='{esc(change)}'" if change else ""))
     if c["kind"] == "run":
         return f"<a {attrs} href='obligations/run?{esc(urlencode({'key': c['run_key']}))}'>{inner}</a>"
     return f"<span {attrs}>{inner}</span>"

@@ -173,3 +173,33 @@ def test_after_48_missed_hourly_slots_the_scheduler_creates_the_current_hour():
     # the 47 hours between are recover_missed's backfill, listed slot by slot
     assert len(_iterate(table, utc("2026-11-28T13:00Z"), utc("2026-11-30T11:00Z"), True,
                         utc("2026-11-30T12:00:30Z"))) == 47
+
+
+def test_one_dag_follows_a_timing_edited_from_an_explicit_slot():
+    """issue 22: 07:00 Berlin until 3 Dec 08:00Z, then 09:00: the scheduler walks from the last
+    old slot to the first new one, a backfill lists each timing's slots in its own span, and
+    the timeline survives serialisation (the scheduler rebuilds it from the metadata DB)."""
+    from airflow.timetables.base import DataInterval
+    from export_airflow.timetable import ExportTimetable
+
+    from export_lib.config.timing import timeline_of
+
+    seven = Timing(timezone="Europe/Berlin", export_hour=7, interval_hours=24)
+    nine = Timing(timezone="Europe/Berlin", export_hour=9, interval_hours=24)
+    table = ExportTimetable(timeline_of([(None, seven), (utc("2026-12-03T08:00Z"), nine)]))
+    last = DataInterval.exact(utc("2026-12-03T06:00Z"))
+    after = table.next_run_info(last, restriction(None, catchup=False), now=utc("2026-12-03T07:00Z"))
+    assert after.logical_date == utc("2026-12-03T08:00Z")
+    backfill, found = None, []
+    for _ in range(4):
+        backfill = table.next_run_info(backfill, restriction(utc("2026-12-02T00:00Z")),
+                                       now=utc("2026-12-06T00:00Z"))
+        found.append(f"{backfill.logical_date:%d %H:%M}")
+        backfill = backfill.data_interval
+    assert found == ["02 06:00", "03 06:00", "03 08:00", "04 08:00"]
+    again = ExportTimetable.deserialize(table.serialize())
+    assert again == table and again.summary == (
+        "09:00 Europe/Berlin, every 24 h from 2026-12-03T08:00Z; before: 07:00 Europe/Berlin, "
+        "every 24 h")
+    assert table.infer_manual_data_interval(run_after=utc("2026-12-04T07:30Z")).start == utc(
+        "2026-12-03T08:00Z")  # 07:00 Berlin is no longer a slot: the latest 09:00 one

@@ -159,3 +159,36 @@ def test_an_exhausted_delivery_is_unresolved_until_requeued(ledger):
     assert after["events"][-1]["detail"].endswith("by ana: mailbox restored")
     with pytest.raises(WindowError, match="nothing to requeue: the delivery of .* is not exhausted"):
         requeue_delivery(ledger, key, "acme-dir", who="ana", why="again", now=NOW)
+
+
+def test_the_strip_marks_where_a_new_timing_starts(ledger, tmp_path):
+    """issue 22: after ``exportctl reschedule`` (09:00 from 30 March) the strip shows the new
+    slots and a blue bar at the first one, naming the version and the new timing."""
+    import shutil
+
+    from export_lib.config.edits import timing_edit_text, write_validated
+    from export_lib.config.loader import load_catalog
+    from export_lib.views.obligations import schedule_strips
+    from plugins.export_airflow.obligations_html import schedules_table
+
+    config = tmp_path / "edited"
+    shutil.copytree(ledger_config(), config)
+    acme = config / "acme.yaml"
+    write_validated(config, acme, timing_edit_text(
+        acme.read_text(), kind="widget", ident="daily-spend", data_kind=None,
+        new={"export_hour": 9}, old={"export_hour": 7},
+        effective_from=datetime(2026, 3, 30, 7, 0, tzinfo=UTC)))
+    daily = load_catalog(config).schedule("acme/daily-spend")
+    later = datetime(2026, 3, 31, 12, 0, tzinfo=UTC)
+    (strip,) = schedule_strips(ledger.engine, [daily], now=later, slots=4)
+    cells = strip["strip"]
+    # 07:00 CEST (05:00Z) on 30 March is still the old timing's: the switch is at 07:00Z
+    assert [c["slot_utc"] for c in cells] == [
+        "2026-03-29T05:00:00Z", "2026-03-30T05:00:00Z", "2026-03-30T07:00:00Z",
+        "2026-03-31T07:00:00Z"]
+    assert [c.get("version_change") for c in cells] == [
+        None, None, f"config version {daily.config_version[:12]} from 2026-03-30T07:00:00Z: "
+        "new timing 09:00 Europe/Berlin, every 24 h", None]
+    html = schedules_table([strip])
+    assert html.count("vchange") == 1 and "data-version-change='config version" in html
+    assert strip["next_runs"][0]["local"] == "2026-04-01 09:00 CEST"

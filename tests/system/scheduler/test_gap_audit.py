@@ -164,3 +164,49 @@ def test_an_outage_is_recovered_by_the_audit_and_a_second_audit_changes_nothing(
     assert _ledger(stack, outage, "audit-each/daily") == each
     assert _skipped(stack, outage) == recorded
     assert len([r for r in stack.dag_runs(EACH) if r["run_type"] == "backfill"]) == 3
+
+
+def test_moving_the_export_hour_sends_no_delivered_period_again(scheduler_stack, clock):
+    """issue 22 item 2 on the running stack, after the test above delivered four periods of
+    audit-each/daily: the hour moved by hand without effective_from is refused by validate
+    with the lines to add; ``exportctl reschedule --apply`` moves it; the DAG's next run is at
+    the new hour, the audit changes nothing and no period has a second file."""
+    stack, outage = scheduler_stack, Outage(clock)
+    config = stack.config_dir / "audit-each.yaml"
+    before = config.read_text()
+    new_hour = (clock.hour + 2) % 24
+    assert f"  export_hour: {clock.hour}\n" in before
+    config.write_text(before.replace(f"  export_hour: {clock.hour}\n",
+                                     f"  export_hour: {new_hour}\n", 1))
+    refused = stack.exportctl("validate", "dags/config", check=False)
+    assert refused.returncode == 1, refused.stdout
+    assert (f"the timing of audit-each/daily changed (export_hour {clock.hour} → {new_hour}) "
+            "but it already ran under the old timing") in refused.stdout, refused.stdout
+    assert f"history entry '- {{export_hour: {clock.hour}, effective_from: " in refused.stdout
+    config.write_text(before)
+
+    files_before = _file_slots(stack)
+    moved = stack.exportctl("reschedule", "audit-each/daily", "--config", "dags/config",
+                            "--export-hour", str(new_hour), "--apply", "--json")
+    plan = json.loads(moved.stdout)
+    assert plan["changes"] == {"export_hour": {"old": clock.hour, "new": new_hour}}
+    assert stack.exportctl("validate", "dags/config").returncode == 0
+    first_new = datetime.fromisoformat(plan["new_next"][0].replace("Z", "+00:00"))
+    assert first_new.hour == new_hour and first_new > datetime.now(UTC)
+    stack._touch_loader("audit-each")  # the dag-processor re-parses it within seconds
+
+    def next_run() -> datetime | None:
+        dag = stack.api.ok("GET", f"/api/v2/dags/{EACH}")
+        nxt = dag.get("next_dagrun_logical_date")
+        return datetime.fromisoformat(nxt) if nxt and datetime.fromisoformat(
+            nxt).hour == new_hour else None
+
+    assert wait_for(next_run, 120, interval=2, what=f"{EACH}'s next run at {new_hour}:00") == \
+        first_new
+    audit = json.loads(stack.exportctl(
+        "audit", "--since", _iso(outage.daily_from - timedelta(days=1)), "--dry-run",
+        "--json").stdout)
+    assert [a for a in audit["actions"] if a["schedule"] == "audit-each/daily"] == [], audit
+    assert audit["changed"] == 0, audit
+    files = _file_slots(stack)
+    assert set(files.values()) == {1} and set(files) >= set(files_before), files

@@ -94,8 +94,8 @@ def test_registration_captures_the_version_in_force_for_the_slot(versioned: Path
     (ANCHOR + "    history:\n      - {deadline: 3h}\n",
      "widget_exports[0]: an export with 'history' needs 'effective_from' on its current version"),
     (ANCHOR + "    effective_from: 2026-12-01T00:00:00Z\n    history:\n"
-              "      - {export_hour: 6}\n",
-     "widget_exports[0].history[0]: export_hour cannot change between versions"),
+              "      - {id: old-spend, export_hour: 6}\n",
+     "widget_exports[0].history[0]: id cannot change between versions (they name the export)"),
     (ANCHOR + "    effective_from: 2026-12-01T00:00:00Z\n    history:\n"
               "      - {deadline: 3h, effective_from: 2026-12-02T00:00:00Z}\n",
      "every version in 'history' needs an effective_from before the current one"),

@@ -1,0 +1,120 @@
+"""``exportctl reschedule``: move a schedule's timing from an explicit slot (issue 22 item 2).
+
+Prints the plan (``export_lib.pipeline.reschedule``); ``--apply`` writes the company file
+(``export_lib.config.edits``: the new timing keys, ``effective_from`` and a ``history`` entry
+with the old ones), validated with the rest of the directory first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+from export_lib.errors import ConfigError, LedgerError
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)  # the CLI is the edge: the only clock read
+
+
+def _newest_run(schedule_id: str) -> tuple[datetime | None, str | None]:
+    """The schedule's newest run's slot in the ledger, or why it could not be read."""
+    import sqlalchemy.exc
+
+    from export_lib.ledger.database import ledger_url
+    from export_lib.ledger.periods import latest_runs
+    from export_lib.ledger.runs import open_ledger
+
+    url = ledger_url()
+    if url.startswith("sqlite:///") and not Path(url.removeprefix("sqlite:///")).exists():
+        return None, None
+    try:
+        ledger = open_ledger(url)
+    except LedgerError as exc:
+        return None, str(exc)
+    try:
+        run = latest_runs(ledger).get(schedule_id)
+        return (run.slot if run else None), None
+    except sqlalchemy.exc.SQLAlchemyError:
+        return None, None  # no ledger tables yet: nothing ran
+    finally:
+        ledger.engine.dispose()
+
+
+def cmd_reschedule(args: argparse.Namespace) -> int:
+    from export_lib.cli.audit_commands import _config_dir
+    from export_lib.config.edits import timing_edit_text, write_validated
+    from export_lib.config.loader import load_catalog
+    from export_lib.periods.instants import parse_instant
+    from export_lib.pipeline.reschedule import new_timing, plan_reschedule
+
+    config_dir = Path(_config_dir(args.config))
+    catalog = load_catalog(config_dir)
+    schedule = catalog.schedule(args.schedule_id)
+    company_errors = catalog.errors.get(str(config_dir / f"{schedule.company.id}.yaml"))
+    if company_errors:
+        raise ConfigError("fix the company file first:\n" + "\n".join(company_errors))
+    changes = {"export_hour": args.export_hour, "interval_hours": args.interval_hours,
+               "timezone": args.timezone, "cron": args.cron, "dst_gap": args.dst_gap,
+               "dst_fold": args.dst_fold}
+    timing = new_timing(schedule, **changes)
+    newest, unread = _newest_run(schedule.schedule_id)
+    if unread:
+        print(f"warning: the ledger could not be read ({unread}); planning from now only",
+              file=sys.stderr)
+    start = parse_instant(args.start, "--from") if args.start else None
+    plan = plan_reschedule(schedule, timing, now=_now(), newest_run=newest, effective_from=start)
+    if args.json:
+        print(json.dumps({
+            "schedule": schedule.schedule_id,
+            "changes": {k: {"old": o, "new": n} for k, (o, n) in plan.changes.items()},
+            "effective_from": plan.effective_from.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "old_next": [f"{s:%Y-%m-%dT%H:%M:%SZ}" for s in plan.old_next],
+            "new_next": [f"{s:%Y-%m-%dT%H:%M:%SZ}" for s in plan.new_next],
+            "periods": [{"slot": f"{p.slot:%Y-%m-%dT%H:%M:%SZ}", "timing": p.timing,
+                         "period": p.period, "outcome": p.outcome} for p in plan.periods],
+            "uncovered": list(plan.holes), "applied": bool(args.apply)}, indent=2))
+    else:
+        print("\n".join(plan.lines()))
+    if not args.apply:
+        if not args.json:
+            print("\nnothing written; add --apply to write the file")
+        return 0
+    path = next(p for p in (config_dir / f"{schedule.company.id}.yaml",
+                            config_dir / f"{schedule.company.id}.yml") if p.exists())
+    text = timing_edit_text(
+        path.read_text(), kind=schedule.kind, ident=(schedule.export_id or schedule.channel
+                                                      or ""),
+        data_kind=None if schedule.kind == "widget" else schedule.kind,
+        new={k: n for k, (_, n) in plan.changes.items()},
+        old={k: o for k, (o, _) in plan.changes.items()}, effective_from=plan.effective_from)
+    write_validated(config_dir, path, text)
+    if not args.json:
+        print(f"\nwrote {path}: the new timing from {plan.effective_from:%Y-%m-%dT%H:%M:%SZ}, "
+              "the old one in its history; Airflow follows at the next parse of the DAG")
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    from export_lib.cli.commands import guarded
+
+    p = sub.add_parser("reschedule", help="change a schedule's timing from an explicit slot "
+                                          "(prints the plan; --apply writes the file)")
+    p.add_argument("schedule_id", metavar="SCHEDULE_ID", help="e.g. acme/daily-spend")
+    p.add_argument("--config", help="config directory (default $EXPORT_CONFIG_DIR or "
+                                    "./dags/config)")
+    p.add_argument("--export-hour", type=int, help="widget exports: the new local hour (0-23)")
+    p.add_argument("--interval-hours", type=int, help="widget exports: hours between slots")
+    p.add_argument("--timezone", help="the IANA timezone the slots are in")
+    p.add_argument("--cron", help="data exports: the new cron expression")
+    p.add_argument("--dst-gap", choices=("shift", "skip"))
+    p.add_argument("--dst-fold", choices=("first", "second", "both"))
+    p.add_argument("--from", dest="start", help="the first instant of the new timing (ISO "
+                   "8601; default: its first slot after now and after the newest run)")
+    p.add_argument("--apply", action="store_true", help="write the company file")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=functools.partial(guarded, cmd_reschedule))
