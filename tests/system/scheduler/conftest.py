@@ -44,6 +44,7 @@ from tests.system.scheduler.harness import (
     StatsdListener,
     dag_ids,
     keep_or_remove,
+    report_slot,
 )
 from tests.system.soak.stack import scratch_dir
 
@@ -133,6 +134,7 @@ def scheduler_stack(request: pytest.FixtureRequest) -> Iterator[SchedulerStack]:
                               for dag in dag_ids(company, config)), timeout=300)
         yield stack
     finally:
+        report_slot(module.__name__, clock)
         stack.withdraw(companies)
 
 

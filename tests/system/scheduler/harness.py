@@ -102,6 +102,16 @@ class SlotClock:
         return self.now.replace(minute=0, second=0, microsecond=0)
 
 
+def report_slot(module: str, clock: SlotClock) -> None:
+    """One line per module on whether its next daily slot fell due while it ran (the shifted
+    runs, EXPORT_TEST_HOURS_AHEAD=1, count on it; shown with ``-rA``)."""
+    ended = datetime.now(UTC)
+    due = clock.next_slot
+    when = (f"fell due {int((ended - due).total_seconds())} s before the module ended"
+            if due <= ended else f"was still {int((due - ended).total_seconds())} s away")
+    print(f"\n{module}: started {clock.now:%H:%M:%S}Z, next daily slot {due:%H:%M}Z {when}")
+
+
 def widget_export(export_id: str, *, export_hour: int, destinations: Iterable[str] = ("box",),
                   company: str = "clearco", **fields: Any) -> dict[str, Any]:
     """A daily UTC calendar-day CSV export of the demo ``widget_metrics`` table with local

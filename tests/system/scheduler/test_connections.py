@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from tests.services.postgres import PostgresServer
-from tests.system.scheduler.harness import SchedulerStack, SlotClock
+from tests.system.scheduler.harness import SchedulerStack, SlotClock, report_slot
 from tests.system.soak.stack import wait_for
 
 COMPANY = "conn-co"
@@ -90,6 +90,8 @@ def stack(postgres_server: PostgresServer, shared_stack
     try:
         yield stack, uri
     finally:
+        if CLOCKS:
+            report_slot(__name__, CLOCKS[0])
         try:
             stack.withdraw([COMPANY])
         finally:
@@ -102,7 +104,11 @@ def stack(postgres_server: PostgresServer, shared_stack
 @pytest.fixture(scope="module")
 def clock(stack) -> SlotClock:
     """Read just before the first test writes conn-co's file."""
-    return SlotClock.starting_now()
+    CLOCKS.append(SlotClock.starting_now())
+    return CLOCKS[-1]
+
+
+CLOCKS: list[SlotClock] = []
 
 
 def test_a_connection_added_with_the_cli_is_the_source_an_export_reads(stack, clock):

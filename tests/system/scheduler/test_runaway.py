@@ -28,7 +28,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from tests.system.scheduler.harness import HOURS_AHEAD, SchedulerStack, SlotClock
+from tests.system.scheduler.harness import HOURS_AHEAD, SchedulerStack, SlotClock, report_slot
 from tests.system.soak.stack import Api, wait_for
 
 ROWS = 5_000_000
@@ -190,6 +190,7 @@ def stack(shared_stack, fixture_dsn: str, clock: Clock):
                             "widget_export__lateco__watermarked", timeout=300)
         yield stack
     finally:
+        report_slot(__name__, SlotClock(clock.now))
         try:
             stack.withdraw(["bigco", "lateco"])
         finally:
