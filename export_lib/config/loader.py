@@ -291,7 +291,7 @@ def _with_defaults(data: dict[str, Any], defaults: DefaultsFile) -> dict[str, An
 
 # Policy blocks merged key by key: ``grace`` alone keeps the default ``late_data.policy``,
 # ``retries: {count: 3}`` keeps the default ``delay``.
-_MERGED_BLOCKS = ("late_data", "retries", "timeouts", "catchup")
+_MERGED_BLOCKS = ("late_data", "retries", "timeouts", "catchup", "at_risk")
 
 
 def _layer(base: dict[str, Any], own: dict[str, Any]) -> dict[str, Any]:

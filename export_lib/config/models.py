@@ -47,6 +47,7 @@ from export_lib.config.operational import (
     check_poke_interval,
 )
 from export_lib.config.query import SOURCE_NAME, QuerySpec, check_identifier, check_not_system
+from export_lib.config.risk import AtRisk
 from export_lib.config.timing import (
     DstFold,
     DstGap,
@@ -119,6 +120,7 @@ class PolicyFields(FrozenModel):
     retries: TaskRetries | None = None
     timeouts: TaskTimeouts | None = None
     catchup: Catchup | None = None
+    at_risk: AtRisk | None = None  # ADR 0020; None: the automatic risk point, alerting
 
     @field_validator("deadline")
     @classmethod
@@ -126,6 +128,12 @@ class PolicyFields(FrozenModel):
         if value <= timedelta(0):
             raise invalid("duration", f"deadline must be positive (got {value})")
         return value
+
+    @model_validator(mode="after")
+    def _risk_before_deadline(self) -> Any:
+        if self.at_risk is not None:
+            self.at_risk.check_deadline(self.deadline)
+        return self
 
 
 POLICY_KEYS = tuple(PolicyFields.model_fields)

@@ -36,7 +36,7 @@ from export_lib.config.timing import FrozenModel
 
 # The export-level keys (``late_data.poke_interval`` and a destination's ``retry`` live in
 # their own blocks).
-OPERATIONAL_KEYS = ("retries", "timeouts", "catchup")
+OPERATIONAL_KEYS = ("retries", "timeouts", "catchup", "at_risk")  # at_risk: ADR 0020
 MAX_RETRIES = 100  # 10 min doubling, capped at 1 day: 100 retries are three months of trying
 TIMEOUT_KINDS = ("resolve", "sensor", "render", "publish", "deliver", "small")
 
