@@ -16,7 +16,7 @@ import json
 import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from export_lib.errors import ConfigError, ExportError, WindowError
 from export_lib.periods.instants import format_instant, parse_instant
@@ -144,7 +144,8 @@ def cmd_runs(args: argparse.Namespace) -> int:
                         offset=args.offset)
     ledger = open_ledger()
     ledger.ensure_schema()
-    page = runs_page(ledger.engine, wanted, now=_now())
+    now = _now()
+    page = runs_page(ledger.engine, wanted, now=now, risk=_risk_rules(ledger, args.config, now))
     shown_to = page.offset + len(page.runs)
     if page.total > shown_to:
         print(f"showing runs {page.offset + 1}-{shown_to} of {page.total}, newest first; "
@@ -156,7 +157,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
         print("no runs recorded yet" if page.total == 0 else "no runs on this page")
         return 0
     print(f"{'RUN':<55} {'STATE':<10} {'DEADLINE':<20} {'DELIVERED AT':<20} {'LATE BY':<9} "
-          "WINDOW / ARTIFACTS / DELIVERIES")
+          f"{'RISK':<8} WINDOW / ARTIFACTS / DELIVERIES")
     for r in page.runs:
         versions = ", ".join(f"v{a['version']} {a['sha256'][:12]}" for a in r["artifacts"]) or "-"
         dels = ", ".join(f"{d['destination']}={d['state']}" for d in r["deliveries"]) or "-"
@@ -165,9 +166,24 @@ def cmd_runs(args: argparse.Namespace) -> int:
         if r["deadline_status"] == "overdue":
             late += " (overdue)"
         print(f"{r['run_key']:<55} {r['state']:<10} {r['deadline_utc'] or '-':<20} "
-              f"{r['delivered_at_utc'] or '-':<20} {late:<9} {r['window_start_utc']} → "
+              f"{r['delivered_at_utc'] or '-':<20} {late:<9} "
+              f"{'AT RISK' if r['at_risk'] else '-':<8} {r['window_start_utc']} → "
               f"{r['window_end_utc']}  artifacts: {versions}  deliveries: {dels}")
     return 0
+
+
+def _risk_rules(ledger: Any, config: str | None, now: datetime) -> dict[str, Any] | None:
+    """Each configured schedule's risk rule (its ``at_risk`` and median delivery time); None
+    (every run at half its deadline) when there is no readable config, said on stderr."""
+    from export_lib.views.risk import risk_rules
+
+    try:
+        catalog = current_catalog(config)
+    except ConfigError as exc:
+        print(f"at risk: the config cannot be read ({exc}); every run's risk point is half its "
+              "deadline", file=sys.stderr)
+        return None
+    return risk_rules(ledger.engine, catalog.schedules, now=now) if catalog else None
 
 
 def cmd_ledger(args: argparse.Namespace) -> int:
@@ -296,6 +312,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--unresolved", action="store_true",
                    help="only runs with a delivery that is not acknowledged")
     p.add_argument("--limit", type=int, default=500, help="runs per page (1-500, default 500)")
+    p.add_argument("--config", help="the config directory for each export's at_risk setting "
+                                    "(default: $EXPORT_CONFIG_DIR or ./dags/config)")
     p.add_argument("--offset", type=int, default=0, help="skip this many runs (next page)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=functools.partial(guarded, cmd_runs))

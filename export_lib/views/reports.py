@@ -11,6 +11,7 @@ ledger timestamp reads back aware UTC (``UtcDateTime``), on SQLite too.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
@@ -23,6 +24,7 @@ from export_lib.ledger.schema import artifacts, deliveries, runs
 from export_lib.ledger.states import UNRESOLVED_DELIVERIES, RunState
 from export_lib.periods.names import period_label
 from export_lib.periods.slots import format_instant
+from export_lib.views.risk import RiskRule, mark_at_risk
 
 MAX_LIMIT = 500
 FilterT = TypeVar("FilterT", bound="LedgerFilter")
@@ -149,8 +151,11 @@ def _iso(value: datetime | None) -> str | None:
     return format_instant(value) if value is not None else None
 
 
-def runs_page(engine: Engine, f: RunFilter, *, now: datetime) -> RunsPage:
-    """One page of runs, newest slot first, with artifacts, deliveries and deadline verdicts."""
+def runs_page(engine: Engine, f: RunFilter, *, now: datetime,
+              risk: Mapping[str, RiskRule] | None = None) -> RunsPage:
+    """One page of runs, newest slot first, with artifacts, deliveries and deadline verdicts;
+    ``at_risk`` and ``risk_point_utc`` by each schedule's rule in ``risk`` (else the default:
+    half the deadline; ADR 0020)."""
     where = _where(f)
     with engine.connect() as conn:
         total = conn.execute(sa.select(sa.func.count()).select_from(runs).where(*where)).scalar_one()
@@ -212,6 +217,7 @@ def runs_page(engine: Engine, f: RunFilter, *, now: datetime) -> RunsPage:
                             "retry_until_utc": _iso(d.retry_until)}
                            for d in by_key.get(r.run_key, [])],
         })
+        mark_at_risk(rows[-1], now, risk)
     return RunsPage(total=total, limit=f.limit, offset=f.offset, runs=tuple(rows))
 
 
