@@ -35,7 +35,10 @@ STYLE = (
     "small{color:#555}.vchange{box-shadow:-3px 0 0 #1565c0;margin-left:3px}"
     + "".join(f".o-{k}{{background:{c}}}" for k, (c, _) in COLOURS.items())
     + ".o-waiting,.o-due,.o-paused,.o-untracked{color:#222}.o-untracked{border:1px solid #ccc}"
+    + ".risk{outline:3px solid #ff6f00;outline-offset:1px}.o-at_risk{background:#ff6f00}"
 )
+AT_RISK_TEXT = ("at risk: not delivered and past its risk point (half the deadline, the "
+                "median delivery time or at_risk.after), deadline still ahead")
 
 
 def esc(value: Any) -> str:
@@ -56,7 +59,8 @@ def legend() -> str:
     items = "".join(f"<span><span class='cell o-{k}'>{COLOURS[k][1]}</span> {esc(v)}</span> "
                     for k, v in {**OUTCOMES, **SLOT_ONLY}.items())
     items += ("<span><span class='cell o-untracked vchange'>&nbsp;</span> a blue bar: a new "
-              "config version (or timing) starts at this slot</span> ")
+              "config version (or timing) starts at this slot</span> "
+              f"<span><span class='cell o-due risk'>!</span> {esc(AT_RISK_TEXT)}</span> ")
     return (f"<p class='legend'>{items}</p><p><small>Every time is shown in the company's local "
             "time and in UTC. A run is one export of one period; the deadline is when the "
             "customer must have it. “Late” is measured from the deadline to the first "
@@ -89,11 +93,16 @@ def _cell(c: dict[str, Any]) -> str:
     if c.get("reason"):
         tip += f"; {c['reason']}"
     inner = COLOURS[outcome][1]
+    risky = bool(c.get("at_risk"))
+    if risky:
+        tip += f"; AT RISK since {c['risk_point_utc']} (deadline {c['deadline_utc']})"
+        inner = "!"
     change = c.get("version_change")
     if change:  # a blue bar before the first slot of a new config version
         tip += f"; {change}"
-    attrs = (f"class='cell o-{outcome}{' vchange' if change else ''}' data-outcome='{outcome}' "
-             f"data-slot='{esc(c['slot_utc'])}' title='{esc(tip)}'"
+    attrs = (f"class='cell o-{outcome}{' vchange' if change else ''}{' risk' if risky else ''}' "
+             f"data-outcome='{outcome}' data-slot='{esc(c['slot_utc'])}' title='{esc(tip)}'"
+             + (" data-at-risk='true'" if risky else "")
              + (f" data-version-change='{esc(change)}'" if change else ""))
     if c["kind"] == "run":
         return f"<a {attrs} href='obligations/run?{esc(urlencode({'key': c['run_key']}))}'>{inner}</a>"
@@ -113,18 +122,37 @@ def schedules_table(strips: list[dict[str, Any]]) -> str:
             f"<td><div class='strip'>{''.join(_cell(c) for c in s['strip'])}</div>"
             "<small>oldest → newest</small></td>"
             f"<td>{esc(s['last_delivered_period'] or 'nothing delivered yet')}</td>"
-            f"<td>{nxt}</td></tr>")
+            f"<td>{_due(s.get('due'))}</td><td>{nxt}</td></tr>")
     if not rows:
         return "<p>No schedule matches.</p>"
     return ("<table id='schedules'><tr><th>company</th><th>schedule</th><th>owner</th>"
             "<th>recent slots, whatever the date filter (hover or click a square)</th>"
-            "<th>last period delivered</th>"
+            "<th>last period delivered</th><th>due in the last 24 h</th>"
             "<th>next runs (local, UTC)</th></tr>" + "".join(rows) + "</table>")
+
+
+def _due(due: dict[str, Any] | None) -> str:
+    """The schedule's due slots from its timetable (ADR 0020): an outage shows as missing."""
+    if not due:
+        return "–"
+    parts = [f"<span data-due='expected'>{due['expected']}</span> expected",
+             f"<span data-due='missing'>{due['missing']}</span> without a run",
+             f"<span data-due='missed'>{due['missed']}</span> missed",
+             f"<span data-due='at_risk'>{due['at_risk']}</span> at risk"]
+    style = " class='badge o-at_risk'" if due["at_risk"] or due["missing"] else ""
+    return f"<span{style}>{', '.join(parts)}</span>"
 
 
 def _why(r: dict[str, Any]) -> str:
     """The run's reason where it explains the outcome (not "artifact v1" of a delivered run)."""
     return "" if r["outcome"] in ("on_time", "late", "running", "waiting") else r["reason"] or ""
+
+
+def _risk_badge(r: dict[str, Any]) -> str:
+    if not r.get("at_risk"):
+        return ""
+    return (f" <span class='badge o-at_risk' data-at-risk='true' title='{esc(AT_RISK_TEXT)}'>"
+            f"at risk since {esc(r['risk_point_utc'])}</span>")
 
 
 def runs_table(page: dict[str, Any], q: dict[str, Any]) -> str:
@@ -133,7 +161,7 @@ def runs_table(page: dict[str, Any], q: dict[str, Any]) -> str:
         link = f"obligations/run?{esc(urlencode({'key': r['run_key']}))}"
         rows.append(
             f"<tr data-run='{esc(r['run_key'])}' data-outcome='{r['outcome']}'>"
-            f"<td>{badge(r['outcome'])}</td>"
+            f"<td>{badge(r['outcome'])}{_risk_badge(r)}</td>"
             f"<td><a href='{link}'>{esc(r['period'])}</a><br><small>{esc(r['run_key'])}</small></td>"
             f"<td>{esc(r['slot_local'])}<br><small>{esc(r['slot_utc'])}</small></td>"
             f"<td>{esc(r['deadline_utc'])}<br><small>{esc(r['lateness'] or '')}</small></td>"

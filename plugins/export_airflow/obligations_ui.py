@@ -3,7 +3,9 @@
 ``GET /exports/obligations``: per schedule, the last slots as a coloured strip (missing slots
 included), the next runs, the owner and the last period delivered; below, every run newest
 slot first, filtered by company, schedule, state and date range and paginated in SQL.
-``GET /exports/obligations/run?key=RUN_KEY``: one run in full. ``POST
+``GET /exports/obligations.json``: the same as data. ``GET /exports/metrics``: the due, missing,
+missed and at-risk slots in Prometheus text (ADR 0020). ``GET
+/exports/obligations/run?key=RUN_KEY``: one run in full. ``POST
 /exports/obligations/action/<name>``: an operator action on one run — ``release`` (a held
 run), ``requeue`` (a delivery that gave up); ``revoke`` is listed in :data:`ACTIONS` and wired
 when the artifact controls land. Who may read and act: ``ui_access``.
@@ -21,7 +23,7 @@ from urllib.parse import parse_qs, urlencode
 
 from airflow.api_fastapi.core_api.security import GetUserDep
 from fastapi import APIRouter, HTTPException, Query, Request
-from fastapi.responses import HTMLResponse, RedirectResponse
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 
 from export_airflow import obligations_html as h
@@ -76,11 +78,11 @@ def _day(text: str | None, field: str) -> datetime | None:
                                                     "YYYY-MM-DD, e.g. 2026-03-29") from None
 
 
-@router.get("/obligations", response_class=HTMLResponse)
-def obligations(company: str | None = None, schedule: str | None = None,
-                state: str | None = None, since: str | None = None, until: str | None = None,
-                limit: int = Query(25, ge=1, le=200), offset: int = Query(0, ge=0),
-                visible: frozenset[str] | None = Visible) -> str:
+def _obligations(company: str | None, schedule: str | None, state: str | None,
+                 since: str | None, until: str | None, limit: int, offset: int,
+                 visible: frozenset[str] | None) -> dict[str, Any]:
+    """What the page shows, as data: the strips (with at-risk cells and the due figures of the
+    last 24 h, ADR 0020), one page of runs, the schedules the reader may filter by."""
     from export_lib.errors import ConfigError
     from export_lib.views.obligations import (
         obligation_filter,
@@ -88,6 +90,7 @@ def obligations(company: str | None = None, schedule: str | None = None,
         schedule_strips,
         visible_schedules,
     )
+    from export_lib.views.risk import mark_page, outage_report, risk_rules
 
     end = _day(until, "until")
     try:
@@ -104,15 +107,57 @@ def obligations(company: str | None = None, schedule: str | None = None,
     with _ledger() as ledger:
         strips = schedule_strips(ledger.engine, shown, now=now)
         page = obligations_page(ledger.engine, wanted, now=now)
+        rules = risk_rules(ledger.engine, everything, now=now)
+        tallies = outage_report(ledger.engine, shown, now=now, rules=rules)
+    mark_page(strips, page["runs"], rules, tallies, now)
+    return {"now_utc": f"{now:%Y-%m-%dT%H:%M:%SZ}", "schedules": strips, "runs": page,
+            "companies": sorted({s.company.id for s in everything}),
+            "schedule_ids": [s.schedule_id for s in everything], "now": now}
+
+
+@router.get("/obligations", response_class=HTMLResponse)
+def obligations(company: str | None = None, schedule: str | None = None,
+                state: str | None = None, since: str | None = None, until: str | None = None,
+                limit: int = Query(25, ge=1, le=200), offset: int = Query(0, ge=0),
+                visible: frozenset[str] | None = Visible) -> str:
+    data = _obligations(company, schedule, state, since, until, limit, offset, visible)
     q = {"company": company, "schedule": schedule, "state": state, "since": since,
          "until": until, "limit": limit if limit != 25 else None}
-    companies = sorted({s.company.id for s in everything})
     return h.doc("Export obligations", (
         "<h2>Export obligations</h2><p>What each export owed its customer and what happened, "
-        f"as of {now:%Y-%m-%d %H:%M} UTC. Click a square or a period for the details.</p>"
-        + h.legend() + h.filter_form(q, companies, [s.schedule_id for s in everything])
-        + "<h3>Schedules</h3>" + h.schedules_table(strips)
-        + "<h3>Runs</h3>" + h.runs_table(page, q)))
+        f"as of {data['now']:%Y-%m-%d %H:%M} UTC. Click a square or a period for the details.</p>"
+        + h.legend() + h.filter_form(q, data["companies"], data["schedule_ids"])
+        + "<h3>Schedules</h3>" + h.schedules_table(data["schedules"])
+        + "<h3>Runs</h3>" + h.runs_table(data["runs"], q)))
+
+
+@router.get("/obligations.json")
+def obligations_json(company: str | None = None, schedule: str | None = None,
+                     state: str | None = None, since: str | None = None,
+                     until: str | None = None, limit: int = Query(25, ge=1, le=200),
+                     offset: int = Query(0, ge=0),
+                     visible: frozenset[str] | None = Visible) -> dict[str, Any]:
+    """The page as JSON: ``schedules`` (strips, ``due`` figures), ``runs`` (one page)."""
+    data = _obligations(company, schedule, state, since, until, limit, offset, visible)
+    return {k: data[k] for k in ("now_utc", "schedules", "runs")}
+
+
+@router.get("/metrics")
+def metrics(hours: int = Query(24, ge=1, le=24 * 31),
+            visible: frozenset[str] | None = Visible) -> Response:
+    """Prometheus text: due, missing, missed and at-risk slots per schedule the reader may see,
+    computed from the timetables and the ledger on each scrape (never from the scheduler, so
+    an outage shows while it lasts; ADR 0020)."""
+    from export_lib.views.obligations import ObligationFilter, visible_schedules
+    from export_lib.views.prometheus import CONTENT_TYPE, prometheus_text
+    from export_lib.views.risk import outage_report
+
+    horizon = timedelta(hours=hours)
+    schedules = visible_schedules(_catalog_schedules(), ObligationFilter(
+        visible_companies=visible))
+    with _ledger() as ledger:
+        tallies = outage_report(ledger.engine, schedules, now=_now(), horizon=horizon)
+    return Response(prometheus_text(tallies, horizon), media_type=CONTENT_TYPE)
 
 
 # -- the drill-down and its actions ------------------------------------------------------------
