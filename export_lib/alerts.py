@@ -1,8 +1,9 @@
 """Alerts, the pure part: who is told, the dedupe key and the words (issue 13, item 5).
 
 An alert says that one run of one schedule needs a person: its export **failed** (a task gave
-up after its retries), a **delivery** to one destination is exhausted or refused, or it missed
-its **deadline**. It is announced once per (run, reason[, destination]) — the key of
+up after its retries), a **delivery** to one destination is exhausted or refused, it is **at
+risk** (nothing delivered at its risk point, ADR 0020) or it missed its **deadline**. It is
+announced once per (run, reason[, destination]) — the key of
 :func:`alert_key`, claimed in the ledger (``export_notices``) before anything is sent — so
 Airflow retries, a clear that fails the same way again, or two processes at once add nothing.
 The Airflow edge (``export_airflow.alerts``) sends it through an Airflow notifier.
@@ -26,6 +27,7 @@ class AlertReason(StrEnum):
     FAILED = "failed"
     DELIVERY = "delivery"
     DEADLINE = "deadline"
+    AT_RISK = "at_risk"  # not delivered past its risk point, deadline ahead (ADR 0020)
     UNRECOVERABLE = "unrecoverable"  # the gap audit: a missed period the source no longer has
 
 
@@ -33,6 +35,7 @@ HEADLINES = {
     AlertReason.FAILED: "export failed",
     AlertReason.DELIVERY: "delivery not made",
     AlertReason.DEADLINE: "deadline missed",
+    AlertReason.AT_RISK: "at risk of missing its deadline",
     AlertReason.UNRECOVERABLE: "period unrecoverable",
 }
 

@@ -23,6 +23,8 @@ METRICS = {
     "runs.late": "counter: a run completed after its deadline (once per run)",
     "runs.lateness_seconds": "gauge: how late the last late run completed",
     "runs.missed": "counter: a run missed its deadline (Airflow deadline alert)",
+    "runs.at_risk": "counter: a run was not delivered at its risk point (Airflow deadline "
+                    "alert at the risk point, ADR 0020; once per run with the alert)",
     "slots.skipped": "counter: missed slots recorded skipped by the recovery policy",
     "deliveries.unresolved": "gauge: the schedule's deliveries not acknowledged (all runs)",
     "render.rows": "counter: rows rendered",

@@ -56,8 +56,10 @@ class ExportAlertNotifier(BaseNotifier):
     template_fields = ()
 
     def __init__(self, *, reason: str, schedule_id: str, owner: str, config_dir: str,
-                 deadline: str | None = None, manual: bool = False, context: Any = None) -> None:
+                 deadline: str | None = None, manual: bool = False, risk: str | None = None,
+                 context: Any = None) -> None:
         super().__init__(context=context)
+        self.risk = risk  # at_risk: the export's at_risk.after, or "automatic"
         # manual: a manual_export__<company> DAG (schedule_id is "<company>/manual"): its run
         # key comes from the Airflow run id and its owner from the company file.
         self.manual = manual
@@ -91,6 +93,8 @@ class ExportAlertNotifier(BaseNotifier):
                          detail=context.get("unrecoverable") or "the period cannot be exported",
                          where=f"the gap audit ({context.get('audited_by') or 'exportctl'})")
         ti = context.get("ti")
+        if self.reason is AlertReason.AT_RISK:
+            return self._risk_alert(context, ledger, key, slot, run, period)
         if self.reason is AlertReason.DEADLINE:
             detail = (f"not delivered within {self.deadline} of the slot"
                       + (f" (deadline {run.deadline:%Y-%m-%dT%H:%MZ})"
@@ -111,6 +115,34 @@ class ExportAlertNotifier(BaseNotifier):
         return Alert(reason=reason, company=self.company, schedule_id=self.schedule_id,
                      run_key=key, slot=slot, detail=detail, period=period,
                      destination=destination, where=where)
+
+    def _risk_alert(self, context: Any, ledger: Any, key: str, slot: datetime, run: Any,
+                    period: str | None) -> Alert | None:
+        """Nothing delivered at the risk point: an alert — unless the run was delivered,
+        skipped or cancelled meanwhile (then None, and nothing is claimed)."""
+        from export_lib.ledger.deliveries import list_deliveries
+        from export_lib.views.risk import NOT_AT_RISK
+
+        if run is not None and (run.state in NOT_AT_RISK or (ledger is not None and any(
+                d["acknowledged_at"] for d in list_deliveries(ledger.engine, key)))):
+            log.info("company=%s schedule=%s run=%s period=%s: at its risk point the run is %s "
+                     "or delivered; no at-risk alert", self.company, self.schedule_id, key,
+                     period, run.state)
+            return None
+        now = _now()
+        due = run.deadline if run is not None and run.deadline else None
+        point = (self.risk if self.risk not in (None, "automatic")
+                 else "half the deadline, or the median delivery time if longer")
+        detail = (f"nothing delivered {_span(now - slot)} after the slot (risk point: {point}; "
+                  f"deadline: {self.deadline} after the slot)"
+                  + (f"; the deadline {due:%Y-%m-%dT%H:%MZ} is {_span(due - now)} away" if due
+                     else "")
+                  + (f"; the run is {run.state}" if run else "; the run was never started"))
+        dag_run = context.get("dag_run") or {}
+        return Alert(reason=AlertReason.AT_RISK, company=self.company,
+                     schedule_id=self.schedule_id, run_key=key, slot=slot, detail=detail,
+                     period=period,
+                     where=f"{dag_run.get('dag_id', '?')}/{dag_run.get('run_id', '?')}")
 
     def _manual_alert(self, context: Any) -> Alert:
         from export_lib.config.manual import manual_run_key
@@ -206,6 +238,8 @@ class ExportAlertNotifier(BaseNotifier):
                          alert.run_key, alert.period, alert.headline, claim.state, claim.claims)
                 emit("incr", "alerts.suppressed", alert.company, alert.schedule_id)
                 return None
+        if alert.reason is AlertReason.AT_RISK:  # counted once per run, with its claim
+            emit("incr", "runs.at_risk", alert.company, alert.schedule_id)
         inner = build_notifier(config, to, alert)
         return alert, inner, alert.key, ledger
 
@@ -226,6 +260,11 @@ class ExportAlertNotifier(BaseNotifier):
         log.error("company=%s schedule=%s run=%s period=%s: alert NOT sent (%s: %s); the next "
                   "failure callback tries again", alert.company, alert.schedule_id,
                   alert.run_key, alert.period, type(exc).__name__, exc)
+
+
+def _span(delta: Any) -> str:
+    minutes = max(0, int(delta.total_seconds() // 60))
+    return f"{minutes // 60} h {minutes % 60:02d} min" if minutes >= 60 else f"{minutes} min"
 
 
 def build_notifier(config: Any, to: tuple[str, ...], alert: Alert) -> BaseNotifier:

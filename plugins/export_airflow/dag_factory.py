@@ -16,7 +16,7 @@ from typing import Any
 from airflow.sdk import DAG, Param, get_parsing_context
 
 from export_airflow.alerts import failure_notifier
-from export_airflow.deadlines import deadline_alert
+from export_airflow.deadlines import deadline_alerts
 from export_airflow.limits import timeout_for
 from export_airflow.operators import (
     CapturedDestinationsOperator,
@@ -176,7 +176,8 @@ def build_dag(schedule: Any, config_dir: str) -> DAG:
                                     description="Publish a new artifact version even if this "
                                                 "period already has one.")},
         is_paused_upon_creation=schedule.company.status == "paused",
-        deadline=deadline_alert(schedule, config_dir),
+        # The missed deadline and the risk point (ADR 0020); Airflow 3.3 takes a list.
+        deadline=deadline_alerts(schedule, config_dir),
     ) as dag:
         resolve = ResolveWindowOperator(task_id="resolve_window",
                                         schedule_id=schedule.schedule_id, config_dir=config_dir,

@@ -89,3 +89,107 @@ def deadline_alert(schedule: Any, config_dir: str) -> DeadlineAlert:
         callback=AsyncCallback(ExportAlertNotifier, kwargs=deadline_kwargs(schedule, config_dir)),
         name=f"delivered within {schedule.deadline} of the slot",
     )
+
+
+@deadline_reference
+@dataclass
+class AtRiskDeadline(BaseDeadlineReference):
+    """The run's risk point (ADR 0020): ``slot + risk offset``, evaluated by the scheduler when
+    it creates the run — ``at_risk.after`` if the export sets it, else half the deadline or the
+    schedule's median delivery time from the ledger if longer (never after the deadline). Like
+    :class:`OnTimeSlotDeadline`, no deadline for a backfill or a run created after its deadline;
+    a run created after its risk point (the scheduler was down) is at risk at once.
+
+    :param deadline_seconds: the schedule's deadline after the slot
+    :param after: ``at_risk.after`` as written (``"50%"``, ``"45m"``), or None (automatic)
+    :param schedule_id: whose median delivery time the automatic risk point reads
+    """
+
+    deadline_seconds: float = 0.0
+    after: str | None = None
+    schedule_id: str = ""
+    required_kwargs = frozenset({"dag_id", "run_id"})
+
+    def serialize_reference(self) -> dict[str, Any]:
+        return {REFERENCE_TYPE_FIELD: self.reference_name, "deadline_seconds": self.deadline_seconds,
+                "after": self.after, "schedule_id": self.schedule_id}
+
+    @classmethod
+    def deserialize_reference(cls, reference_data: dict[str, Any]) -> AtRiskDeadline:
+        return cls(deadline_seconds=float(reference_data.get("deadline_seconds", 0.0)),
+                   after=reference_data.get("after"),
+                   schedule_id=str(reference_data.get("schedule_id", "")))
+
+    def _evaluate_with(self, *, session: Any, **kwargs: Any) -> datetime | None:
+        from airflow.models import DagRun
+        from sqlalchemy import select
+
+        row = session.execute(
+            select(DagRun.logical_date, DagRun.run_type)
+            .where(DagRun.dag_id == kwargs["dag_id"], DagRun.run_id == kwargs["run_id"])
+        ).first()
+        if row is None or row.logical_date is None:
+            return None
+        now = datetime.now(UTC)
+        deadline = timedelta(seconds=self.deadline_seconds)
+        if slot_deadline_base(row.logical_date, str(row.run_type), deadline, now) is None:
+            return None
+        return row.logical_date + self.offset(now)
+
+    def offset(self, now: datetime) -> timedelta:
+        """The risk offset; the ledger is read only for the automatic point (and an unreachable
+        ledger leaves it at half the deadline)."""
+        from export_lib.config.risk import AtRisk
+        from export_lib.views.risk import RiskRule
+
+        deadline = timedelta(seconds=self.deadline_seconds)
+        if self.after:
+            return RiskRule(AtRisk(after=self.after)).offset(deadline)
+        return RiskRule(median=_median(self.schedule_id, now)).offset(deadline)
+
+
+def _median(schedule_id: str, now: datetime) -> timedelta | None:
+    from export_lib.errors import ExportError
+    from export_lib.ledger import open_ledger
+    from export_lib.views.risk import median_delivery
+
+    try:
+        ledger = open_ledger()
+    except ExportError as exc:
+        log.warning("schedule=%s: ledger unreachable (%s); its risk point is half the deadline",
+                    schedule_id, exc)
+        return None
+    try:
+        return median_delivery(ledger.engine, [schedule_id], now=now).get(schedule_id)
+    except Exception as exc:  # noqa: BLE001 - a risk point never stops the scheduler
+        log.warning("schedule=%s: median delivery time not read (%s: %s); its risk point is half "
+                    "the deadline", schedule_id, type(exc).__name__, exc)
+        return None
+    finally:
+        ledger.engine.dispose()
+
+
+def risk_alert(schedule: Any, config_dir: str) -> DeadlineAlert | None:
+    """The at-risk alert (ADR 0020), or None when the export turned it off
+    (``at_risk: {alert: false}``): announced once per run through the same notifier."""
+    from export_airflow.alerts import ExportAlertNotifier, deadline_kwargs
+
+    at_risk = schedule.policies.at_risk
+    if at_risk is not None and not at_risk.alert:
+        return None
+    after = at_risk.after if at_risk is not None else None
+    return DeadlineAlert(
+        reference=AtRiskDeadline(deadline_seconds=schedule.deadline.total_seconds(), after=after,
+                                 schedule_id=schedule.schedule_id),
+        interval=timedelta(0),
+        callback=AsyncCallback(ExportAlertNotifier, kwargs={
+            **deadline_kwargs(schedule, config_dir), "reason": "at_risk",
+            "risk": after or "automatic"}),
+        name=f"at risk: not delivered {after or 'half-way'} to the deadline",
+    )
+
+
+def deadline_alerts(schedule: Any, config_dir: str) -> list[DeadlineAlert]:
+    """The DAG's ``deadline=[...]``: the missed deadline, and the risk point unless off."""
+    risk = risk_alert(schedule, config_dir)
+    return [deadline_alert(schedule, config_dir), *([risk] if risk is not None else [])]

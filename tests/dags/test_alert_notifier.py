@@ -187,3 +187,44 @@ def test_a_failed_manual_export_alerts_the_team_and_the_company_owner_once(alert
     assert f"airflow: manual_export__acme/{run_id}/render try 4" in body
     (notice,) = list_notices(open_ledger().engine, key)
     assert (notice["state"], notice["claims"]) == ("sent", 2)
+
+
+def test_a_run_at_risk_is_alerted_once_and_a_skipped_one_not_at_all(alert_env):
+    """The at-risk DeadlineAlert's callback (ADR 0020), awaited twice as a triggerer would."""
+    from export_lib.config.loader import load_catalog
+    from export_lib.pipeline import RunContext, start_run
+
+    def context(slot: datetime) -> dict:
+        return {"dag_run": {"dag_id": "widget_export__acme__daily-spend",
+                            "run_id": f"scheduled__{slot.isoformat()}",
+                            "logical_date": slot.isoformat()}}
+
+    async def ask(slot: datetime, times: int) -> None:
+        from export_airflow.alerts import ExportAlertNotifier
+
+        for _ in range(times):
+            await ExportAlertNotifier(reason="at_risk", schedule_id="acme/daily-spend",
+                                      owner="owner@acme.example",
+                                      config_dir=str(REPO / "dags/config"), deadline="2:00:00",
+                                      risk="automatic", context=context(slot))
+
+    asyncio.run(ask(SLOT, 2))
+    (message,) = alert_env.messages
+    assert message["Subject"] == ("[exports] at risk of missing its deadline: acme/daily-spend "
+                                  "slot 2026-03-29T05:00Z")
+    body = next(p for p in message.walk() if p.get_content_type() == "text/html") \
+        .get_payload(decode=True).decode()
+    assert "(risk point: half the deadline, or the median delivery time if longer; deadline: " \
+           "2:00:00 after the slot); the run was never started" in body
+    (notice,) = list_notices(open_ledger().engine, RUN_KEY)
+    assert (notice["notice_key"], notice["state"], notice["claims"]) == (
+        f"alert:{RUN_KEY}:at_risk", "sent", 2)
+
+    skipped = datetime(2026, 3, 30, 5, 0, tzinfo=UTC)
+    ledger = open_ledger()
+    run = start_run(ledger, load_catalog(REPO / "dags/config").schedule("acme/daily-spend"),
+                    skipped, now=skipped, ctx=RunContext(origin="test", trigger="scheduled"))
+    ledger.skip(run.run_key, "skipped by the test", skipped)
+    asyncio.run(ask(skipped, 1))
+    assert len(alert_env.messages) == 1
+    assert list_notices(open_ledger().engine, run.run_key) == []

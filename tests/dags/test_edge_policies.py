@@ -35,10 +35,37 @@ def test_deadline_alert_survives_dag_serialization(tmp_path):
     dag = next(d for d in company_dags(REPO / "dags" / "config", "acme")
                if d.dag_id == "widget_export__acme__daily-spend")
     data = DagSerialization.to_dict(dag)
-    (alert,) = data["dag"]["deadline"]
+    (alert, risk) = data["dag"]["deadline"]  # the missed deadline, the risk point (ADR 0020)
     blob = str(alert)
     assert "OnTimeSlotDeadline" in blob and "7200.0" in blob
     assert "export_airflow.alerts.ExportAlertNotifier" in blob
+    blob = str(risk)
+    assert "AtRiskDeadline" in blob and "'schedule_id': 'acme/daily-spend'" in blob
+    assert "'reason': 'at_risk'" in blob and "'risk': 'automatic'" in blob
+
+
+def test_the_risk_point_alert_follows_at_risk(monkeypatch):
+    from export_airflow.deadlines import AtRiskDeadline, deadline_alerts, risk_alert
+
+    from export_lib.config.loader import load_catalog
+    from export_lib.config.risk import AtRisk
+    from tests.conftest import REPO
+
+    schedule = load_catalog(REPO / "dags" / "config").schedule("acme/daily-spend")
+    now = SLOT + timedelta(minutes=5)
+    assert AtRiskDeadline(7200.0, after="25%").offset(now) == timedelta(minutes=30)
+    assert AtRiskDeadline(7200.0, after="45m").offset(now) == timedelta(minutes=45)
+    monkeypatch.setattr("export_airflow.deadlines._median", lambda sid, now: timedelta(minutes=80))
+    assert AtRiskDeadline(7200.0, schedule_id="acme/daily-spend").offset(now) == timedelta(
+        minutes=80)
+    ref = AtRiskDeadline.deserialize_reference(
+        AtRiskDeadline(7200.0, "50%", "acme/daily-spend").serialize_reference())
+    assert (ref.deadline_seconds, ref.after, ref.schedule_id) == (7200.0, "50%",
+                                                                  "acme/daily-spend")
+    off = schedule.model_copy(update={"policies": schedule.policies.model_copy(
+        update={"at_risk": AtRisk(alert=False)})})
+    assert risk_alert(off, "/cfg") is None and len(deadline_alerts(off, "/cfg")) == 1
+    assert len(deadline_alerts(schedule, "/cfg")) == 2
 
 
 @pytest.mark.parametrize(("run_type", "lag", "pool", "weight"), [
