@@ -137,7 +137,8 @@ class ExportAlertNotifier(BaseNotifier):
                   f"deadline: {self.deadline} after the slot)"
                   + (f"; the deadline {due:%Y-%m-%dT%H:%MZ} is {_span(due - now)} away" if due
                      else "")
-                  + (f"; the run is {run.state}" if run else "; the run was never started"))
+                  + (f"; the run is {run.state}" if run else
+                     "; the ledger has no run for it yet (resolve_window has not registered it)"))
         dag_run = context.get("dag_run") or {}
         return Alert(reason=AlertReason.AT_RISK, company=self.company,
                      schedule_id=self.schedule_id, run_key=key, slot=slot, detail=detail,

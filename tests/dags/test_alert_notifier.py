@@ -215,7 +215,8 @@ def test_a_run_at_risk_is_alerted_once_and_a_skipped_one_not_at_all(alert_env):
     body = next(p for p in message.walk() if p.get_content_type() == "text/html") \
         .get_payload(decode=True).decode()
     assert "(risk point: half the deadline, or the median delivery time if longer; deadline: " \
-           "2:00:00 after the slot); the run was never started" in body
+           "2:00:00 after the slot); the ledger has no run for it yet (resolve_window has not " \
+           "registered it)" in body
     (notice,) = list_notices(open_ledger().engine, RUN_KEY)
     assert (notice["notice_key"], notice["state"], notice["claims"]) == (
         f"alert:{RUN_KEY}:at_risk", "sent", 2)
