@@ -46,6 +46,7 @@ SECONDS = {
     "tests/system/scheduler/test_gap_audit.py": 52,
     "tests/system/test_home_dir.py": 52,
     "tests/system/scheduler/test_connections.py": 36,
+    "tests/system/scheduler/test_outages_and_risk.py": 41,  # after test_controls, 2 Dec
     "tests/system/scheduler/test_controls.py": 33,
     "tests/system/soak/test_run_inputs.py": 5,
 }
@@ -58,7 +59,7 @@ STACK_BOOT_SECONDS = 70
 # scheduler_stack fixture's input, and asks for it with request.getfixturevalue).
 SHARED_STACK_MODULES = tuple(f"tests/system/scheduler/test_{name}.py" for name in (
     "alerts", "catchup", "clear_and_retry", "connections", "controls", "delivery_window",
-    "gap_audit", "manual_lane", "operations_page", "runaway"))
+    "gap_audit", "manual_lane", "operations_page", "outages_and_risk", "runaway"))
 SHARED_FIXTURES = frozenset({"shared_stack", "scheduler_stack"})
 
 
