@@ -15,6 +15,7 @@ from __future__ import annotations
 import difflib
 import functools
 import logging
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -31,7 +32,7 @@ from export_lib.config.isolation import (
     source_issues,
     with_company,
 )
-from export_lib.config.limits import MAX_FILE_BYTES, shown
+from export_lib.config.limits import shown
 from export_lib.config.messages import issues_from_validation
 from export_lib.config.models import (
     POLICY_KEYS,
@@ -46,9 +47,10 @@ from export_lib.config.models import (
     WidgetExportConfig,
 )
 from export_lib.config.recipients import recipient_issues
+from export_lib.config.text import text_issues
 from export_lib.config.timing import Timing
 from export_lib.config.versions import history_issues, with_history
-from export_lib.config.yaml_io import parse_yaml, read_yaml
+from export_lib.config.yaml_io import parse_yaml, read_config_bytes, read_yaml
 from export_lib.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -153,7 +155,7 @@ def _listed(root: Path, only: str | None, errors: dict[str, list[str]]) -> list[
         return sorted(p for p in root.iterdir() if not p.name.startswith("."))
     # Look the file up instead of listing the directory: every loader of a DagBag does this,
     # and listing N files N times made parsing quadratic in the company count.
-    paths = [p for p in (root / f"{only}.yaml", root / f"{only}.yml") if p.exists()]
+    paths = [p for p in (root / f"{only}.yaml", root / f"{only}.yml") if os.path.lexists(p)]
     if not paths:
         errors[str(root / f"{only}.yaml")] = [
             f"{root / f'{only}.yaml'}: (file): no config file for company {only!r}; create "
@@ -180,8 +182,9 @@ def _company_paths(paths: list[Path], errors: dict[str, list[str]]) -> list[Path
     (``acme.yaml`` + ``acme.yml``: which one wins?) are errors."""
     found: dict[str, list[Path]] = {}
     for path in paths:
-        if path.name == DEFAULTS_FILE or path.is_dir():
-            continue
+        if path.name == DEFAULTS_FILE or (path.is_dir()
+                                          and path.suffix not in (".yaml", ".yml")):
+            continue  # a sub-directory; one named *.yaml is refused as a file below
         if path.suffix not in (".yaml", ".yml"):
             errors[str(path)] = [f"{path}: (file): not a YAML config file; config files are "
                                  "named <company id>.yaml (move other files elsewhere)"]
@@ -219,12 +222,14 @@ def _cross_file_issues(loaded: Mapping[str, tuple[CompanyConfig, tuple[Schedule,
 
 
 def _load_defaults(path: Path, errors: dict[str, list[str]]) -> DefaultsFile | None:
-    if not path.is_file():
+    if not os.path.lexists(path):
         errors[str(path)] = [f"{path}: (file): missing; every config directory needs "
                              f"{DEFAULTS_FILE} (see dags/config/{DEFAULTS_FILE})"]
         return None
-    with open(path, "rb") as fh:
-        raw = fh.read(MAX_FILE_BYTES + 1)
+    raw, issues = read_config_bytes(path, path.parent)
+    if raw is None:
+        errors[str(path)] = issues
+        return None
     defaults, issues = _parse_defaults(str(path), raw)
     if issues:
         errors[str(path)] = list(issues)
@@ -242,6 +247,9 @@ def _parse_defaults(path: str, raw: bytes) -> tuple[DefaultsFile | None, tuple[s
     data, issues = parse_yaml(Path(path), raw)
     if data is None:
         return None, tuple(issues)
+    issues = text_issues(path, data)
+    if issues:
+        return None, tuple(issues)
     try:
         defaults = DefaultsFile.model_validate(data)
     except ValidationError as exc:
@@ -255,6 +263,9 @@ def _load_company(path: Path, defaults: DefaultsFile
                   ) -> tuple[CompanyConfig | None, list[Schedule], list[str]]:
     data, issues = read_yaml(path)
     if data is None:
+        return None, [], issues
+    issues = text_issues(str(path), data)
+    if issues:  # control characters: nothing else of the file is worth reading
         return None, [], issues
     issues = _identity_issues(path, data) + history_issues(path, data)
     try:

@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from export_lib.config.limits import MAX_COLUMNS, MAX_DESTINATIONS, MAX_REASON, StrictBool, shown
 from export_lib.config.models import SLUG
 from export_lib.config.query import IDENTIFIER
+from export_lib.config.text import control_char
 from export_lib.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -52,6 +53,15 @@ class ManualRequest(BaseModel):
     destinations: tuple[DestinationId, ...] = Field(default=(), max_length=MAX_DESTINATIONS)
     reason: str = Field(min_length=3, max_length=MAX_REASON)
     regenerate: StrictBool = False
+
+    @field_validator("reason")
+    @classmethod
+    def _one_line(cls, value: str) -> str:
+        found = control_char(value)
+        if found:
+            raise ValueError(f"contains a control character ({found}); write the reason as "
+                             "one line of printable characters")
+        return value
 
     @field_validator("window_start", "window_end")
     @classmethod

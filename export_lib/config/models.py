@@ -144,9 +144,22 @@ class CsvOptions(FrozenModel):
     starting with ``=``, ``+``, ``-``, ``@``, a tab or a CR, so a spreadsheet opening the file
     shows them as text instead of running them as formulas (CSV injection)."""
 
-    delimiter: str = Field(default=",", min_length=1, max_length=1)
+    delimiter: str = ","
     timestamps: Literal["utc", "local"] = "utc"
     neutralize_formulas: StrictBool = True
+
+    @field_validator("delimiter", mode="before")
+    @classmethod
+    def _known_delimiter(cls, value: Any) -> Any:
+        if value not in CSV_DELIMITERS:
+            raise invalid("delimiter", f"delimiter {shown(value)} is not one of ',' ';' '|' or "
+                          "a tab (write \"\\t\" in double quotes); CSV readers agree on no other")
+        return value
+
+
+# What every CSV reader (and PostgreSQL's COPY) handles as a separator; a newline, a quote or
+# a letter would make the file unreadable or ambiguous (issue 23).
+CSV_DELIMITERS = (",", ";", "|", "\t")
 
 
 class _ExportFields(PolicyFields):

@@ -8,6 +8,9 @@ is constructed, so a 1 KB alias bomb fails at once instead of expanding to gigab
 
 from __future__ import annotations
 
+import errno
+import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +22,7 @@ from export_lib.config.limits import (
     MAX_YAML_DEPTH,
     MAX_YAML_NODES,
     cut_line,
+    shown,
 )
 
 
@@ -29,6 +33,16 @@ class _NoDuplicateKeys:
         seen: set[Any] = set()
         for key_node, _ in node.value:
             key = self.construct_object(key_node, deep=deep)  # type: ignore[attr-defined]
+            if not isinstance(key, str):
+                # ``? [a, b]`` (unhashable: a TypeError deep in PyYAML or in our set) and
+                # ``1:``/``on:`` (an int, a bool) are never config keys: one line, here.
+                mark = key_node.start_mark
+                text = shown(key, 40) if isinstance(key_node, yaml.ScalarNode) else (
+                    _node_text(key_node)[:40])  # a collection key is not built yet
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"the mapping key {text} is a {type(key).__name__}, not a "
+                    "name; keys are plain names such as 'company' (quote it if it is meant as "
+                    "one)", mark)
             if key in seen:
                 mark = key_node.start_mark
                 raise yaml.constructor.ConstructorError(
@@ -36,6 +50,19 @@ class _NoDuplicateKeys:
                     mark)
             seen.add(key)
         return super().construct_mapping(node, deep=deep)  # type: ignore[misc]
+
+
+def _node_text(node: yaml.Node, budget: int = 40) -> str:
+    """A short flow-style rendering of a composed node (for messages only)."""
+    if isinstance(node, yaml.ScalarNode):
+        return repr(node.value[:budget])
+    if budget <= 0:
+        return "…"
+    if isinstance(node, yaml.SequenceNode):
+        return "[" + ", ".join(_node_text(n, budget // 2) for n in node.value[:5]) + "]"
+    pairs = (f"{_node_text(k, budget // 2)}: {_node_text(v, budget // 2)}"
+             for k, v in node.value[:5])
+    return "{" + ", ".join(pairs) + "}"
 
 
 class _Bounded:
@@ -126,11 +153,77 @@ _FastLoader = (type("_FastStrictLoader", (_Bounded, _NoDuplicateKeys, yaml.CSafe
 _FastLoader.add_constructor("tag:yaml.org,2002:timestamp", _checked_timestamp)
 
 
-def read_yaml(path: Path) -> tuple[dict[str, Any] | None, list[str]]:
-    """Parse one YAML file into a mapping, or return ``file: position: message`` issues."""
-    with open(path, "rb") as fh:
-        raw = fh.read(MAX_FILE_BYTES + 1)
+def read_yaml(path: Path, root: Path | None = None) -> tuple[dict[str, Any] | None, list[str]]:
+    """Parse one YAML file into a mapping, or return ``file: position: message`` issues.
+    ``root``: the config directory the file must stay in (:func:`read_config_bytes`)."""
+    raw, issues = read_config_bytes(path, root or path.parent)
+    if raw is None:
+        return None, issues
     return parse_yaml(path, raw)
+
+
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a named pipe (FIFO)"),
+          (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"))
+
+
+def _kind(mode: int) -> str:
+    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
+
+
+def file_issue(path: Path, root: Path) -> str | None:
+    """Why ``path`` may not be read as a config file of ``root``, or None.
+
+    A config file is a regular file. A symbolic link is followed only when it stays inside
+    the config directory (a Kubernetes ConfigMap mounts its files so); a broken link, a link
+    leading out of the directory and a FIFO, socket, device or directory are one error each,
+    and nothing of the target is opened or shown (not even where a link points)."""
+    try:
+        info = path.lstat()
+    except FileNotFoundError:
+        return f"{path}: (file): missing; it was removed while the directory was read"
+    except OSError as exc:
+        return f"{path}: (file): cannot be read ({exc.strerror}); check its permissions"
+    if stat.S_ISLNK(info.st_mode):
+        try:
+            target = path.resolve(strict=True)
+        except (OSError, RuntimeError) as exc:  # RuntimeError: a loop, before Python 3.13
+            if isinstance(exc, OSError) and exc.errno not in (errno.ENOENT, errno.ELOOP):
+                return f"{path}: (file): a symbolic link that cannot be followed ({exc.strerror})"
+            return (f"{path}: (file): a symbolic link whose target does not exist (or loops); "
+                    "remove the link or restore the file it names")
+        if not target.is_relative_to(root.resolve()):
+            return (f"{path}: (file): a symbolic link to a file outside {root}; nothing of it "
+                    "was read. Copy the file into the config directory instead of linking it")
+        info = target.stat()
+    if not stat.S_ISREG(info.st_mode):
+        return (f"{path}: (file): {_kind(info.st_mode)}, not a regular file; nothing was read. "
+                "A config file is a plain <company id>.yaml file; move this one elsewhere")
+    return None
+
+
+def read_config_bytes(path: Path, root: Path) -> tuple[bytes | None, list[str]]:
+    """The first ``MAX_FILE_BYTES + 1`` bytes of a config file of ``root``, or its one issue.
+
+    Checked before opening (:func:`file_issue`) and again on the open descriptor (a file
+    swapped for a FIFO meanwhile must not block the loader: ``O_NONBLOCK``)."""
+    issue = file_issue(path, root)
+    if issue:
+        return None, [issue]
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+    try:
+        fd = os.open(path.resolve(), flags | getattr(os, "O_NOFOLLOW", 0))
+    except OSError as exc:
+        return None, [f"{path}: (file): cannot be opened ({exc.strerror}); check the file "
+                      "and its permissions"]
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            return None, [f"{path}: (file): {_kind(mode)}, not a regular file; nothing was read"]
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            return fh.read(MAX_FILE_BYTES + 1), []
+    finally:
+        os.close(fd)
 
 
 def parse_yaml(path: Path, raw: bytes) -> tuple[dict[str, Any] | None, list[str]]:

@@ -51,6 +51,11 @@ CASES = [
      r"manual_export: reason: String should have at most 500 characters \(got 'xxx.*"
      r"…\(300000 chars\)\)$"),
     ("reason-too-short", {"reason": "x"}, r"manual_export: reason: String should have at least 3"),
+    ("reason-crlf", {"reason": "audit\r\nX-Forged: 1"},
+     r"manual_export: reason: Value error, contains a control character \(U\+000D at position "
+     r"6\); write the reason as one line of printable characters \(got 'audit\\r\\nX-Forged"),
+    ("reason-bidi", {"reason": "audit \u202eevil"},
+     r"manual_export: reason: Value error, contains a control character \(U\+202E at position 7\)"),
     ("regenerate-text", {"regenerate": "yes"},
      r"manual_export: regenerate: Input should be a valid boolean"),
     ("format-unknown", {"format": "xlsx"}, r"manual_export: format: Input should be 'csv' or"),
