@@ -117,30 +117,68 @@ def embedded_defaults() -> dict[str, str]:
 
 
 def parse_connection(conn_id: str, value: str) -> Connection:
-    """Parse Airflow's URI or JSON connection form. Raises ConfigError naming the variable."""
-    var = env_var_name(conn_id)
+    """Parse Airflow's URI or JSON connection form. Raises ConfigError naming the variable.
+
+    A value that cannot be parsed is never quoted in the error, not even in part: it is a
+    credential store, and a URI without its scheme (``user:pw@host``) is all password to a
+    reader. The message gives its length and what is wrong with its shape instead."""
     value = value.strip()
+    try:
+        return _parse(conn_id, value)
+    except ConfigError:
+        raise
+    except (ValueError, TypeError, AttributeError, KeyError) as exc:
+        raise _unusable(conn_id, value, _shape(exc)) from None
+
+
+def _unusable(conn_id: str, value: str, what: str) -> ConfigError:
+    var = env_var_name(conn_id)
+    return ConfigError(f"connection {conn_id!r} ({var}): the value ({len(value)} characters, not "
+                       f"shown) is {what}; write "
+                       "a URI such as postgresql://user:pw@host:5432/db or Airflow's JSON form "
+                       '{"conn_type": ..., "host": ...}')
+
+
+def _shape(exc: BaseException) -> str:
+    """What is wrong, without any part of the value (exception texts quote it)."""
+    if isinstance(exc, json.JSONDecodeError):
+        return f"not valid JSON (line {exc.lineno} column {exc.colno}: {exc.msg})"
+    text = str(exc)
+    if "Port" in text or "port" in text:
+        return "a connection whose port is not a number from 1 to 65535"
+    if "IPv6" in text:
+        return "a URI with a malformed IPv6 host"
+    return f"not a connection URI or JSON object ({type(exc).__name__})"
+
+
+def _parse(conn_id: str, value: str) -> Connection:
     if value.startswith("{"):
-        try:
-            data = json.loads(value)
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"{var}: not valid JSON ({exc.msg}); use a URI or Airflow's JSON form") from exc
+        data = json.loads(value)
+        if not isinstance(data, dict):
+            raise _unusable(conn_id, value, "JSON but not an object")
         extra = data.get("extra") or {}
         if isinstance(extra, str):
             extra = json.loads(extra) if extra else {}
+        if not isinstance(extra, dict):
+            raise _unusable(conn_id, value, "JSON whose 'extra' is not an object")
+        text = {k: data.get(k) for k in ("conn_type", "host", "login", "password", "schema")}
+        if any(v is not None and not isinstance(v, str) for v in text.values()):
+            raise _unusable(conn_id, value, "JSON whose conn_type/host/login/password/schema are "
+                            "not all text")
         return Connection(
             conn_id=conn_id,
-            conn_type=data.get("conn_type", ""),
-            host=data.get("host"),
-            port=int(data["port"]) if data.get("port") else None,
-            login=data.get("login"),
-            password=data.get("password"),
-            schema=data.get("schema"),
+            conn_type=text["conn_type"] or "",
+            host=text["host"],
+            port=_port(data.get("port")),
+            login=text["login"],
+            password=text["password"],
+            schema=text["schema"],
             extra=dict(extra),
         )
     parts = urlsplit(value)
-    if not parts.scheme:
-        raise ConfigError(f"{var}: {value!r} is not a connection URI; expected e.g. postgresql://user:pw@host:5432/db")
+    if not parts.scheme or f"{parts.scheme}://" not in value:
+        # ``user:pw@host`` parses as scheme ``user``: every connection URI has ``scheme://``.
+        raise _unusable(conn_id, value, "not a connection URI (no scheme://)")
     conn_type = parts.scheme.replace("-", "_")
     schema = unquote(parts.path[1:]) if parts.path.startswith("/") else unquote(parts.path)
     if conn_type == "sqlite":
@@ -156,6 +194,18 @@ def parse_connection(conn_id: str, value: str) -> Connection:
         schema=schema or None,
         extra=dict(parse_qsl(parts.query)),
     )
+
+
+def _port(value: Any) -> int | None:
+    if value in (None, ""):
+        return None
+    try:
+        port = int(value)
+    except (TypeError, ValueError):
+        raise ValueError("port is not a number") from None
+    if isinstance(value, bool) or not 0 < port <= 65535:
+        raise ValueError("port out of range")
+    return port
 
 
 def env_var_name(conn_id: str) -> str:
