@@ -14,8 +14,11 @@ to ``SmtpHook`` (implicit TLS unless ``disable_ssl``; else STARTTLS unless ``dis
 TLS certificates are verified against the system CAs, or ``extra.ca_file`` for a private CA;
 an untrusted certificate is a permanent failure.
 
-A login is only ever sent over TLS: a connection with a user name must be ``smtps://`` or set
-``starttls=true``, else the delivery fails permanently before connecting. Every recipient must
+Every message goes over TLS (issue 23): the connection must be ``smtps://`` or set
+``starttls=true`` (a relay that does not offer STARTTLS then fails the delivery permanently,
+nothing is sent in clear). A relay on a trusted network without TLS needs the explicit extra
+``allow_plaintext=true``, and each delivery through it logs a warning; a login is never sent
+without TLS, whatever the extras say. Every recipient must
 be the company's owner or in its ``authorized`` list (checked at config load and again before
 each delivery, by the engine).
 
@@ -36,6 +39,7 @@ collapse duplicates — best effort, documented as such.
 
 from __future__ import annotations
 
+import logging
 import re
 import smtplib
 import ssl
@@ -59,7 +63,11 @@ from export_lib.delivery.transports.base import (
 from export_lib.errors import ConfigError, DeliveryError
 from export_lib.source.connections import Connection, ConnectionResolver
 
+log = logging.getLogger(__name__)
+
 _QUEUE_ID = re.compile(r"queued as\s+(\S+)", re.IGNORECASE)
+# The one way to mail without TLS (a relay on a trusted network); logged as a warning each use.
+PLAINTEXT_EXTRA = "allow_plaintext"
 
 
 def message_id(ctx: DeliveryContext, sender: str) -> str:
@@ -181,6 +189,16 @@ class EmailTransport(Transport):
                 f"disable_ssl or disable_tls false) in the connection {conn.conn_id!r} "
                 "(nothing was sent)"
             )
+        if not any(tls_mode(conn)):
+            if not flag(conn.extra.get(PLAINTEXT_EXTRA)):
+                raise DeliveryError(
+                    f"connection {conn.conn_id!r} ({conn.masked_uri()}) would send the export "
+                    "in clear text (no TLS); use smtps:// or add ?starttls=true, or, for a "
+                    f"relay on a trusted network only, ?{PLAINTEXT_EXTRA}=true (nothing was "
+                    "sent)")
+            log.warning("connection %r (%s): e-mail to %s goes out WITHOUT TLS because the "
+                        "connection sets %s; anyone on the path can read the export",
+                        conn.conn_id, conn.masked_uri(), self.destination.id, PLAINTEXT_EXTRA)
         smtp_timeout(conn)  # a bad value is a config error, before anything is sent
         self._smtp = self._guard(self._connect)
         return self
@@ -262,6 +280,15 @@ class EmailTransport(Transport):
             ) from exc
         except ssl.SSLCertVerificationError as exc:
             raise untrusted_certificate(conn, exc) from exc
+        except smtplib.SMTPNotSupportedError as exc:  # an OSError too: must come first
+            if "STARTTLS" not in str(exc):  # AUTH not offered: permanent as well
+                raise DeliveryError(f"relay {conn.masked_uri()} (connection {conn.conn_id!r}): "
+                                    f"{conn.scrub(exc)}; check the connection's login and port "
+                                    "(nothing was sent)") from exc
+            raise DeliveryError(
+                f"relay {conn.masked_uri()} (connection {conn.conn_id!r}) does not offer "
+                "STARTTLS, so nothing was sent; use the relay's TLS port with smtps:// or a "
+                "relay that offers STARTTLS (a retry gets the same answer)") from exc
         except (smtplib.SMTPServerDisconnected, TimeoutError, OSError) as exc:
             raise network_failure(conn, exc) from exc
         except smtplib.SMTPException as exc:  # e.g. STARTTLS or AUTH not offered by the relay

@@ -13,8 +13,12 @@ AWS credential chain applies (instance role, IRSA), which keeps keys out of conf
 
 The object key is ``prefix/<artifact name>``; its user metadata carries ``sha256``. A
 ``head_object`` first acknowledges an object that already holds the same size and sha256
-(the "stored, but the response was lost" case) without uploading again. ``ChecksumSHA256`` on
-the upload makes S3 verify the body it stored against the artifact's hash.
+(the "stored, but the response was lost" case) without uploading again. The write itself is
+conditional (``If-None-Match: *``, issue 23): an object another writer put under the key after
+that check is never replaced — the same bytes are acknowledged, other bytes are a conflict
+(up to the single-PUT limit: boto3's managed multipart transfer does not pass the precondition
+on). ``ChecksumSHA256`` on the upload makes S3 verify the body it stored against the artifact's
+hash.
 """
 
 from __future__ import annotations
@@ -99,16 +103,26 @@ class S3Transport(Transport):
         if artifact.bytes > SINGLE_PUT_LIMIT:
             return self._send_multipart(artifact, key, metadata)
         checksum = base64.b64encode(bytes.fromhex(artifact.sha256)).decode()
-        with artifact.local_path.open("rb") as body:
-            response = self._call(
-                "put_object",
-                Bucket=self.destination.bucket,
-                Key=key,
-                Body=body,
-                ContentLength=artifact.bytes,
-                ChecksumSHA256=checksum,
-                Metadata=metadata,
-            )
+        try:
+            with artifact.local_path.open("rb") as body:
+                response = self._call(
+                    "put_object",
+                    Bucket=self.destination.bucket,
+                    Key=key,
+                    Body=body,
+                    ContentLength=artifact.bytes,
+                    ChecksumSHA256=checksum,
+                    Metadata=metadata,
+                    IfNoneMatch="*",  # create only: never replace what another writer put there
+                )
+        except _Exists:
+            # Written between find_existing and now (another attempt, another tool): ours if
+            # it holds the same bytes, else a conflict; it is never overwritten.
+            found = self.find_existing(artifact, ctx)
+            if found is None:  # deleted again meanwhile: the retry decides
+                raise DeliveryError(f"{self.target(artifact)} changed while it was written; "
+                                    "the delivery will retry", retryable=True) from None
+            return f"{found} (written concurrently)"
         receipt = f"etag={response.get('ETag', '').strip(chr(34))}"
         if response.get("VersionId"):
             receipt += f" version_id={response['VersionId']}"
@@ -159,6 +173,14 @@ class _NotFound(Exception):  # noqa: N818 - private control flow, never escapes 
     """head_object said 404: the object is absent."""
 
 
+class _Exists(Exception):  # noqa: N818 - private control flow, never escapes this module
+    """A conditional put found the key taken (412 PreconditionFailed, or 409 when a
+    concurrent conditional write is in flight)."""
+
+
+_TAKEN_CODES = {"PreconditionFailed", "412", "ConditionalRequestConflict"}
+
+
 def _classify(conn: Connection, operation: str, exc: ClientError, kwargs: dict[str, Any]
               ) -> Exception:
     error = exc.response.get("Error", {})
@@ -166,6 +188,8 @@ def _classify(conn: Connection, operation: str, exc: ClientError, kwargs: dict[s
     status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
     if operation == "head_object" and (status == 404 or code in {"404", "NoSuchKey"}):
         return _NotFound()
+    if kwargs.get("IfNoneMatch") and (code in _TAKEN_CODES or status == 412):
+        return _Exists()
     if code == "NoSuchBucket":
         return DeliveryError(
             f"bucket {kwargs.get('Bucket')!r} does not exist (connection {conn.conn_id!r}); "

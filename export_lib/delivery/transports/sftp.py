@@ -9,7 +9,8 @@ Connection forms (``AIRFLOW_CONN_<ID>``)::
 
 Host keys are verified: ``extra.host_key`` (``<type> <base64>``, as in ``known_hosts``) pins the
 server's key; without it the system ``known_hosts`` (or ``extra.known_hosts`` file) must know the
-host. ``no_host_key_check=true`` disables the check, for test rigs only.
+host. ``no_host_key_check=true`` disables the check, for test rigs only; every connection
+made so logs a warning.
 
 Upload protocol, per attempt:
 
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import base64
 import io
+import logging
 import posixpath
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -48,6 +50,7 @@ if TYPE_CHECKING:
     import paramiko
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 
 def _pinned_key(value: str) -> tuple[str, Any]:
@@ -116,6 +119,9 @@ class SftpTransport(Transport):
 
         extra = conn.extra
         if flag(extra.get("no_host_key_check")):
+            log.warning("connection %r (%s): no_host_key_check is set, so the SFTP server's host "
+                        "key is NOT verified and anyone on the path can pose as it; pin it with "
+                        "extra.host_key", conn.conn_id, conn.masked_uri())
             ssh.set_missing_host_key_policy(paramiko.AutoAddPolicy())
             return
         ssh.set_missing_host_key_policy(paramiko.RejectPolicy())

@@ -22,6 +22,7 @@ MAIL = EmailDestination(id="mail", conn_id="acme_smtp", to=("ops@acme.example",
                                                             "finance@acme.example"))
 MESSAGE_ID = f"<{delivery_id(RUN_KEY, 1, 'mail')}@example.com>"
 AUTHORIZED = {OWNER, *MAIL.to}
+PLAIN = "&allow_plaintext=true"
 
 
 def run(engine: sa.Engine, destination: EmailDestination, artifact: object, **kw: object) -> Any:
@@ -47,7 +48,9 @@ def tls_relay(smtp_tls_server: SmtpRelay, certificates: ServerCertificates,
 
 @pytest.fixture()
 def relay(smtp: SmtpRelay, monkeypatch: pytest.MonkeyPatch) -> SmtpRelay:
-    monkeypatch.setenv("AIRFLOW_CONN_ACME_SMTP", smtp.connection_uri())
+    """The plain relay, explicitly allowed without TLS (tests/integration/hostile/test_smtp_tls.py
+    covers the refusal)."""
+    monkeypatch.setenv("AIRFLOW_CONN_ACME_SMTP", smtp.connection_uri(extra=PLAIN))
     return smtp
 
 
@@ -150,7 +153,7 @@ def test_unreachable_relay_is_retryable(
     from tests.services.ports import free_port
 
     monkeypatch.setenv("AIRFLOW_CONN_ACME_SMTP",
-                       f"smtp://127.0.0.1:{free_port()}/?from=exports%40example.com")
+                       f"smtp://127.0.0.1:{free_port()}/?from=exports%40example.com{PLAIN}")
     with pytest.raises(DeliveryError, match="will retry.*ConnectionRefusedError") as info:
         run(sqlite_engine, MAIL, make_artifact())
     assert info.value.retryable is True
@@ -186,7 +189,7 @@ def test_relay_requiring_starttls_refuses_plain_mail_permanently(
     sqlite_engine: sa.Engine, smtp_tls_server: SmtpRelay, make_artifact: ArtifactFactory,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setenv("AIRFLOW_CONN_ACME_SMTP", smtp_tls_server.connection_uri())
+    monkeypatch.setenv("AIRFLOW_CONN_ACME_SMTP", smtp_tls_server.connection_uri(extra=PLAIN))
     with pytest.raises(DeliveryError, match="answered 530") as info:
         run(sqlite_engine, MAIL, make_artifact())
     assert info.value.retryable is False

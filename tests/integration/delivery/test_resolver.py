@@ -99,11 +99,12 @@ def test_an_s3_artifact_store_resolves_its_connection_through_the_resolver(
 
 def test_an_airflow_smtp_form_connection_delivers_mail(
         sqlite_engine: sa.Engine, smtp: SmtpRelay, make_artifact: ArtifactFactory) -> None:
-    """SmtpHook's fields: from_email, disable_ssl/disable_tls (plain relay here)."""
+    """SmtpHook's fields: from_email, disable_ssl/disable_tls (plain relay here, so it needs
+    the explicit allow_plaintext extra)."""
     def resolver(conn_id: str) -> Connection:
         return Connection(conn_id, "smtp", host="127.0.0.1", port=smtp.port,
                           extra={"from_email": "exports@example.com", "disable_ssl": True,
-                                 "disable_tls": True})
+                                 "disable_tls": True, "allow_plaintext": True})
 
     mail = EmailDestination(id="mail", conn_id="smtp_default", to=("ops@acme.example",))
     outcome = run(sqlite_engine, mail, make_artifact(), resolver=resolver,
