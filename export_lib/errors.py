@@ -118,6 +118,11 @@ class AuthorizationError(ExportError):
     """The run's owner is no longer authorised for the company. Not retryable."""
 
 
+class ActionTokenError(ExportError):
+    """An operator action's form token is missing, forged, for another user or run, expired,
+    or cannot be made because no secret is configured. Nothing was changed."""
+
+
 class RunHeldError(ExportError):
     """A run started after its deadline under ``late_start: hold`` waits for an operator."""
 

@@ -62,6 +62,9 @@ RENDER_BUDGET_PER_COMPANY_ENV = "EXPORT_RENDER_BUDGET_PER_COMPANY"
 STATEMENT_TIMEOUT_ENV = "EXPORT_SOURCE_STATEMENT_TIMEOUT"
 LOG_FORMAT_ENV = "EXPORT_LOG_FORMAT"
 DAG_INDEX_ENV = "EXPORT_DAG_INDEX_DIR"
+UI_SECRET_ENV = "EXPORT_UI_SECRET"
+UI_TOKEN_MINUTES_ENV = "EXPORT_UI_TOKEN_MINUTES"
+UI_TOKEN_TTL = timedelta(hours=1)
 
 
 # ``2d``, ``3h``, ``90m``, ``45s`` and combinations in that order (``1h30m``): the short forms
@@ -190,6 +193,22 @@ def render_budget(environ: Environ | None = None) -> tuple[int, int]:
     what = "a positive whole number of renders"
     return (_whole(RENDER_BUDGET_ENV, environ, RENDER_BUDGET, 1, what),
             _whole(RENDER_BUDGET_PER_COMPANY_ENV, environ, RENDER_BUDGET_PER_COMPANY, 1, what))
+
+
+def ui_secret(environ: Environ | None = None) -> str | None:
+    """``EXPORT_UI_SECRET``: the key of the export pages' action tokens when set (else the
+    Airflow edge uses ``[api] secret_key``); its value is never shown."""
+    return _read(UI_SECRET_ENV, environ)
+
+
+def ui_token_ttl(environ: Environ | None = None) -> timedelta:
+    """``EXPORT_UI_TOKEN_MINUTES`` (1 to 1440), else 60: how long an action form stays valid."""
+    minutes = _whole(UI_TOKEN_MINUTES_ENV, environ, int(UI_TOKEN_TTL.total_seconds() // 60), 1,
+                     "a whole number of minutes from 1 to 1440")
+    if minutes > 1440:
+        raise ConfigError(f"{UI_TOKEN_MINUTES_ENV}: {minutes} is more than a day (1440); an "
+                          "action form is for now, unset it for the default (60)")
+    return timedelta(minutes=minutes)
 
 
 # --- Operational deployment defaults (ADR 0015) --------------------------------------------

@@ -35,6 +35,7 @@ from export_airflow.ui_access import (
     may_edit,
 )
 from export_lib import settings
+from export_lib.errors import ActionTokenError
 
 router = APIRouter()
 
@@ -259,7 +260,10 @@ def _actions_html(detail: dict[str, Any], user: Any, dag_id: str) -> str:
     if not may_edit(user, dag_id):
         return (f"<p id='no-edit'>An operator with edit access to the DAG <code>{h.esc(dag_id)}"
                 "</code> can act on this run; you can only read it.</p>")
-    token = action_token(user.get_name(), detail["run_key"])
+    try:
+        token = action_token(user.get_name(), detail["run_key"])
+    except ActionTokenError as exc:
+        return f"<p id='no-secret'>{h.esc(str(exc))}</p>"
     forms = []
     for name, targets in possible.items():
         for target in targets:

@@ -4,15 +4,16 @@
 * Act (release, requeue, revoke): the user must be allowed to *edit* the run's own DAG
   (``is_authorized_dag(method="PUT", details=DagDetails(id=<the run's DAG>))``), the same
   permission that lets them clear or trigger it in Airflow; otherwise 403 and nothing changes.
-* Forged requests: every action form carries a token bound to the user and the run (an HMAC
-  under ``[api] secret_key``, which every api-server shares), and a request whose ``Origin``
-  is another site is refused. The session itself is Airflow's JWT cookie.
+* Forged requests: every action form carries a token bound to the user and the run that
+  expires (``export_lib.views.action_tokens``: an HMAC under ``EXPORT_UI_SECRET``, else
+  ``[api] secret_key``, else ``[api_auth] jwt_secret``, which every api-server shares; without
+  one no action is offered or accepted), and a request whose ``Origin`` is another site is
+  refused. The session itself is Airflow's JWT cookie.
 """
 
 from __future__ import annotations
 
-import hashlib
-import hmac
+from datetime import UTC, datetime
 from urllib.parse import urlsplit
 
 from airflow.api_fastapi.app import get_auth_manager
@@ -43,15 +44,25 @@ def may_edit(user, dag_id: str) -> bool:
                                                 details=DagDetails(id=dag_id))
 
 
-def _secret() -> bytes:
+def secret() -> str | None:
+    """The key of the action tokens: ``EXPORT_UI_SECRET``, else ``[api] secret_key``, else
+    ``[api_auth] jwt_secret`` (None: none configured, so no action is possible)."""
     from airflow.configuration import conf
 
-    return (conf.get("api", "secret_key", fallback="") or "export-ui").encode()
+    from export_lib import settings
+
+    return (settings.ui_secret() or conf.get("api", "secret_key", fallback="")
+            or conf.get("api_auth", "jwt_secret", fallback="") or None)
 
 
 def action_token(user_name: str, run_key: str) -> str:
-    """The anti-forgery token of ``user_name``'s action forms for ``run_key``."""
-    return hmac.new(_secret(), f"{user_name}|{run_key}".encode(), hashlib.sha256).hexdigest()
+    """The anti-forgery token of ``user_name``'s action forms for ``run_key`` (it expires;
+    ``ActionTokenError`` when no secret is configured)."""
+    from export_lib import settings
+    from export_lib.views.action_tokens import make_token
+
+    return make_token(secret(), user_name, run_key, now=datetime.now(UTC),
+                      ttl=settings.ui_token_ttl())
 
 
 def check_same_origin(request: Request) -> None:
@@ -62,6 +73,13 @@ def check_same_origin(request: Request) -> None:
 
 
 def check_token(user_name: str, run_key: str, token: str | None) -> None:
-    if not token or not hmac.compare_digest(token, action_token(user_name, run_key)):
-        raise HTTPException(status_code=403, detail="missing or wrong form token: reload the "
-                                                    "page and try again; nothing was changed")
+    """403 naming why, unless ``token`` is this user's unexpired token for ``run_key``."""
+    from export_lib import settings
+    from export_lib.errors import ActionTokenError
+    from export_lib.views import action_tokens
+
+    try:
+        action_tokens.check_token(secret(), user_name, run_key, token, now=datetime.now(UTC),
+                                  ttl=settings.ui_token_ttl())
+    except ActionTokenError as exc:
+        raise HTTPException(status_code=403, detail=str(exc)) from None

@@ -78,6 +78,22 @@ def test_release_needs_edit_access_a_token_and_the_same_origin(airflow_db, expor
         in refused.text
     assert release(admin, "ada", token="forged").status_code == 403
     assert release({**admin, "Origin": "http://evil.example"}, "ada").status_code == 403
+    # Issue 23: the token expires, and without a configured secret there is no action at all.
+    from export_airflow import ui_access
+
+    from export_lib.views.action_tokens import make_token
+
+    stale = make_token(ui_access.secret(), "ada", HELD, now=datetime.now(UTC) - timedelta(hours=2),
+                       ttl=timedelta(hours=1))
+    expired = release(admin, "ada", token=stale)
+    assert expired.status_code == 403 and "the form token expired" in expired.text
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(ui_access, "secret", lambda: None)
+        page = client.get(f"/exports/obligations/run?key={HELD}", headers=admin).text
+        assert "id='no-secret'" in page and "do-release" not in page
+        refused = client.post("/exports/obligations/action/release", headers=admin,
+                              data={"run_key": HELD, "token": "1.x"}, follow_redirects=False)
+        assert refused.status_code == 403 and "need a secret of at least 16" in refused.text
     assert not ledger.is_released(HELD)  # nothing changed by any refused request
     assert client.post("/exports/obligations/action/purge", headers=admin,
                        data={"run_key": HELD}).status_code == 404  # no such action
