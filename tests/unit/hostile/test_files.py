@@ -114,3 +114,20 @@ def test_exportctl_validate_on_every_kind_at_once(config: Path, outside: Path) -
     assert SECRET_KEY not in result.stdout + result.stderr
     assert SECRET_VALUE not in result.stdout + result.stderr
     assert seconds < 5 and rss < 200, (seconds, rss)
+
+
+def test_retention_and_the_gap_audit_go_on_for_the_other_companies(tmp_path: Path) -> None:
+    """Both read every company file: a newcomer's unhashable key or broken link used to stop
+    them for everyone (TypeError)."""
+    from tests.world import build_world
+
+    world = build_world(tmp_path / "world")
+    (world.config / "unhashable.yaml").write_text("company: {id: unhashable}\n? [a, b]\n: x\n")
+    (world.config / "ghost.yaml").symlink_to(world.config / "nowhere.yaml")
+    retention = world.exportctl("retention", "--dry-run")
+    assert (retention.returncode, "Traceback" in retention.stdout + retention.stderr) == (0, False)
+    assert retention.stdout.startswith("0 artifact(s) would delete")
+    audit = world.exportctl("audit", "--company", "acme", "--dry-run")
+    assert (audit.returncode, "Traceback" in audit.stdout + audit.stderr) == (0, False)
+    assert "note: acme/daily-spend: no effective_from and no run yet" in audit.stdout
+    assert audit.stdout.rstrip().endswith("0 unrecoverable, 0 in flight)")
