@@ -16,14 +16,14 @@ The object key is ``prefix/<artifact name>``; its user metadata carries ``sha256
 (the "stored, but the response was lost" case) without uploading again. The write itself is
 conditional (``If-None-Match: *``, issue 23): an object another writer put under the key after
 that check is never replaced — the same bytes are acknowledged, other bytes are a conflict
-(up to the single-PUT limit: boto3's managed multipart transfer does not pass the precondition
-on). ``ChecksumSHA256`` on the upload makes S3 verify the body it stored against the artifact's
-hash.
+(a multipart upload carries the precondition on its completion). ``ChecksumSHA256`` on a
+single upload makes S3 verify the body it stored against the artifact's hash.
 """
 
 from __future__ import annotations
 
 import base64
+import logging
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
@@ -45,6 +45,8 @@ if TYPE_CHECKING:
     from botocore.exceptions import ClientError
 
     from export_lib.source.connections import Connection
+
+log = logging.getLogger(__name__)
 
 SINGLE_PUT_LIMIT = 5 * 1024**3  # S3's maximum PutObject size
 PART_SIZE = 64 * 1024 * 1024
@@ -100,21 +102,10 @@ class S3Transport(Transport):
         key = join_key(self.destination.prefix, artifact.name)
         metadata = {"sha256": artifact.sha256, "delivery-id": ctx.delivery_id,
                     "run-key": quote(ctx.run_key, safe="/:=@-_.")}
-        if artifact.bytes > SINGLE_PUT_LIMIT:
-            return self._send_multipart(artifact, key, metadata)
-        checksum = base64.b64encode(bytes.fromhex(artifact.sha256)).decode()
         try:
-            with artifact.local_path.open("rb") as body:
-                response = self._call(
-                    "put_object",
-                    Bucket=self.destination.bucket,
-                    Key=key,
-                    Body=body,
-                    ContentLength=artifact.bytes,
-                    ChecksumSHA256=checksum,
-                    Metadata=metadata,
-                    IfNoneMatch="*",  # create only: never replace what another writer put there
-                )
+            if artifact.bytes > SINGLE_PUT_LIMIT:
+                return self._send_multipart(artifact, key, metadata)
+            return self._put(artifact, key, metadata)
         except _Exists:
             # Written between find_existing and now (another attempt, another tool): ours if
             # it holds the same bytes, else a conflict; it is never overwritten.
@@ -123,6 +114,20 @@ class S3Transport(Transport):
                 raise DeliveryError(f"{self.target(artifact)} changed while it was written; "
                                     "the delivery will retry", retryable=True) from None
             return f"{found} (written concurrently)"
+
+    def _put(self, artifact: DeliverableArtifact, key: str, metadata: dict[str, str]) -> str:
+        checksum = base64.b64encode(bytes.fromhex(artifact.sha256)).decode()
+        with artifact.local_path.open("rb") as body:
+            response = self._call(
+                "put_object",
+                Bucket=self.destination.bucket,
+                Key=key,
+                Body=body,
+                ContentLength=artifact.bytes,
+                ChecksumSHA256=checksum,
+                Metadata=metadata,
+                IfNoneMatch="*",  # create only: never replace what another writer put there
+            )
         receipt = f"etag={response.get('ETag', '').strip(chr(34))}"
         if response.get("VersionId"):
             receipt += f" version_id={response['VersionId']}"
@@ -135,19 +140,40 @@ class S3Transport(Transport):
 
     def _send_multipart(self, artifact: DeliverableArtifact, key: str,
                         metadata: dict[str, str]) -> str:
-        """Above S3's single-PUT limit: managed multipart upload, parts streamed from disk.
+        """Above S3's single-PUT limit: a multipart upload, parts streamed from disk, completed
+        with ``If-None-Match: *`` (boto3's managed transfer cannot pass that on).
 
         The object only becomes visible when the upload completes, so there is still never a
-        partial object under the key.
+        partial object under the key; a failed or refused upload is aborted (no billed parts
+        left behind).
         """
-        from boto3.s3.transfer import TransferConfig
-
-        config = TransferConfig(multipart_threshold=SINGLE_PUT_LIMIT, multipart_chunksize=PART_SIZE,
-                                max_concurrency=2)
-        self._call("upload_file", Filename=str(artifact.local_path), Bucket=self.destination.bucket,
-                   Key=key, ExtraArgs={"Metadata": metadata}, Config=config)
-        head = self._call("head_object", Bucket=self.destination.bucket, Key=key)
+        bucket = self.destination.bucket
+        upload_id = self._call("create_multipart_upload", Bucket=bucket, Key=key,
+                               Metadata=metadata)["UploadId"]
+        try:
+            parts = []
+            with artifact.local_path.open("rb") as body:
+                while chunk := body.read(PART_SIZE):
+                    number = len(parts) + 1
+                    answer = self._call("upload_part", Bucket=bucket, Key=key,
+                                        UploadId=upload_id, PartNumber=number, Body=chunk)
+                    parts.append({"ETag": answer["ETag"], "PartNumber": number})
+            self._call("complete_multipart_upload", Bucket=bucket, Key=key, UploadId=upload_id,
+                       MultipartUpload={"Parts": parts}, IfNoneMatch="*")
+        except BaseException:
+            self._abort(key, upload_id)
+            raise
+        head = self._call("head_object", Bucket=bucket, Key=key)
         return f"etag={head.get('ETag', '').strip(chr(34))} multipart size={head['ContentLength']}"
+
+    def _abort(self, key: str, upload_id: str) -> None:
+        try:
+            self._client.abort_multipart_upload(Bucket=self.destination.bucket, Key=key,
+                                                UploadId=upload_id)
+        except Exception as exc:  # noqa: BLE001 - the upload's own error is the one to raise
+            log.warning("connection %r: could not abort multipart upload %s of %s (%s); "
+                        "a bucket lifecycle rule for incomplete uploads removes it",
+                        self.destination.conn_id, upload_id[:12], key, type(exc).__name__)
 
     def _call(self, operation: str, **kwargs: Any) -> Any:
         from boto3.exceptions import Boto3Error

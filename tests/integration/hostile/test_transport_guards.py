@@ -186,3 +186,24 @@ def test_no_host_key_check_logs_a_warning_on_every_use(
         f"connection 'acme_sftp' (sftp://127.0.0.1:{sftp_server.port}): no_host_key_check is "
         "set, so the SFTP server's host key is NOT verified and anyone on the path can pose as "
         "it; pin it with extra.host_key"] * 2
+
+
+def test_a_multipart_upload_is_conditional_too_and_leaves_no_parts(
+        s3_server: S3Server, bucket: str, make_artifact: ArtifactFactory,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Above the single-PUT limit (lowered here: our own constants) the upload is completed with
+    If-None-Match: *; refused, it is aborted, so no billed parts stay behind."""
+    from export_lib.delivery.transports import s3 as s3_transport
+
+    monkeypatch.setattr(s3_transport, "SINGLE_PUT_LIMIT", 5 * 1024 * 1024)
+    monkeypatch.setattr(s3_transport, "PART_SIZE", 5 * 1024 * 1024)
+    artifact = make_artifact(6 * 1024 * 1024, seed="big")
+    destination = S3Destination(id="bucket", conn_id="acme_s3", bucket=bucket)
+    client = s3_server.client()
+    with S3Transport(destination) as transport:
+        client.put_object(Bucket=bucket, Key=artifact.name, Body=b"theirs")  # the race
+        with pytest.raises(DeliveryError, match="already exists with different content"):
+            transport.send(artifact, _ctx())
+    assert client.get_object(Bucket=bucket, Key=artifact.name)["Body"].read() == b"theirs"
+    assert client.list_multipart_uploads(Bucket=bucket).get("Uploads", []) == []
+    assert len(client.list_object_versions(Bucket=bucket)["Versions"]) == 1
