@@ -67,8 +67,8 @@ def _private_key(text: str) -> Any:
 
     for cls in (paramiko.Ed25519Key, paramiko.ECDSAKey, paramiko.RSAKey):
         try:
-            return cls.from_private_key(io.StringIO(text))
-        except paramiko.SSHException:
+            return cls.from_private_key(io.StringIO(str(text)))
+        except (paramiko.SSHException, ValueError, TypeError, IndexError):
             continue
     raise DeliveryError("extra.private_key is not an OpenSSH/PEM private key (ed25519, ecdsa, rsa)")
 
@@ -99,8 +99,14 @@ class SftpTransport(Transport):
                                   self._resolver)
         self._conn = conn
         ssh = paramiko.SSHClient()
-        self._trust(ssh, conn)
         extra = conn.extra
+        try:
+            self._trust(ssh, conn)
+        except (ValueError, TypeError, IndexError, paramiko.SSHException) as exc:
+            raise DeliveryError(
+                f"connection {conn.conn_id!r}: extra.host_key is not '<type> <base64 key>' as in "
+                f"known_hosts ({len(str(extra.get('host_key')))} characters, not shown; "
+                f"{type(exc).__name__}); copy the server's line from ssh-keyscan") from None
         pkey = _private_key(extra["private_key"]) if extra.get("private_key") else None
         self._ssh = ssh
         self._guard(lambda: ssh.connect(

@@ -207,3 +207,26 @@ def test_a_multipart_upload_is_conditional_too_and_leaves_no_parts(
     assert client.get_object(Bucket=bucket, Key=artifact.name)["Body"].read() == b"theirs"
     assert client.list_multipart_uploads(Bucket=bucket).get("Uploads", []) == []
     assert len(client.list_object_versions(Bucket=bucket)["Versions"]) == 1
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    (f"host_key=ssh-ed25519%20{'P' * 7}!planted-hk", r"extra\.host_key is not '<type> <base64 "
+     r"key>' as in known_hosts \(30 characters, not shown; \w+\); copy the server's line"),
+    ("host_key=planted-hk-only", r"extra\.host_key is not '<type> <base64 key>'"),
+    ("private_key=-----BEGIN%20planted-pk", r"extra\.private_key is not an OpenSSH/PEM private "
+                                            r"key \(ed25519, ecdsa, rsa\)"),
+])
+def test_an_unusable_sftp_key_extra_is_one_line_that_never_shows_it(
+        sqlite_engine: sa.Engine, sftp_server: SftpServer, make_artifact: ArtifactFactory,
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, extra: str,
+        message: str) -> None:
+    if "private_key" in extra:  # a valid pin, so the bad private key is what fails
+        extra += "&" + sftp_server.connection_uri().split("?")[1]
+    monkeypatch.setenv("AIRFLOW_CONN_ACME_SFTP",
+                       f"sftp://u@127.0.0.1:{sftp_server.port}/?{extra}")
+    destination = SftpDestination(id="drop", conn_id="acme_sftp", path="/upload/bad-keys")
+    with pytest.raises(DeliveryError, match=message) as info:
+        run(sqlite_engine, destination, make_artifact())
+    assert info.value.retryable is False
+    assert "planted" not in str(info.value) and "planted" not in caplog.text
+    assert "unexpected" not in str(info.value) and "Traceback" not in caplog.text
