@@ -35,6 +35,7 @@ from export_airflow.ui_access import (
     may_edit,
 )
 from export_lib import settings
+from export_lib.config.text import control_char
 from export_lib.errors import ActionTokenError
 
 router = APIRouter()
@@ -342,6 +343,11 @@ async def act(name: str, request: Request, user: GetUserDep,
     check_same_origin(request)
     form = {k: v[0] for k, v in parse_qs((await request.body()).decode()).items()}
     check_token(user.get_name(), form.get("run_key", ""), form.get("token"))
+    for field, value in form.items():  # ``why`` lands in the audit trail, logs and this page
+        found = control_char(value)
+        if found:
+            raise HTTPException(status_code=422, detail=f"{field[:40]}: contains a control "
+                                f"character ({found}); write one line; nothing was changed")
     return await run_in_threadpool(_act, name, action, form, user, visible)
 
 

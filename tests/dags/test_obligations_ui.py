@@ -150,6 +150,9 @@ def test_release_needs_edit_access_a_token_and_the_same_origin(airflow_db, expor
                                          headers=admin).text
 
     assert act("cancel", HELD, viewer, "vic").status_code == 403
+    forged = act("cancel", HELD, admin, "ada", why="ok\r\n2026-12-02 INFO released by root")
+    assert forged.status_code == 422 and "why: contains a control character (U+000D at " \
+        "position 3); write one line; nothing was changed" in forged.text
     assert act("cancel", HELD, admin, "ada", why="customer left").status_code == 303
     assert ledger.get_run(HELD).state == "cancelled"
     moot = act("cancel", HELD, admin, "ada")
