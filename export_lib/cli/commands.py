@@ -27,6 +27,17 @@ if TYPE_CHECKING:
 EXIT_USAGE = 2
 
 
+def one_line(text: str) -> str:
+    """argparse type of ``--by``/``--why``/``--reason``: text kept in the audit trail, shown in
+    logs and on the obligations page, so one line of printable characters (issue 23)."""
+    from export_lib.config.text import control_char
+
+    found = control_char(text)
+    if found:
+        raise argparse.ArgumentTypeError(f"contains a control character ({found}); write one line")
+    return text
+
+
 def _now() -> datetime:
     return datetime.now(UTC)
 
@@ -320,7 +331,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("release", help="let a run held by late_start=hold export anyway")
     p.add_argument("run_key")
-    p.add_argument("--by", default="operator", help="who decided (kept in the run's history)")
+    p.add_argument("--by", default="operator", type=one_line,
+                   help="who decided (kept in the run's history)")
     p.set_defaults(func=functools.partial(guarded, cmd_release))
 
     p = sub.add_parser("requeue", help="retry a run's exhausted or refused deliveries now "
@@ -328,8 +340,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("run_key")
     p.add_argument("--destination", help="only this destination id (default: every one that "
                                          "is exhausted or refused)")
-    p.add_argument("--by", help="who decided (default: your login name)")
-    p.add_argument("--reason", default="requeued with exportctl",
+    p.add_argument("--by", type=one_line, help="who decided (default: your login name)")
+    p.add_argument("--reason", default="requeued with exportctl", type=one_line,
                    help="why (kept in the run's history)")
     p.add_argument("--config", help="the current config directory, for the owner's "
                                     "authorisation check (default: $EXPORT_CONFIG_DIR or "

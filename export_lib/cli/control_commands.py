@@ -111,11 +111,13 @@ def cmd_actions(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the control subcommands to exportctl's argparse subparsers."""
-    from export_lib.cli.commands import guarded
+    from export_lib.cli.commands import guarded, one_line
 
     def who_why(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--by", required=True, help="who decides (kept in the audit trail)")
-        p.add_argument("--why", required=True, help="why (kept in the audit trail)")
+        p.add_argument("--by", required=True, type=one_line,
+                       help="who decides (kept in the audit trail)")
+        p.add_argument("--why", required=True, type=one_line,
+                       help="why (kept in the audit trail)")
         p.add_argument("--json", action="store_true")
 
     for name, text in (("pause", "stop new runs of a company or schedule (running ones "

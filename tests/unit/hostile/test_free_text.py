@@ -79,3 +79,25 @@ def test_a_file_full_of_control_characters_stays_short() -> None:
     assert lines[0] == ("f.yaml: company.k0: the text 'v\\x070' contains a control character "
                         "(U+0007 at position 2); remove it: free text is one line of printable "
                         "characters")
+
+
+@pytest.mark.parametrize(("args", "line"), [
+    (("pause", "--company", "acme", "--by", "ann", "--why", "ok\n2026-12-02 INFO unpaused"),
+     "exportctl pause: error: argument --why: contains a control character (U+000A at position "
+     "3); write one line"),
+    (("pause", "--company", "acme", "--by", "ann\x1b[2K", "--why", "customer asked"),
+     "exportctl pause: error: argument --by: contains a control character (U+001B at position "
+     "4); write one line"),
+    (("requeue", "acme/daily-spend/2026-03-29T05:00Z", "--reason", "x\u202ey"),
+     "exportctl requeue: error: argument --reason: contains a control character (U+202E at "
+     "position 2); write one line"),
+])
+def test_exportctl_audit_text_is_one_line(tmp_path: Path, args: tuple[str, ...],
+                                          line: str) -> None:
+    from tests.world import build_world
+
+    world = build_world(tmp_path / "world")
+    result = world.exportctl(*args)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.splitlines()[-1] == line
+    assert world.exportctl("actions", "--json").stdout.strip() == "[]"  # nothing recorded
