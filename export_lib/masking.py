@@ -26,6 +26,8 @@ def mask_uri(uri: str) -> str:
     'https://hooks.example.com:8443'
     """
     text = str(uri).strip()
+    if "://" not in text:  # ``user:pw@host`` parses as scheme ``user``: show nothing of it
+        return MASK
     try:
         parts = urlsplit(text)
         host = parts.hostname or ""

@@ -66,11 +66,13 @@ def open_ledger(url: str | None = None) -> Ledger:
     resolved = ledger_url(url)
     try:
         engine = make_engine(resolved)
-    except ArgumentError as exc:
+    except (ArgumentError, ValueError) as exc:
+        # SQLAlchemy's ValueError (a port that is no number) quotes the URL: never shown.
+        why = str(exc) if isinstance(exc, ArgumentError) else "its port is not a number"
         raise LedgerError(
-            f"EXPORT_LEDGER_URL {masked(resolved)!r} is not a usable database URL ({exc}); use "
+            f"EXPORT_LEDGER_URL {masked(resolved)!r} is not a usable database URL ({why}); use "
             "e.g. postgresql://user:pw@host:5432/exports or sqlite:////abs/path/ledger.db"
-        ) from exc
+        ) from None
     try:
         with engine.connect():
             pass

@@ -45,3 +45,19 @@ def test_the_run_fails_in_one_line_that_never_shows_the_password(world: World) -
     assert rows and not [row for row in rows if PLANTED in row]
     assert not [p for p in Path(world.home).rglob("*") if p.is_file()
                 and p.suffix in (".log", ".json") and PLANTED in p.read_text(errors="replace")]
+
+
+@pytest.mark.parametrize(("url", "shown"), [
+    (f"reader:{PLANTED}@db.internal:5432/exports", "'***' is not a usable database URL (Could "
+                                                   "not parse SQLAlchemy URL"),
+    (f"postgresql://u:{PLANTED}@db.internal:{PLANTED}/exports",
+     "'postgresql://***' is not a usable database URL (its port is not a number)"),
+])
+def test_a_malformed_ledger_url_is_one_line_without_the_password(url: str, shown: str) -> None:
+    from export_lib.errors import LedgerError
+    from export_lib.ledger import open_ledger
+
+    with pytest.raises(LedgerError, match=r"^EXPORT_LEDGER_URL ") as info:
+        open_ledger(url)
+    assert shown in str(info.value) and PLANTED not in str(info.value)
+    assert info.value.__cause__ is None
