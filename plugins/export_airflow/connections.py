@@ -60,7 +60,17 @@ def resolve_through_airflow(conn_id: str) -> Connection:
 
 
 def from_airflow(found: Any) -> Connection:
-    """export_lib's value object for an Airflow connection, with the hook clients it offers."""
+    """export_lib's value object for an Airflow connection, with the hook clients it offers.
+
+    A URI without ``scheme://`` (``reader:pw@db:5432/x`` in ``AIRFLOW_CONN_*``) is read by
+    Airflow as type ``reader`` with no host and the rest of the password in ``schema``; that
+    shape is refused here with a message showing none of it (issue 23)."""
+    if (not found.host and "@" in (found.schema or "")
+            and found.conn_type not in ("sqlite", "file")):  # their schema is a path
+        raise ConfigError(
+            f"connection {found.conn_id!r}: Airflow read it without a host and with an '@' in "
+            "its schema, i.e. a URI without scheme:// (the value is not shown); write it as "
+            "scheme://user:pw@host:port/db")
     conn_type = (found.conn_type or "").replace("-", "_")
     extra = dict(found.extra_dejson)  # registers the values with Airflow's log masker
     clients: dict[str, Any] = {}

@@ -246,3 +246,19 @@ def test_a_uri_means_the_same_to_exportctl_and_to_airflow(uri: str):
     assert {f: getattr(theirs, f) for f in fields} == {f: getattr(ours, f) for f in fields}
     same_type = {"postgresql": "postgres"}.get(ours.conn_type, ours.conn_type)
     assert theirs.conn_type == same_type
+
+
+def test_a_uri_without_scheme_read_by_airflow_is_refused_without_showing_it():
+    """Airflow reads ``reader:pw@db:5432/x`` as type 'reader', no host, schema 'w@db:5432/x'
+    (issue 23): refused, and neither the login nor any of the password is shown."""
+    from airflow.sdk import Connection as AirflowConnection
+    from export_airflow.connections import from_airflow
+
+    found = AirflowConnection.from_uri("reader:Pl4nted-pw@db.internal:5432/reporting",
+                                       conn_id="leaky")
+    assert found.host in (None, "") and "@" in found.schema  # Airflow's reading, as described
+    with pytest.raises(ConfigError, match=r"^connection 'leaky': Airflow read it without a host "
+                       r"and with an '@' in its schema, i.e\. a URI without scheme:// \(the value "
+                       r"is not shown\)") as info:
+        from_airflow(found)
+    assert "l4nted" not in str(info.value) and "reader" not in str(info.value)
