@@ -340,12 +340,28 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _log_handler(json_lines: bool) -> None:
+    """Text (the default): our lines go nowhere, as before — the commands print what matters.
+    JSON: each of our records at INFO and above is one JSON object on stderr (logfmt's
+    JsonFormatter), added once however often ``main`` runs in one process."""
+    from export_lib.logfmt import JsonFormatter
+
+    ours = logging.getLogger("export_lib")
+    if not json_lines:
+        ours.addHandler(logging.NullHandler())
+        return
+    if not any(isinstance(h.formatter, JsonFormatter) for h in ours.handlers):
+        handler = logging.StreamHandler()
+        handler.setFormatter(JsonFormatter())
+        ours.addHandler(handler)
+        ours.setLevel(logging.INFO)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     from export_lib import settings
     from export_lib.logfmt import install
 
-    logging.getLogger("export_lib").addHandler(logging.NullHandler())
-    install(settings.log_format())  # EXPORT_LOG_FORMAT=json
+    _log_handler(install(settings.log_format()))  # EXPORT_LOG_FORMAT=json
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
