@@ -24,7 +24,6 @@ A destination removed from the config before delivery is recorded ``refused`` by
 
 from __future__ import annotations
 
-import logging
 import time
 import traceback
 from collections.abc import Collection
@@ -47,9 +46,10 @@ from export_lib.errors import (
     LedgerError,
 )
 from export_lib.ledger import deliveries as rec
+from export_lib.logfmt import get_logger
 from export_lib.source.connections import ConnectionResolver
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 DEFAULT_STALE_AFTER = timedelta(minutes=30)
 

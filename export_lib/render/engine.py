@@ -16,7 +16,6 @@ Hashing and writing run on a writer thread (:mod:`export_lib.render.sink`), off 
 
 from __future__ import annotations
 
-import logging
 from datetime import datetime
 from typing import Any, BinaryIO, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -25,11 +24,12 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from export_lib.config.query import QuerySpec, validate_spec
 from export_lib.errors import RenderError, WindowError
+from export_lib.logfmt import get_logger
 from export_lib.render.sink import HashingSink
 from export_lib.source.database import Source, SqlType, classify, source_columns
 from export_lib.source.sql import Bounds, ColumnExpr, build_postgres, build_sqlite, total_order
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 FETCH_ROWS = 10_000
 Engine = Literal["postgres_copy", "generic"]
