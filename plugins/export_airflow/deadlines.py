@@ -9,7 +9,6 @@ deadline and lateness). See docs/adr/0003-deadlines-and-catch-up.md.
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -21,7 +20,9 @@ from airflow.sdk.definitions.deadline import (
     deadline_reference,
 )
 
-log = logging.getLogger(__name__)
+from export_lib.logfmt import get_logger
+
+log = get_logger(__name__)
 REFERENCE_TYPE_FIELD = "reference_type"
 
 
@@ -72,9 +73,11 @@ async def on_deadline_missed(company: str, schedule: str, deadline: str, context
     """The callback of DAGs serialized before alerts (ADR 0010) — kept so their stored deadline
     alerts still import in the triggerer: one line an analyst can act on."""
     run = (context or {}).get("dag_run", {}) if isinstance(context, dict) else {}
+    # An Airflow run id, not our run key: the run field stays unset (no period either).
     log.warning("company=%s schedule=%s run=%s: deadline missed (slot + %s); the export was not "
                 "delivered in time. Check the run's tasks and `exportctl runs --schedule %s`.",
-                company, schedule, run.get("run_id", "?"), deadline, schedule)
+                company, schedule, run.get("run_id", "?"), deadline, schedule,
+                extra={"company": company, "schedule": schedule})
 
 
 def deadline_alert(schedule: Any, config_dir: str) -> DeadlineAlert:
