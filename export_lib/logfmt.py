@@ -183,6 +183,16 @@ def install(log_format: str = "text", *, bind: Binder | None = None) -> bool:
     return _Mode.json
 
 
+@contextmanager
+def installed(log_format: str = "text", *, bind: Binder | None = None) -> Iterator[bool]:
+    """:func:`install` for a block (one ``exportctl`` command), then the mode before it."""
+    saved = _Mode.json, _Mode.bind
+    try:
+        yield install(log_format, bind=bind)
+    finally:
+        _Mode.json, _Mode.bind = saved
+
+
 def uninstall() -> None:
     """Back to text (tests)."""
     install("text")

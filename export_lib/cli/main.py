@@ -12,7 +12,8 @@ import argparse
 import json
 import logging
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NoReturn
@@ -340,31 +341,38 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _log_handler(json_lines: bool) -> None:
-    """Text (the default): our lines go nowhere, as before — the commands print what matters.
-    JSON: each of our records at INFO and above is one JSON object on stderr (logfmt's
-    JsonFormatter), added once however often ``main`` runs in one process."""
-    from export_lib.logfmt import JsonFormatter
+@contextmanager
+def _logging() -> Iterator[None]:
+    """Our records for the length of one command. Text (the default): they go nowhere, as
+    before — the commands print what matters. ``EXPORT_LOG_FORMAT=json``: each at INFO and
+    above is one JSON object on stderr (logfmt.JsonFormatter). Undone afterwards, so many
+    commands in one process (tests/support/cli.py) leave no mode and no handler bound to an
+    earlier stderr behind."""
+    from export_lib import settings
+    from export_lib.logfmt import JsonFormatter, installed
 
     ours = logging.getLogger("export_lib")
-    if not json_lines:
-        ours.addHandler(logging.NullHandler())
-        return
-    if not any(isinstance(h.formatter, JsonFormatter) for h in ours.handlers):
-        handler = logging.StreamHandler()
+    with installed(settings.log_format()) as json_lines:
+        if not json_lines:
+            ours.addHandler(logging.NullHandler())
+            yield
+            return
+        handler, level = logging.StreamHandler(), ours.level
         handler.setFormatter(JsonFormatter())
         ours.addHandler(handler)
         ours.setLevel(logging.INFO)
+        try:
+            yield
+        finally:
+            ours.removeHandler(handler)
+            ours.setLevel(level)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from export_lib import settings
-    from export_lib.logfmt import install
-
-    _log_handler(install(settings.log_format()))  # EXPORT_LOG_FORMAT=json
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    try:
-        return args.func(args)
-    except BrokenPipeError:  # `exportctl preview ... | head`
-        return EXIT_OK
+    with _logging():
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        try:
+            return args.func(args)
+        except BrokenPipeError:  # `exportctl preview ... | head`
+            return EXIT_OK
