@@ -1,9 +1,10 @@
 """Our log lines and the run each is about (issue 13 item 6, issue 22 item 5; ADR 0010).
 
 Every line we log carries ``company``, ``schedule``, ``run`` and ``period``. They are bound once,
-where a run's work starts (:func:`run_context`: a pipeline entry point, an operator's
-``execute``), in a context variable, so everything called from there — the ledger, the source,
-the store, the delivery engine — logs them without being handed the run. Our loggers
+where a run's work starts (a pipeline entry point, an operator's ``execute``: :func:`run_context`
+around a block, or :func:`scope` on the function and :func:`bind` once it knows its run), in a
+context variable, so everything called from there — the ledger, the source, the store, the
+delivery engine — logs them without being handed the run. Our loggers
 (:func:`get_logger`, the one way we log) read them at each call, together with any of the four
 a call passes in ``extra``, and put them on the record:
 
