@@ -127,7 +127,7 @@ class ExportAlertNotifier(BaseNotifier):
                 d["acknowledged_at"] for d in list_deliveries(ledger.engine, key)))):
             log.info("company=%s schedule=%s run=%s period=%s: at its risk point the run is %s "
                      "or delivered; no at-risk alert", self.company, self.schedule_id, key,
-                     period, run.state)
+                     period, run.state, extra={"run": key, "period": period})
             return None
         now = _now()
         due = run.deadline if run is not None and run.deadline else None

@@ -156,17 +156,19 @@ def _median(schedule_id: str, now: datetime) -> timedelta | None:
     from export_lib.ledger import open_ledger
     from export_lib.views.risk import median_delivery
 
+    # A schedule's line, no run's: the words come from the fields (logfmt).
+    fields = {"company": schedule_id.split("/", 1)[0], "schedule": schedule_id}
     try:
         ledger = open_ledger()
     except ExportError as exc:
-        log.warning("schedule=%s: ledger unreachable (%s); its risk point is half the deadline",
-                    schedule_id, exc)
+        log.warning("ledger unreachable (%s); its risk point is half the deadline", exc,
+                    extra=fields)
         return None
     try:
         return median_delivery(ledger.engine, [schedule_id], now=now).get(schedule_id)
     except Exception as exc:  # noqa: BLE001 - a risk point never stops the scheduler
-        log.warning("schedule=%s: median delivery time not read (%s: %s); its risk point is half "
-                    "the deadline", schedule_id, type(exc).__name__, exc)
+        log.warning("median delivery time not read (%s: %s); its risk point is half the "
+                    "deadline", type(exc).__name__, exc, extra=fields)
         return None
     finally:
         ledger.engine.dispose()
