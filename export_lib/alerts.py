@@ -78,6 +78,11 @@ class Alert:
     def key(self) -> str:
         return alert_key(self.run_key, self.reason, self.destination)
 
+    def log_context(self) -> dict[str, str | None]:
+        """The run's log fields (``period`` None before the run was registered)."""
+        return {"company": self.company, "schedule": self.schedule_id, "run": self.run_key,
+                "period": self.period}
+
     @property
     def headline(self) -> str:
         what = HEADLINES[self.reason]

@@ -14,7 +14,6 @@ and a destination's ``retry`` win over them (ADR 0015).
 
 from __future__ import annotations
 
-import logging
 import math
 import os
 import re
@@ -23,9 +22,10 @@ from datetime import timedelta
 from pathlib import Path
 
 from export_lib.errors import ConfigError
+from export_lib.logfmt import get_logger
 
 Environ = Mapping[str, str]
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 # --- Seed defaults (seed 000 and 002) -----------------------------------------------------
 TASK_RETRIES = 11  # 10 min doubling, capped at 1 day: 4.8 days in all (ADR 0003 §6)

@@ -12,7 +12,8 @@ import argparse
 import json
 import logging
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NoReturn
@@ -340,15 +341,38 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+@contextmanager
+def _logging() -> Iterator[None]:
+    """Our records for the length of one command. Text (the default): they go nowhere, as
+    before — the commands print what matters. ``EXPORT_LOG_FORMAT=json``: each at INFO and
+    above is one JSON object on stderr (logfmt.JsonFormatter). Undone afterwards, so many
+    commands in one process (tests/support/cli.py) leave no mode and no handler bound to an
+    earlier stderr behind."""
     from export_lib import settings
-    from export_lib.logfmt import install
+    from export_lib.logfmt import JsonFormatter, installed
 
-    logging.getLogger("export_lib").addHandler(logging.NullHandler())
-    install(settings.log_format())  # EXPORT_LOG_FORMAT=json
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    try:
-        return args.func(args)
-    except BrokenPipeError:  # `exportctl preview ... | head`
-        return EXIT_OK
+    ours = logging.getLogger("export_lib")
+    with installed(settings.log_format()) as json_lines:
+        if not json_lines:
+            ours.addHandler(logging.NullHandler())
+            yield
+            return
+        handler, level = logging.StreamHandler(), ours.level
+        handler.setFormatter(JsonFormatter())
+        ours.addHandler(handler)
+        ours.setLevel(logging.INFO)
+        try:
+            yield
+        finally:
+            ours.removeHandler(handler)
+            ours.setLevel(level)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    with _logging():
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        try:
+            return args.func(args)
+        except BrokenPipeError:  # `exportctl preview ... | head`
+            return EXIT_OK

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import difflib
 import functools
-import logging
 import os
 import re
 from collections.abc import Mapping
@@ -52,11 +51,12 @@ from export_lib.config.timing import Timing
 from export_lib.config.versions import history_issues, with_history
 from export_lib.config.yaml_io import parse_yaml, read_config_bytes, read_yaml
 from export_lib.errors import ConfigError
+from export_lib.logfmt import get_logger
 
 if TYPE_CHECKING:
     from export_lib.config.models import DataExportKindConfig, SourceConfig
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 DEFAULTS_FILE = "defaults.yaml"
 _SHARED_OUTPUT_KEYS = ("format", "csv", "destinations")
@@ -145,8 +145,12 @@ def load_catalog(config_dir: str | Path, only: str | None = None) -> Catalog:
         errors.setdefault(path, []).extend(lines)
     for path in errors:
         loaded.pop(path, None)
+        # A company file names its company (not its schedules: they did not load);
+        # defaults.yaml is every company's.
+        name = Path(path).name
         log.warning("config file %s has %d error(s); its schedules are not loaded",
-                    path, len(errors[path]))
+                    path, len(errors[path]),
+                    extra={"company": None if name == DEFAULTS_FILE else Path(path).stem})
     return _catalog(root, loaded, errors, defaults)
 
 

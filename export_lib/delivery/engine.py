@@ -24,7 +24,6 @@ A destination removed from the config before delivery is recorded ``refused`` by
 
 from __future__ import annotations
 
-import logging
 import time
 import traceback
 from collections.abc import Collection
@@ -47,9 +46,10 @@ from export_lib.errors import (
     LedgerError,
 )
 from export_lib.ledger import deliveries as rec
+from export_lib.logfmt import bind, get_logger, run_context, scope
 from export_lib.source.connections import ConnectionResolver
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 DEFAULT_STALE_AFTER = timedelta(minutes=30)
 
@@ -115,10 +115,11 @@ def deliver(
         raise ConfigError(f"retry_until {retry_until.isoformat()} is naive; pass an aware UTC "
                           "instant (the run's slot + the destination's retry_window)")
     try:
-        return _deliver(engine, destination, artifact, run_key=run_key,
-                        period_label=period_label, owner=owner, authorized=authorized,
-                        retry_until=retry_until, now=now, exports_root=exports_root,
-                        stale_after=stale_after, resolver=resolver)
+        with run_context(**_log_fields(artifact, run_key, period_label)):
+            return _deliver(engine, destination, artifact, run_key=run_key,
+                            period_label=period_label, owner=owner, authorized=authorized,
+                            retry_until=retry_until, now=now, exports_root=exports_root,
+                            stale_after=stale_after, resolver=resolver)
     except OperationalError as exc:  # the ledger DB is down or locked: retry the task later
         raise LedgerError(f"delivery ledger unavailable ({exc.orig}); the task will retry") from exc
 
@@ -159,12 +160,20 @@ def window_of(record: rec.DeliveryRecord) -> datetime:
     return record.created_at + parse_destination(record.destination_config).retry_window
 
 
+def _log_fields(artifact: DeliverableArtifact, run_key: str, period: str) -> dict[str, Any]:
+    """The run's log fields, for callers that bound none (deliver_run has: the same values)."""
+    return {"company": artifact.manifest.get("company"),
+            "schedule": artifact.manifest.get("schedule"), "run": run_key, "period": period}
+
+
+@scope
 def refuse(engine: Engine, destination: Destination, artifact: DeliverableArtifact, *,
            run_key: str, period_label: str, reason: str, retry_until: datetime,
            now: datetime) -> DeliveryOutcome:
     """Record that this delivery will not be made (e.g. its destination was removed from the
     config before delivery): ``pending`` becomes ``refused`` with ``reason``; a delivery that
     was already acknowledged, exhausted or refused is left as it is. Nothing is sent."""
+    bind(**_log_fields(artifact, run_key, period_label))
     try:
         transport = transport_for(destination)
         record = rec.ensure_record(

@@ -8,15 +8,15 @@ storage. For an artifact in an S3 or GCS artifact store the notice carries a pre
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from urllib.parse import urlsplit
 
+from export_lib.logfmt import get_logger
 from export_lib.masking import mask_uri
 from export_lib.source.connections import ConnectionResolver
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 LINK_TTL = timedelta(hours=24)
 

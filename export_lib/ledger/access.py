@@ -6,7 +6,6 @@ Split out of runs.py so the run repository stays about runs (and under ~400 line
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -16,8 +15,9 @@ from sqlalchemy.exc import OperationalError
 
 from export_lib.errors import LedgerError
 from export_lib.ledger.database import masked
+from export_lib.logfmt import get_logger
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 
 class LedgerAccess:

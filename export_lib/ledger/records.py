@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from export_lib.periods.instants import format_instant
+from export_lib.periods.names import period_label
 
 
 def _iso(value: Any) -> Any:
@@ -66,6 +67,11 @@ class RunRecord:
         if not with_snapshot:
             data.pop("config_snapshot")
         return data
+
+    def log_context(self) -> dict[str, str]:
+        """The run's log fields (``with run_context(**run.log_context()):``)."""
+        return {"company": self.company, "schedule": self.schedule_id, "run": self.run_key,
+                "period": period_label(self.window_start, self.window_end, self.timezone)}
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,6 @@ already live in ``LedgerAccess`` and their own modules).
 
 from __future__ import annotations
 
-import logging
 import uuid
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
@@ -35,11 +34,12 @@ from export_lib.ledger.database import ledger_url, make_engine, masked
 from export_lib.ledger.records import ArtifactRecord, AttemptRecord, RunRecord, RunRegistration
 from export_lib.ledger.schema import artifacts, attempts, events, runs
 from export_lib.ledger.states import RUN_STATES, AttemptState, RunState, check_transition
+from export_lib.logfmt import get_logger
 
 if TYPE_CHECKING:
     from sqlalchemy import Row
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 DEFAULT_LEASE = timedelta(hours=1)
 # A render renews its lease this often while it reads (a killed worker frees its place in the

@@ -29,7 +29,13 @@ from export_lib.pipeline.stages import (
     schedule_of,
     watermark_ready,
 )
-from export_lib.pipeline.start import register_run, slot_at_or_before, start_manual, start_run
+from export_lib.pipeline.start import (
+    register_run,
+    slot_at_or_before,
+    slot_log_context,
+    start_manual,
+    start_run,
+)
 from export_lib.pipeline.summary import RunSummary
 
 __all__ = [
@@ -39,5 +45,5 @@ __all__ = [
     "render_result_from_xcom", "captured_destinations",
     "collect_staging_garbage", "deliver_run", "list_deliveries", "operator_actions",
     "publish_run", "register_run", "render_run", "requeue_deliveries", "schedule_of",
-    "slot_at_or_before", "start_manual", "start_run", "watermark_ready",
+    "slot_at_or_before", "slot_log_context", "start_manual", "start_run", "watermark_ready",
 ]

@@ -11,12 +11,12 @@ registered meanwhile is left alone. Backfills go through :class:`AirflowApi`.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from export_lib.logfmt import bind, get_logger, scope
 from export_lib.periods.instants import format_instant
 from export_lib.pipeline.audit import AuditPlan, Gap, find_gaps, plan_audit
 from export_lib.pipeline.backfills import AirflowApi, BackfillOutcome
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from export_lib.config.loader import Catalog
     from export_lib.ledger import Ledger
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 AUDIT_TRIGGER = "audit"
 Notify = Callable[[Gap, str], None]
@@ -73,6 +73,7 @@ class AuditResult:
                 "not_requested": self.not_requested, "summary": self.summary()}
 
 
+@scope
 def _record(ledger: Ledger, catalog: Catalog, gap: Gap, reason: str, *, now: datetime,
             notify: Notify | None, unrecoverable: bool) -> tuple[str, bool]:
     """Record one gap: (its run key, True) when recorded, (run key, False) when someone else
@@ -83,6 +84,7 @@ def _record(ledger: Ledger, catalog: Catalog, gap: Gap, reason: str, *, now: dat
     schedule = catalog.schedule(gap.schedule_id)
     summary = register_run(ledger, schedule, gap.slot, now=now,
                            ctx=RunContext(origin="gap-audit", trigger=AUDIT_TRIGGER))
+    bind(**summary.log_context())
     if not summary.created:
         log.info("company=%s schedule=%s period=%s: registered meanwhile (state %s); the audit "
                  "leaves it alone", *gap.log_fields(), summary.state)
@@ -118,8 +120,10 @@ def apply_audit(plan: AuditPlan, ledger: Ledger, catalog: Catalog, *, now: datet
             continue
         outcome = api.request_backfill(dag_id, [g.slot for g in gaps])
         backfills.append(outcome)
+        # One line for the DAG's gaps: company and schedule, no single run or period.
         log.info("company=%s schedule=%s period=%s: %s", *gaps[-1].log_fields(),
-                 outcome.describe())
+                 outcome.describe(),
+                 extra={"company": gaps[-1].company, "schedule": gaps[-1].schedule_id})
     return AuditResult(plan, recorded=recorded, left_alone=left_alone, backfills=backfills,
                        not_requested=not_requested, applied=True)
 

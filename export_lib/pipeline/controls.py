@@ -29,13 +29,14 @@ from export_lib.ledger import controls as repo
 from export_lib.ledger import deliveries as rec
 from export_lib.ledger.controls import NOTHING_CHANGED, Action
 from export_lib.ledger.records import ArtifactRecord, RunRecord
+from export_lib.logfmt import get_logger
 from export_lib.periods.instants import format_instant
 from export_lib.source.connections import ConnectionResolver
 
 if TYPE_CHECKING:
     from export_lib.config.loader import Catalog
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 UNFINISHED = (RunState.REGISTERED, RunState.READING, RunState.RENDERING, RunState.VALIDATING,
               RunState.FAILED)
@@ -65,10 +66,13 @@ def _done(ledger: Ledger, action: str, kind: str, target: str, *, who: str, why:
         repo.record_action(ledger, _audit(action, kind, target, who=who, why=why, now=now,
                                           outcome=text, changed=changed, run=run,
                                           company=company, schedule_id=schedule_id))
+    # A run's action carries the run's fields; a pause of a company or schedule carries those.
+    fields = run.log_context() if run is not None else {"company": company,
+                                                        "schedule": schedule_id}
     log.log(logging.WARNING if changed else logging.INFO,
             "company=%s schedule=%s run=%s: %s %s by %s: %s", company or (run and run.company),
             schedule_id or (run and run.schedule_id), target, action,
-            "done" if changed else "refused", who, text)
+            "done" if changed else "refused", who, text, extra=fields)
     return ControlResult(action, target, changed, text, details)
 
 

@@ -12,7 +12,7 @@ again; the render itself is never stopped by it.
 
 from __future__ import annotations
 
-import logging
+import contextvars
 import threading
 import time
 from collections.abc import Callable
@@ -23,8 +23,9 @@ from typing import Any
 from export_lib.errors import LeaseHeldError
 from export_lib.ledger import Ledger
 from export_lib.ledger.records import AttemptRecord
+from export_lib.logfmt import get_logger
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 
 class LeaseKeeper:
@@ -34,8 +35,9 @@ class LeaseKeeper:
                  clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
         self._ledger, self._attempt_id, self._lease, self._clock = ledger, attempt_id, lease, clock
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=f"lease-{attempt_id[:8]}",
-                                        daemon=True)
+        # The thread runs in a copy of this context: its log lines carry the run's fields.
+        self._thread = threading.Thread(target=contextvars.copy_context().run, args=(self._run,),
+                                        name=f"lease-{attempt_id[:8]}", daemon=True)
 
     def __enter__(self) -> LeaseKeeper:
         self._thread.start()
@@ -57,7 +59,7 @@ class LeaseKeeper:
                             self._attempt_id[:12], exc)
 
 
-def claim_waiting(ledger: Ledger, run_key: str, *, label: str, now: datetime, wait: timedelta,
+def claim_waiting(ledger: Ledger, run_key: str, *, now: datetime, wait: timedelta,
                   **claim: Any) -> AttemptRecord:
     """``ledger.claim_attempt`` that waits (bounded by ``wait``, polling) while another
     attempt holds the run; the claim's ``now`` advances with the time waited."""
@@ -69,9 +71,9 @@ def claim_waiting(ledger: Ledger, run_key: str, *, label: str, now: datetime, wa
             return ledger.claim_attempt(run_key, now=now + waited, **claim)
         except LeaseHeldError as exc:
             if waited >= wait:
-                log.warning("%s: %s", label, exc)
+                log.warning("%s", exc)
                 raise
             if not logged:
-                log.info("%s: %s; waiting up to %s", label, exc, wait)
+                log.info("%s; waiting up to %s", exc, wait)
                 logged = True
             time.sleep(min(1.0, (wait - waited).total_seconds()) or 0.01)

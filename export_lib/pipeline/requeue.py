@@ -10,7 +10,6 @@ why; the delivery record goes back to ``pending`` with a fresh budget
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -18,9 +17,10 @@ from export_lib.errors import ConfigError, PublishError
 from export_lib.ledger import Ledger
 from export_lib.ledger import deliveries as rec
 from export_lib.ledger.controls import Action, record_action
-from export_lib.pipeline.stages import _get, _label, schedule_of
+from export_lib.logfmt import bind, get_logger, scope
+from export_lib.pipeline.stages import _get, schedule_of
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 REQUEUABLE = (rec.EXHAUSTED, rec.REFUSED)
 ACTION = "operator action: requeued delivery"
@@ -38,6 +38,7 @@ class Requeued:
     event: str
 
 
+@scope
 def requeue_deliveries(ledger: Ledger, run_key: str, *, who: str, why: str, now: datetime,
                        destination_id: str | None = None, strict: bool = True) -> list[Requeued]:
     """Put the exhausted or refused deliveries of the run's newest artifact back to ``pending``
@@ -49,6 +50,7 @@ def requeue_deliveries(ledger: Ledger, run_key: str, *, who: str, why: str, now:
     task: it leaves those cases to the delivery itself) — then there is nothing to requeue.
     """
     run = _get(ledger, run_key)
+    bind(**run.log_context())
     captured = [d.id for d in schedule_of(run).destinations]
     artifact = ledger.latest_artifact(run_key)
     if not strict and (artifact is None or destination_id not in (None, *captured)):
@@ -74,7 +76,7 @@ def requeue_deliveries(ledger: Ledger, run_key: str, *, who: str, why: str, now:
             target_id=record.delivery_id, why=why, changed=True,
             outcome=f"delivery to {dest} requeued (was {record.state})", company=run.company,
             schedule_id=run.schedule_id))
-        log.warning("%s: %s", _label(run), detail)
+        log.warning("%s", detail)
         done.append(Requeued(record.delivery_id, dest, record.state, record.attempts,
                              record.last_error, detail))
     return done

@@ -19,7 +19,6 @@ config keeps the policy its runs captured; without a readable config nothing is 
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -29,6 +28,7 @@ from export_lib.ledger import Ledger
 from export_lib.ledger import controls as repo
 from export_lib.ledger.controls import NOTHING_CHANGED, Action
 from export_lib.ledger.records import ArtifactRecord, AttemptRecord, RunRecord
+from export_lib.logfmt import bind, get_logger, run_context, scope
 from export_lib.periods.instants import format_instant
 from export_lib.pipeline.holds import HoldRules
 from export_lib.pipeline.results import (
@@ -43,7 +43,7 @@ from export_lib.storage.stores import ArtifactStore
 if TYPE_CHECKING:
     from export_lib.config.loader import Catalog
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 WHO = "retention"
 
@@ -146,8 +146,8 @@ def apply_retention(ledger: Ledger, catalog: Catalog | None, store: ArtifactStor
         item = _item(artifact, run, days)
         why = rules.artifact_hold(run, artifact, now=now)
         if why is not None:
-            log.info("company=%s schedule=%s run=%s: retention keeps v%d %s: %s", run.company,
-                     run.schedule_id, run.run_key, artifact.version, artifact.uri, why)
+            log.info("retention keeps v%d %s: %s", artifact.version, artifact.uri, why,
+                     extra=run.log_context())
             report.kept.append(HeldArtifact(**item.model_dump(), reason=why))
             continue
         if dry_run:
@@ -162,8 +162,10 @@ def apply_retention(ledger: Ledger, catalog: Catalog | None, store: ArtifactStor
     return report.report()
 
 
+@scope
 def _delete(ledger: Ledger, store: ArtifactStore, artifact: ArtifactRecord, run: RunRecord,
             item: ExpiredArtifact, days: int, now: datetime, report: _Pass) -> None:
+    bind(**run.log_context())  # the store's lines too
     why = (f"older than retention_days={days} (generated "
            f"{format_instant(artifact.generated_at)})")
     try:
@@ -175,8 +177,7 @@ def _delete(ledger: Ledger, store: ArtifactStore, artifact: ArtifactRecord, run:
             target_id=str(artifact.id), why=why, changed=False,
             outcome=f"{NOTHING_CHANGED}the store cannot delete {artifact.uri}: {error}",
             company=run.company, schedule_id=run.schedule_id))
-        log.warning("company=%s schedule=%s run=%s: retention cannot delete %s: %s",
-                    run.company, run.schedule_id, run.run_key, artifact.uri, error)
+        log.warning("retention cannot delete %s: %s", artifact.uri, error)
         report.failed.append(UndeletableArtifact(**item.model_dump(), error=error))
         return
     reason = f"deleted by retention at {format_instant(now)}: {why}"
@@ -186,8 +187,7 @@ def _delete(ledger: Ledger, store: ArtifactStore, artifact: ArtifactRecord, run:
         target_id=str(artifact.id), why=why, changed=True,
         outcome=f"deleted {artifact.uri} (run {run.run_key} v{artifact.version}); the manifest "
                 "stays, marked deleted", company=run.company, schedule_id=run.schedule_id))
-    log.warning("company=%s schedule=%s run=%s: retention deleted v%d %s", run.company,
-                run.schedule_id, run.run_key, artifact.version, artifact.uri)
+    log.warning("retention deleted v%d %s", artifact.version, artifact.uri)
     report.deleted.append(item)
 
 
@@ -230,7 +230,8 @@ def _staging(ledger: Ledger, rules: HoldRules, store: ArtifactStore, *, now: dat
             continue
         if not dry_run:
             try:
-                store.delete(attempt.staging_uri)
+                with run_context(**run.log_context()):  # the store's lines
+                    store.delete(attempt.staging_uri)
             except Exception as exc:  # noqa: BLE001 - recorded, retention goes on
                 report.failed.append(UndeletableStaging(**item.model_dump(),
                                                         error=f"{type(exc).__name__}: {exc}"))
@@ -260,22 +261,20 @@ def collect_staging_garbage(ledger: Ledger, store: ArtifactStore,
                              uri=attempt.staging_uri)
         why = rules.staging_hold(run)
         if why is not None:
-            log.info("company=%s schedule=%s run=%s: staging object %s of attempt %s kept: %s",
-                     run.company, run.schedule_id, run.run_key, attempt.staging_uri,
-                     attempt.attempt_id[:12], why)
+            log.info("staging object %s of attempt %s kept: %s", attempt.staging_uri,
+                     attempt.attempt_id[:12], why, extra=run.log_context())
             held.append(HeldStagingObject(**item.model_dump(), reason=why))
             continue
         try:
-            store.delete(attempt.staging_uri)
+            with run_context(**run.log_context()):  # the store's lines
+                store.delete(attempt.staging_uri)
         except StorageError as exc:
-            log.warning("company=%s schedule=%s run=%s: staging object %s of attempt %s not "
-                        "deleted: %s", run.company, run.schedule_id, run.run_key,
-                        attempt.staging_uri, attempt.attempt_id[:12], exc)
+            log.warning("staging object %s of attempt %s not deleted: %s", attempt.staging_uri,
+                        attempt.attempt_id[:12], exc, extra=run.log_context())
             kept.append(KeptStagingObject(**item.model_dump(), error=str(exc)))
             continue
         ledger.mark_cleaned(attempt.attempt_id)
-        log.info("company=%s schedule=%s run=%s: deleted staging object %s of %s attempt %s",
-                 run.company, run.schedule_id, run.run_key, attempt.staging_uri, attempt.state,
-                 attempt.attempt_id[:12])
+        log.info("deleted staging object %s of %s attempt %s", attempt.staging_uri,
+                 attempt.state, attempt.attempt_id[:12], extra=run.log_context())
         cleaned.append(item)
     return StagingCleanup(cleaned=tuple(cleaned), kept=tuple(kept), held=tuple(held))

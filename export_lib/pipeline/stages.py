@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import csv
 import io
-import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -26,6 +25,7 @@ from export_lib.errors import ArtifactValidationError, DeliveryError, ExportErro
 from export_lib.ledger import Ledger, RunState
 from export_lib.ledger.budget import RenderBudget
 from export_lib.ledger.records import ArtifactRecord, RunRecord
+from export_lib.logfmt import bind, get_logger, scope
 from export_lib.periods.names import artifact_key, period_label
 from export_lib.pipeline.results import (
     AlreadyPublished,
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from export_lib.config.destinations import Destination
     from export_lib.config.models import Schedule
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 EXT = {"csv": "csv", "parquet": "parquet"}
 
@@ -55,11 +55,6 @@ class RunContext:
     trigger: str = "scheduled"
 
 
-def _label(run: RunRecord) -> str:
-    return f"{run.run_key} [{period_label(run.window_start, run.window_end, run.timezone)} " \
-           f"{run.timezone}]"
-
-
 def schedule_of(run: RunRecord) -> Schedule:
     """The schedule exactly as captured at registration (never today's config)."""
     from export_lib.config.loader import Schedule
@@ -67,6 +62,7 @@ def schedule_of(run: RunRecord) -> Schedule:
     return Schedule.model_validate(run.config_snapshot)
 
 
+@scope
 def render_run(ledger: Ledger, store: ArtifactStore, run_key: str, *, now: datetime,
                ctx: RunContext = RunContext(), regenerate: bool = False,
                resolver: ConnectionResolver | None = None,
@@ -88,16 +84,17 @@ def render_run(ledger: Ledger, store: ArtifactStore, run_key: str, *, now: datet
     from export_lib.source.database import open_source
 
     run = _get(ledger, run_key)
+    bind(**run.log_context())
     latest = ledger.latest_artifact(run_key)
     if run.state == RunState.READY and not regenerate:
-        log.info("%s: already ready as v%s; not rendering again", _label(run), latest.version)
+        log.info("already ready as v%s; not rendering again", latest.version)
         return _already(run_key, latest)
     schedule = schedule_of(run)
     fmt = schedule.format
     lease = render_lease()
     try:
         attempt = claim_waiting(
-            ledger, run.run_key, label=_label(run), now=now, wait=wait, origin=ctx.origin,
+            ledger, run.run_key, now=now, wait=wait, origin=ctx.origin,
             regenerate=regenerate,
             staging_uri=lambda attempt_id: store.staging_uri(attempt_id, EXT[fmt]),
             budget=budget or RenderBudget.from_env(), lease=lease,
@@ -107,8 +104,7 @@ def render_run(ledger: Ledger, store: ArtifactStore, run_key: str, *, now: datet
         latest = ledger.latest_artifact(run_key)
         if regenerate or latest is None:
             raise
-        log.info("%s: published as v%s meanwhile; not rendering again", _label(run),
-                 latest.version)
+        log.info("published as v%s meanwhile; not rendering again", latest.version)
         return _already(run_key, latest)
     run = _get(ledger, run_key)  # a regeneration moved the source cutoff to now
     try:
@@ -131,14 +127,14 @@ def render_run(ledger: Ledger, store: ArtifactStore, run_key: str, *, now: datet
         reason = str(exc) if isinstance(exc, ExportError) else f"interrupted: {exc!r}"
         ledger.fail(run_key, attempt.attempt_id, reason, now)
         raise
-    log.info("%s: rendered %d rows, %d bytes, sha256 %s (attempt %s, generation %d)",
-             _label(run), result.rows, result.bytes, result.sha256[:16], attempt.attempt_id[:12],
+    log.info("rendered %d rows, %d bytes, sha256 %s (attempt %s, generation %d)",
+             result.rows, result.bytes, result.sha256[:16], attempt.attempt_id[:12],
              attempt.generation)
     if result.rows == 0 and schedule.policies.skip_empty and latest is None:
         reason = "the window holds no rows and the export sets skip_empty; nothing is published"
         store.delete(attempt.staging_uri)
         ledger.skip(run_key, reason, now)
-        log.info("%s: %s", _label(run), reason)
+        log.info("%s", reason)
         return RenderSkipped(run_key=run_key, skipped=reason)
     return Rendered(run_key=run_key, attempt_id=attempt.attempt_id,
                     generation=attempt.generation, rows=result.rows, bytes=result.bytes,
@@ -170,11 +166,13 @@ def _validate_staged(store: ArtifactStore, uri: str, *, sha256: str, nbytes: int
             )
 
 
+@scope
 def publish_run(ledger: Ledger, store: ArtifactStore, run_key: str, attempt_id: str | None, *,
                 now: datetime, columns: list[str] | None = None,
                 correction: bool = False) -> PublishResult:
     """Validate the staged object and publish it (fenced) as an immutable, versioned artifact."""
     run = _get(ledger, run_key)
+    bind(**run.log_context())
     if attempt_id is None:  # render found the run already ready: nothing new to publish
         latest = ledger.latest_artifact(run_key)
         return _artifact_summary(run_key, latest, created=False)
@@ -184,8 +182,8 @@ def publish_run(ledger: Ledger, store: ArtifactStore, run_key: str, attempt_id: 
         # done; report what it published instead of walking a ready run back to validating.
         done = [a for a in ledger.artifacts(run_key) if a.attempt_id == attempt_id]
         artifact = done[-1] if done else ledger.latest_artifact(run_key)
-        log.info("%s: attempt %s already published v%d; nothing to do", _label(run),
-                 attempt_id[:12], artifact.version)
+        log.info("attempt %s already published v%d; nothing to do", attempt_id[:12],
+                 artifact.version)
         return _artifact_summary(run_key, artifact, created=False)
     if attempt.state == "failed":
         # A publish cleared (or retried) after this attempt failed validation: its staged
@@ -228,7 +226,7 @@ def publish_run(ledger: Ledger, store: ArtifactStore, run_key: str, attempt_id: 
                                        correction=correction)
     if not created:
         store.delete(attempt.staging_uri)
-    log.info("%s: %s v%d %s (%d rows, sha256 %s)", _label(run),
+    log.info("%s v%d %s (%d rows, sha256 %s)",
              "published" if created else "content unchanged, kept", artifact.version,
              artifact.uri, artifact.rows, artifact.sha256[:16])
     return _artifact_summary(run_key, artifact, created=created)
@@ -254,6 +252,7 @@ def captured_destinations(ledger: Ledger, run_key: str) -> list[str]:
     return [d.id for d in schedule_of(_get(ledger, run_key)).destinations]
 
 
+@scope
 def deliver_run(ledger: Ledger, run_key: str, destination_id: str, *, now: datetime,
                 config_dir: str | None = None,
                 resolver: ConnectionResolver | None = None) -> DeliverResult:
@@ -279,6 +278,7 @@ def deliver_run(ledger: Ledger, run_key: str, destination_id: str, *, now: datet
     from export_lib.storage.stores import open_store
 
     run = _get(ledger, run_key)
+    bind(**run.log_context())
     schedule = schedule_of(run)
     (destination,) = select_destinations(schedule.destinations, [destination_id])
     artifact = ledger.latest_artifact(run_key)
@@ -387,6 +387,7 @@ def list_deliveries(ledger: Ledger, run_key: str) -> list[dict[str, Any]]:
             for d in _list(ledger.engine, run_key)]
 
 
+@scope
 def watermark_ready(ledger: Ledger, run_key: str, *, now: datetime,
                     resolver: ConnectionResolver | None = None) -> tuple[bool, str]:
     """``late_data: wait_for_watermark``: has the source's ingestion watermark passed the
@@ -396,6 +397,7 @@ def watermark_ready(ledger: Ledger, run_key: str, *, now: datetime,
     from export_lib.source.database import open_source, watermark_passed
 
     run = _get(ledger, run_key)
+    bind(**run.log_context())
     schedule = schedule_of(run)
     grace = schedule.policies.late_data.grace
     if run.deadline is not None and now >= run.deadline:

@@ -9,7 +9,6 @@ same slot gets the same outcome, with the same recorded reason, in either world.
 
 from __future__ import annotations
 
-import logging
 import re
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
@@ -19,6 +18,7 @@ from export_lib.errors import AuthorizationError, RunHeldError, WindowError
 from export_lib.ledger import Ledger, RunState
 from export_lib.ledger.periods import delivered_periods
 from export_lib.ledger.records import RunRecord, RunRegistration
+from export_lib.logfmt import bind, get_logger, scope
 from export_lib.periods.coverage import (
     ALREADY_DELIVERED,
     DeliveredPeriod,
@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from export_lib.config.timing import Timing
     from export_lib.pipeline.stages import RunContext
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 _FINAL = (RunState.SKIPPED, RunState.CANCELLED)
 
@@ -84,6 +84,15 @@ def version_in_force(schedule: Schedule, slot: datetime) -> Schedule:
     return version
 
 
+def slot_log_context(schedule: Schedule, slot: datetime) -> dict[str, str]:
+    """The log fields of ``slot``'s run before it is registered: the key and period it gets."""
+    version = version_in_force(schedule, slot)
+    return {"company": version.company.id, "schedule": version.schedule_id,
+            "run": run_key(version.schedule_id, slot),
+            "period": resolve_window(version, slot).period}
+
+
+@scope
 def register_run(ledger: Ledger, schedule: Schedule, slot: datetime, *, now: datetime,
                  ctx: RunContext | None = None) -> RunSummary:
     """Register the run of ``slot`` (or find it): window, config version and snapshot are
@@ -101,6 +110,7 @@ def register_run(ledger: Ledger, schedule: Schedule, slot: datetime, *, now: dat
     )
     run, created = ledger.register(reg, now)
     summary = _summary(ledger, run, created=created)
+    bind(**summary.log_context())
     log.info("company=%s schedule=%s period=%s: %s run %s (state %s, config %s)%s",
              *summary.log_fields(), "registered new" if created else "found existing",
              run.run_key, run.state, run.config_version[:12],
@@ -131,10 +141,12 @@ def _record_missed(ledger: Ledger, schedule: Schedule, slot: datetime, *, now: d
             reason = (f"recovery=none: missed while the scheduler was down; not exported "
                       f"(recovery=none); for the attention of {schedule.owner}")
         ledger.skip(summary.run_key, reason, now)
-        log.warning("company=%s schedule=%s period=%s: %s", *summary.log_fields(), reason)
+        log.warning("company=%s schedule=%s period=%s: %s", *summary.log_fields(), reason,
+                    extra=summary.log_context())  # the missed slot's run, not the current one
     return len(missed)
 
 
+@scope
 def start_run(ledger: Ledger, schedule: Schedule, slot: datetime, *, now: datetime,
               ctx: RunContext, regenerate: bool = False) -> RunSummary:
     """Register the run of ``slot`` and apply every start policy.
@@ -147,6 +159,7 @@ def start_run(ledger: Ledger, schedule: Schedule, slot: datetime, *, now: dateti
     """
     every_version, schedule = schedule, version_in_force(schedule, slot)
     summary = register_run(ledger, schedule, slot, now=now, ctx=ctx)
+    bind(**summary.log_context())
     key = summary.run_key
     if summary.state == RunState.READY:
         return summary  # the period has its artifact; downstream reports it (or regenerates)
@@ -246,6 +259,7 @@ def manual_bases_noted(events: Iterable[Mapping[str, Any]]) -> frozenset[str]:
                      for match in _BASED_ON.findall(event.get("detail") or ""))
 
 
+@scope
 def start_manual(ledger: Ledger, config_dir: str, params: dict[str, Any], *, run_id: str,
                  requested_at: datetime, now: datetime, ctx: RunContext,
                  company: str | None = None,
@@ -280,6 +294,7 @@ def start_manual(ledger: Ledger, config_dir: str, params: dict[str, Any], *, run
                                  f"({request.reason}); based on {request.base_export}; "
                                  f"airflow run {run_id}", now)
     summary = _summary(ledger, run, created=created)
+    bind(**summary.log_context())
     log.info("company=%s schedule=%s period=%s: manual run %s %s: %s", *summary.log_fields(),
              run.run_key, "registered" if created else "found", request.reason)
     paused = pause_reason(ledger, schedule.company.id, None)

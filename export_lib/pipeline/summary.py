@@ -60,3 +60,8 @@ class RunSummary(BaseModel):
     def log_fields(self) -> tuple[str, str, str]:
         """``company``, ``schedule`` and ``period`` for a log line."""
         return self.company, self.schedule_id, self.window.period
+
+    def log_context(self) -> dict[str, str]:
+        """The run's log fields (``with run_context(**summary.log_context()):``)."""
+        return {"company": self.company, "schedule": self.schedule_id, "run": self.run_key,
+                "period": self.window.period}

@@ -16,7 +16,6 @@ Hashing and writing run on a writer thread (:mod:`export_lib.render.sink`), off 
 
 from __future__ import annotations
 
-import logging
 from datetime import datetime
 from typing import Any, BinaryIO, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -25,11 +24,12 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from export_lib.config.query import QuerySpec, validate_spec
 from export_lib.errors import RenderError, WindowError
+from export_lib.logfmt import get_logger
 from export_lib.render.sink import HashingSink
 from export_lib.source.database import Source, SqlType, classify, source_columns
 from export_lib.source.sql import Bounds, ColumnExpr, build_postgres, build_sqlite, total_order
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 FETCH_ROWS = 10_000
 Engine = Literal["postgres_copy", "generic"]
@@ -115,9 +115,12 @@ def render(
     types = {c: classify(columns[c], source.dialect) for c in spec.columns}
     fast = engine == "auto" and source.dialect == "postgresql"
     period = f"[{window_start.isoformat()}, {window_end.isoformat()})"
+    # The caller's run context adds run and period (render_run binds them).
+    fields = {"company": company_id, "schedule": schedule_id or None}
     if not spec.ingested_column:
         log.warning("company=%s schedule=%s period=%s: %s has no ingested_column; the artifact "
-                    "is not reproducible", company_id, schedule_id, period, spec.table)
+                    "is not reproducible", company_id, schedule_id, period, spec.table,
+                    extra=fields)
     with source.guarded(f"rendering {spec.table} for company {company_id!r}"), \
             HashingSink(sink) as out:
         if options.format == "csv":
@@ -132,7 +135,7 @@ def render(
     )
     log.info("company=%s schedule=%s period=%s: rendered %s rows, %s bytes of %s (%s), sha256 %s",
              company_id, schedule_id, period, result.rows, result.bytes, result.format,
-             result.engine, result.sha256)
+             result.engine, result.sha256, extra=fields)
     return result
 
 

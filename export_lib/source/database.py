@@ -8,7 +8,6 @@ or column that disappeared raises :class:`SchemaDriftError` (not retryable).
 
 from __future__ import annotations
 
-import logging
 import re
 import sqlite3
 from collections.abc import Iterator
@@ -26,6 +25,7 @@ from export_lib.errors import (
     SchemaDriftError,
     SourceError,
 )
+from export_lib.logfmt import get_logger
 from export_lib.source import session
 from export_lib.source.connections import Connection
 from export_lib.source.sql import quote_sqlite
@@ -33,7 +33,7 @@ from export_lib.source.sql import quote_sqlite
 if TYPE_CHECKING:
     from export_lib.source.session import DBConnection
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 POSTGRES_TYPES = ("postgres", "postgresql")
 # libpq parameters a connection's extras may carry through to psycopg.

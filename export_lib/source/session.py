@@ -18,7 +18,6 @@ each one is running through libpq's cancel request, i.e. what ``pg_cancel_backen
 
 from __future__ import annotations
 
-import logging
 import re
 import threading
 from collections.abc import Mapping
@@ -26,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from export_lib import settings
 from export_lib.errors import ConfigError
+from export_lib.logfmt import get_logger
 
 if TYPE_CHECKING:
     import sqlite3
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     # The DB-API connection a source query runs on.
     DBConnection = psycopg.Connection[Any] | sqlite3.Connection
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 DEFAULT_STATEMENT_TIMEOUT = settings.STATEMENT_TIMEOUT
 STATEMENT_TIMEOUT_ENV = settings.STATEMENT_TIMEOUT_ENV

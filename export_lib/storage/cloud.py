@@ -15,7 +15,6 @@ emulator: anonymous credentials).
 from __future__ import annotations
 
 import json
-import logging
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -24,11 +23,12 @@ from typing import BinaryIO
 from urllib.parse import urlsplit
 
 from export_lib.errors import StorageError
+from export_lib.logfmt import get_logger
 from export_lib.source.connections import Connection
 from export_lib.storage.clients import gcs_client, s3_client
 from export_lib.storage.ownership import check_owner, owner_of, unowned
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 SPOOL_BYTES = 8 * 1024 * 1024
 
 

@@ -16,7 +16,6 @@ run's own unrecorded leftover (an interrupted publication) is replaced.
 from __future__ import annotations
 
 import json
-import logging
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -27,12 +26,13 @@ from urllib.parse import unquote, urlsplit
 from export_lib import settings
 from export_lib.checksums import sha256_stream
 from export_lib.errors import PublishError, StorageError
+from export_lib.logfmt import get_logger
 from export_lib.storage.ownership import check_owner, owner_of, unowned
 
 if TYPE_CHECKING:
     from export_lib.source.connections import ConnectionResolver
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 CHUNK = 1024 * 1024
 

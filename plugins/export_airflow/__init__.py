@@ -6,7 +6,12 @@ factory, deadline references, the retry and cluster policies, and the status pag
 keeps the qualnames of registered timetables and deadline references identical.
 """
 
+from structlog.contextvars import bound_contextvars as _bound_contextvars
+
 from export_lib import settings as _settings
 from export_lib.logfmt import install as _install_log_format
 
-_install_log_format(_settings.log_format())  # EXPORT_LOG_FORMAT=json: our lines as JSON (ADR 0010)
+# EXPORT_LOG_FORMAT=json: our records' company/schedule/run/period become keys of Airflow's
+# structured log records: Airflow's processor chain merges structlog's context variables into
+# stdlib records too (ADR 0010).
+_install_log_format(_settings.log_format(), bind=_bound_contextvars)

@@ -16,7 +16,6 @@ retries and a clear of the same failure send one message per recipient.
 from __future__ import annotations
 
 import asyncio
-import logging
 from datetime import UTC, datetime
 from typing import Any
 
@@ -24,8 +23,9 @@ from airflow.sdk import BaseNotifier
 
 from export_airflow.metrics import emit
 from export_lib.alerts import Alert, AlertReason, recipients
+from export_lib.logfmt import bind, get_logger, scope
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 
 def _now() -> datetime:
@@ -80,7 +80,7 @@ class ExportAlertNotifier(BaseNotifier):
         if slot is None:
             log.warning("company=%s schedule=%s: no logical date in the callback's context; no "
                         "alert (a manually triggered run without a slot)", self.company,
-                        self.schedule_id)
+                        self.schedule_id)  # no run: company and schedule only
             return None
         key = run_key(self.schedule_id, slot)
         ledger = _ledger()
@@ -127,7 +127,7 @@ class ExportAlertNotifier(BaseNotifier):
                 d["acknowledged_at"] for d in list_deliveries(ledger.engine, key)))):
             log.info("company=%s schedule=%s run=%s period=%s: at its risk point the run is %s "
                      "or delivered; no at-risk alert", self.company, self.schedule_id, key,
-                     period, run.state)
+                     period, run.state, extra={"run": key, "period": period})
             return None
         now = _now()
         due = run.deadline if run is not None and run.deadline else None
@@ -211,13 +211,17 @@ class ExportAlertNotifier(BaseNotifier):
             raise
         await asyncio.to_thread(self._sent, ledger, alert, claim_key)
 
+    @scope
     def _prepare(self, context: Any) -> tuple[Alert, BaseNotifier, str, Any] | None:
         from export_lib.config.loader import load_catalog
         from export_lib.ledger.notices import claim_notice
 
+        # A callback runs after the task's own context ended: bind the run here again.
+        bind(company=self.company, schedule=self.schedule_id)
         alert = self.alert(context)
         if alert is None:
             return None
+        bind(**alert.log_context())
         if alert.reason is AlertReason.DEADLINE:
             emit("incr", "runs.missed", alert.company, alert.schedule_id)
         config = load_catalog(self.config_dir, only=self.company).alerts
@@ -251,7 +255,8 @@ class ExportAlertNotifier(BaseNotifier):
             confirm_notice(ledger.engine, key, _now())
         emit("incr", "alerts.sent", alert.company, alert.schedule_id)
         log.warning("company=%s schedule=%s run=%s period=%s: alert sent: %s", alert.company,
-                    alert.schedule_id, alert.run_key, alert.period, alert.subject)
+                    alert.schedule_id, alert.run_key, alert.period, alert.subject,
+                    extra=alert.log_context())
 
     def _failed(self, ledger: Any, alert: Alert, key: str, exc: BaseException) -> None:
         from export_lib.ledger.notices import fail_notice
@@ -260,7 +265,7 @@ class ExportAlertNotifier(BaseNotifier):
             fail_notice(ledger.engine, key, f"{type(exc).__name__}: {exc}", _now())
         log.error("company=%s schedule=%s run=%s period=%s: alert NOT sent (%s: %s); the next "
                   "failure callback tries again", alert.company, alert.schedule_id,
-                  alert.run_key, alert.period, type(exc).__name__, exc)
+                  alert.run_key, alert.period, type(exc).__name__, exc, extra=alert.log_context())
 
 
 def _span(delta: Any) -> str:
@@ -329,6 +334,7 @@ def notify_unrecoverable(config_dir: str, audited_by: str) -> Any:
                              "audited_by": audited_by})
         except Exception as exc:  # noqa: BLE001 - recorded in export_notices; next audit run
             log.error("company=%s schedule=%s period=%s: unrecoverable-period alert not sent: "
-                      "%s: %s", *gap.log_fields(), type(exc).__name__, exc)
+                      "%s: %s", *gap.log_fields(), type(exc).__name__, exc,
+                      extra={"company": gap.company, "schedule": gap.schedule_id})
 
     return notify

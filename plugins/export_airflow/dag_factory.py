@@ -8,7 +8,6 @@ DAGs keep loading, and a worker parses only the company it runs.
 from __future__ import annotations
 
 import functools
-import logging
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -40,10 +39,11 @@ from export_lib.config.dag_loaders import (
     removed_company,
 )
 from export_lib.config.operational import TaskRetries
+from export_lib.logfmt import get_logger
 
 # Channel size → share of the global render budget (pool export_render, 4 slots; seed 000 gives
 # large channels more memory, here they also take more of the source's capacity).
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 POOL_SLOTS = {"small": 1, "medium": 1, "large": 2}
 # The earliest slot a backfill may ask for when the schedule has no effective_from. The
@@ -283,7 +283,7 @@ def register_company_dags(loader_file: str, namespace: dict[str, Any]) -> None:
         except OSError as exc:  # the DAGs still load; only the after-removal stand-ins are lost
             log.warning("company=%s schedule=- period=-: cannot record its DAG shape in %s (%s); "
                         "if this company is removed, its cleared tasks will not fail visibly",
-                        company_id, index, exc)
+                        company_id, index, exc, extra={"company": company_id})
 
 
 def _removed_company_dag(dag_id: str, graph: dict[str, list[str]], reason: str) -> DAG:

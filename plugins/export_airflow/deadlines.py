@@ -9,7 +9,6 @@ deadline and lateness). See docs/adr/0003-deadlines-and-catch-up.md.
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -21,7 +20,9 @@ from airflow.sdk.definitions.deadline import (
     deadline_reference,
 )
 
-log = logging.getLogger(__name__)
+from export_lib.logfmt import get_logger
+
+log = get_logger(__name__)
 REFERENCE_TYPE_FIELD = "reference_type"
 
 
@@ -72,9 +73,11 @@ async def on_deadline_missed(company: str, schedule: str, deadline: str, context
     """The callback of DAGs serialized before alerts (ADR 0010) — kept so their stored deadline
     alerts still import in the triggerer: one line an analyst can act on."""
     run = (context or {}).get("dag_run", {}) if isinstance(context, dict) else {}
+    # An Airflow run id, not our run key: the run field stays unset (no period either).
     log.warning("company=%s schedule=%s run=%s: deadline missed (slot + %s); the export was not "
                 "delivered in time. Check the run's tasks and `exportctl runs --schedule %s`.",
-                company, schedule, run.get("run_id", "?"), deadline, schedule)
+                company, schedule, run.get("run_id", "?"), deadline, schedule,
+                extra={"company": company, "schedule": schedule})
 
 
 def deadline_alert(schedule: Any, config_dir: str) -> DeadlineAlert:
@@ -153,17 +156,19 @@ def _median(schedule_id: str, now: datetime) -> timedelta | None:
     from export_lib.ledger import open_ledger
     from export_lib.views.risk import median_delivery
 
+    # A schedule's line, no run's: the words come from the fields (logfmt).
+    fields = {"company": schedule_id.split("/", 1)[0], "schedule": schedule_id}
     try:
         ledger = open_ledger()
     except ExportError as exc:
-        log.warning("schedule=%s: ledger unreachable (%s); its risk point is half the deadline",
-                    schedule_id, exc)
+        log.warning("ledger unreachable (%s); its risk point is half the deadline", exc,
+                    extra=fields)
         return None
     try:
         return median_delivery(ledger.engine, [schedule_id], now=now).get(schedule_id)
     except Exception as exc:  # noqa: BLE001 - a risk point never stops the scheduler
-        log.warning("schedule=%s: median delivery time not read (%s: %s); its risk point is half "
-                    "the deadline", schedule_id, type(exc).__name__, exc)
+        log.warning("median delivery time not read (%s: %s); its risk point is half the "
+                    "deadline", type(exc).__name__, exc, extra=fields)
         return None
     finally:
         ledger.engine.dispose()

@@ -13,12 +13,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 from airflow.sdk import DAG, BaseOperator
 
 from export_airflow.dag_factory import EPOCH
 from export_airflow.operators import export_errors
+from export_lib.logfmt import get_logger
+
+log = get_logger(__name__)  # not self.log: our records carry the run's fields (logfmt)
 
 GAP_AUDIT_DAG_ID = "export_gap_audit"
 LOOKBACK = timedelta(days=7)
@@ -48,23 +52,44 @@ class GapAuditOperator(BaseOperator):
         now = datetime.now(UTC)
         with export_errors():
             catalog = load_catalog(self.config_dir)
-            for line in catalog.error_lines:
-                self.log.warning("config error, not audited: %s", line)
+            for path in sorted(catalog.errors):  # a company file's lines name its company
+                company = None if Path(path).name == "defaults.yaml" else Path(path).stem
+                for line in catalog.errors[path]:
+                    log.warning("config error, not audited: %s", line, extra={"company": company})
             ti = context.get("ti")
             who = f"{GAP_AUDIT_DAG_ID}/{getattr(ti, 'run_id', '?')}"
             result = run_audit(catalog, open_ledger(), since=now - self.lookback, until=now,
                                now=now, api=api_from_airflow(),
                                notify=notify_unrecoverable(self.config_dir, who))
-        for line in result.plan.lines():
-            self.log.info("%s", line)
+        lines = result.plan.lines()  # one per action, in order, then the notes
+        for action, line in zip(result.plan.actions, lines, strict=False):
+            log.info("%s", line, extra=_gap_fields(catalog, action.gap))
+        for line in lines[len(result.plan.actions):]:
+            log.info("%s", line)
+        gaps = result.plan.backfills
         for outcome in result.backfills:
-            self.log.info("%s", outcome.describe())
-        self.log.info("%s", result.summary())
+            first = gaps[outcome.dag_id][0] if gaps.get(outcome.dag_id) else None
+            log.info("%s", outcome.describe(), extra={"company": first and first.company,
+                                                       "schedule": first and first.schedule_id})
+        log.info("%s", result.summary())  # over every company: no run's fields
         return {"changed": result.changed, "recorded": result.recorded,
                 "unrecoverable": [{"run": g.label, "owner": g.owner}
                                   for g in result.plan.unrecoverable],
                 "backfills": [{"dag_id": b.dag_id, "created": len(b.created),
                                "deferred": bool(b.deferred)} for b in result.backfills]}
+
+
+def _gap_fields(catalog: Any, gap: Any) -> dict[str, str]:
+    """The log fields of a gap's run (registered by the audit or not: the same key and
+    period); company, schedule and key if its window cannot be worked out."""
+    from export_lib.periods.names import run_key
+    from export_lib.pipeline import slot_log_context
+
+    try:
+        return slot_log_context(catalog.schedule(gap.schedule_id), gap.slot)
+    except Exception:  # noqa: BLE001 - a log line never fails the audit
+        return {"company": gap.company, "schedule": gap.schedule_id,
+                "run": run_key(gap.schedule_id, gap.slot)}
 
 
 def build_gap_audit_dag(config_dir: str) -> DAG:

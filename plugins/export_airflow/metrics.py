@@ -7,13 +7,13 @@ A metric never fails an export: an error while emitting is logged and dropped.
 
 from __future__ import annotations
 
-import logging
 from datetime import timedelta
 from typing import Any
 
+from export_lib.logfmt import get_logger
 from export_lib.metrics import metric_name, metric_tags
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 
 def _stats() -> Any:
@@ -45,8 +45,9 @@ def emit(kind: str, metric: str, company: str, schedule_id: str, value: float = 
         else:
             raise ValueError(f"unknown metric kind {kind!r}")
     except Exception as exc:  # noqa: BLE001 - metrics are best effort
+        # Inside a task's run context the line also gets its run and period.
         log.warning("company=%s schedule=%s: metric %s not emitted: %s", company, schedule_id,
-                    metric, exc)
+                    metric, exc, extra={"company": company, "schedule": schedule_id})
 
 
 def render_metrics(company: str, schedule_id: str, rows: int, nbytes: int,
@@ -82,4 +83,4 @@ def delivery_metrics(ledger: Any, run_key: str, now: Any) -> None:
                  done.late_by.total_seconds())
     except Exception as exc:  # noqa: BLE001 - metrics are best effort
         log.warning("company=%s schedule=%s run=%s: delivery metrics not emitted: %s", company,
-                    schedule_id, run_key, exc)
+                    schedule_id, run_key, exc, extra={"run": run_key})

@@ -13,7 +13,6 @@ when the artifact controls land. Who may read and act: ``ui_access``.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
@@ -37,10 +36,11 @@ from export_airflow.ui_access import (
 from export_lib import settings
 from export_lib.config.text import control_char
 from export_lib.errors import ActionTokenError
+from export_lib.logfmt import get_logger
 
 router = APIRouter()
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 
 def _now() -> datetime:
@@ -327,7 +327,8 @@ def _explained(ledger: Any, run_key: str, now: datetime) -> str | None:
                                                                  run.slot), now=now)
     except ExportError as exc:  # the page still shows every fact below
         log.warning("company=%s schedule=%s period=%s: cannot explain: %s", run.company,
-                    run.schedule_id, f"{run.slot:%Y-%m-%dT%H:%MZ}", exc)
+                    run.schedule_id, f"{run.slot:%Y-%m-%dT%H:%MZ}", exc,
+                    extra=run.log_context())
         return None
 
 

@@ -27,6 +27,11 @@ from airflow.sdk.exceptions import (
 from export_airflow.limits import task_timeout
 from export_airflow.metrics import delivery_metrics, emit, render_metrics
 from export_lib.errors import ExportError, LeaseHeldError, RenderBudgetError
+from export_lib.logfmt import bind, get_logger, run_context, scope
+
+# Our logger, not the operator's structlog ``self.log``: its records carry the run's fields
+# (export_lib.logfmt), which Airflow's task log keeps as keys of each record in JSON mode.
+log = get_logger(__name__)
 
 # A render refused by the render budget (export_lib/ledger/budget.py) tries again this much later.
 BUDGET_WAIT = timedelta(seconds=60)
@@ -77,12 +82,15 @@ class ResolveWindowOperator(BaseOperator):
         self.config_dir = config_dir
         self.company = company
 
+    @scope
     def execute(self, context: Any) -> dict[str, Any]:
         from export_lib.config.loader import load_catalog
         from export_lib.ledger import open_ledger
         from export_lib.pipeline import slot_at_or_before, start_manual, start_run
 
         now, dag_run = _now(), context["dag_run"]
+        bind(company=self.company if self.schedule_id is None else self.schedule_id.split("/")[0],
+             schedule=self.schedule_id)  # the run is known once it is registered
         with export_errors():
             ledger = open_ledger()
             if self.schedule_id is None:
@@ -100,9 +108,10 @@ class ResolveWindowOperator(BaseOperator):
                 regenerate = bool((dag_run.conf or {}).get("regenerate", False))
                 summary = start_run(ledger, schedule, slot_at_or_before(schedule.timing, moment),
                                     now=now, ctx=_ctx(context), regenerate=regenerate)
-        self.log.info("company=%s schedule=%s period=%s: run %s window [%s, %s) UTC, state %s",
-                      *summary.log_fields(), summary.run_key, summary.window.start.isoformat(),
-                      summary.window.end.isoformat(), summary.state)
+        bind(**summary.log_context())
+        log.info("company=%s schedule=%s period=%s: run %s window [%s, %s) UTC, state %s",
+                 *summary.log_fields(), summary.run_key, summary.window.start.isoformat(),
+                 summary.window.end.isoformat(), summary.state)
         if self.schedule_id is not None:
             if summary.created:
                 emit("incr", "runs.expected", summary.company, summary.schedule_id)
@@ -126,14 +135,20 @@ class CancelsSourceQueries:
     (which cancels the query itself) when ``on_kill`` runs, so it finds nothing left.
     """
 
-    log: Any
+    run: Any
 
     def on_kill(self) -> None:
+        from export_lib.pipeline import RunSummary
         from export_lib.source.session import cancel_running
 
-        count = cancel_running(f"Airflow stopped task {getattr(self, 'task_id', '?')}")
-        self.log.warning("on_kill: cancelled %d running source quer%s", count,
-                         "y" if count == 1 else "ies")
+        try:  # the rendered template (the run's summary) names the run for the log lines
+            fields = RunSummary.from_xcom(self.run).log_context()
+        except Exception:  # noqa: BLE001 - killed before its template was rendered
+            fields = {}
+        with run_context(**fields):
+            count = cancel_running(f"Airflow stopped task {getattr(self, 'task_id', '?')}")
+            log.warning("on_kill: cancelled %d running source quer%s", count,
+                        "y" if count == 1 else "ies")
 
 
 class RenderCsvOperator(CancelsSourceQueries, BaseOperator):
@@ -157,6 +172,7 @@ class RenderCsvOperator(CancelsSourceQueries, BaseOperator):
         self.regenerate = regenerate
         self.channel_size = channel_size
 
+    @scope
     def execute(self, context: Any) -> dict[str, Any]:
         from export_airflow.connections import airflow_resolver
         from export_lib.ledger import open_ledger
@@ -167,6 +183,7 @@ class RenderCsvOperator(CancelsSourceQueries, BaseOperator):
         now, started = _now(), time.monotonic()
         with export_errors():
             run = RunSummary.from_xcom(self.run)
+        bind(**run.log_context())
         try:
             with export_errors():
                 resolver = airflow_resolver()
@@ -175,24 +192,24 @@ class RenderCsvOperator(CancelsSourceQueries, BaseOperator):
                                     resolver=resolver)
         except RenderBudgetError as exc:
             # Seed 002: at most 4 source queries at once, 2 per company; nothing was claimed.
-            self.log.info("company=%s schedule=%s period=%s: %s; rescheduling in %s",
-                          *run.log_fields(), exc, BUDGET_WAIT)
+            log.info("company=%s schedule=%s period=%s: %s; rescheduling in %s",
+                     *run.log_fields(), exc, BUDGET_WAIT)
             raise AirflowRescheduleException(now + BUDGET_WAIT) from exc
         except LeaseHeldError as exc:
             # Another attempt renders this run and renews its lease: no second scan of the
             # source. Look again when that lease would lapse (a killed worker), or in a minute.
             when = min(max(exc.until, now) + timedelta(seconds=1), now + BUDGET_WAIT)
-            self.log.warning("company=%s schedule=%s period=%s: %s; rescheduling at %s",
-                             *run.log_fields(), exc, when.isoformat(timespec="seconds"))
+            log.warning("company=%s schedule=%s period=%s: %s; rescheduling at %s",
+                        *run.log_fields(), exc, when.isoformat(timespec="seconds"))
             raise AirflowRescheduleException(when) from exc
         if isinstance(result, RenderSkipped):
             raise AirflowSkipException(result.skipped)
         if isinstance(result, Rendered):
             seconds = time.monotonic() - started
             render_metrics(run.company, run.schedule_id, result.rows, result.bytes, seconds)
-            self.log.info("company=%s schedule=%s run=%s period=%s: %d rows, %d bytes in %.1f s",
-                          run.company, run.schedule_id, run.run_key, run.window.period,
-                          result.rows, result.bytes, seconds)
+            log.info("company=%s schedule=%s run=%s period=%s: %d rows, %d bytes in %.1f s",
+                     run.company, run.schedule_id, run.run_key, run.window.period,
+                     result.rows, result.bytes, seconds)
         return result.as_xcom()
 
 
@@ -244,14 +261,17 @@ class CapturedDestinationsOperator(BaseOperator):
         super().__init__(**kwargs)
         self.published = published
 
+    @scope
     def execute(self, context: Any) -> list[str]:
         from export_lib.ledger import open_ledger
         from export_lib.pipeline import PublishResult, captured_destinations
 
         with export_errors():
             run_key = PublishResult.from_xcom(self.published).run_key
-            ids = captured_destinations(open_ledger(), run_key)
-        self.log.info("run %s: delivering to its captured destinations %s", run_key, ids)
+            ledger = open_ledger()
+            bind(**_log_context(ledger, run_key))
+            ids = captured_destinations(ledger, run_key)
+        log.info("delivering to its captured destinations %s", ids)
         return ids
 
 
@@ -274,6 +294,7 @@ class DeliverOperator(BaseOperator):
         self.destination_id = destination_id
         self.config_dir = config_dir
 
+    @scope
     def execute(self, context: Any) -> dict[str, Any]:
         from export_airflow.connections import airflow_resolver
         from export_lib.ledger import open_ledger
@@ -283,6 +304,7 @@ class DeliverOperator(BaseOperator):
         with export_errors():
             run_key = PublishResult.from_xcom(self.published).run_key
             ledger = open_ledger()
+            bind(**_log_context(ledger, run_key))  # the metrics' lines after delivery too
             # An exhausted or refused delivery fails this task without an Airflow retry, so
             # only a person runs it again (a clear): that is their decision to retry it.
             requeue_deliveries(ledger, run_key, destination_id=self.destination_id,
@@ -294,6 +316,12 @@ class DeliverOperator(BaseOperator):
                                    resolver=airflow_resolver()).as_xcom()
             finally:
                 delivery_metrics(ledger, run_key, _now())
+
+
+def _log_context(ledger: Any, run_key: str) -> dict[str, str]:
+    """A registered run's log fields (its key alone if it is not registered: the stage says)."""
+    run = ledger.get_run(run_key)
+    return run.log_context() if run is not None else {"run": run_key}
 
 
 def _who(context: Any) -> str:

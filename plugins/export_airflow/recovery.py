@@ -20,7 +20,7 @@ for a logical date.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from airflow.sdk import BaseHook, BaseOperator
@@ -28,7 +28,10 @@ from airflow.sdk.exceptions import AirflowSkipException
 
 from export_airflow.metrics import emit
 from export_lib import settings
+from export_lib.logfmt import bind, get_logger, scope
 from export_lib.pipeline.backfills import API_CONN_ID, AirflowApi
+
+log = get_logger(__name__)  # not self.log: our records carry the run's fields (logfmt)
 
 
 def catchup_lookback(schedule: Any = None) -> timedelta:
@@ -73,18 +76,24 @@ class RecoverMissedOperator(BaseOperator):
         self.config_dir = config_dir
         self.lookback_seconds = lookback_seconds
 
+    @scope
     def execute(self, context: Any) -> dict[str, Any]:
         from export_airflow.operators import export_errors
         from export_lib.config.loader import load_catalog
         from export_lib.periods.recovery import recovery_range
+        from export_lib.pipeline import slot_log_context
 
         dag_run = context["dag_run"]
         run_type = str(dag_run.run_type).split(".")[-1].lower()
         if run_type != "scheduled":
             raise AirflowSkipException(f"{run_type} run: only scheduled runs recover missed slots")
         company = self.schedule_id.split("/", 1)[0]
+        bind(company=company, schedule=self.schedule_id)
         schedule = load_catalog(self.config_dir, only=company).schedule(self.schedule_id)
         slot = dag_run.logical_date
+        # This DAG run's own run (resolve_window registers it alongside): a plain datetime,
+        # not Airflow's pendulum instant.
+        bind(**slot_log_context(schedule, datetime.fromtimestamp(slot.timestamp(), UTC)))
         fields = (company, self.schedule_id, f"{slot:%Y-%m-%dT%H:%MZ}")
         api = api_from_airflow()
         dag_id = dag_run.dag_id
@@ -95,7 +104,7 @@ class RecoverMissedOperator(BaseOperator):
                                 else timedelta(seconds=self.lookback_seconds),
                                 effective_from=schedule.effective_from)
         if wanted is None:
-            self.log.info("company=%s schedule=%s period=%s: no missed slots", *fields)
+            log.info("company=%s schedule=%s period=%s: no missed slots", *fields)
             emit("gauge", "catchup.backlog", company, self.schedule_id, 0)
             return {"backfill_id": None, "missed": 0}
         with export_errors():
@@ -106,13 +115,13 @@ class RecoverMissedOperator(BaseOperator):
         if outcome.deferred:
             # One active backfill per DAG (an operator's, or an earlier recovery): the next
             # scheduled run looks again (the range always covers the lookback).
-            self.log.warning("company=%s schedule=%s period=%s: %s", *fields, outcome.describe())
+            log.warning("company=%s schedule=%s period=%s: %s", *fields, outcome.describe())
             return {"backfill_id": None, "missed": wanted.count, "deferred": True}
         if not outcome.created:
-            self.log.info("company=%s schedule=%s period=%s: every slot of %s has a run",
-                          *fields, wanted.describe())
+            log.info("company=%s schedule=%s period=%s: every slot of %s has a run",
+                     *fields, wanted.describe())
             return {"backfill_id": None, "missed": 0}
-        self.log.info("company=%s schedule=%s period=%s: %s", *fields, outcome.describe())
+        log.info("company=%s schedule=%s period=%s: %s", *fields, outcome.describe())
         return {"backfill_id": outcome.backfill_id, "missed": len(outcome.created),
                 "first": f"{outcome.created[0]:%Y-%m-%dT%H:%M:%SZ}",
                 "last": f"{outcome.created[-1]:%Y-%m-%dT%H:%M:%SZ}"}

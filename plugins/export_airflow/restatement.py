@@ -31,6 +31,9 @@ from export_airflow.operators import (
     export_errors,
 )
 from export_airflow.sensors import RestateDueSensor
+from export_lib.logfmt import get_logger
+
+log = get_logger(__name__)  # not self.log: our records carry the run's fields (logfmt)
 
 RESTATEMENT_DAG_ID = "export_restatement"
 _RUN_ID_UNSAFE = re.compile(r"[^A-Za-z0-9_.~:+-]")
@@ -68,12 +71,12 @@ class RestateLaterOperator(TriggerDagRunOperator):
         self.conf = {"run": summary.as_xcom(), "grace_seconds": self.grace_seconds}
         if context["ti"].get_dr_count(RESTATEMENT_DAG_ID, run_ids=[self.trigger_run_id]):
             # A cleared or retried task: the restatement is already scheduled, once.
-            self.log.info("company=%s schedule=%s period=%s: restatement run %s exists already",
-                          *summary.log_fields(), self.trigger_run_id)
+            log.info("company=%s schedule=%s period=%s: restatement run %s exists already",
+                     *summary.log_fields(), self.trigger_run_id, extra=summary.log_context())
             return None
-        self.log.info("company=%s schedule=%s period=%s: restatement run %s starts at %s "
-                      "(window end + grace)", *summary.log_fields(), self.trigger_run_id,
-                      due.isoformat())
+        log.info("company=%s schedule=%s period=%s: restatement run %s starts at %s "
+                 "(window end + grace)", *summary.log_fields(), self.trigger_run_id,
+                 due.isoformat(), extra=summary.log_context())
         return super().execute(context)
 
 

@@ -20,6 +20,9 @@ from airflow.sdk.exceptions import AirflowFailException
 
 from export_airflow.limits import task_timeout
 from export_airflow.operators import export_errors
+from export_lib.logfmt import get_logger
+
+log = get_logger(__name__)  # not self.log: our records carry the run's fields (logfmt)
 
 RETENTION_DAG_ID = "export_retention"
 
@@ -52,28 +55,37 @@ class RetentionOperator(BaseOperator):
             report = apply_retention(open_ledger(), load_catalog(self.config_dir),
                                      open_store(resolver=airflow_resolver()),
                                      now=datetime.now(UTC), dry_run=dry_run)
+        # The report names each item's company, schedule and run (not its period).
         for item in report.deleted:
-            self.log.info("company=%s schedule=%s run=%s: %s v%s %s", item.company,
-                          item.schedule_id, item.run_key,
-                          "would delete" if dry_run else "deleted", item.version, item.uri)
+            log.info("company=%s schedule=%s run=%s: %s v%s %s", item.company,
+                     item.schedule_id, item.run_key,
+                     "would delete" if dry_run else "deleted", item.version, item.uri,
+                     extra=_fields(item.company, item.schedule_id, item.run_key))
         for kept in report.kept:
-            self.log.info("company=%s schedule=%s run=%s: kept v%s %s: %s", kept.company,
-                          kept.schedule_id, kept.run_key, kept.version, kept.uri, kept.reason)
+            log.info("company=%s schedule=%s run=%s: kept v%s %s: %s", kept.company,
+                     kept.schedule_id, kept.run_key, kept.version, kept.uri, kept.reason,
+                     extra=_fields(kept.company, kept.schedule_id, kept.run_key))
         for failed in report.failed:
             # A staging leftover names no company or schedule, only its run.
             whose = ((failed.company, failed.schedule_id)
                      if isinstance(failed, UndeletableArtifact) else ("-", "-"))
-            self.log.error("company=%s schedule=%s run=%s: not deleted %s: %s", *whose,
-                           failed.run_key, failed.uri, failed.error)
+            log.error("company=%s schedule=%s run=%s: not deleted %s: %s", *whose,
+                      failed.run_key, failed.uri, failed.error,
+                      extra=_fields(*whose, failed.run_key))
         summary = {"dry_run": dry_run, "deleted": len(report.deleted), "kept": len(report.kept),
                    "failed": len(report.failed), "staging": len(report.staging_deleted),
                    "staging_kept": len(report.staging_kept)}
-        self.log.info("retention: %s", summary)
+        log.info("retention: %s", summary)  # over every company: no run's fields
         if report.failed:
             raise AirflowFailException(f"retention could not delete {len(report.failed)} "
                                        "object(s); see the log lines above (each is recorded "
                                        "in 'exportctl actions')")
         return summary
+
+
+def _fields(company: str, schedule: str, run: str) -> dict[str, str | None]:
+    return {"company": None if company == "-" else company,
+            "schedule": None if schedule == "-" else schedule, "run": run}
 
 
 def build_retention_dag(config_dir: str) -> DAG:

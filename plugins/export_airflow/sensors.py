@@ -18,6 +18,9 @@ from airflow.sdk import BaseSensorOperator
 from export_airflow.limits import task_timeout
 from export_airflow.operators import CancelsSourceQueries, export_errors
 from export_lib import settings
+from export_lib.logfmt import get_logger
+
+log = get_logger(__name__)  # not self.log: our records carry the run's fields (logfmt)
 
 
 def poke_interval(schedule: Any = None) -> timedelta:
@@ -48,8 +51,8 @@ class WatermarkSensor(CancelsSourceQueries, BaseSensorOperator):
             run = RunSummary.from_xcom(self.run)
             ready, reason = watermark_ready(open_ledger(), run.run_key, now=datetime.now(UTC),
                                             resolver=airflow_resolver())
-        self.log.info("company=%s schedule=%s period=%s: window end %s: %s", *run.log_fields(),
-                      run.window.end.isoformat(), reason)
+        log.info("company=%s schedule=%s period=%s: window end %s: %s", *run.log_fields(),
+                 run.window.end.isoformat(), reason, extra=run.log_context())
         return ready
 
 
@@ -74,6 +77,6 @@ class RestateDueSensor(BaseSensorOperator):
             run = RunSummary.from_xcom(self.run)
         due = run.window.end + timedelta(seconds=float(self.grace_seconds))
         now = datetime.now(UTC)
-        self.log.info("company=%s schedule=%s period=%s: restatement %s at %s", *run.log_fields(),
-                      "due" if now >= due else "waits until", due.isoformat())
+        log.info("company=%s schedule=%s period=%s: restatement %s at %s", *run.log_fields(),
+                 "due" if now >= due else "waits until", due.isoformat(), extra=run.log_context())
         return now >= due

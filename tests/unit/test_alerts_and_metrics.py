@@ -1,10 +1,9 @@
 """The pure parts of alerts and metrics (issue 13, items 5-6): the dedupe key, who is told,
-the words, the ``alerts:`` config, the once-only ledger claim, metric names, JSON log lines."""
+the words, the ``alerts:`` config, the once-only ledger claim, metric names (the log lines:
+test_logfmt.py)."""
 
 from __future__ import annotations
 
-import json
-import logging
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -115,32 +114,3 @@ def test_metric_names_carry_company_and_schedule_for_plain_statsd():
         "export.runs.completed.acme.google-ads__primary"
     with pytest.raises(KeyError, match="unknown export metric 'rows'"):
         metric_name("rows", "acme", "acme/daily-spend")
-
-
-def test_json_log_lines_carry_company_schedule_run_and_period(caplog):
-    from export_lib.logfmt import install, uninstall
-
-    assert install("json") is True
-    try:
-        with caplog.at_level(logging.INFO):
-            logging.getLogger("export_lib.pipeline.stages").info(
-                "company=%s schedule=%s run=%s period=%s: rendered %d rows", "acme",
-                "acme/daily-spend", RUN, "2026-03-28", 12)
-            logging.getLogger("somebody.else").info("company=acme untouched")
-    finally:
-        uninstall()
-    ours, = [r for r in caplog.records if r.name == "export_lib.pipeline.stages"]
-    assert json.loads(ours.getMessage()) == {
-        "level": "info", "logger": "export_lib.pipeline.stages", "company": "acme",
-        "schedule": "acme/daily-spend", "run": RUN, "period": "2026-03-28",
-        "message": f"company=acme schedule=acme/daily-spend run={RUN} period=2026-03-28: "
-                   "rendered 12 rows"}
-    other, = [r for r in caplog.records if r.name == "somebody.else"]
-    assert other.getMessage() == "company=acme untouched"
-
-
-def test_the_log_format_is_text_unless_asked():
-    from export_lib.logfmt import install
-
-    assert install() is False
-    assert install("text") is False

@@ -39,7 +39,6 @@ collapse duplicates — best effort, documented as such.
 
 from __future__ import annotations
 
-import logging
 import re
 import smtplib
 import ssl
@@ -61,9 +60,10 @@ from export_lib.delivery.transports.base import (
     untrusted_certificate,
 )
 from export_lib.errors import ConfigError, DeliveryError
+from export_lib.logfmt import get_logger
 from export_lib.source.connections import Connection, ConnectionResolver
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 _QUEUE_ID = re.compile(r"queued as\s+(\S+)", re.IGNORECASE)
 # The one way to mail without TLS (a relay on a trusted network); logged as a warning each use.

@@ -23,7 +23,6 @@ single upload makes S3 verify the body it stored against the artifact's hash.
 from __future__ import annotations
 
 import base64
-import logging
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
@@ -39,6 +38,7 @@ from export_lib.delivery.transports.base import (
     resolve_connection,
 )
 from export_lib.errors import DeliveryError
+from export_lib.logfmt import get_logger
 from export_lib.source.connections import ConnectionResolver
 
 if TYPE_CHECKING:
@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 
     from export_lib.source.connections import Connection
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 SINGLE_PUT_LIMIT = 5 * 1024**3  # S3's maximum PutObject size
 PART_SIZE = 64 * 1024 * 1024

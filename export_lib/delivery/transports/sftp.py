@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import base64
 import io
-import logging
 import posixpath
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -44,13 +43,14 @@ from export_lib.delivery.transports.base import (
     resolve_connection,
 )
 from export_lib.errors import DeliveryError
+from export_lib.logfmt import get_logger
 from export_lib.source.connections import Connection, ConnectionResolver
 
 if TYPE_CHECKING:
     import paramiko
 
 T = TypeVar("T")
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 
 def _pinned_key(value: str) -> tuple[str, Any]:

@@ -80,7 +80,9 @@ def test_an_explicit_plaintext_relay_delivers_and_warns_on_every_use(
     assert len(smtp.messages) == 2
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 2
-    assert warnings[0].startswith("connection 'acme_smtp' (smtp://127.0.0.1:")
+    # Each names the delivery's run first (export_lib/logfmt.py): the words of its fields.
+    assert warnings[0].startswith(f"company=acme schedule=daily-spend run={RUN_KEY} "
+                                  f"period={PERIOD}: connection 'acme_smtp' (smtp://127.0.0.1:")
     assert warnings[0].endswith("e-mail to mail goes out WITHOUT TLS because the connection "
                                 "sets allow_plaintext; anyone on the path can read the export")
 
@@ -183,9 +185,10 @@ def test_no_host_key_check_logs_a_warning_on_every_use(
         assert outcome.state == "acknowledged"
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert warnings == [
+        f"company=acme schedule=daily-spend run={RUN_KEY}-{seed} period={PERIOD}: "
         f"connection 'acme_sftp' (sftp://127.0.0.1:{sftp_server.port}): no_host_key_check is "
         "set, so the SFTP server's host key is NOT verified and anyone on the path can pose as "
-        "it; pin it with extra.host_key"] * 2
+        "it; pin it with extra.host_key" for seed in ("a", "b")]
 
 
 def test_a_multipart_upload_is_conditional_too_and_leaves_no_parts(

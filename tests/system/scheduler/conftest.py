@@ -88,6 +88,10 @@ def shared_stack(request: pytest.FixtureRequest, postgres_server: PostgresServer
                 # in make run: re-parsing every file every 10 s cost CPU the suite is short of.
                 "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "30",
                 "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
+                # Our task log lines carry company/schedule/run/period as keys of Airflow's
+                # records (issue 22 item 5; test_clear_and_retry reads them back). The
+                # messages stay as in text mode, so every other module reads the same logs.
+                "EXPORT_LOG_FORMAT": "json",
             }
             stack = SchedulerStack.prepare(root / "project", {}, env)
             stack.add_sources(broken_source={"widget_metrics": "company_id"})
