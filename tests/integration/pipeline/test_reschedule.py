@@ -24,7 +24,6 @@ from tests.world import DAILY, build_world
 
 OLD_SLOTS = ("2026-03-26T06:00Z", "2026-03-27T06:00Z", "2026-03-28T06:00Z")  # 07:00 CET
 SIX_HOURLY = "kiwi-outdoors/six-hourly-orders"
-PRIMARY = "acme/google-ads/primary"
 
 
 def _at(text: str) -> datetime:
@@ -131,7 +130,7 @@ def test_a_hand_edit_without_effective_from_is_refused_with_the_lines_to_add(wor
     assert skipped.returncode == 0
 
 
-def test_six_hourly_to_four_hourly_and_a_timezone_change_send_no_period_twice(world):
+def test_six_hourly_to_four_hourly_sends_no_period_twice(world):
     for slot in ("2026-03-27T13:00Z", "2026-03-27T19:00Z", "2026-03-28T01:00Z"):  # 02/08/14 NZDT
         assert world.run(SIX_HOURLY, slot)["state"] == "ready"
     moved = world.exportctl("reschedule", SIX_HOURLY, "--config", str(world.config),
@@ -147,19 +146,22 @@ def test_six_hourly_to_four_hourly_and_a_timezone_change_send_no_period_twice(wo
     periods = _periods(world, SIX_HOURLY)
     assert len(periods) == 5 and set(periods.values()) == {1}, periods
 
-    for slot in ("2026-03-26T14:00Z", "2026-03-27T14:00Z"):  # 14:00 UTC, trailing 90 days
-        assert world.run(PRIMARY, slot)["state"] == "ready"
-    moved = world.exportctl("reschedule", PRIMARY, "--config", str(world.config),
-                            "--timezone", "America/New_York", "--from", "2026-03-27T15:00Z",
-                            "--apply", "--json")
+
+
+def test_a_timezone_change_sends_no_period_twice(world):
+    """The daily export's slots move to 07:00 New York (its own ``timezone``, ADR 0005 decision
+    5); its windows stay Berlin calendar days, so the first New York slot reports the day the
+    last Berlin slot sent: skipped; the next one exports."""
+    moved = world.exportctl("reschedule", DAILY, "--config", str(world.config), "--timezone",
+                            "America/New_York", "--from", "2026-03-28T07:00Z", "--apply", "--json")
     assert moved.returncode == 0, moved.stderr
     plan = json.loads(moved.stdout)
-    assert plan["effective_from"] == "2026-03-27T18:00:00Z"  # 14:00 EDT
-    assert plan["changes"] == {"timezone": {"old": "UTC", "new": "America/New_York"}}
+    assert plan["effective_from"] == "2026-03-28T11:00:00Z"  # 07:00 EDT
+    assert plan["changes"] == {"timezone": {"old": "Europe/Berlin", "new": "America/New_York"}}
     assert world.exportctl("validate", str(world.config)).returncode == 0
-    # 14:00 New York on 27 March reports the same 90 days as 14:00 UTC did: sent once.
-    same_day = world.run(PRIMARY, "2026-03-27T18:00Z")
+    assert "timezone: America/New_York" in (world.config / "acme.yaml").read_text()
+    same_day = world.run(DAILY, "2026-03-28T11:00Z")
     assert same_day["state"] == "skipped", same_day
-    assert world.run(PRIMARY, "2026-03-28T18:00Z")["state"] == "ready"
-    periods = _periods(world, PRIMARY)
-    assert len(periods) == 3 and set(periods.values()) == {1}, periods
+    assert world.run(DAILY, "2026-03-29T11:00Z")["state"] == "ready"
+    periods = _periods(world, DAILY)
+    assert len(periods) == 4 and set(periods.values()) == {1}, periods
