@@ -28,6 +28,19 @@ REFERENCE_TYPE_FIELD = "reference_type"
 
 @deadline_reference
 @dataclass
+
+def _dag_run(session: Any, kwargs: dict[str, Any]) -> Any:
+    """The run a deadline is evaluated for (logical date and run type), or None for a run
+    without a logical date (a manual run may have none)."""
+    from airflow.models import DagRun
+    from sqlalchemy import select
+
+    row = session.execute(
+        select(DagRun.logical_date, DagRun.run_type)
+        .where(DagRun.dag_id == kwargs["dag_id"], DagRun.run_id == kwargs["run_id"])
+    ).first()
+    return None if row is None or row.logical_date is None else row
+
 class OnTimeSlotDeadline(BaseDeadlineReference):
     """The run's slot (its logical date) — but only for runs created before their deadline.
 
@@ -45,14 +58,8 @@ class OnTimeSlotDeadline(BaseDeadlineReference):
         return cls(deadline_seconds=float(reference_data.get("deadline_seconds", 0.0)))
 
     def _evaluate_with(self, *, session: Any, **kwargs: Any) -> datetime | None:
-        from airflow.models import DagRun
-        from sqlalchemy import select
-
-        row = session.execute(
-            select(DagRun.logical_date, DagRun.run_type)
-            .where(DagRun.dag_id == kwargs["dag_id"], DagRun.run_id == kwargs["run_id"])
-        ).first()
-        if row is None or row.logical_date is None:
+        row = _dag_run(session, kwargs)
+        if row is None:
             return None
         return slot_deadline_base(row.logical_date, str(row.run_type),
                                   timedelta(seconds=self.deadline_seconds), datetime.now(UTC))
@@ -124,14 +131,8 @@ class AtRiskDeadline(BaseDeadlineReference):
                    schedule_id=str(reference_data.get("schedule_id", "")))
 
     def _evaluate_with(self, *, session: Any, **kwargs: Any) -> datetime | None:
-        from airflow.models import DagRun
-        from sqlalchemy import select
-
-        row = session.execute(
-            select(DagRun.logical_date, DagRun.run_type)
-            .where(DagRun.dag_id == kwargs["dag_id"], DagRun.run_id == kwargs["run_id"])
-        ).first()
-        if row is None or row.logical_date is None:
+        row = _dag_run(session, kwargs)
+        if row is None:
             return None
         now = datetime.now(UTC)
         deadline = timedelta(seconds=self.deadline_seconds)
