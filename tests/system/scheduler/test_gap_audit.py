@@ -210,3 +210,37 @@ def test_moving_the_export_hour_sends_no_delivered_period_again(scheduler_stack,
     assert audit["changed"] == 0, audit
     files = _file_slots(stack)
     assert set(files.values()) == {1} and set(files) >= set(files_before), files
+
+
+def _next_run(stack, dag_id: str, wanted: datetime) -> datetime | None:
+    """The DAG's next scheduled run once the dag-processor has re-parsed the edit."""
+    nxt = stack.api.ok("GET", f"/api/v2/dags/{dag_id}").get("next_dagrun_logical_date")
+    return wanted if nxt and datetime.fromisoformat(nxt) == wanted else None
+
+
+def test_an_interval_and_a_timezone_change_follow_on_the_running_stack(scheduler_stack, clock):
+    """issue 22 item 2, the other timing keys on the running stack: audit-latest's hourly
+    export every 4 h (like 6 → 4), then audit-each's daily export moved to New York time
+    (after the hour move above): each DAG's next run is the plan's first new slot, validate
+    passes, the audit plans nothing for either, and no period has two ready runs."""
+    stack, outage = scheduler_stack, Outage(clock)
+    for schedule, dag_id, company, change in (
+            ("audit-latest/hourly", LATEST, "audit-latest", ("--interval-hours", "4")),
+            ("audit-each/daily", EACH, "audit-each", ("--timezone", "America/New_York"))):
+        plan = json.loads(stack.exportctl("reschedule", schedule, "--config", "dags/config",
+                                          *change, "--apply", "--json").stdout)
+        key = change[0].removeprefix("--").replace("-", "_")
+        assert set(plan["changes"]) == {key}, plan
+        assert stack.exportctl("validate", "dags/config").returncode == 0
+        first = datetime.fromisoformat(plan["new_next"][0].replace("Z", "+00:00"))
+        stack._touch_loader(company)
+        wait_for(lambda d=dag_id, f=first: _next_run(stack, d, f), 120, interval=2,
+                 what=f"{dag_id}'s next run at the plan's first new slot {plan['new_next'][0]}")
+    audit = json.loads(stack.exportctl(
+        "audit", "--since", _iso(outage.daily_from - timedelta(days=1)), "--dry-run",
+        "--json").stdout)
+    assert [a for a in audit["actions"] if a["action"] != "skip"] == [], audit
+    for schedule in ("audit-each/daily", "audit-latest/hourly"):
+        windows = [(r["window_start_utc"], r["window_end_utc"]) for r in stack.ledger_runs()
+                   if r["schedule"] == schedule and r["state"] == "ready"]
+        assert len(windows) == len(set(windows)), (schedule, windows)
