@@ -26,8 +26,6 @@ log = get_logger(__name__)
 REFERENCE_TYPE_FIELD = "reference_type"
 
 
-@deadline_reference
-@dataclass
 
 def _dag_run(session: Any, kwargs: dict[str, Any]) -> Any:
     """The run a deadline is evaluated for (logical date and run type), or None for a run
@@ -40,6 +38,10 @@ def _dag_run(session: Any, kwargs: dict[str, Any]) -> Any:
         .where(DagRun.dag_id == kwargs["dag_id"], DagRun.run_id == kwargs["run_id"])
     ).first()
     return None if row is None or row.logical_date is None else row
+
+
+@deadline_reference
+@dataclass
 
 class OnTimeSlotDeadline(BaseDeadlineReference):
     """The run's slot (its logical date) — but only for runs created before their deadline.
