@@ -48,15 +48,31 @@ def assert_all_succeeded(stack: Stack, airflow_runs: list[dict]) -> None:
 
 
 def failure_notes(stack: Stack, run: dict) -> str:
-    """The error lines of the run's task logs, so a CI failure says why."""
+    """The error lines of the run's task logs, so a CI failure says why: Airflow 3 writes one
+    JSON record per line, its exception in ``error_detail`` (type, message, last frame)."""
     logs = stack.root / ".airflow" / "logs" / f"dag_id={run['dag_id']}" / f"run_id={run['dag_run_id']}"
     notes = []
     for path in sorted(logs.glob("task_id=*/**/attempt=*.log")):
-        lines = [x for x in path.read_text(errors="replace").splitlines()
+        lines = [_log_line(x) for x in path.read_text(errors="replace").splitlines()
                  if any(w in x for w in ("error", "ERROR", "Error", "failed", "Traceback"))]
         if lines:
-            notes.append(f"  {path.relative_to(logs)}:\n" + "\n".join(f"    {x[:400]}" for x in lines[-6:]))
+            notes.append(f"  {path.relative_to(logs)}:\n" + "\n".join(f"    {x}" for x in lines[-6:]))
     return "\n".join(notes) or "  (no error lines in its task logs)"
+
+
+def _log_line(line: str) -> str:
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return line[:400]
+    if not isinstance(record, dict):
+        return line[:400]
+    text = f"{record.get('timestamp', '')} {record.get('level', '')} {record.get('event', '')}"
+    for detail in record.get("error_detail") or []:
+        frame = (detail.get("frames") or [{}])[-1]
+        text += (f" | {detail.get('exc_type')}: {str(detail.get('exc_value'))[:600]}"
+                 f" (at {frame.get('filename', '?')}:{frame.get('lineno', '?')})")
+    return text
 
 
 def trigger_manual_exports(api: Api, count: int, tag: str) -> list[str]:
