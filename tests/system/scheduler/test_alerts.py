@@ -111,7 +111,9 @@ def test_one_failure_is_one_email_per_recipient_after_three_retries_and_a_clear(
            and stack.task_instance(FAILING, run_id, "render")["try_number"] == 8, 150,
            "the cleared render to fail through its retries again")
     stack.wait_for_run(FAILING, run_id, state="failed", timeout=60)
-    time.sleep(5)  # the second final failure's callback has run (it runs before the state)
+    # The second final failure's callback claimed the alert (and found it sent): no new mail.
+    _until(lambda: _notices(stack, run_key).get(f"alert:{run_key}:failed", {}).get("claims") == 2,
+           60, "the second failure's callback to claim the sent alert")
     assert _per_recipient(relay, "export failed", run_key) == {TEAM: 1, OWNER: 1}
 
     (subject, rcpts, body) = next(m for m in _mails(relay) if "export failed" in m[0]

@@ -151,7 +151,7 @@ def test_all_missed_slots_exported_oldest_first_within_the_budget(catchup):
 
     catchup.gate.open()  # when this test runs alone
     started = time.monotonic()
-    runs = wait_for(finished, 540, interval=5, what=f"the {MISSED} missed slots to be exported")
+    runs = wait_for(finished, 900, interval=5, what=f"the {MISSED} missed slots to be exported")
     print(f"\ncatch-up finished {time.monotonic() - started:.0f} s after the on-time checks")
     assert [r["state"] for r in runs] == ["success"] * MISSED
     backfills = [r for r in runs if r["run_type"] == "backfill"]

@@ -250,7 +250,13 @@ def test_a_cleared_and_a_timed_out_render_leave_no_query_on_the_source(stack, ap
     print(f"cleared a running render of {ROWS} rows: backend {pid} (and its parallel workers) "
           f"gone from pg_stat_activity {gone_after:.2f} s after the clear")
     assert gone_after <= 5.0
-    first_try = task_logs(stack, BIG, run_id, "render")
+    # The killed try's supervisor writes its log lines after the process ends: wait for them.
+    def killed_try() -> str | None:
+        text = task_logs(stack, BIG, run_id, "render")
+        return text if "on_kill:" in text else None
+
+    first_try = wait_for(killed_try, 60, interval=0.5,
+                         what="the cleared render's on_kill line in its log")
     assert "on_kill: cancelled 1 running source query" in first_try
 
     # The next try waits on a lock we hold until its execution_timeout stops it.
@@ -286,8 +292,12 @@ def test_a_cleared_and_a_timed_out_render_leave_no_query_on_the_source(stack, ap
     assert ti["try_number"] == 2, ti
     folder = (Path(stack.env["AIRFLOW_HOME"]) / "logs" / f"dag_id={BIG}"
               / f"run_id={run_id}" / "task_id=render")
-    second_try = "\n".join(p.read_text(errors="replace") for p in folder.glob("**/attempt=2*"))
-    assert "AirflowTaskTimeout" in second_try, second_try[-3000:]
+
+    def second_try() -> str:
+        return "\n".join(p.read_text(errors="replace") for p in folder.glob("**/attempt=2*"))
+
+    wait_for(lambda: "AirflowTaskTimeout" in second_try(), 60, interval=0.5,
+             what="the timed-out try's AirflowTaskTimeout in its log")
     # The timeout's exception unwinds through the COPY reader, which cancels the query itself;
     # Airflow's on_kill after a timeout then finds nothing left to cancel (its backstop).
     assert "on_kill: cancelled 0 running source queries" in second_try, second_try[-3000:]

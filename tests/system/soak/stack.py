@@ -187,7 +187,10 @@ class Api:
     latencies: list[float] = field(default_factory=list)
     token: str | None = None
 
-    def call(self, method: str, path: str, body: Any = None, timeout: float = 30) -> tuple[int, Any]:
+    # A ceiling, not a wait: on a loaded 2-core machine (four stacks up, load average 12) the
+    # api-server answered a plain GET after more than 30 s (CI, 2 Dec).
+    def call(self, method: str, path: str, body: Any = None, timeout: float = 120
+             ) -> tuple[int, Any]:
         data = json.dumps(body).encode() if body is not None else None
         headers = {"Content-Type": "application/json"}
         if self.token:

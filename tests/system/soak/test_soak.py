@@ -152,7 +152,9 @@ def test_scheduler_sigkill_is_restarted_and_runs_finish(soak_stack: Stack):
         c = soak_stack.status()["components"]["scheduler"]
         return c if c["state"] == "up" and c["pid"] != before["pid"] else None
 
-    after = wait_for(restarted, 30, interval=0.5, what="the scheduler to be restarted")
+    # Ceilings for a loaded 2-core machine (the supervisor restarts after 1 s; the new
+    # scheduler's first heartbeat took 27+ s beside three other stacks in CI).
+    after = wait_for(restarted, 60, interval=0.5, what="the scheduler to be restarted")
     assert after["restarts"] == before["restarts"] + 1
     assert after["last_restart"]["cause"] == "killed by SIGKILL"
     assert after["last_restart"]["pid"] == before["pid"]
@@ -162,7 +164,7 @@ def test_scheduler_sigkill_is_restarted_and_runs_finish(soak_stack: Stack):
         beat = health.get("latest_scheduler_heartbeat")
         return health["status"] == "healthy" and beat and datetime.fromisoformat(beat) > killed_at
 
-    wait_for(heartbeat_after_kill, max(1.0, 30 - (time.monotonic() - t0)), interval=0.5,
+    wait_for(heartbeat_after_kill, max(1.0, 120 - (time.monotonic() - t0)), interval=0.5,
              what="a scheduler heartbeat after the kill")
     back_in = time.monotonic() - t0
     # Nothing of the killed scheduler survives: every LocalExecutor worker working for this
