@@ -25,8 +25,6 @@ from export_airflow.operators import (
     RenderCsvOperator,
     ResolveWindowOperator,
 )
-from export_airflow.recovery import RecoverMissedOperator, catchup_lookback
-from export_airflow.restatement import RestateLaterOperator
 from export_airflow.retry_policy import DeliveryWindowPolicy
 from export_airflow.sensors import WatermarkSensor, poke_interval
 from export_airflow.timetable import ExportTimetable
@@ -183,6 +181,8 @@ def build_dag(schedule: Any, config_dir: str) -> DAG:
                                         schedule_id=schedule.schedule_id, config_dir=config_dir,
                                         execution_timeout=timeout_for(schedule, "resolve"))
         if schedule.policies.recovery == "each":
+            from export_airflow.recovery import RecoverMissedOperator, catchup_lookback
+
             # No upstream: a skipped or held current slot still recovers the missed ones.
             # Its failure does not fail the export: no export alert (its own retries apply).
             RecoverMissedOperator(task_id="recover_missed", schedule_id=schedule.schedule_id,
@@ -218,6 +218,10 @@ def build_dag(schedule: Any, config_dir: str) -> DAG:
                                             **deliver_args(schedule)).expand(
             destination_id=destinations.output)
         if late_data.policy == "restate":
+            # Imported here: its TriggerDagRunOperator base pulls in ~25 modules of Airflow
+            # core that every other export's task process would otherwise import for nothing.
+            from export_airflow.restatement import RestateLaterOperator
+
             # Its own short run of export_restatement at window end + grace: this run ends
             # with the first delivery and holds no max_active_runs slot meanwhile.
             delivered >> RestateLaterOperator(task_id="restate_later", run=resolve.output,

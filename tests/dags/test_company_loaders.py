@@ -110,3 +110,37 @@ def test_the_dag_processor_keeps_a_removed_companys_dags_as_failing_stand_ins(
     # Another company's DAGs are untouched.
     assert {i for i in after.dags if "__kiwi-outdoors" in i} == {
         i for i in before.dags if "__kiwi-outdoors" in i}
+
+
+WORKER_PARSE = """
+import runpy, sys
+import export_plugin  # a task process loads the plugins before it parses the DAG file
+before = set(sys.modules)
+runpy.run_path(sys.argv[1])
+print(" ".join(sorted(set(sys.modules) - before)))
+"""
+
+
+@pytest.mark.parametrize(("dag_id", "absent"), [
+    # recovery: latest, no restatement: neither the REST backfill client nor Airflow core's
+    # trigger_dag (TriggerDagRunOperator's base) has any business in its task processes
+    ("widget_export__acme__hourly-clicks",
+     {"export_airflow.recovery", "export_airflow.restatement",
+      "airflow.providers.standard.operators.trigger_dagrun", "airflow.api.common.trigger_dag"}),
+    # recovery: each: its recover_missed task needs the client, still no restatement
+    ("widget_export__acme__daily-spend",
+     {"export_airflow.restatement", "airflow.providers.standard.operators.trigger_dagrun"}),
+])
+def test_a_workers_parse_imports_only_what_its_dag_uses(dag_id, absent):
+    """Every task process parses its DAG file (issue 25: start-up is most of a task's cost);
+    operators of policies the export does not use are imported only where they are used."""
+    import os
+
+    env = {**os.environ, "_AIRFLOW_PARSING_CONTEXT_DAG_ID": dag_id,
+           "_AIRFLOW_PARSING_CONTEXT_TASK_ID": "publish",
+           "PYTHONPATH": os.pathsep.join([str(DAGS.parent), str(DAGS.parent / "plugins")])}
+    out = subprocess.run([sys.executable, "-c", WORKER_PARSE, str(DAGS / "company_acme.py")],
+                         capture_output=True, text=True, env=env, check=True, timeout=120)
+    imported = set(out.stdout.split())
+    assert "export_airflow.dag_factory" in imported  # the parse did run
+    assert absent & imported == set()
