@@ -24,9 +24,9 @@ from zoneinfo import ZoneInfo
 
 from export_lib.config.timing import Timing, zone
 from export_lib.errors import WindowError
+from export_lib.periods.cron_walls import cron_fields, cron_walls
 from export_lib.periods.instants import format_instant
 
-_MARGIN = timedelta(days=2)  # a DST shift moves a wall time by far less than a day
 _MAX_SEARCH = timedelta(days=366 * 30)  # sparse crons (29 Feb) still fire within 30 years
 
 
@@ -85,23 +85,39 @@ def start_of_day(tz: ZoneInfo | str, day: date) -> datetime:
     return resolve_wall_time(datetime.combine(day, time()), zone_info, "shift", "first")[0]
 
 
-def _wall_times(timing: Timing, first: date, last: date) -> Iterator[datetime]:
-    """Candidate naive wall times on local dates ``first``..``last`` inclusive."""
+def _wall_times(timing: Timing, w_from: datetime, w_to: datetime) -> Iterator[datetime]:
+    """Candidate naive wall times ``w`` with ``w_from <= w < w_to``, ascending."""
     if timing.cron is None:
         hours = timing.local_hours
-        day = first
-        while day <= last:
+        day = w_from.date()
+        while day <= w_to.date():
             for hour in hours:
-                yield datetime.combine(day, time(hour))
+                wall = datetime.combine(day, time(hour))
+                if w_from <= wall < w_to:
+                    yield wall
             day += timedelta(days=1)
         return
-    from croniter import croniter
+    fields = cron_fields(timing.cron)
+    if fields is not None:
+        yield from cron_walls(fields, w_from, w_to)
+        return
+    from croniter import croniter  # L, W and # (rare): croniter itself
 
-    end = datetime.combine(last + timedelta(days=1), time())
-    matches = croniter(timing.cron, datetime.combine(first, time()) - timedelta(microseconds=1),
-                       ret_type=datetime)
-    while (wall := matches.get_next()) < end:
+    matches = croniter(timing.cron, w_from - timedelta(microseconds=1), ret_type=datetime)
+    while (wall := matches.get_next()) < w_to:
         yield wall
+
+
+def _offset_bounds(tz: ZoneInfo, start: datetime, end: datetime) -> tuple[timedelta, timedelta]:
+    """The smallest and largest UTC offset of ``tz`` at instants from a day before ``start``
+    to a day after ``end`` (sampled every 3 h: no zone keeps an offset for less)."""
+    low = high = start.astimezone(tz).utcoffset() or timedelta(0)
+    cursor, last = start - timedelta(days=1), end + timedelta(days=1)
+    while cursor <= last:
+        offset = cursor.astimezone(tz).utcoffset() or timedelta(0)
+        low, high = min(low, offset), max(high, offset)
+        cursor += timedelta(hours=3)
+    return low, high
 
 
 def slots_between(timing: Timing, start: datetime, end: datetime) -> tuple[datetime, ...]:
@@ -126,21 +142,35 @@ def slots_between(timing: Timing, start: datetime, end: datetime) -> tuple[datet
 
 def _plain_slots_between(timing: Timing, start: datetime, end: datetime
                          ) -> tuple[datetime, ...]:
+    """Only the wall times that can land in ``[start, end)`` are enumerated, so a frequent
+    cron costs its slots in the range, not days of matches (issue 25: the timetable is the
+    scheduler's hot path). Every instant ``u`` of a wall time ``w`` (either side of a fold,
+    or the end of a gap under ``shift``) lies in ``[w - high, w - low]`` for the zone's
+    offsets around the range, so the walls to try are ``[start + low, end + high]``."""
     tz = timing.zone
-    first = (start - _MARGIN).astimezone(tz).date()
-    last = (end + _MARGIN).astimezone(tz).date()
+    low, high = _offset_bounds(tz, start, end)
+    naive_start, naive_end = start.replace(tzinfo=None), end.replace(tzinfo=None)
     found: set[datetime] = set()
-    for wall in _wall_times(timing, first, last):
+    for wall in _wall_times(timing, naive_start + low, naive_end + high + timedelta(seconds=1)):
         for instant in resolve_wall_time(wall, tz, timing.dst_gap, timing.dst_fold):
             if start <= instant < end:
                 found.add(instant)
     return tuple(sorted(found))
 
 
-def _typical_gap(timing: Timing) -> timedelta:
-    if not timing.earlier:
+def _typical_gap(timing: Timing, near: datetime) -> timedelta:
+    """The usual time between two slots near ``near`` (a cron's from its next two matches)."""
+    if timing.earlier:
+        return min(_typical_gap(plain, near) for _, _, plain in timing.segments)
+    if timing.cron is None:
         return timedelta(hours=timing.interval_hours or 24)
-    return min(timedelta(hours=plain.interval_hours or 24) for _, _, plain in timing.segments)
+    local = _local_naive(near, timing.zone)
+    walls = _wall_times(timing, local, local + _MAX_SEARCH)
+    first = next(walls, None)
+    second = next(walls, None)
+    if first is None or second is None:
+        return timedelta(hours=24)
+    return max(second - first, timedelta(minutes=1))
 
 
 def next_slots(timing: Timing, after_or_at: datetime, count: int) -> tuple[datetime, ...]:
@@ -148,7 +178,7 @@ def next_slots(timing: Timing, after_or_at: datetime, count: int) -> tuple[datet
     start = _aware(after_or_at, "after_or_at")
     if count <= 0:
         return ()
-    span = _typical_gap(timing) * (count + 1) + timedelta(days=3)
+    span = _typical_gap(timing, start) * (count + 1) + timedelta(hours=1)
     while True:
         found = slots_between(timing, start, start + span)
         if len(found) >= count or span > _MAX_SEARCH:
@@ -159,7 +189,7 @@ def next_slots(timing: Timing, after_or_at: datetime, count: int) -> tuple[datet
 def latest_slot_at_or_before(timing: Timing, t: datetime) -> datetime | None:
     """The last slot ``s <= t`` (None only for a cron that has not fired for 30 years)."""
     end = _aware(t, "t") + timedelta(microseconds=1)
-    span = _typical_gap(timing) + timedelta(days=3)
+    span = _typical_gap(timing, end) * 2 + timedelta(hours=1)
     while True:
         found = slots_between(timing, end - span, end)
         if found:
