@@ -141,6 +141,7 @@ def test_a_deadline_miss_shows_in_browse_deadlines_and_catch_up_runs_do_not(catc
     assert any(_t(r["logical_date"]) == slot - timedelta(days=1) for r in misser_runs.values())
 
 
+@pytest.mark.timeout(1200)  # its own 900 s ceiling below, over setup.cfg's 600 s
 def test_all_missed_slots_exported_oldest_first_within_the_budget(catchup):
     slot = catchup.slot
 
