@@ -42,7 +42,6 @@ def _dag_run(session: Any, kwargs: dict[str, Any]) -> Any:
 
 @deadline_reference
 @dataclass
-
 class OnTimeSlotDeadline(BaseDeadlineReference):
     """The run's slot (its logical date) — but only for runs created before their deadline.
 
