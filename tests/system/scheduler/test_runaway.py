@@ -293,11 +293,12 @@ def test_a_cleared_and_a_timed_out_render_leave_no_query_on_the_source(stack, ap
     folder = (Path(stack.env["AIRFLOW_HOME"]) / "logs" / f"dag_id={BIG}"
               / f"run_id={run_id}" / "task_id=render")
 
-    def second_try() -> str:
-        return "\n".join(p.read_text(errors="replace") for p in folder.glob("**/attempt=2*"))
+    def timed_out_try() -> str | None:
+        text = "\n".join(p.read_text(errors="replace") for p in folder.glob("**/attempt=2*"))
+        return text if "AirflowTaskTimeout" in text and "on_kill:" in text else None
 
-    wait_for(lambda: "AirflowTaskTimeout" in second_try(), 60, interval=0.5,
-             what="the timed-out try's AirflowTaskTimeout in its log")
+    second_try = wait_for(timed_out_try, 60, interval=0.5,
+                          what="the timed-out try's AirflowTaskTimeout and on_kill lines in its log")
     # The timeout's exception unwinds through the COPY reader, which cancels the query itself;
     # Airflow's on_kill after a timeout then finds nothing left to cancel (its backstop).
     assert "on_kill: cancelled 0 running source queries" in second_try, second_try[-3000:]
