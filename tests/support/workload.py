@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import functools
 import os
+from collections.abc import Iterable
 
 import pytest
 
@@ -139,15 +140,86 @@ def unit_of(nodeid: str) -> str:
     return _listed_groups(shared_stacks()).get(path, path)
 
 
+def max_stacks() -> int:
+    """``EXPORT_TEST_MAX_STACKS`` (default 3): how many system units (each one Airflow stack or
+    Celery cluster) run at once; the other workers take the fast tiers meanwhile."""
+    value = os.environ.get("EXPORT_TEST_MAX_STACKS", "3")
+    if not value.isdigit() or int(value) < 1:
+        raise pytest.UsageError(f"EXPORT_TEST_MAX_STACKS={value!r}: give a whole number of "
+                                "stacks, 1 or more (default 3)")
+    return int(value)
+
+
+def is_stack_unit(unit: str) -> bool:
+    """A unit that runs on an Airflow stack of its own: a shared-stack group or a system file."""
+    return unit.startswith("shared-stack-") or unit.startswith("tests/system/")
+
+
+def next_unit(queue: Iterable[str], node_has_stack: bool, stacks_up: int, limit: int
+              ) -> str | None:
+    """The unit a worker takes next: the first in the queue, unless it is a stack unit and
+    ``limit`` other workers already hold one (the worker then takes the first other unit).
+    A worker that holds a stack unit may queue the next one behind it: they run one after the
+    other, so the number of stacks up does not grow."""
+    may_start_stack = node_has_stack or stacks_up < limit
+    for unit in queue:
+        if may_start_stack or not is_stack_unit(unit):
+            return unit
+    return None
+
+
 def scheduler(config: pytest.Config, log):
-    """xdist's file scheduling with :func:`unit_of` as the unit (``--dist loadfile`` only)."""
+    """xdist's file scheduling with :func:`unit_of` as the unit (``--dist loadfile`` only), and
+    at most :func:`max_stacks` stack units at once.
+
+    Four stacks up at once on 2 cores (each ~0.17 of a core while idle, ~55 CPU-s to start)
+    had a slow machine at load 12-13 and its system tests past their timeouts (CI, 2 Dec)."""
+    scheduling = _scheduling_class()(config, log)
+    scheduling.limit = max_stacks()
+    return scheduling
+
+
+@functools.cache
+def _scheduling_class() -> type:
     from xdist.scheduler.loadscope import LoadScopeScheduling
 
     class WorkloadScheduling(LoadScopeScheduling):
+        limit = 3
+
         def _split_scope(self, nodeid: str) -> str:
             return unit_of(nodeid)
 
-    return WorkloadScheduling(config, log)
+        def _holds_stack(self, node) -> bool:
+            return any(is_stack_unit(unit) and not all(done.values())
+                       for unit, done in self.assigned_work.get(node, {}).items())
+
+        def _pick(self, node) -> str | None:
+            stacks_up = sum(self._holds_stack(n) for n in self.assigned_work if n is not node)
+            return next_unit(self.workqueue, self._holds_stack(node), stacks_up, self.limit)
+
+        def _assign_work_unit(self, node) -> None:
+            unit = self._pick(node)
+            if unit is None:
+                return
+            work_unit = self.workqueue.pop(unit)
+            self.assigned_work.setdefault(node, {})[unit] = work_unit
+            collection = self.registered_collections[node]
+            node.send_runtest_some([collection.index(nodeid)
+                                    for nodeid, done in work_unit.items() if not done])
+
+        def _reschedule(self, node) -> None:
+            # The next unit only when the worker is down to its last test (pytest runs a test
+            # once it knows the next one): a stack unit is not claimed a whole test early.
+            if node.shutting_down or (self.workqueue
+                                      and self._pending_of(self.assigned_work[node]) > 1):
+                return
+            if self._pick(node) is None:
+                # Nothing left, or only stack units and enough workers run them: done.
+                node.shutdown()
+                return
+            self._assign_work_unit(node)
+
+    return WorkloadScheduling
 
 
 def plan(items: list[pytest.Item], tier: dict[str, str]) -> list[pytest.Item]:

@@ -67,3 +67,33 @@ def test_a_module_on_the_shared_stack_missing_from_the_list_is_refused(monkeypat
     with pytest.raises(pytest.UsageError, match=r"tests/system/scheduler/test_new.py use the "
                                                 r"shared stack: add them to SHARED_STACK_MODULES"):
         workload.plan([item], {"tests/system/scheduler/test_new.py": "system"})
+
+
+QUEUE = ["tests/system/cluster/test_cluster.py", "shared-stack-1",
+         "tests/integration/cli/test_run.py", "tests/unit/test_tiers.py"]
+
+
+def test_a_worker_starts_a_stack_only_while_fewer_than_the_limit_are_up():
+    assert workload.next_unit(QUEUE, node_has_stack=False, stacks_up=2, limit=3) == QUEUE[0]
+    # Three up: the worker takes the first unit without a stack.
+    assert workload.next_unit(QUEUE, node_has_stack=False, stacks_up=3, limit=3) == QUEUE[2]
+    # A worker holding a stack queues the next stack unit behind it (one after the other).
+    assert workload.next_unit(QUEUE, node_has_stack=True, stacks_up=3, limit=3) == QUEUE[0]
+    # Only stack units left and the limit reached: nothing for this worker.
+    assert workload.next_unit(QUEUE[:2], node_has_stack=False, stacks_up=3, limit=3) is None
+    assert workload.next_unit([], node_has_stack=True, stacks_up=0, limit=3) is None
+
+
+def test_every_system_file_and_shared_group_counts_as_a_stack_and_nothing_else_does():
+    assert workload.is_stack_unit("shared-stack-2")
+    assert workload.is_stack_unit("tests/system/soak/test_soak.py")
+    assert not workload.is_stack_unit("tests/dags/test_ui.py")
+    assert not workload.is_stack_unit("tests/integration/pipeline/test_reschedule.py")
+
+
+@pytest.mark.parametrize("value", ["0", "three", ""])
+def test_a_bad_stack_limit_is_refused_with_the_fix(monkeypatch, value):
+    monkeypatch.setenv("EXPORT_TEST_MAX_STACKS", value)
+    with pytest.raises(pytest.UsageError, match=rf"EXPORT_TEST_MAX_STACKS='{value}': give a "
+                                                r"whole number of stacks, 1 or more \(default 3\)"):
+        workload.max_stacks()
