@@ -13,12 +13,16 @@ config cannot point that predicate at the wrong thing (``tenant_column: widget_i
   vs channel ``google-ads`` / ``primary``) are refused: their files would read alike;
 * across companies, no two companies write to the same (or a nested) local directory, bucket
   prefix or SFTP path; the later file in name order gets the error, naming the other.
+
+Every check applies to every version of an export (``history`` entries too, issue 23): a
+version in force today is what runs, whatever the current version says.
 """
 
 from __future__ import annotations
 
 import posixpath
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from export_lib.config.destinations import (
@@ -31,7 +35,7 @@ from export_lib.config.limits import shown
 
 if TYPE_CHECKING:
     from export_lib.config.destinations import Destination
-    from export_lib.config.models import CompanyFile, Schedule, SourceConfig
+    from export_lib.config.models import CompanyFile, SourceConfig
     from export_lib.config.query import QuerySpec
 
 COMPANY_PLACEHOLDER = "{company}"
@@ -130,26 +134,73 @@ def confusable_issues(file: str, exports: Iterable[tuple[str, str]]) -> list[str
     return issues
 
 
-def shared_destination_issues(files: Mapping[str, tuple[Any, ...]]) -> dict[str, list[str]]:
-    """Per file, the destinations it shares with an earlier company file (name order)."""
+@dataclass(frozen=True)
+class ExportVersion:
+    """One version of one export as the file has it, for the checks every version passes."""
+
+    schedule_id: str
+    field: str
+    """By position: ``widget_exports[0]``, ``data_exports[1].primary.history[0]``."""
+    label: str
+    """By name: ``widget_exports[id=daily]``, ``data_exports[channel=x].primary.history[0]``."""
+    query: QuerySpec | None
+    """A widget version's own query; None for a data export (its channel's query)."""
+    destinations: tuple[Destination, ...]
+
+    @property
+    def history_part(self) -> str:
+        """``history[0].`` for an earlier version, else empty (for schedule-relative fields)."""
+        _, found, rest = self.field.partition(".history[")
+        return f"history[{rest}." if found else ""
+
+
+def export_versions(parsed: CompanyFile) -> list[ExportVersion]:
+    """Every version of every export of a validated file, current first, then its history in
+    file order."""
+    company = parsed.company.id
+    out: list[ExportVersion] = []
+    for i, widget in enumerate(parsed.widget_exports):
+        sid, label = f"{company}/{widget.id}", f"widget_exports[id={widget.id}]"
+        for suffix, version in _with_history(widget):
+            out.append(ExportVersion(sid, f"widget_exports[{i}]{suffix}", label + suffix,
+                                     version.query, version.destinations))
+    for i, channel in enumerate(parsed.data_exports):
+        for kind in ("primary", "secondary"):
+            sid = f"{company}/{channel.channel}/{kind}"
+            label = f"data_exports[channel={channel.channel}].{kind}"
+            for suffix, version in _with_history(getattr(channel, kind)):
+                out.append(ExportVersion(sid, f"data_exports[{i}].{kind}{suffix}",
+                                         label + suffix, None, version.destinations))
+    return out
+
+
+def _with_history(export: Any) -> list[tuple[str, Any]]:
+    return [("", export), *((f".history[{k}]", h) for k, h in enumerate(export.history))]
+
+
+def shared_destination_issues(files: Mapping[str, tuple[str, Iterable[ExportVersion]]]
+                              ) -> dict[str, list[str]]:
+    """Per file (``file -> (company id, its export versions)``), the destinations it shares
+    with an earlier company file (name order)."""
     owners: list[tuple[tuple[str, ...], str, str]] = []  # (location, company, file)
     issues: dict[str, list[str]] = {}
     for file in sorted(files):
-        mine: list[tuple[tuple[str, ...], str]] = []
-        for schedule in files[file]:
-            for index, dest in enumerate(schedule.destinations):
+        company, versions = files[file]
+        mine: list[tuple[str, ...]] = []
+        for version in versions:
+            for index, dest in enumerate(version.destinations):
                 loc = location(dest)
                 if loc is None:
                     continue
                 for other_loc, other_company, other_file in owners:
-                    if other_company != schedule.company.id and _nested(loc, other_loc):
+                    if other_company != company and _nested(loc, other_loc):
                         issues.setdefault(file, []).append(
-                            f"{file}: {_field(schedule)}.destinations[{index}]: "
+                            f"{file}: {version.label}.destinations[{index}]: "
                             f"{describe(loc)} is also written by company {other_company!r} "
                             f"({other_file}); destinations are never shared between companies, "
                             "give this company its own directory or prefix")
-                mine.append((loc, schedule.company.id))
-        owners.extend((loc, company, file) for loc, company in mine)
+                mine.append(loc)
+        owners.extend((loc, company, file) for loc in mine)
     return {file: list(dict.fromkeys(lines)) for file, lines in issues.items()}
 
 
@@ -158,36 +209,28 @@ def _nested(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
     return a[:shorter] == b[:shorter]
 
 
-def _field(schedule: Schedule) -> str:
-    """The config field a schedule came from, for messages (``widget_exports[id=x]``)."""
-    if schedule.kind == "widget":
-        return f"widget_exports[id={schedule.export_id}]"
-    return f"data_exports[channel={schedule.channel}].{schedule.kind}"
-
-
 def company_issues(file: str, parsed: CompanyFile, sources: Mapping[str, SourceConfig],
                    mounts: Iterable[str]) -> list[str]:
     """Allowlist, local-path and confusable-name problems of one validated company file."""
     company = parsed.company.id
+    versions = export_versions(parsed)
     issues: list[str] = []
     exports: list[tuple[str, str]] = []
-    targets: list[tuple[str, Any]] = []  # (field of the destinations list, destinations)
     for i, widget in enumerate(parsed.widget_exports):
-        issues += source_issues(widget.query, sources, f"{file}: widget_exports[{i}].query")
+        issues += [line for v in versions if v.field.startswith(f"widget_exports[{i}]")
+                   and v.query is not None
+                   for line in source_issues(v.query, sources, f"{file}: {v.field}.query")]
         exports.append((f"widget_exports[{i}].id", widget.id))
-        targets.append((f"widget_exports[{i}].destinations", widget.destinations))
     for i, channel in enumerate(parsed.data_exports):
         issues += source_issues(channel.query, sources, f"{file}: data_exports[{i}].query")
-        for kind in ("primary", "secondary"):
-            exports.append((f"data_exports[{i}].channel", f"{channel.channel}/{kind}"))
-            targets.append((f"data_exports[{i}].{kind}.destinations",
-                            getattr(channel, kind).destinations))
+        exports.extend((f"data_exports[{i}].channel", f"{channel.channel}/{kind}")
+                       for kind in ("primary", "secondary"))
     mounts = tuple(mounts)
-    for field, destinations in targets:
-        for j, dest in enumerate(destinations):
+    for version in versions:
+        for j, dest in enumerate(version.destinations):
             problem = (local_path_issue(dest.path, company, mounts)
                        if isinstance(dest, LocalDestination) else None)
             if problem:
-                issues.append(f"{file}: {field}[{j}].path: {problem}")
+                issues.append(f"{file}: {version.field}.destinations[{j}].path: {problem}")
     issues += confusable_issues(file, exports)
     return list(dict.fromkeys(issues))

@@ -26,7 +26,9 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from export_lib.config.isolation import (
+    ExportVersion,
     company_issues,
+    export_versions,
     shared_destination_issues,
     source_issues,
     with_company,
@@ -48,7 +50,7 @@ from export_lib.config.models import (
 from export_lib.config.recipients import recipient_issues
 from export_lib.config.text import text_issues
 from export_lib.config.timing import Timing
-from export_lib.config.versions import history_issues, with_history
+from export_lib.config.versions import future_version_issues, history_issues, with_history
 from export_lib.config.yaml_io import parse_yaml, read_config_bytes, read_yaml
 from export_lib.errors import ConfigError
 from export_lib.logfmt import get_logger
@@ -111,14 +113,19 @@ class Catalog:
         return tuple(s for s in self.schedules if s.company.id == company_id)
 
 
-def load_catalog(config_dir: str | Path, only: str | None = None) -> Catalog:
+def load_catalog(config_dir: str | Path, only: str | None = None, *,
+                 now: datetime | None = None) -> Catalog:
     """Load ``defaults.yaml`` and every ``<company>.yaml`` of ``config_dir``.
 
     ``only`` restricts loading to one company's file (a DAG loader or worker parses just the
     company it needs; a missing file is then an error naming it).
 
+    ``now`` (default: the clock) bounds how far ahead a current version with ``history`` may
+    start (:data:`export_lib.config.versions.MAX_CURRENT_LEAD`).
+
     :raises ConfigError: only if ``config_dir`` is not a directory.
     """
+    now = now or datetime.now(UTC)  # the loader is an edge: the bound's only clock read
     root = Path(config_dir)
     if not root.is_dir():
         raise ConfigError(f"{root}: config directory not found; pass the directory holding "
@@ -131,17 +138,19 @@ def load_catalog(config_dir: str | Path, only: str | None = None) -> Catalog:
     defaults = _load_defaults(root / DEFAULTS_FILE, errors)
     paths = _listed(root, only, errors)
     loaded: dict[str, tuple[CompanyConfig, tuple[Schedule, ...]]] = {}
+    versions: dict[str, tuple[str, list[ExportVersion]]] = {}
     for path in _company_paths(paths, errors):
         if defaults is None:
             errors[str(path)] = [f"{path}: (file): not loaded because {root / DEFAULTS_FILE} "
                                  "is invalid; fix it first"]
             continue
-        company, found, issues = _load_company(path, defaults)
+        parsed, found, issues = _load_company(path, defaults, now)
         if issues:
             errors[str(path)] = issues
-        elif company is not None:
-            loaded[str(path)] = (company, tuple(found))
-    for path, lines in _cross_file_issues(loaded).items():
+        elif parsed is not None:
+            loaded[str(path)] = (parsed.company, tuple(found))
+            versions[str(path)] = (parsed.company.id, export_versions(parsed))
+    for path, lines in _cross_file_issues(loaded, versions).items():
         errors.setdefault(path, []).extend(lines)
     for path in errors:
         loaded.pop(path, None)
@@ -206,7 +215,8 @@ def _company_paths(paths: list[Path], errors: dict[str, list[str]]) -> list[Path
     return out
 
 
-def _cross_file_issues(loaded: Mapping[str, tuple[CompanyConfig, tuple[Schedule, ...]]]
+def _cross_file_issues(loaded: Mapping[str, tuple[CompanyConfig, tuple[Schedule, ...]]],
+                       versions: Mapping[str, tuple[str, list[ExportVersion]]]
                        ) -> dict[str, list[str]]:
     """Duplicate company or schedule ids across files, and destinations two companies share."""
     issues: dict[str, list[str]] = {}
@@ -219,10 +229,19 @@ def _cross_file_issues(loaded: Mapping[str, tuple[CompanyConfig, tuple[Schedule,
                 issues.setdefault(path, []).append(
                     f"{path}: (file): id {item!r} is also defined in {first}; company and "
                     "schedule ids are unique across the catalog")
-    for path, lines in shared_destination_issues(
-            {p: found for p, (_, found) in loaded.items()}).items():
+    for path, lines in shared_destination_issues(versions).items():
         issues.setdefault(path, []).extend(lines)
     return issues
+
+
+def allowed_sources(config_dir: str | Path) -> Mapping[str, SourceConfig]:
+    """``sources:`` of ``defaults.yaml`` today (the allowlist a run's captured query is checked
+    against again when it renders). :raises ConfigError: the file is missing or invalid."""
+    errors: dict[str, list[str]] = {}
+    defaults = _load_defaults(Path(config_dir) / DEFAULTS_FILE, errors)
+    if defaults is None:
+        raise ConfigError("; ".join(line for lines in errors.values() for line in lines))
+    return MappingProxyType(dict(defaults.sources))
 
 
 def _load_defaults(path: Path, errors: dict[str, list[str]]) -> DefaultsFile | None:
@@ -263,8 +282,8 @@ def _parse_defaults(path: str, raw: bytes) -> tuple[DefaultsFile | None, tuple[s
     return (None, tuple(issues)) if issues else (defaults, ())
 
 
-def _load_company(path: Path, defaults: DefaultsFile
-                  ) -> tuple[CompanyConfig | None, list[Schedule], list[str]]:
+def _load_company(path: Path, defaults: DefaultsFile, now: datetime
+                  ) -> tuple[CompanyFile | None, list[Schedule], list[str]]:
     data, issues = read_yaml(path)
     if data is None:
         return None, [], issues
@@ -277,13 +296,10 @@ def _load_company(path: Path, defaults: DefaultsFile
     except ValidationError as exc:
         return None, [], issues_from_validation(str(path), CompanyFile, exc) + issues
     issues += company_issues(str(path), parsed, defaults.sources, defaults.local_mounts)
+    issues += recipient_issues(path, parsed) + future_version_issues(path, parsed, now)
     if issues:
         return None, [], issues
-    schedules = build_schedules(parsed)
-    issues = recipient_issues(path, schedules)
-    if issues:
-        return None, [], issues
-    return parsed.company, schedules, []
+    return parsed, build_schedules(parsed), []
 
 
 def _with_defaults(data: dict[str, Any], defaults: DefaultsFile) -> dict[str, Any]:

@@ -8,28 +8,32 @@ address removed from ``authorized`` stops receiving from the next delivery on.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from pathlib import Path
 
 from export_lib.config.destinations import EmailDestination
-from export_lib.config.models import Schedule
+from export_lib.config.isolation import export_versions
+from export_lib.config.models import CompanyFile
 
 
-def recipient_issues(path: Path, schedules: Iterable[Schedule]) -> list[str]:
-    """``file: field: message`` lines for every recipient the company does not authorise."""
+def recipient_issues(path: Path, parsed: CompanyFile) -> list[str]:
+    """``file: field: message`` lines for every recipient the company does not authorise, in
+    every version of every export (a ``history`` entry in force today mails as the current
+    version would)."""
     issues: list[str] = []
-    seen: set[tuple[str, str]] = set()
-    for schedule in schedules:
-        company = schedule.company
-        for dest in schedule.destinations:
+    seen: set[tuple[str, str, str]] = set()
+    company = parsed.company
+    for version in export_versions(parsed):
+        for dest in version.destinations:
             if not isinstance(dest, EmailDestination):
                 continue
             for address in dest.to:
-                if company.may_receive(address) or (schedule.schedule_id, address) in seen:
+                key = (version.schedule_id, version.history_part, address)
+                if company.may_receive(address) or key in seen:
                     continue
-                seen.add((schedule.schedule_id, address))
+                seen.add(key)
                 issues.append(
-                    f"{path}: {schedule.schedule_id}: destinations[{dest.id}].to: {address!r} is "
-                    f"neither company.owner nor in company.authorized; add it to "
-                    f"company.authorized or remove it from the destination")
+                    f"{path}: {version.schedule_id}: {version.history_part}"
+                    f"destinations[{dest.id}].to: {address!r} is neither company.owner nor in "
+                    "company.authorized; add it to company.authorized or remove it from the "
+                    "destination")
     return issues

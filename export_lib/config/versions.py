@@ -11,10 +11,14 @@ version before validation, so every version is validated like an export and gets
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from export_lib.config.operational import OPERATIONAL_KEYS
+
+if TYPE_CHECKING:
+    from export_lib.config.models import CompanyFile
 
 # Keys an earlier version (``history``) cannot change: they name the schedule. The timing keys
 # (export_hour, interval_hours, cron, timezone, DST policies) may differ: the DAG's timetable
@@ -24,6 +28,14 @@ FIXED_ACROSS_VERSIONS = ("id", "history")
 # so an earlier version cannot have its own (``late_data.poke_interval`` likewise).
 DAG_WIDE_KEYS = OPERATIONAL_KEYS
 
+
+# How far ahead a current version may start while a ``history`` entry is in force. A file
+# whose top-level keys start in 2099 reads as one export and runs another (its history entry):
+# a reviewer checks what the file shows. A year covers changes planned with a customer for
+# their next contract period (`exportctl reschedule --effective-from`); anything later is
+# written when it is that close. A current version without history may start whenever it likes:
+# until then it simply exports nothing (some files park a secondary that way).
+MAX_CURRENT_LEAD = timedelta(days=366)
 
 Layer = Callable[[dict[str, Any]], dict[str, Any]]
 
@@ -56,6 +68,25 @@ def history_issues(path: Path, data: dict[str, Any]) -> list[str]:
         for number, entry in enumerate(_list(export.get("history"))):
             issues.extend(_entry_issues(f"{path}: {where}.history[{number}]", entry))
     return issues
+
+
+def future_version_issues(path: Path, parsed: CompanyFile, now: datetime) -> list[str]:
+    """Current versions with ``history`` that start more than :data:`MAX_CURRENT_LEAD` after
+    ``now``: until then a history entry runs while the file's top level says otherwise."""
+    bound = now + MAX_CURRENT_LEAD
+    places: list[tuple[str, Any]] = [(f"widget_exports[{i}]", w)
+                                     for i, w in enumerate(parsed.widget_exports)]
+    places += [(f"data_exports[{i}].{kind}", getattr(c, kind))
+               for i, c in enumerate(parsed.data_exports) for kind in ("primary", "secondary")]
+    return [f"{path}: {where}.effective_from: "
+            f"{export.effective_from.astimezone(UTC):%Y-%m-%dT%H:%M:%SZ} is "
+            f"more than {MAX_CURRENT_LEAD.days} days ahead while its 'history' is in force; "
+            "the file would show one version and run another. Give the version a start within "
+            f"a year (by {bound.astimezone(UTC):%Y-%m-%dT%H:%M:%SZ}), or add it when it is that "
+            "close"
+            for where, export in places
+            if export.history and export.effective_from is not None
+            and export.effective_from > bound]
 
 
 def _entry_issues(where: str, entry: Any) -> list[str]:

@@ -15,13 +15,20 @@ from __future__ import annotations
 
 import csv
 import io
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from export_lib.checksums import sha256_stream
-from export_lib.errors import ArtifactValidationError, DeliveryError, ExportError, PublishError
+from export_lib.errors import (
+    ArtifactValidationError,
+    ConfigError,
+    DeliveryError,
+    ExportError,
+    PublishError,
+)
 from export_lib.ledger import Ledger, RunState
 from export_lib.ledger.budget import RenderBudget
 from export_lib.ledger.records import ArtifactRecord, RunRecord
@@ -40,7 +47,7 @@ from export_lib.storage.stores import ArtifactStore
 
 if TYPE_CHECKING:
     from export_lib.config.destinations import Destination
-    from export_lib.config.models import Schedule
+    from export_lib.config.models import Schedule, SourceConfig
 
 log = get_logger(__name__)
 
@@ -67,7 +74,8 @@ def render_run(ledger: Ledger, store: ArtifactStore, run_key: str, *, now: datet
                ctx: RunContext = RunContext(), regenerate: bool = False,
                resolver: ConnectionResolver | None = None,
                budget: RenderBudget | None = None,
-               wait: timedelta = timedelta(0)) -> RenderResult:
+               wait: timedelta = timedelta(0),
+               sources: Mapping[str, SourceConfig] | None = None) -> RenderResult:
     """Claim a new attempt within the render budget (``budget``, default from the environment:
     4 at once, 2 per company; RenderBudgetError when full) and render the captured query into
     its staging object, keeping the attempt's lease alive while the source is read.
@@ -75,7 +83,10 @@ def render_run(ledger: Ledger, store: ArtifactStore, run_key: str, *, now: datet
     While another attempt holds the run's lease, this one waits up to ``wait`` for it to
     publish (then reports that artifact) or lapse (then takes over); after that it stands down
     with LeaseHeldError. The query's source connection is resolved through ``resolver`` (the
-    environment when None).
+    environment when None). With ``sources`` (``defaults.yaml``'s allowlist today), the
+    captured query is checked against it again first: a run registered under an older version,
+    or before the platform took a table off the list, reads nothing the list no longer allows
+    (ConfigError, nothing claimed).
     """
     from export_lib.ledger.runs import render_lease
     from export_lib.pipeline.lease import LeaseKeeper, claim_waiting
@@ -90,6 +101,8 @@ def render_run(ledger: Ledger, store: ArtifactStore, run_key: str, *, now: datet
         log.info("already ready as v%s; not rendering again", latest.version)
         return _already(run_key, latest)
     schedule = schedule_of(run)
+    if sources is not None:
+        _check_allowed(run, schedule, sources)
     fmt = schedule.format
     lease = render_lease()
     try:
@@ -139,6 +152,17 @@ def render_run(ledger: Ledger, store: ArtifactStore, run_key: str, *, now: datet
     return Rendered(run_key=run_key, attempt_id=attempt.attempt_id,
                     generation=attempt.generation, rows=result.rows, bytes=result.bytes,
                     sha256=result.sha256, columns=tuple(result.columns))
+
+
+def _check_allowed(run: RunRecord, schedule: Schedule,
+                   sources: Mapping[str, SourceConfig]) -> None:
+    from export_lib.config.isolation import source_issues
+
+    issues = source_issues(schedule.query, sources, f"run {run.run_key}: captured query")
+    if issues:
+        raise ConfigError(f"{'; '.join(issues)}. The run's config version "
+                          f"{run.config_version} is not rendered: the source allowlist "
+                          "(defaults.yaml 'sources') no longer allows what it reads")
 
 
 def _already(run_key: str, latest: ArtifactRecord) -> AlreadyPublished:

@@ -202,6 +202,7 @@ def build_dag(schedule: Any, config_dir: str) -> DAG:
                                      pool_slots=POOL_SLOTS[schedule.size or "small"],
                                      channel_size=schedule.size or "small",
                                      regenerate="{{ params.regenerate }}",
+                                     config_dir=config_dir,
                                      execution_timeout=timeout_for(schedule, "render"))
         last >> rendered
         published = PublishOperator(task_id="publish", rendered=rendered.output,

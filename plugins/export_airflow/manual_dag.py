@@ -122,7 +122,8 @@ def build_manual_dag(config_dir: Path, company: str, schedules: Sequence[Any] | 
         resolve = ResolveWindowOperator(task_id="resolve_window", schedule_id=None,
                                         config_dir=str(config_dir), company=company)
         rendered = RenderCsvOperator(task_id="render", run=resolve.output,
-                                     regenerate="{{ params.regenerate }}")
+                                     regenerate="{{ params.regenerate }}",
+                                     config_dir=str(config_dir))
         published = PublishOperator(task_id="publish", rendered=rendered.output)
         DeliverOperator.partial(task_id="deliver", published=published.output,
                                 execution_timeout=task_timeout("deliver"),

@@ -159,22 +159,27 @@ class RenderCsvOperator(CancelsSourceQueries, BaseOperator):
         ``{{ params.regenerate }}``)
     :param channel_size: the schedule's ``size`` (small, medium, large); the cluster policy
         routes large renders to the ``exports_large`` queue
+    :param config_dir: the current config: the captured query is checked against today's
+        source allowlist before it reads anything (templated; None skips the check)
     """
 
-    template_fields: Sequence[str] = ("run", "regenerate")
+    template_fields: Sequence[str] = ("run", "regenerate", "config_dir")
     ui_color = "#fdf5e8"
 
     def __init__(self, *, run: Any, regenerate: bool | str = False,
-                 channel_size: str = "small", **kwargs: Any) -> None:
+                 channel_size: str = "small", config_dir: str | None = None,
+                 **kwargs: Any) -> None:
         kwargs.setdefault("execution_timeout", task_timeout("render"))
         super().__init__(**kwargs)
         self.run = run
+        self.config_dir = config_dir
         self.regenerate = regenerate
         self.channel_size = channel_size
 
     @scope
     def execute(self, context: Any) -> dict[str, Any]:
         from export_airflow.connections import airflow_resolver
+        from export_lib.config.loader import allowed_sources
         from export_lib.ledger import open_ledger
         from export_lib.pipeline import Rendered, RenderSkipped, RunSummary, render_run
         from export_lib.storage.stores import open_store
@@ -187,9 +192,10 @@ class RenderCsvOperator(CancelsSourceQueries, BaseOperator):
         try:
             with export_errors():
                 resolver = airflow_resolver()
+                sources = allowed_sources(self.config_dir) if self.config_dir else None
                 result = render_run(open_ledger(), open_store(resolver=resolver), run.run_key,
                                     now=now, ctx=_ctx(context), regenerate=regenerate,
-                                    resolver=resolver)
+                                    resolver=resolver, sources=sources)
         except RenderBudgetError as exc:
             # Seed 002: at most 4 source queries at once, 2 per company; nothing was claimed.
             log.info("company=%s schedule=%s period=%s: %s; rescheduling in %s",

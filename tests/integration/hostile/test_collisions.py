@@ -56,6 +56,17 @@ def test_a_cross_tenant_collision_is_rejected_at_validation(tmp_path: Path):
     assert sorted(catalog.companies) == ["acme"]  # the later file is the one refused
 
 
+def test_an_earlier_version_sharing_a_destination_is_rejected_too(tmp_path: Path):
+    config = catalog_dir(tmp_path, "cross-tenant-history")
+    result = exportctl("validate", str(config), cwd=tmp_path, env=_env())
+    assert result.returncode == 1 and "Traceback" not in result.stdout + result.stderr
+    assert (f"{config / 'acme_x.yaml'}: data_exports[channel=y].primary.history[0]"
+            ".destinations[0]: s3 exports-shared/data/reports is also written by company 'acme' "
+            f"({config / 'acme.yaml'}); destinations are never shared between companies, give "
+            "this company its own directory or prefix") in result.stdout
+    assert sorted(load_catalog(config).companies) == ["acme"]
+
+
 def test_the_pairs_that_collided_get_different_names():
     period = "2026-03-28"
     widget = artifact_key("acme", "acme/google-ads-primary", period, SLOT, 1, "csv")

@@ -121,3 +121,26 @@ def test_a_data_export_keeps_its_earlier_version_too(versioned: Path) -> None:
     assert primary.version_for(BEFORE).window.days == 30
     assert primary.version_for(AFTER).window.days == 90
     assert primary.version_for(BEFORE).destinations == primary.destinations  # from defaults
+
+
+# The edit above starts 2026-11-30T23:00Z; the bound is 366 days (export_lib.config.versions).
+EDIT_START = datetime(2026, 11, 30, 23, 0, tzinfo=UTC)
+
+
+def test_a_current_version_with_history_may_start_up_to_366_days_ahead(versioned: Path) -> None:
+    _edit(versioned, EDIT)
+    at_bound = EDIT_START - timedelta(days=366)
+    assert load_catalog(versioned, now=at_bound).ok
+    catalog = load_catalog(versioned, now=at_bound - timedelta(seconds=1))
+    assert catalog.error_lines == [
+        f"{versioned / 'acme.yaml'}: widget_exports[0].effective_from: 2026-11-30T23:00:00Z is "
+        "more than 366 days ahead while its 'history' is in force; the file would show one "
+        "version and run another. Give the version a start within a year (by "
+        "2026-11-30T22:59:59Z), or add it when it is that close"]
+    assert "acme" not in catalog.companies
+
+
+def test_a_far_start_without_history_is_only_a_later_start(versioned: Path) -> None:
+    # No earlier version runs meanwhile: the export simply exports nothing until then.
+    _edit(versioned, ANCHOR + "    effective_from: 2099-01-01T00:00:00Z\n")
+    assert load_catalog(versioned, now=datetime(2026, 12, 2, tzinfo=UTC)).ok
