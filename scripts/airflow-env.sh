@@ -127,6 +127,11 @@ export AIRFLOW_CONN_EXPORT_AIRFLOW_API="${AIRFLOW_CONN_EXPORT_AIRFLOW_API:-http:
 # from a refused heartbeat: every 2 s instead of 5 s, so a cleared render's query is gone from
 # the source within ~3 s (tests/system/scheduler/test_runaway.py).
 export AIRFLOW__WORKERS__MIN_HEARTBEAT_INTERVAL=2
+# A task's calls to the execution API wait up to 30 s for an answer (Airflow's default is 5 s,
+# 5 tries ~40 s in all): on a loaded 2-core machine the api-server stalled ~60 s and every task
+# starting then failed before its first line ("httpx.ReadTimeout" in the scheduler log, CI,
+# 2 Dec), costing each a retry delay. A value already set wins.
+export AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT="${AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT:-30}"
 export EXPORT_ARTIFACT_ROOT="${EXPORT_ARTIFACT_ROOT:-$ROOT/exports/artifacts}"
 export EXPORT_DEMO_FEED=1                         # demo_feed may write to this demo source
 

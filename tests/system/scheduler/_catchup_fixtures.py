@@ -163,27 +163,32 @@ def adjust_edit(now: datetime) -> datetime:
 
 
 def write_company(stack: SchedulerStack, now: datetime) -> datetime:
-    """The fixture company, its on-time slot the first whole minute ``LEAD`` from now.
+    """The fixture company, its on-time slot the first whole minute ``LEAD`` after the slow
+    preparation below is done.
 
-    ``adjust`` comes last, with yesterday's slot already exported (``exportctl run`` on the same
-    config): its first scheduled run's ``recover_missed`` (recovery none) then records nothing
-    before yesterday. Without that previous run it reaches back to the version's
+    Prepared on a copy of the config first (demo rows, and ``adjust``'s yesterday exported by
+    ``exportctl run``): its first scheduled run's ``recover_missed`` (recovery none) then
+    records nothing before yesterday. Without that previous run it reaches back to the version's
     ``effective_from`` and records the slots the operator's backfill is about to run as skipped
-    (recovery=none), a race the backfill lost on a quick machine."""
-    slot = (now + LEAD + timedelta(seconds=59)).replace(second=0, microsecond=0)
-    fields = {"minute": slot.minute, "hour": slot.hour, "far": FAR,
-              "lookback": f"{(MISSED - 1) * 24}h",
+    (recovery=none), a race the backfill lost on a quick machine. Only then is the slot chosen
+    and the file written to the stack, so ``LEAD`` covers the scheduler's own work alone (two
+    exportctl processes inside it took the lead away on a slow machine: CI, 2 Dec)."""
+    fields = {"far": FAR, "lookback": f"{(MISSED - 1) * 24}h",
               "adjust_from": f"{adjust_edit(now):%Y-%m-%dT%H:%M:%SZ}"}
-    stack.write_company(COMPANY, COMPANY_YAML.format(**fields))
-    stack.exportctl("demo", "seed", "--config", "dags/config")
-    full = COMPANY_YAML.format(**fields) + ADJUST_YAML.format(**fields)
+
+    def full(slot: datetime) -> str:
+        timing = {"minute": slot.minute, "hour": slot.hour}
+        return COMPANY_YAML.format(**fields, **timing) + ADJUST_YAML.format(**fields, **timing)
+
     with tempfile.TemporaryDirectory() as config:
         shutil.copy(stack.config_dir / "defaults.yaml", config)
-        (Path(config) / f"{COMPANY}.yaml").write_text(full)
+        (Path(config) / f"{COMPANY}.yaml").write_text(full(now))
+        stack.exportctl("demo", "seed", "--config", config)
         yesterday = (now - timedelta(days=1)).replace(hour=3, minute=0, second=0, microsecond=0)
         stack.exportctl("run", config, "--schedule", f"{COMPANY}/adjust/primary", "--slot",
                         f"{yesterday:%Y-%m-%dT%H:%M:%SZ}")
-    stack.write_company(COMPANY, full)
+    slot = (now_utc() + LEAD + timedelta(seconds=59)).replace(second=0, microsecond=0)
+    stack.write_company(COMPANY, full(slot))
     return slot
 
 

@@ -5,7 +5,7 @@ database, seeded before the companies are written, so no scheduled run ever sees
 table):
 
 * ``bigco``: one widget export over ``big_metrics``, 5 M rows of one day, its renders limited
-  to 8 s (``timeouts: {render: 8s}``). A run of that day is triggered through the REST API;
+  to ``RENDER_TIMEOUT_S`` (``timeouts: {render: 30s}``). A run of that day is triggered through the REST API;
   once its COPY is active in ``pg_stat_activity`` the render task is cleared through the REST
   API, as an operator does in the UI. Airflow's supervisor sees the refused heartbeat and
   SIGTERMs the task; ``on_kill`` cancels the query.
@@ -32,6 +32,10 @@ from tests.system.scheduler.harness import HOURS_AHEAD, SchedulerStack, SlotCloc
 from tests.system.soak.stack import Api, wait_for
 
 ROWS = 5_000_000
+# The render's execution_timeout. Long enough for a first try to reach its COPY on a loaded
+# machine (8 s was not: on a slow CI machine at load 11 the first try spent 8 s in execute()
+# before its COPY started and timed out unseen, 2 Dec); the locked second try waits it out.
+RENDER_TIMEOUT_S = 30
 BIG = "widget_export__bigco__full-dump"
 
 
@@ -89,8 +93,8 @@ widget_exports:
       - {id: bigco-dir, type: local, path: outbox/bigco}
     deadline: 2h
     recovery: none
-    timeouts: {render: 8s}
-"""
+    timeouts: {render: RENDER_TIMEOUTs}
+""".replace("RENDER_TIMEOUT", str(RENDER_TIMEOUT_S))
 LATECO = """\
 company: {id: lateco, name: Late Co, timezone: UTC, owner: data@lateco.example, status: active}
 widget_exports:
@@ -226,7 +230,7 @@ def test_a_cleared_and_a_timed_out_render_leave_no_query_on_the_source(stack, ap
                                                                       clock):
     """Both ways Airflow stops a running render end its COPY on the source within 5 s: a clear
     (SIGTERM → on_kill), then the cleared render's next try meeting its execution_timeout
-    (the export's ``timeouts: {render: 8s}``) while the table is locked, so its COPY waits
+    (the export's ``timeouts: {render: 30s}``) while the table is locked, so its COPY waits
     until then."""
     run_id = api.ok("POST", f"/api/v2/dags/{BIG}/dagRuns",
                     {"logical_date": clock.big_slot.isoformat(), "conf": {}})["dag_run_id"]
@@ -283,8 +287,8 @@ def test_a_cleared_and_a_timed_out_render_leave_no_query_on_the_source(stack, ap
         release.set()
         holder.join()
     print(f"timed-out render: backend {retry_pid} gone {gone_after:.2f} s after it appeared "
-          "(execution_timeout 8 s)")
-    assert gone_after <= 8.0 + 5.0
+          f"(execution_timeout {RENDER_TIMEOUT_S} s)")
+    assert gone_after <= RENDER_TIMEOUT_S + 5.0
     ti = wait_for(lambda: (t := api.ok("GET", f"/api/v2/dags/{BIG}/dagRuns/"
                                               f"{run_id}/taskInstances/render"))["state"]
                   in ("up_for_retry", "failed") and t, 60, interval=1,
