@@ -52,6 +52,10 @@ TIERS = ("unit", "integration", "dags", "system")
 SYSTEM_KINDS = ("scheduler", "soak", "cluster")
 
 
+# pytest-timeout's ceiling for a system test without its own (a hang still ends the run).
+SYSTEM_TIMEOUT_S = 1200
+
+
 class TierError(pytest.UsageError):
     """A test outside a tier folder, or a unit test that starts a server."""
 
@@ -81,6 +85,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         item.add_marker(getattr(pytest.mark, tier))
         if kind:
             item.add_marker(getattr(pytest.mark, kind))
+        if tier == "system" and item.get_closest_marker("timeout") is None:
+            # setup.cfg's 600 s counts fixture setup too: the first test on a stack pays its
+            # start (100-330 s on a slow, loaded machine: CI, 2 Dec) before its own ceilings.
+            item.add_marker(pytest.mark.timeout(SYSTEM_TIMEOUT_S))
     items[:] = plan(items, {path_of(i): tier_of(i)[0] for i in items})
 
 
