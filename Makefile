@@ -70,7 +70,8 @@ postgres-packages:
 ## test: every tier (tests/unit, integration, dags, system); the session starts (and always
 ## stops) PostgreSQL and the other servers. Four pytest workers; xdist hands out whole files,
 ## longest first, and the shared-stack scheduler modules as EXPORT_TEST_SHARED_STACKS groups (2),
-## each on one worker and one stack (tests/support/workload.py).
+## each on one worker and one stack; at most EXPORT_TEST_MAX_STACKS (3) system units at once,
+## the other workers take the fast tiers meanwhile (tests/support/workload.py).
 ## TEST_WORKERS=0 runs it in one process.
 TEST_WORKERS ?= 4
 PYTEST := $(PY) -m pytest --dist loadfile --no-loadscope-reorder
