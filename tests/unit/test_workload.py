@@ -32,12 +32,15 @@ def test_a_shared_stack_module_runs_in_its_group_and_every_other_file_alone(monk
         "tests/unit/time/test_window.py")
 
 
-@pytest.mark.parametrize("value", ["0", "two", "-1"])
-def test_a_bad_shared_stack_count_is_refused_with_the_fix(monkeypatch, value):
-    monkeypatch.setenv("EXPORT_TEST_SHARED_STACKS", value)
-    with pytest.raises(pytest.UsageError, match=rf"EXPORT_TEST_SHARED_STACKS='{value}': give a "
-                                                r"whole number of stacks, 1 or more \(default 2\)"):
-        workload.shared_stacks()
+@pytest.mark.parametrize(("variable", "read", "default"), [
+    ("EXPORT_TEST_SHARED_STACKS", workload.shared_stacks, 2),
+    ("EXPORT_TEST_MAX_STACKS", workload.max_stacks, 3)])
+@pytest.mark.parametrize("value", ["0", "two", "-1", ""])
+def test_a_bad_stack_count_is_refused_with_the_fix(monkeypatch, variable, read, default, value):
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(pytest.UsageError, match=rf"{variable}='{value}': give a whole number "
+                                                rf"of stacks, 1 or more \(default {default}\)"):
+        read()
 
 
 class _Item:
@@ -89,11 +92,3 @@ def test_every_system_file_and_shared_group_counts_as_a_stack_and_nothing_else_d
     assert workload.is_stack_unit("tests/system/soak/test_soak.py")
     assert not workload.is_stack_unit("tests/dags/test_ui.py")
     assert not workload.is_stack_unit("tests/integration/pipeline/test_reschedule.py")
-
-
-@pytest.mark.parametrize("value", ["0", "three", ""])
-def test_a_bad_stack_limit_is_refused_with_the_fix(monkeypatch, value):
-    monkeypatch.setenv("EXPORT_TEST_MAX_STACKS", value)
-    with pytest.raises(pytest.UsageError, match=rf"EXPORT_TEST_MAX_STACKS='{value}': give a "
-                                                r"whole number of stacks, 1 or more \(default 3\)"):
-        workload.max_stacks()
