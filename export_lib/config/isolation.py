@@ -210,10 +210,10 @@ def _nested(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
 
 
 def company_issues(file: str, parsed: CompanyFile, sources: Mapping[str, SourceConfig],
-                   mounts: Iterable[str]) -> list[str]:
-    """Allowlist, local-path and confusable-name problems of one validated company file."""
+                   mounts: Iterable[str], versions: list[ExportVersion]) -> list[str]:
+    """Allowlist, local-path and confusable-name problems of one validated company file
+    (``versions``: its :func:`export_versions`, computed once per load)."""
     company = parsed.company.id
-    versions = export_versions(parsed)
     issues: list[str] = []
     exports: list[tuple[str, str]] = []
     for i, widget in enumerate(parsed.widget_exports):

@@ -295,8 +295,9 @@ def _load_company(path: Path, defaults: DefaultsFile, now: datetime
         parsed = CompanyFile.model_validate(_with_defaults(data, defaults))
     except ValidationError as exc:
         return None, [], issues_from_validation(str(path), CompanyFile, exc) + issues
-    issues += company_issues(str(path), parsed, defaults.sources, defaults.local_mounts)
-    issues += recipient_issues(path, parsed) + future_version_issues(path, parsed, now)
+    versions = export_versions(parsed)
+    issues += company_issues(str(path), parsed, defaults.sources, defaults.local_mounts, versions)
+    issues += recipient_issues(path, parsed, versions) + future_version_issues(path, parsed, now)
     if issues:
         return None, [], issues
     return parsed, build_schedules(parsed), []

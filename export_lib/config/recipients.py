@@ -11,18 +11,19 @@ from __future__ import annotations
 from pathlib import Path
 
 from export_lib.config.destinations import EmailDestination
-from export_lib.config.isolation import export_versions
+from export_lib.config.isolation import ExportVersion
 from export_lib.config.models import CompanyFile
 
 
-def recipient_issues(path: Path, parsed: CompanyFile) -> list[str]:
+def recipient_issues(path: Path, parsed: CompanyFile, versions: list[ExportVersion]
+                     ) -> list[str]:
     """``file: field: message`` lines for every recipient the company does not authorise, in
     every version of every export (a ``history`` entry in force today mails as the current
     version would)."""
     issues: list[str] = []
     seen: set[tuple[str, str, str]] = set()
     company = parsed.company
-    for version in export_versions(parsed):
+    for version in versions:
         for dest in version.destinations:
             if not isinstance(dest, EmailDestination):
                 continue
