@@ -48,9 +48,9 @@ def _config_dir(value: str | None) -> str:
 
 
 def _catalog(config: str | None, company: str | None = None):
-    from export_lib.config.loader import load_catalog
+    from export_lib.ledger.seniority import open_catalog
 
-    catalog = load_catalog(_config_dir(config), only=company)
+    catalog = open_catalog(_config_dir(config), only=company)
     for line in catalog.error_lines:
         print(f"config error (not audited): {line}", file=sys.stderr)
     if company is not None and company not in catalog.companies:
@@ -113,7 +113,7 @@ def explain_text(config_dir: str, schedule_id: str, when: str, *, now: datetime,
     """The paragraphs ``exportctl explain`` prints (one per slot). ``waits``: ``(schedule,
     due slots) -> {slot: lines}``, what waits in Airflow (export_lib.pipeline.waiting_sources),
     appended under the slot's paragraph."""
-    from export_lib.config.loader import load_catalog
+    from export_lib.ledger.seniority import open_catalog
     from export_lib.periods.slots import require_slot
     from export_lib.pipeline.explain import (
         explain_day,
@@ -124,7 +124,7 @@ def explain_text(config_dir: str, schedule_id: str, when: str, *, now: datetime,
 
     company = schedule_id.split("/", 1)[0]
     try:
-        schedule = load_catalog(config_dir, only=company).schedule(schedule_id)
+        schedule = open_catalog(config_dir, only=company).schedule(schedule_id)
     except ConfigError as exc:
         raise WindowError(str(exc)) from exc
     day, slot = _day_or_slot(when)

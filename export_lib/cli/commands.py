@@ -50,12 +50,12 @@ def current_catalog(config: str | None):
     """The current config (``--config``, ``$EXPORT_CONFIG_DIR`` or ./dags/config), or None
     (retention and ``ledger gc`` then keep everything, saying why)."""
     from export_lib import settings
-    from export_lib.config.loader import load_catalog
+    from export_lib.ledger.seniority import open_catalog
 
     directory = config or settings.config_dir()
     if directory is None and Path("dags/config").is_dir():
         directory = "dags/config"
-    return load_catalog(directory) if directory else None
+    return open_catalog(directory) if directory else None
 
 
 def run_one(config_dir: str, schedule_id: str, slot_text: str, *, now: datetime,
@@ -66,9 +66,10 @@ def run_one(config_dir: str, schedule_id: str, slot_text: str, *, now: datetime,
     The start policies are the DAG's (``pipeline.start_run``): a paused company's slot is
     skipped, a late start follows ``late_start``, with the same recorded reason as in Airflow.
     """
-    from export_lib.config.loader import allowed_sources, load_catalog
+    from export_lib.config.loader import allowed_sources
     from export_lib.ledger import open_ledger
     from export_lib.ledger.runs import render_lease
+    from export_lib.ledger.seniority import open_catalog
     from export_lib.periods.slots import require_slot
     from export_lib.pipeline import (
         ArtifactLine,
@@ -86,12 +87,12 @@ def run_one(config_dir: str, schedule_id: str, slot_text: str, *, now: datetime,
     from export_lib.storage.stores import open_store
 
     try:
-        schedule = load_catalog(config_dir, only=schedule_id.split("/", 1)[0]).schedule(schedule_id)
+        schedule = open_catalog(config_dir, only=schedule_id.split("/", 1)[0]).schedule(schedule_id)
     except ConfigError:
         # An unknown id is a usage error (exit 2), like an off-schedule slot. Ask the whole
         # catalog, so the suggestions span every company (a mistyped company too).
         try:
-            schedule = load_catalog(config_dir).schedule(schedule_id)
+            schedule = open_catalog(config_dir).schedule(schedule_id)
         except ConfigError as exc:
             raise WindowError(str(exc)) from exc
     slot = require_slot(schedule.timing, _parse_instant(slot_text, "--slot"), schedule_id)

@@ -65,11 +65,11 @@ def add_validate_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def cmd_validate(args: argparse.Namespace) -> int:
     from export_lib.config.advisories import holiday_warnings, retention_warnings
-    from export_lib.config.loader import load_catalog
     from export_lib.errors import ConfigError
+    from export_lib.ledger.seniority import open_catalog
 
     try:
-        catalog = load_catalog(args.config_dir)
+        catalog = open_catalog(args.config_dir)
     except ConfigError as exc:
         usage_error(str(exc))
     lines = list(catalog.error_lines)
@@ -259,12 +259,12 @@ def cmd_preview(args: argparse.Namespace) -> int:
 
 def _configured_rows(args: argparse.Namespace, start: datetime) -> tuple[list[dict], int]:
     """Rows of the selected schedules; config errors of the selection go to stderr (exit 1)."""
-    from export_lib.config.loader import load_catalog
     from export_lib.errors import ConfigError
+    from export_lib.ledger.seniority import open_catalog
     from export_lib.periods.preview import schedule_rows
 
     try:
-        catalog = load_catalog(args.config_dir)
+        catalog = open_catalog(args.config_dir)
     except ConfigError as exc:
         usage_error(str(exc))
     wanted = args.company or (args.schedule.split("/", 1)[0] if args.schedule else None)

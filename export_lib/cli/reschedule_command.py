@@ -48,12 +48,12 @@ def _newest_run(schedule_id: str) -> tuple[datetime | None, str | None]:
 def cmd_reschedule(args: argparse.Namespace) -> int:
     from export_lib.cli.audit_commands import _config_dir
     from export_lib.config.edits import timing_edit_text, write_validated
-    from export_lib.config.loader import load_catalog
+    from export_lib.ledger.seniority import open_catalog
     from export_lib.periods.instants import parse_instant
     from export_lib.pipeline.reschedule import new_timing, plan_reschedule
 
     config_dir = Path(_config_dir(args.config))
-    catalog = load_catalog(config_dir)
+    catalog = open_catalog(config_dir)
     schedule = catalog.schedule(args.schedule_id)
     company_errors = catalog.errors.get(str(config_dir / f"{schedule.company.id}.yaml"))
     if company_errors:

@@ -28,7 +28,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
 
 from export_lib.config.durations import parse_duration, short
-from export_lib.config.limits import MAX_AUTHORIZED, MAX_TEXT, StrictFloat, StrictInt
+from export_lib.config.limits import MAX_AUTHORIZED, MAX_TEXT, StrictFloat, StrictInt, shown
 from export_lib.config.messages import invalid
 from export_lib.config.operational import DeliveryRetry
 from export_lib.errors import ConfigError
@@ -241,3 +241,17 @@ def select_destinations(
 
 
 _ADAPTER: TypeAdapter[Destination] = TypeAdapter(Destination)
+
+
+AREA_SCHEMES = {"s3": "s3", "gs": "gcs", "gcs": "gcs", "sftp": "sftp"}
+
+
+def area_location(uri: str) -> tuple[str, ...]:
+    """``s3://bucket/prefix``, ``gs://bucket/prefix`` or ``sftp://<conn id>/path`` as the
+    comparable components :func:`location` gives a destination. :raises ValueError: the fix."""
+    scheme, sep, rest = uri.partition("://")
+    parts = [p for p in rest.split("/") if p]
+    if not sep or scheme not in AREA_SCHEMES or not parts or ".." in parts or "." in parts:
+        raise ValueError(f"{shown(uri)} is not an area; give s3://<bucket>[/<prefix>], "
+                         "gs://<bucket>[/<prefix>] or sftp://<connection id>[/<path>]")
+    return (AREA_SCHEMES[scheme], *parts)

@@ -11,8 +11,10 @@ config cannot point that predicate at the wrong thing (``tenant_column: widget_i
   root, or ``<mount>/<company>/…`` under a directory listed in ``local_mounts``;
 * within a company, two exports whose names differ only by separators (``google-ads-primary``
   vs channel ``google-ads`` / ``primary``) are refused: their files would read alike;
-* across companies, no two companies write to the same (or a nested) local directory, bucket
-  prefix or SFTP path; the later file in name order gets the error, naming the other.
+* an object-store or SFTP destination writes under ``<bucket or server>/<company>/…``, or into
+  a location listed for the company under ``destination_areas`` in ``defaults.yaml``;
+* across companies, no two companies write to the same (or a nested) location: see
+  :mod:`export_lib.config.claims` (the newcomer is refused, on every kind of load).
 
 Every check applies to every version of an export (``history`` entries too, issue 23): a
 version in force today is what runs, whatever the current version says.
@@ -30,12 +32,13 @@ from export_lib.config.destinations import (
     LocalDestination,
     S3Destination,
     SftpDestination,
+    area_location,
 )
 from export_lib.config.limits import shown
 
 if TYPE_CHECKING:
     from export_lib.config.destinations import Destination
-    from export_lib.config.models import CompanyFile, SourceConfig
+    from export_lib.config.models import CompanyFile, DefaultsFile, SourceConfig
     from export_lib.config.query import QuerySpec
 
 COMPANY_PLACEHOLDER = "{company}"
@@ -178,30 +181,33 @@ def _with_history(export: Any) -> list[tuple[str, Any]]:
     return [("", export), *((f".history[{k}]", h) for k, h in enumerate(export.history))]
 
 
-def shared_destination_issues(files: Mapping[str, tuple[str, Iterable[ExportVersion]]]
-                              ) -> dict[str, list[str]]:
-    """Per file (``file -> (company id, its export versions)``), the destinations it shares
-    with an earlier company file (name order)."""
-    owners: list[tuple[tuple[str, ...], str, str]] = []  # (location, company, file)
-    issues: dict[str, list[str]] = {}
-    for file in sorted(files):
-        company, versions = files[file]
-        mine: list[tuple[str, ...]] = []
-        for version in versions:
-            for index, dest in enumerate(version.destinations):
-                loc = location(dest)
-                if loc is None:
-                    continue
-                for other_loc, other_company, other_file in owners:
-                    if other_company != company and _nested(loc, other_loc):
-                        issues.setdefault(file, []).append(
-                            f"{file}: {version.label}.destinations[{index}]: "
-                            f"{describe(loc)} is also written by company {other_company!r} "
-                            f"({other_file}); destinations are never shared between companies, "
-                            "give this company its own directory or prefix")
-                mine.append(loc)
-        owners.extend((loc, company, file) for loc in mine)
-    return {file: list(dict.fromkeys(lines)) for file, lines in issues.items()}
+def area_issue(dest: Destination, company: str, areas: Mapping[str, list[tuple[str, ...]]]
+               ) -> tuple[str, str] | None:
+    """(field, why) when an object-store or SFTP destination writes outside ``company``'s
+    area: its first prefix (path) segment must be the company id, or the location must lie in
+    one of the company's ``destination_areas`` (a customer's own bucket or server); and it
+    never reaches into another company's area (``areas``: every company's, from defaults)."""
+    loc = location(dest)
+    if loc is None or isinstance(dest, LocalDestination):
+        return None
+    if isinstance(dest, SftpDestination):
+        field, uri = "path", f"sftp://{dest.conn_id}"
+        what = f"path {shown(dest.path)} on connection {dest.conn_id!r}"
+    else:
+        field = "prefix"
+        uri = f"{'s3' if dest.type == 's3' else 'gs'}://{dest.bucket}"
+        what = f"prefix {shown(dest.prefix)} in bucket {dest.bucket!r}"
+    for other, theirs in sorted(areas.items()):
+        hit = next((a for a in theirs if _nested(loc, a)), None)
+        if other != company and hit is not None:
+            return field, (f"{what} reaches into company {other!r}'s area {describe(hit)} "
+                           "('destination_areas' in defaults.yaml); write under this company's "
+                           "own prefix or area")
+    if loc[2:3] == (company,) or any(loc[:len(a)] == a for a in areas.get(company, ())):
+        return None
+    return field, (f"{what} is outside the company's area; start it with '{company}/', or "
+                   f"list \"{uri}/{'/'.join(loc[2:])}\" for {company!r} under "
+                   "'destination_areas' in defaults.yaml")
 
 
 def _nested(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
@@ -209,11 +215,12 @@ def _nested(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
     return a[:shorter] == b[:shorter]
 
 
-def company_issues(file: str, parsed: CompanyFile, sources: Mapping[str, SourceConfig],
-                   mounts: Iterable[str], versions: list[ExportVersion]) -> list[str]:
-    """Allowlist, local-path and confusable-name problems of one validated company file
+def company_issues(file: str, parsed: CompanyFile, defaults: DefaultsFile,
+                   versions: list[ExportVersion]) -> list[str]:
+    """Allowlist, area and confusable-name problems of one validated company file
     (``versions``: its :func:`export_versions`, computed once per load)."""
     company = parsed.company.id
+    sources = defaults.sources
     issues: list[str] = []
     exports: list[tuple[str, str]] = []
     for i, widget in enumerate(parsed.widget_exports):
@@ -225,12 +232,17 @@ def company_issues(file: str, parsed: CompanyFile, sources: Mapping[str, SourceC
         issues += source_issues(channel.query, sources, f"{file}: data_exports[{i}].query")
         exports.extend((f"data_exports[{i}].channel", f"{channel.channel}/{kind}")
                        for kind in ("primary", "secondary"))
-    mounts = tuple(mounts)
+    mounts = tuple(defaults.local_mounts)
+    areas = {owner: [area_location(uri) for uri in uris]
+             for owner, uris in defaults.destination_areas.items()}
     for version in versions:
         for j, dest in enumerate(version.destinations):
-            problem = (local_path_issue(dest.path, company, mounts)
-                       if isinstance(dest, LocalDestination) else None)
-            if problem:
-                issues.append(f"{file}: {version.field}.destinations[{j}].path: {problem}")
+            where = f"{file}: {version.field}.destinations[{j}]"
+            if isinstance(dest, LocalDestination):
+                problem = local_path_issue(dest.path, company, mounts)
+                if problem:
+                    issues.append(f"{where}.path: {problem}")
+            elif (outside := area_issue(dest, company, areas)) is not None:
+                issues.append(f"{where}.{outside[0]}: {outside[1]}")
     issues += confusable_issues(file, exports)
     return list(dict.fromkeys(issues))

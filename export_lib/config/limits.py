@@ -34,6 +34,7 @@ MAX_COLUMNS = 500
 MAX_FILTERS = 50
 MAX_FILTER_VALUES = 1_000
 MAX_DESTINATIONS = 20
+MAX_COMPANIES = 10_000  # destination_areas entries in defaults.yaml
 MAX_EXPORTS = 200  # widget exports, or data export channels, per company file
 MAX_AUTHORIZED = 100
 MAX_TEXT = 200  # a name, a path, a prefix

@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import difflib
 import functools
+import hashlib
 import os
 import re
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -25,14 +27,9 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from export_lib.config.isolation import (
-    ExportVersion,
-    company_issues,
-    export_versions,
-    shared_destination_issues,
-    source_issues,
-    with_company,
-)
+from export_lib import settings
+from export_lib.config.claims import FileClaims, Seniority, indexed_claims, shared_destination_issues
+from export_lib.config.isolation import company_issues, export_versions, source_issues, with_company
 from export_lib.config.limits import shown
 from export_lib.config.messages import issues_from_validation
 from export_lib.config.models import (
@@ -114,14 +111,19 @@ class Catalog:
 
 
 def load_catalog(config_dir: str | Path, only: str | None = None, *,
-                 now: datetime | None = None) -> Catalog:
+                 now: datetime | None = None, seniority: Seniority | None = None) -> Catalog:
     """Load ``defaults.yaml`` and every ``<company>.yaml`` of ``config_dir``.
 
     ``only`` restricts loading to one company's file (a DAG loader or worker parses just the
-    company it needs; a missing file is then an error naming it).
+    company it needs; a missing file is then an error naming it). It is still compared with
+    what every other file's destinations claim (:mod:`export_lib.config.claims`), so it gets
+    the verdict a full load would give it.
 
     ``now`` (default: the clock) bounds how far ahead a current version with ``history`` may
-    start (:data:`export_lib.config.versions.MAX_CURRENT_LEAD`).
+    start (:data:`export_lib.config.versions.MAX_CURRENT_LEAD`). ``seniority`` says when the
+    ledger first saw each company, to tell which of two companies sharing a destination is the
+    newcomer (without it, both are refused); ``export_lib.pipeline.catalog.open_catalog``
+    passes the ledger's.
 
     :raises ConfigError: only if ``config_dir`` is not a directory.
     """
@@ -138,7 +140,7 @@ def load_catalog(config_dir: str | Path, only: str | None = None, *,
     defaults = _load_defaults(root / DEFAULTS_FILE, errors)
     paths = _listed(root, only, errors)
     loaded: dict[str, tuple[CompanyConfig, tuple[Schedule, ...]]] = {}
-    versions: dict[str, tuple[str, list[ExportVersion]]] = {}
+    claims: dict[str, FileClaims] = {}
     for path in _company_paths(paths, errors):
         if defaults is None:
             errors[str(path)] = [f"{path}: (file): not loaded because {root / DEFAULTS_FILE} "
@@ -149,8 +151,12 @@ def load_catalog(config_dir: str | Path, only: str | None = None, *,
             errors[str(path)] = issues
         elif parsed is not None:
             loaded[str(path)] = (parsed.company, tuple(found))
-            versions[str(path)] = (parsed.company.id, export_versions(parsed))
-    for path, lines in _cross_file_issues(loaded, versions).items():
+            claims[str(path)] = FileClaims.of(str(path), parsed.company.id,
+                                              export_versions(parsed))
+    if only is not None and defaults is not None and claims:
+        claims = _every_claim(root, defaults, now, claims)
+    shared = shared_destination_issues(claims, seniority, report=list(loaded))
+    for path, lines in shared.items():
         errors.setdefault(path, []).extend(lines)
     for path in errors:
         loaded.pop(path, None)
@@ -161,6 +167,38 @@ def load_catalog(config_dir: str | Path, only: str | None = None, *,
                     path, len(errors[path]),
                     extra={"company": None if name == DEFAULTS_FILE else Path(path).stem})
     return _catalog(root, loaded, errors, defaults)
+
+
+def _every_claim(root: Path, defaults: DefaultsFile, now: datetime,
+                 own: dict[str, FileClaims]) -> dict[str, FileClaims]:
+    """``own`` (the one loaded file's claims) and every other company file's, from the claims
+    index (parsing only the files changed since it was written)."""
+    def read(path: Path) -> FileClaims | None:
+        parsed, _, issues = _load_company(path, defaults, now)
+        if issues or parsed is None:
+            return None
+        return FileClaims.of(str(path), parsed.company.id, export_versions(parsed))
+
+    # Names only (no Path objects, no is_dir): this runs on every DAG loader's parse. A
+    # directory or other non-file named *.yaml claims nothing (``read`` finds it unreadable);
+    # a company with two files claims nothing either (both are errors in a full load).
+    with os.scandir(root) as entries:
+        names = [e.name for e in entries if e.name.endswith((".yaml", ".yml"))
+                 and not e.name.startswith(".") and e.name != DEFAULTS_FILE]
+    stems = Counter(name.rsplit(".", 1)[0] for name in names)
+    names = sorted(name for name in names if stems[name.rsplit(".", 1)[0]] == 1)
+    known = {Path(path).name: found for path, found in own.items()}
+    return indexed_claims(root, names, claims_index(root), read, known)
+
+
+def claims_index(config_dir: Path) -> Path | None:
+    """Where the claims of ``config_dir``'s files are kept: beside the DAG index (the
+    dag-processor's own writable home; the config directory may be mounted read-only)."""
+    base = settings.dag_index_base()
+    if base is None:
+        return None
+    folder = str(config_dir.resolve())
+    return base / "claims" / f"{hashlib.sha256(folder.encode()).hexdigest()[:16]}.json"
 
 
 def _listed(root: Path, only: str | None, errors: dict[str, list[str]]) -> list[Path]:
@@ -213,25 +251,6 @@ def _company_paths(paths: list[Path], errors: dict[str, list[str]]) -> list[Path
             errors[str(path)] = [f"{path}: (file): company {stem!r} has more than one config "
                                  f"file (also {others}); keep exactly one"]
     return out
-
-
-def _cross_file_issues(loaded: Mapping[str, tuple[CompanyConfig, tuple[Schedule, ...]]],
-                       versions: Mapping[str, tuple[str, list[ExportVersion]]]
-                       ) -> dict[str, list[str]]:
-    """Duplicate company or schedule ids across files, and destinations two companies share."""
-    issues: dict[str, list[str]] = {}
-    owner: dict[str, str] = {}
-    for path in sorted(loaded):
-        company, found = loaded[path]
-        for item in (company.id, *(s.schedule_id for s in found)):
-            first = owner.setdefault(item, path)
-            if first != path:
-                issues.setdefault(path, []).append(
-                    f"{path}: (file): id {item!r} is also defined in {first}; company and "
-                    "schedule ids are unique across the catalog")
-    for path, lines in shared_destination_issues(versions).items():
-        issues.setdefault(path, []).extend(lines)
-    return issues
 
 
 def allowed_sources(config_dir: str | Path) -> Mapping[str, SourceConfig]:
@@ -296,7 +315,7 @@ def _load_company(path: Path, defaults: DefaultsFile, now: datetime
     except ValidationError as exc:
         return None, [], issues_from_validation(str(path), CompanyFile, exc) + issues
     versions = export_versions(parsed)
-    issues += company_issues(str(path), parsed, defaults.sources, defaults.local_mounts, versions)
+    issues += company_issues(str(path), parsed, defaults, versions)
     issues += recipient_issues(path, parsed, versions) + future_version_issues(path, parsed, now)
     if issues:
         return None, [], issues

@@ -25,11 +25,12 @@ from pydantic import (
     model_validator,
 )
 
-from export_lib.config.destinations import DEFAULT_RETRY_WINDOW, Destination
+from export_lib.config.destinations import DEFAULT_RETRY_WINDOW, Destination, area_location
 from export_lib.config.durations import Duration
 from export_lib.config.holiday_calendar import HolidayCalendar
 from export_lib.config.limits import (
     MAX_AUTHORIZED,
+    MAX_COMPANIES,
     MAX_DESTINATIONS,
     MAX_EXPORTS,
     MAX_RETENTION_DAYS,
@@ -336,6 +337,11 @@ class DefaultsFile(FrozenModel):
     sources: dict[Annotated[str, Field(pattern=SOURCE_NAME)], SourceConfig] = Field(
         min_length=1, max_length=MAX_DESTINATIONS)
     local_mounts: tuple[str, ...] = Field(default=(), max_length=MAX_DESTINATIONS)
+    # Per company, locations its object-store and SFTP destinations may use besides
+    # <bucket or server>/<company id>/… (a customer's own bucket or server).
+    destination_areas: dict[Annotated[str, Field(pattern=SLUG)],
+                            Annotated[tuple[str, ...], Field(max_length=MAX_DESTINATIONS)]] = Field(
+        default_factory=dict, max_length=MAX_COMPANIES)
     policies: PolicyFields = PolicyFields()
     data_exports: DataExportDefaults
     alerts: AlertsConfig = AlertsConfig()
@@ -347,6 +353,25 @@ class DefaultsFile(FrozenModel):
             if not mount.startswith("/") or ".." in mount.split("/") or mount.rstrip("/") == "":
                 raise invalid("mount", f"local_mounts entry {shown(mount)} must be an absolute "
                               "directory such as '/mnt/exports' (not '/', no '..')")
+        return value
+
+    @field_validator("destination_areas")
+    @classmethod
+    def _areas_apart(cls, value: dict[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
+        owners: dict[tuple[str, ...], str] = {}
+        for company, uris in sorted(value.items()):
+            for i, uri in enumerate(uris):
+                try:
+                    loc = area_location(uri)
+                except ValueError as exc:
+                    raise invalid("area", f"entry {i} of {company!r}: {exc}") from None
+                for other_loc, other in owners.items():
+                    shorter = min(len(loc), len(other_loc))
+                    if other != company and loc[:shorter] == other_loc[:shorter]:
+                        raise invalid("area", f"entry {i} of {company!r}: {shown(uri)} "
+                                      f"overlaps an area of "
+                                      f"{other!r}; one location belongs to one company")
+                owners[loc] = company
         return value
 
 

@@ -164,7 +164,7 @@ def find_gaps(catalog: Catalog, ledger: Ledger, *, since: datetime, until: datet
               company: str | None = None) -> tuple[list[ScheduleGaps], list[str]]:
     """Every schedule's gaps in ``[since, min(until, now)]``, and notes on what was not audited.
 
-    :param catalog: the loaded config catalog (``load_catalog``)
+    :param catalog: the loaded config catalog (``open_catalog``)
     :param ledger: the ledger (read only)
     """
     end = min(until, now) + _TICK

@@ -381,13 +381,13 @@ def _current_config(run: RunRecord, config_dir: str | None) -> _CurrentConfig:
     directory) are not checked for removed destinations: they name their own.
     """
     from export_lib import settings
-    from export_lib.config.loader import load_catalog
+    from export_lib.ledger.seniority import open_catalog
 
     directory = config_dir or settings.config_dir()
     if not directory:
         company = schedule_of(run).company
         return _CurrentConfig({company.owner, *company.authorized}, None, "-")
-    catalog = load_catalog(directory, only=run.company)
+    catalog = open_catalog(directory, only=run.company)
     company = catalog.companies.get(run.company)
     if company is None:
         return _CurrentConfig(set(), None, directory)

@@ -272,8 +272,8 @@ def start_manual(ledger: Ledger, config_dir: str, params: dict[str, Any], *, run
     a request for any other company is refused, so Airflow's permission to trigger that DAG is
     the permission to export that company's data. ``requested_by`` (the triggering user) goes
     on the run's event log."""
-    from export_lib.config.loader import load_catalog
     from export_lib.config.manual import manual_schedule, parse_request
+    from export_lib.ledger.seniority import open_catalog
 
     request = parse_request(params)  # every field checked before the company's file is read
     if company is not None and request.company != company:
@@ -281,7 +281,7 @@ def start_manual(ledger: Ledger, config_dir: str, params: dict[str, Any], *, run
             f"manual_export__{company}: company: {request.company!r} is not this DAG's company; "
             f"a manual export of {request.company!r} is triggered from manual_export__"
             f"{request.company} (nothing was registered)")
-    catalog = load_catalog(config_dir, only=request.company)
+    catalog = open_catalog(config_dir, only=request.company)
     schedule = manual_schedule(catalog, request, run_id=run_id, now=now)
     if not schedule.company.may_receive(schedule.owner):
         raise AuthorizationError(f"manual export for {schedule.company.id}: owner {schedule.owner} "

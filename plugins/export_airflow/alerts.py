@@ -213,8 +213,8 @@ class ExportAlertNotifier(BaseNotifier):
 
     @scope
     def _prepare(self, context: Any) -> tuple[Alert, BaseNotifier, str, Any] | None:
-        from export_lib.config.loader import load_catalog
         from export_lib.ledger.notices import claim_notice
+        from export_lib.ledger.seniority import open_catalog
 
         # A callback runs after the task's own context ended: bind the run here again.
         bind(company=self.company, schedule=self.schedule_id)
@@ -224,10 +224,10 @@ class ExportAlertNotifier(BaseNotifier):
         bind(**alert.log_context())
         if alert.reason is AlertReason.DEADLINE:
             emit("incr", "runs.missed", alert.company, alert.schedule_id)
-        config = load_catalog(self.config_dir, only=self.company).alerts
+        config = open_catalog(self.config_dir, only=self.company).alerts
         owner = self.owner
         if self.manual:  # the company's owner (the worker built the DAG without the catalog)
-            company = load_catalog(self.config_dir, only=self.company).companies.get(
+            company = open_catalog(self.config_dir, only=self.company).companies.get(
                 self.company)
             owner = company.owner if company is not None else owner
         to = recipients(config, owner)

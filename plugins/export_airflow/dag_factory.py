@@ -239,9 +239,9 @@ def company_dags(config_dir: Path, company_id: str, only_dag: str | None = None)
     file is still validated, so a broken file fails a worker exactly as it fails the parser.
     """
     from export_airflow.manual_dag import build_manual_dag, manual_dag_id
-    from export_lib.config.loader import load_catalog
+    from export_lib.ledger.seniority import open_catalog
 
-    catalog = load_catalog(config_dir, only=company_id)
+    catalog = open_catalog(config_dir, only=company_id)
     catalog.raise_for_errors()
     schedules = catalog.for_company(company_id)
     dags = [build_dag(s, str(config_dir)) for s in schedules

@@ -45,13 +45,13 @@ class GapAuditOperator(BaseOperator):
     def execute(self, context: Any) -> dict[str, Any]:
         from export_airflow.alerts import notify_unrecoverable
         from export_airflow.recovery import api_from_airflow
-        from export_lib.config.loader import load_catalog
         from export_lib.ledger import open_ledger
+        from export_lib.ledger.seniority import open_catalog
         from export_lib.pipeline.audit_apply import run_audit
 
         now = datetime.now(UTC)
         with export_errors():
-            catalog = load_catalog(self.config_dir)
+            catalog = open_catalog(self.config_dir)
             for path in sorted(catalog.errors):  # a company file's lines name its company
                 company = None if Path(path).name == "defaults.yaml" else Path(path).stem
                 for line in catalog.errors[path]:

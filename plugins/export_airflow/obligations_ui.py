@@ -63,11 +63,11 @@ def _catalog_schedules() -> list[Any]:
     """The configured schedules (``EXPORT_CONFIG_DIR``, else ``<dags folder>/config``)."""
     from airflow.configuration import conf
 
-    from export_lib.config.loader import load_catalog
+    from export_lib.ledger.seniority import open_catalog
 
     directory = settings.config_dir() or str(
         Path(conf.get("core", "dags_folder")) / "config")
-    return list(load_catalog(directory).schedules) if Path(directory).is_dir() else []
+    return list(open_catalog(directory).schedules) if Path(directory).is_dir() else []
 
 
 def _day(text: str | None, field: str) -> datetime | None:

@@ -84,8 +84,8 @@ class ResolveWindowOperator(BaseOperator):
 
     @scope
     def execute(self, context: Any) -> dict[str, Any]:
-        from export_lib.config.loader import load_catalog
         from export_lib.ledger import open_ledger
+        from export_lib.ledger.seniority import open_catalog
         from export_lib.pipeline import slot_at_or_before, start_manual, start_run
 
         now, dag_run = _now(), context["dag_run"]
@@ -101,7 +101,7 @@ class ResolveWindowOperator(BaseOperator):
                                                             None))
             else:
                 company = self.schedule_id.split("/", 1)[0]
-                schedule = load_catalog(self.config_dir, only=company).schedule(self.schedule_id)
+                schedule = open_catalog(self.config_dir, only=company).schedule(self.schedule_id)
                 # A manual trigger may have no logical date: it stands for the latest slot.
                 moment = context.get("logical_date") or dag_run.run_after
                 # {"regenerate": true} in the run's conf exports a period delivered earlier.

@@ -79,7 +79,7 @@ class RecoverMissedOperator(BaseOperator):
     @scope
     def execute(self, context: Any) -> dict[str, Any]:
         from export_airflow.operators import export_errors
-        from export_lib.config.loader import load_catalog
+        from export_lib.ledger.seniority import open_catalog
         from export_lib.periods.recovery import recovery_range
         from export_lib.pipeline import slot_log_context
 
@@ -89,7 +89,7 @@ class RecoverMissedOperator(BaseOperator):
             raise AirflowSkipException(f"{run_type} run: only scheduled runs recover missed slots")
         company = self.schedule_id.split("/", 1)[0]
         bind(company=company, schedule=self.schedule_id)
-        schedule = load_catalog(self.config_dir, only=company).schedule(self.schedule_id)
+        schedule = open_catalog(self.config_dir, only=company).schedule(self.schedule_id)
         slot = dag_run.logical_date
         # This DAG run's own run (resolve_window registers it alongside): a plain datetime,
         # not Airflow's pendulum instant.

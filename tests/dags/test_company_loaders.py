@@ -144,3 +144,57 @@ def test_a_workers_parse_imports_only_what_its_dag_uses(dag_id, absent):
     imported = set(out.stdout.split())
     assert "export_airflow.dag_factory" in imported  # the parse did run
     assert absent & imported == set()
+
+
+def test_a_newcomer_writing_into_an_existing_companys_directory_is_its_own_import_error(
+        dags_copy, pg_database, monkeypatch):
+    """newco writes inside acme's directory (both legal alone: /srv/exports/acme is a mount
+    too). acme has exported (a run in the ledger), so only newco's loader is a Broken DAG, with
+    the line exportctl validate prints; every acme DAG still loads."""
+    from datetime import UTC, datetime, timedelta
+
+    from export_lib.ledger import open_ledger
+    from export_lib.ledger.records import RunRegistration
+
+    config = dags_copy / "config"
+    defaults = (config / "defaults.yaml").read_text()
+    (config / "defaults.yaml").write_text(defaults.replace(
+        "local_mounts: []\n", 'local_mounts: ["/srv/exports", "/srv/exports/acme"]\n', 1))
+    acme = (config / "acme.yaml").read_text()
+    own = "      - {id: acme-dir, type: local, path: outbox/acme/daily-spend}\n"
+    assert own in acme
+    (config / "acme.yaml").write_text(acme.replace(
+        own, own + "      - {id: nas, type: local, path: /srv/exports/acme}\n", 1))
+    (config / "newco.yaml").write_text(
+        "company: {id: newco, name: Newco, timezone: UTC, owner: o@newco.example}\n"
+        "data_exports:\n  - channel: ads\n    destinations:\n"
+        "      - {id: nas, type: local, path: /srv/exports/acme/newco/in}\n")
+    subprocess.run([sys.executable, "-m", "export_lib", "loaders", str(dags_copy)], check=True,
+                   capture_output=True)
+    ledger = open_ledger(pg_database)
+    ledger.upgrade()
+    seen = datetime(2026, 11, 2, 9, 30, tzinfo=UTC)
+    ledger.register(RunRegistration(
+        run_key="acme/daily-spend/2026-11-02T06:00Z", company="acme",
+        schedule_id="acme/daily-spend", slot=seen, window_start=seen - timedelta(days=1),
+        window_end=seen, timezone="Europe/Berlin", window_kind="calendar_day",
+        config_version="v1", config_snapshot={"version": "v1"}, owner="o@acme.example",
+        source_cutoff=seen, deadline=seen + timedelta(hours=2)), seen)
+    monkeypatch.setenv("EXPORT_LEDGER_URL", pg_database)
+
+    bag = _dag_bag(dags_copy)
+    loader = str(dags_copy / "company_newco.py")
+    assert sorted(bag.import_errors) == [loader]
+    line = (f"{config}/newco.yaml: data_exports[channel=ads].primary.destinations[0]: local "
+            f"srv/exports/acme/newco/in is also written by company 'acme' ({config}/acme.yaml); "
+            "destinations are never shared between companies, and 'acme' has exported since "
+            "2026-11-02 09:30 UTC while 'newco' has no run in the ledger: give this company its "
+            "own directory or prefix")
+    assert line in bag.import_errors[loader]
+    assert {i for i in bag.dags if i.split("__")[1:2] == ["acme"]} == {
+        "widget_export__acme__daily-spend", "widget_export__acme__hourly-clicks",
+        "data_export__acme__google-ads__primary", "data_export__acme__google-ads__secondary",
+        "manual_export__acme"}
+    validate = subprocess.run([sys.executable, "-m", "export_lib", "validate", str(config)],
+                              capture_output=True, text=True)
+    assert validate.returncode == 1 and line in validate.stdout.splitlines()

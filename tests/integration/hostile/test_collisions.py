@@ -31,6 +31,12 @@ def catalog_dir(tmp_path: Path, case: str) -> Path:
     shutil.copy(REPO / "dags" / "config" / "defaults.yaml", target)
     for path in (HERE / "catalogs" / case).glob("*.yaml"):
         shutil.copy(path, target)
+    extra = HERE / "catalogs" / case / "defaults.extra"
+    if extra.exists():  # replaces the shipped (empty) destination_areas
+        defaults = (target / "defaults.yaml").read_text()
+        assert "\ndestination_areas: {}\n" in defaults
+        (target / "defaults.yaml").write_text(
+            defaults.replace("\ndestination_areas: {}\n", "\n" + extra.read_text(), 1))
     return target
 
 
@@ -48,22 +54,25 @@ def test_a_cross_tenant_collision_is_rejected_at_validation(tmp_path: Path):
     config = catalog_dir(tmp_path, "cross-tenant")
     result = exportctl("validate", str(config), cwd=tmp_path, env=_env())
     assert result.returncode == 1 and "Traceback" not in result.stdout + result.stderr
-    assert (f"{config / 'acme_x.yaml'}: data_exports[channel=y].primary.destinations[0]: s3 "
-            f"exports-shared/data/reports is also written by company 'acme' "
-            f"({config / 'acme.yaml'}); destinations are never shared between companies, give "
-            "this company its own directory or prefix") in result.stdout
+    assert result.stdout.splitlines() == [
+        f"{config / 'acme_x.yaml'}: data_exports[0].{kind}.destinations[0].prefix: prefix "
+        "'data/reports' in bucket 'exports-shared' reaches into company 'acme''s area s3 "
+        "exports-shared/data ('destination_areas' in defaults.yaml); write under this "
+        "company's own prefix or area" for kind in ("primary", "secondary")]
     catalog = load_catalog(config)
-    assert sorted(catalog.companies) == ["acme"]  # the later file is the one refused
+    assert sorted(catalog.companies) == ["acme"]  # the one writing into the other's area
+    assert load_catalog(config, only="acme_x").error_lines == result.stdout.splitlines()
 
 
 def test_an_earlier_version_sharing_a_destination_is_rejected_too(tmp_path: Path):
     config = catalog_dir(tmp_path, "cross-tenant-history")
     result = exportctl("validate", str(config), cwd=tmp_path, env=_env())
     assert result.returncode == 1 and "Traceback" not in result.stdout + result.stderr
-    assert (f"{config / 'acme_x.yaml'}: data_exports[channel=y].primary.history[0]"
-            ".destinations[0]: s3 exports-shared/data/reports is also written by company 'acme' "
-            f"({config / 'acme.yaml'}); destinations are never shared between companies, give "
-            "this company its own directory or prefix") in result.stdout
+    assert result.stdout.splitlines() == [
+        f"{config / 'acme_x.yaml'}: data_exports[0].primary.history[0].destinations[0].prefix: "
+        "prefix 'data/reports' in bucket 'exports-shared' reaches into company 'acme''s area "
+        "s3 exports-shared/data ('destination_areas' in defaults.yaml); write under this "
+        "company's own prefix or area"]
     assert sorted(load_catalog(config).companies) == ["acme"]
 
 

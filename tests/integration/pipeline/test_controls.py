@@ -211,7 +211,7 @@ def test_revoke_withdraws_from_s3_and_local_and_records_that_a_webhook_cannot(
     path.write_text(path.read_text().replace(
         "      - {id: acme-dir, type: local, path: outbox/acme/daily-spend}\n",
         "      - {id: acme-dir, type: local, path: outbox/acme/daily-spend}\n"
-        f"      - {{id: acme-s3, type: s3, conn_id: acme_s3, bucket: {bucket}, prefix: in}}\n"
+        f"      - {{id: acme-s3, type: s3, conn_id: acme_s3, bucket: {bucket}, prefix: acme/in}}\n"
         "      - {id: acme-hook, type: webhook, conn_id: acme_hook}\n", 1))
     result = run_one(str(world.config), DAILY, "2026-03-29T05:00Z", now=NOW)
     assert [d["state"] for d in result["deliveries"]] == ["acknowledged"] * 3
@@ -224,7 +224,7 @@ def test_revoke_withdraws_from_s3_and_local_and_records_that_a_webhook_cannot(
     assert revoked.changed
     assert sorted(revoked.details) == sorted([
         f"withdrawn from acme-dir: deleted {world.home / OUTBOX}, {world.home / OUTBOX}.sha256",
-        f"withdrawn from acme-s3: deleted s3://{bucket}/in/{name}",
+        f"withdrawn from acme-s3: deleted s3://{bucket}/acme/in/{name}",
         "cannot withdraw from acme-hook (webhook): a webhook delivery cannot be taken back; "
         "tell its recipient (webhook (connection 'acme_hook') /) that it is revoked"])
     assert s3_server.client().list_objects_v2(Bucket=bucket)["KeyCount"] == 0
