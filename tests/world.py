@@ -113,6 +113,20 @@ class World:
         data["sources"].setdefault(source, {"tables": {}})["tables"][table] = entry
         path.write_text(yaml.safe_dump(data, sort_keys=False))
 
+    def grant_connection(self, conn_id: str, use: str, companies: tuple[str, ...] = ("acme",)
+                         ) -> None:
+        """Grant ``companies`` connection ``conn_id`` for ``use`` in this world's
+        ``defaults.yaml`` (``connections:``)."""
+        import yaml
+
+        path = self.config / "defaults.yaml"
+        data = yaml.safe_load(path.read_text())
+        grant = data.setdefault("connections", {}).setdefault(
+            conn_id, {"use": [], "companies": []})
+        grant["use"] = sorted({*grant["use"], use})
+        grant["companies"] = sorted({*grant["companies"], *companies})
+        path.write_text(yaml.safe_dump(data, sort_keys=False))
+
     # -- the library's view ----------------------------------------------------------------
     def schedule(self, schedule_id: str = DAILY):
         from export_lib.config.loader import load_catalog

@@ -66,7 +66,7 @@ def run_one(config_dir: str, schedule_id: str, slot_text: str, *, now: datetime,
     The start policies are the DAG's (``pipeline.start_run``): a paused company's slot is
     skipped, a late start follows ``late_start``, with the same recorded reason as in Airflow.
     """
-    from export_lib.config.loader import allowed_sources
+    from export_lib.config.loader import allowlist
     from export_lib.ledger import open_ledger
     from export_lib.ledger.runs import render_lease
     from export_lib.ledger.seniority import open_catalog
@@ -110,7 +110,7 @@ def run_one(config_dir: str, schedule_id: str, slot_text: str, *, now: datetime,
     # it publishes (its artifact is ours) or its lease lapses (a killed worker) and we take over.
     rendered = render_run(ledger, store, key, now=now, ctx=ctx, regenerate=regenerate,
                           wait=render_lease() + timedelta(seconds=10),
-                          sources=allowed_sources(config_dir))
+                          allowlist=allowlist(config_dir))
     if isinstance(rendered, RenderSkipped):
         return outcome.model_copy(update={"state": ledger.get_run(key).state,
                                           "skipped": rendered.skipped})

@@ -18,13 +18,16 @@ newcomer. A file with errors of its own claims nothing (it loads nothing either)
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import NamedTuple
 
+from export_lib import settings
 from export_lib.config.isolation import ExportVersion, describe, location
 
 Seniority = Callable[[Collection[str]], Mapping[str, datetime]]
@@ -142,6 +145,32 @@ def file_key(path: str) -> list[int] | None:
     except OSError:
         return None
     return [st.st_mtime_ns, st.st_size, st.st_ino]
+
+
+def directory_claims(root: Path, own: Mapping[str, FileClaims],
+                     read: Callable[[Path], FileClaims | None]) -> dict[str, FileClaims]:
+    """Every company file's claims in ``root``: ``own`` (by path) as given, the others through
+    the index (``read`` parses a file the index does not know as it is now)."""
+    # Names only (no Path objects, no is_dir): this runs on every DAG loader's parse. A
+    # directory or other non-file named *.yaml claims nothing (``read`` finds it unreadable);
+    # a company with two files claims nothing either (both are errors in a full load).
+    with os.scandir(root) as entries:
+        names = [e.name for e in entries if e.name.endswith((".yaml", ".yml"))
+                 and not e.name.startswith(".") and e.name != DEFAULTS_NAME]
+    stems = Counter(name.rsplit(".", 1)[0] for name in names)
+    names = sorted(name for name in names if stems[name.rsplit(".", 1)[0]] == 1)
+    known = {Path(path).name: found for path, found in own.items()}
+    return indexed_claims(root, names, claims_index(root), read, known)
+
+
+def claims_index(config_dir: Path) -> Path | None:
+    """Where the claims of ``config_dir``'s files are kept: beside the DAG index (the
+    dag-processor's own writable home; the config directory may be mounted read-only)."""
+    base = settings.dag_index_base()
+    if base is None:
+        return None
+    folder = str(config_dir.resolve())
+    return base / "claims" / f"{hashlib.sha256(folder.encode()).hexdigest()[:16]}.json"
 
 
 def indexed_claims(root: Path, names: Iterable[str], index: Path | None,

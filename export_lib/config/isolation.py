@@ -34,6 +34,7 @@ from export_lib.config.destinations import (
     SftpDestination,
     area_location,
 )
+from export_lib.config.grants import connection_issue, destination_connection
 from export_lib.config.limits import shown
 
 if TYPE_CHECKING:
@@ -223,15 +224,30 @@ def company_issues(file: str, parsed: CompanyFile, defaults: DefaultsFile,
     sources = defaults.sources
     issues: list[str] = []
     exports: list[tuple[str, str]] = []
+    queries: list[tuple[str, QuerySpec]] = []
     for i, widget in enumerate(parsed.widget_exports):
-        issues += [line for v in versions if v.field.startswith(f"widget_exports[{i}]")
-                   and v.query is not None
-                   for line in source_issues(v.query, sources, f"{file}: {v.field}.query")]
+        queries += [(f"{file}: {v.field}.query", v.query) for v in versions
+                    if v.field.startswith(f"widget_exports[{i}]") and v.query is not None]
         exports.append((f"widget_exports[{i}].id", widget.id))
     for i, channel in enumerate(parsed.data_exports):
-        issues += source_issues(channel.query, sources, f"{file}: data_exports[{i}].query")
+        queries.append((f"{file}: data_exports[{i}].query", channel.query))
         exports.extend((f"data_exports[{i}].channel", f"{channel.channel}/{kind}")
                        for kind in ("primary", "secondary"))
+    for where, query in queries:
+        issues += source_issues(query, sources, where)
+        refused = connection_issue(query.source, "source", company, defaults.connections,
+                                   sources)
+        if refused and query.source in sources:  # an unlisted source has its own error
+            issues.append(f"{where}.source: {refused}")
+    issues += _destination_issues(file, company, defaults, versions)
+    issues += confusable_issues(file, exports)
+    return list(dict.fromkeys(issues))
+
+
+def _destination_issues(file: str, company: str, defaults: DefaultsFile,
+                        versions: list[ExportVersion]) -> list[str]:
+    """Each destination of each version: inside the company's area, on a granted connection."""
+    issues: list[str] = []
     mounts = tuple(defaults.local_mounts)
     areas = {owner: [area_location(uri) for uri in uris]
              for owner, uris in defaults.destination_areas.items()}
@@ -244,5 +260,9 @@ def company_issues(file: str, parsed: CompanyFile, defaults: DefaultsFile,
                     issues.append(f"{where}.path: {problem}")
             elif (outside := area_issue(dest, company, areas)) is not None:
                 issues.append(f"{where}.{outside[0]}: {outside[1]}")
-    issues += confusable_issues(file, exports)
-    return list(dict.fromkeys(issues))
+            used = destination_connection(dest)
+            refused = used and connection_issue(*used, company, defaults.connections,
+                                                defaults.sources)
+            if refused:
+                issues.append(f"{where}.conn_id: {refused}")
+    return issues

@@ -5,7 +5,7 @@ collected as ``file: field.path: message`` lines in ``catalog.errors`` (so one b
 never hides the others, and ``exportctl validate`` prints everything at once). A broken
 ``defaults.yaml`` is an error for every company, because every company inherits from it.
 
-About 400 lines in one module on purpose: reading the files, layering the defaults and
+About 450 lines in one module on purpose: reading the files, layering the defaults and
 flattening into schedules all report into the one error list above, in file order; split, the
 same collector and its ``file: field.path`` formatting would cross module boundaries.
 """
@@ -14,10 +14,8 @@ from __future__ import annotations
 
 import difflib
 import functools
-import hashlib
 import os
 import re
-from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -27,8 +25,13 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from export_lib import settings
-from export_lib.config.claims import FileClaims, Seniority, indexed_claims, shared_destination_issues
+from export_lib.config.claims import (
+    FileClaims,
+    Seniority,
+    directory_claims,
+    shared_destination_issues,
+)
+from export_lib.config.grants import Allowlist, ConnectionGrant
 from export_lib.config.isolation import company_issues, export_versions, source_issues, with_company
 from export_lib.config.limits import shown
 from export_lib.config.messages import issues_from_validation
@@ -70,6 +73,7 @@ class Catalog:
     companies: Mapping[str, CompanyConfig]
     errors: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     sources: Mapping[str, SourceConfig] = field(default_factory=dict)  # defaults.yaml ``sources``
+    connections: Mapping[str, ConnectionGrant] = field(default_factory=dict)  # ``connections``
     alerts: AlertsConfig = AlertsConfig()  # defaults.yaml ``alerts``
 
     @property
@@ -179,26 +183,7 @@ def _every_claim(root: Path, defaults: DefaultsFile, now: datetime,
             return None
         return FileClaims.of(str(path), parsed.company.id, export_versions(parsed))
 
-    # Names only (no Path objects, no is_dir): this runs on every DAG loader's parse. A
-    # directory or other non-file named *.yaml claims nothing (``read`` finds it unreadable);
-    # a company with two files claims nothing either (both are errors in a full load).
-    with os.scandir(root) as entries:
-        names = [e.name for e in entries if e.name.endswith((".yaml", ".yml"))
-                 and not e.name.startswith(".") and e.name != DEFAULTS_FILE]
-    stems = Counter(name.rsplit(".", 1)[0] for name in names)
-    names = sorted(name for name in names if stems[name.rsplit(".", 1)[0]] == 1)
-    known = {Path(path).name: found for path, found in own.items()}
-    return indexed_claims(root, names, claims_index(root), read, known)
-
-
-def claims_index(config_dir: Path) -> Path | None:
-    """Where the claims of ``config_dir``'s files are kept: beside the DAG index (the
-    dag-processor's own writable home; the config directory may be mounted read-only)."""
-    base = settings.dag_index_base()
-    if base is None:
-        return None
-    folder = str(config_dir.resolve())
-    return base / "claims" / f"{hashlib.sha256(folder.encode()).hexdigest()[:16]}.json"
+    return directory_claims(root, own, read)
 
 
 def _listed(root: Path, only: str | None, errors: dict[str, list[str]]) -> list[Path]:
@@ -224,6 +209,7 @@ def _catalog(root: Path, loaded: Mapping[str, tuple[CompanyConfig, tuple[Schedul
         companies=MappingProxyType(dict(sorted(companies.items()))),
         errors=MappingProxyType({k: tuple(v) for k, v in sorted(errors.items())}),
         sources=MappingProxyType(dict(defaults.sources) if defaults else {}),
+        connections=MappingProxyType(dict(defaults.connections) if defaults else {}),
         alerts=defaults.alerts if defaults else AlertsConfig(),
     )
 
@@ -253,14 +239,15 @@ def _company_paths(paths: list[Path], errors: dict[str, list[str]]) -> list[Path
     return out
 
 
-def allowed_sources(config_dir: str | Path) -> Mapping[str, SourceConfig]:
-    """``sources:`` of ``defaults.yaml`` today (the allowlist a run's captured query is checked
-    against again when it renders). :raises ConfigError: the file is missing or invalid."""
+def allowlist(config_dir: str | Path) -> Allowlist:
+    """:class:`Allowlist` of ``config_dir``'s ``defaults.yaml``.
+    :raises ConfigError: the file is missing or invalid."""
     errors: dict[str, list[str]] = {}
     defaults = _load_defaults(Path(config_dir) / DEFAULTS_FILE, errors)
     if defaults is None:
         raise ConfigError("; ".join(line for lines in errors.values() for line in lines))
-    return MappingProxyType(dict(defaults.sources))
+    return Allowlist(MappingProxyType(dict(defaults.sources)),
+                     MappingProxyType(dict(defaults.connections)))
 
 
 def _load_defaults(path: Path, errors: dict[str, list[str]]) -> DefaultsFile | None:

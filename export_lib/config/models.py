@@ -27,6 +27,7 @@ from pydantic import (
 
 from export_lib.config.destinations import DEFAULT_RETRY_WINDOW, Destination, area_location
 from export_lib.config.durations import Duration
+from export_lib.config.grants import CONN_ID, ConnectionGrant
 from export_lib.config.holiday_calendar import HolidayCalendar
 from export_lib.config.limits import (
     MAX_AUTHORIZED,
@@ -342,6 +343,9 @@ class DefaultsFile(FrozenModel):
     destination_areas: dict[Annotated[str, Field(pattern=SLUG)],
                             Annotated[tuple[str, ...], Field(max_length=MAX_DESTINATIONS)]] = Field(
         default_factory=dict, max_length=MAX_COMPANIES)
+    # Which Airflow connections company files may use, for what and by whom (config/grants.py).
+    connections: dict[Annotated[str, Field(pattern=CONN_ID, max_length=200)],
+                      ConnectionGrant] = Field(default_factory=dict, max_length=MAX_COMPANIES)
     policies: PolicyFields = PolicyFields()
     data_exports: DataExportDefaults
     alerts: AlertsConfig = AlertsConfig()

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -47,7 +46,8 @@ from export_lib.storage.stores import ArtifactStore
 
 if TYPE_CHECKING:
     from export_lib.config.destinations import Destination
-    from export_lib.config.models import Schedule, SourceConfig
+    from export_lib.config.loader import Allowlist
+    from export_lib.config.models import Schedule
 
 log = get_logger(__name__)
 
@@ -75,7 +75,7 @@ def render_run(ledger: Ledger, store: ArtifactStore, run_key: str, *, now: datet
                resolver: ConnectionResolver | None = None,
                budget: RenderBudget | None = None,
                wait: timedelta = timedelta(0),
-               sources: Mapping[str, SourceConfig] | None = None) -> RenderResult:
+               allowlist: Allowlist | None = None) -> RenderResult:
     """Claim a new attempt within the render budget (``budget``, default from the environment:
     4 at once, 2 per company; RenderBudgetError when full) and render the captured query into
     its staging object, keeping the attempt's lease alive while the source is read.
@@ -83,10 +83,10 @@ def render_run(ledger: Ledger, store: ArtifactStore, run_key: str, *, now: datet
     While another attempt holds the run's lease, this one waits up to ``wait`` for it to
     publish (then reports that artifact) or lapse (then takes over); after that it stands down
     with LeaseHeldError. The query's source connection is resolved through ``resolver`` (the
-    environment when None). With ``sources`` (``defaults.yaml``'s allowlist today), the
-    captured query is checked against it again first: a run registered under an older version,
-    or before the platform took a table off the list, reads nothing the list no longer allows
-    (ConfigError, nothing claimed).
+    environment when None). With ``allowlist`` (``defaults.yaml`` today), the captured query is
+    checked against it again first: a run registered under an older version, or before the
+    platform took a table off the list or the source's connection from the company, reads
+    nothing the list no longer allows (ConfigError, nothing claimed).
     """
     from export_lib.ledger.runs import render_lease
     from export_lib.pipeline.lease import LeaseKeeper, claim_waiting
@@ -101,8 +101,8 @@ def render_run(ledger: Ledger, store: ArtifactStore, run_key: str, *, now: datet
         log.info("already ready as v%s; not rendering again", latest.version)
         return _already(run_key, latest)
     schedule = schedule_of(run)
-    if sources is not None:
-        _check_allowed(run, schedule, sources)
+    if allowlist is not None:
+        _check_allowed(run, schedule, allowlist)
     fmt = schedule.format
     lease = render_lease()
     try:
@@ -154,15 +154,20 @@ def render_run(ledger: Ledger, store: ArtifactStore, run_key: str, *, now: datet
                     sha256=result.sha256, columns=tuple(result.columns))
 
 
-def _check_allowed(run: RunRecord, schedule: Schedule,
-                   sources: Mapping[str, SourceConfig]) -> None:
+def _check_allowed(run: RunRecord, schedule: Schedule, allowlist: Allowlist) -> None:
     from export_lib.config.isolation import source_issues
 
-    issues = source_issues(schedule.query, sources, f"run {run.run_key}: captured query")
+    where = f"run {run.run_key}: captured query"
+    issues = source_issues(schedule.query, allowlist.sources, where)
     if issues:
         raise ConfigError(f"{'; '.join(issues)}. The run's config version "
                           f"{run.config_version} is not rendered: the source allowlist "
                           "(defaults.yaml 'sources') no longer allows what it reads")
+    refused = allowlist.connection_issue(schedule.query.source, "source", run.company)
+    if refused:
+        raise ConfigError(f"{where}.source: {refused}. The run's config version "
+                          f"{run.config_version} is not rendered: defaults.yaml no longer "
+                          "grants the company its source connection")
 
 
 def _already(run_key: str, latest: ArtifactRecord) -> AlreadyPublished:
@@ -314,7 +319,7 @@ def deliver_run(ledger: Ledger, run_key: str, destination_id: str, *, now: datet
     manifest = {"company": run.company, "schedule": run.schedule_id, "run_key": run_key,
                 "config_version": run.config_version}
     blocked = delivery_block(run, artifact)  # cancelled or revoked by an operator
-    removed = blocked or current.removal_reason(destination_id)
+    removed = blocked or current.removal_reason(destination, run.company)
     # A file:// artifact is read in place whatever EXPORT_ARTIFACT_ROOT says now; an
     # object-store artifact is streamed to a temp copy (deleted after the delivery).
     local = None
@@ -363,11 +368,22 @@ class _CurrentConfig:
     authorized: set[str]
     destination_ids: frozenset[str] | None
     where: str
+    allowlist: Allowlist | None = None
 
-    def removal_reason(self, destination_id: str) -> str | None:
-        if self.destination_ids is None or destination_id in self.destination_ids:
+    def removal_reason(self, destination: Destination, company: str) -> str | None:
+        """Why the run may no longer go to ``destination``: removed from the config, or its
+        connection no longer granted to the company (defaults.yaml ``connections``)."""
+        from export_lib.config.grants import destination_connection
+
+        used = destination_connection(destination)
+        refused = (self.allowlist.connection_issue(*used, company)
+                   if used and self.allowlist is not None else None)
+        if refused:
+            return (f"destination {destination.id!r} is no longer allowed: {refused}; not "
+                    "delivered. Grant it again and requeue the delivery to send it after all")
+        if self.destination_ids is None or destination.id in self.destination_ids:
             return None
-        return (f"destination {destination_id!r} was removed from {self.where} before this "
+        return (f"destination {destination.id!r} was removed from {self.where} before this "
                 "run was delivered; not delivered. Add it back and requeue the delivery to "
                 "send it after all")
 
@@ -387,10 +403,13 @@ def _current_config(run: RunRecord, config_dir: str | None) -> _CurrentConfig:
     if not directory:
         company = schedule_of(run).company
         return _CurrentConfig({company.owner, *company.authorized}, None, "-")
+    from export_lib.config.loader import Allowlist
+
     catalog = open_catalog(directory, only=run.company)
+    allowlist = Allowlist(catalog.sources, catalog.connections)
     company = catalog.companies.get(run.company)
     if company is None:
-        return _CurrentConfig(set(), None, directory)
+        return _CurrentConfig(set(), None, directory, allowlist)
     where = f"{Path(directory) / run.company}.yaml"
     ids: frozenset[str] | None = None
     if schedule_of(run).kind != "manual":
@@ -399,7 +418,7 @@ def _current_config(run: RunRecord, config_dir: str | None) -> _CurrentConfig:
         ids = frozenset(d.id for d in version.destinations) if version else frozenset()
         if not found:
             where = f"{where} (schedule {run.schedule_id} is gone)"
-    return _CurrentConfig({company.owner, *company.authorized}, ids, where)
+    return _CurrentConfig({company.owner, *company.authorized}, ids, where, allowlist)
 
 
 def list_deliveries(ledger: Ledger, run_key: str) -> list[dict[str, Any]]:

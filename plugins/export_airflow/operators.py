@@ -179,7 +179,7 @@ class RenderCsvOperator(CancelsSourceQueries, BaseOperator):
     @scope
     def execute(self, context: Any) -> dict[str, Any]:
         from export_airflow.connections import airflow_resolver
-        from export_lib.config.loader import allowed_sources
+        from export_lib.config.loader import allowlist
         from export_lib.ledger import open_ledger
         from export_lib.pipeline import Rendered, RenderSkipped, RunSummary, render_run
         from export_lib.storage.stores import open_store
@@ -192,10 +192,10 @@ class RenderCsvOperator(CancelsSourceQueries, BaseOperator):
         try:
             with export_errors():
                 resolver = airflow_resolver()
-                sources = allowed_sources(self.config_dir) if self.config_dir else None
+                allowed = allowlist(self.config_dir) if self.config_dir else None
                 result = render_run(open_ledger(), open_store(resolver=resolver), run.run_key,
                                     now=now, ctx=_ctx(context), regenerate=regenerate,
-                                    resolver=resolver, sources=sources)
+                                    resolver=resolver, allowlist=allowed)
         except RenderBudgetError as exc:
             # Seed 002: at most 4 source queries at once, 2 per company; nothing was claimed.
             log.info("company=%s schedule=%s period=%s: %s; rescheduling in %s",

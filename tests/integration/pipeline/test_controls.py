@@ -207,6 +207,8 @@ def test_revoke_withdraws_from_s3_and_local_and_records_that_a_webhook_cannot(
     world = build_world(tmp_path, pg_database, days=10, AIRFLOW_CONN_ACME_S3=
                         s3_server.connection_uri(), AIRFLOW_CONN_ACME_HOOK=
                         webhook.connection_uri()).use(monkeypatch)
+    world.grant_connection("acme_s3", "s3")
+    world.grant_connection("acme_hook", "webhook")
     path = world.config / "acme.yaml"
     path.write_text(path.read_text().replace(
         "      - {id: acme-dir, type: local, path: outbox/acme/daily-spend}\n",

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from export_lib.errors import DeliveryError
+from export_lib.errors import AuthorizationError, DeliveryError
 from tests.services.http import WebhookReceiver, start_receiver, stop_receiver
 
 SLOT = datetime(2026, 3, 29, 5, 0, tzinfo=UTC)  # acme/daily-spend, 07:00 Berlin
@@ -40,6 +40,7 @@ def _without_partner(config: Path) -> None:
 def partner(export_world, monkeypatch: pytest.MonkeyPatch):
     receiver = start_receiver()
     monkeypatch.setenv("AIRFLOW_CONN_PARTNER_HOOK", f"http://127.0.0.1:{receiver.port}")
+    export_world.grant_connection("partner_hook", "webhook")
     _with_partner(export_world.config)
     yield receiver
     stop_receiver(receiver)
@@ -155,6 +156,34 @@ def test_a_destination_removed_before_delivery_is_refused_with_the_reason(
     assert record["last_error"].startswith(
         f"destination 'partner' was removed from {export_world.config / 'acme.yaml'} before "
         "this run was delivered; not delivered")
+
+
+def test_a_connection_no_longer_granted_is_refused_at_delivery_with_the_reason(
+    export_world, partner: WebhookReceiver
+) -> None:
+    """defaults.yaml takes partner_hook from acme after the run was registered (issue 23):
+    the captured destination is not delivered, and the ledger says why and what to do."""
+    import yaml
+
+    key = _published(export_world)
+    defaults = export_world.config / "defaults.yaml"
+    data = yaml.safe_load(defaults.read_text())
+    data["connections"]["partner_hook"]["companies"] = ["kiwi-outdoors"]
+    defaults.write_text(yaml.safe_dump(data, sort_keys=False))
+
+    outcome = _deliver(export_world, key, "partner", NOW)
+    assert (outcome["state"], outcome["attempts"]) == ("refused", 0)
+    assert partner.state.requests == []
+    (record,) = [d for d in _deliveries(export_world, key) if d["destination_id"] == "partner"]
+    assert record["last_error"] == (
+        "destination 'partner' is no longer allowed: connection 'partner_hook' belongs to "
+        "'kiwi-outdoors' (defaults.yaml 'connections'), not to 'acme'; not delivered. Grant it "
+        "again and requeue the delivery to send it after all")
+    # acme.yaml itself no longer loads (it names a connection acme may not use): until it is
+    # fixed, the company has nobody authorised and nothing of it goes out.
+    with pytest.raises(AuthorizationError, match="owner 'data-team@acme.example' is no longer "
+                                                 "authorised"):
+        _deliver(export_world, key, "acme-dir", NOW)
 
 
 def _deliveries(world, key: str) -> list[dict]:

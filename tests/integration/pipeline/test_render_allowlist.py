@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 import pytest
 import yaml
 
-from export_lib.config.loader import allowed_sources
+from export_lib.config.loader import allowlist
 from export_lib.errors import ConfigError
 from export_lib.ledger import RunState
 
@@ -35,7 +35,7 @@ def test_a_run_renders_when_its_table_is_still_listed(export_world):
 
     key = _register(export_world)
     result = render_run(export_world.ledger(), export_world.store, key, now=NOW,
-                        sources=allowed_sources(export_world.config))
+                        allowlist=allowlist(export_world.config))
     assert result["rows"] > 0
 
 
@@ -56,13 +56,29 @@ def test_a_run_whose_query_the_allowlist_no_longer_allows_is_not_rendered(export
     with pytest.raises(ConfigError, match=rf"^run {key}: {problem}.*\. The run's config version "
                                           r"[0-9a-f]+ is not rendered: the source allowlist"):
         render_run(ledger, export_world.store, key, now=NOW,
-                   sources=allowed_sources(export_world.config))
+                   allowlist=allowlist(export_world.config))
     # Nothing claimed, nothing read: no attempt, the run still only registered.
     assert ledger.attempts(key) == []
     assert ledger.get_run(key).state == RunState.REGISTERED
 
 
+def test_a_run_whose_source_connection_was_taken_from_the_company_is_not_rendered(
+        export_world):
+    from export_lib.pipeline import render_run
+
+    key = _register(export_world)
+    export_world.grant_connection("demo_source", "source", ("kiwi-outdoors",))
+    ledger = export_world.ledger()
+    with pytest.raises(ConfigError, match=rf"^run {key}: captured query\.source: connection "
+                                          r"'demo_source' belongs to 'kiwi-outdoors' \(defaults"
+                                          r"\.yaml 'connections'\), not to 'acme'\. The run's "
+                                          r"config version [0-9a-f]+ is not rendered"):
+        render_run(ledger, export_world.store, key, now=NOW,
+                   allowlist=allowlist(export_world.config))
+    assert ledger.attempts(key) == []
+
+
 def test_an_invalid_defaults_file_is_a_config_error_naming_it(export_world):
     (export_world.config / "defaults.yaml").write_text("sources: [not, a, mapping]\n")
     with pytest.raises(ConfigError, match=r"defaults\.yaml: sources"):
-        allowed_sources(export_world.config)
+        allowlist(export_world.config)

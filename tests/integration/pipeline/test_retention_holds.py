@@ -52,6 +52,7 @@ def test_an_artifact_waits_for_its_deliveries_to_be_final(world, monkeypatch):
     receiver = start_receiver()
     stop_receiver(receiver)
     monkeypatch.setenv("AIRFLOW_CONN_PARTNER_HOOK", f"http://127.0.0.1:{receiver.port}")
+    world.grant_connection("partner_hook", "webhook")
     _edit(world, ACME_DIR, ACME_DIR + "      - {id: partner, type: webhook, conn_id: "
                                       "partner_hook, endpoint: /hooks/exports}\n")
     _edit(world, POLICIES, POLICIES + "    retention_days: 1\n")
@@ -197,6 +198,7 @@ def test_ledger_gc_keeps_the_staging_leftovers_of_a_held_export(world):
 
 
 def test_validate_warns_when_retention_is_shorter_than_a_retry_window(world):
+    world.grant_connection("partner_hook", "webhook")
     _edit(world, POLICIES, POLICIES + "    retention_days: 3\n")
     _edit(world, ACME_DIR, ACME_DIR.replace("daily-spend}", "daily-spend, retry_window: 36h}")
           + "      - {id: partner, type: webhook, conn_id: partner_hook, endpoint: /hooks}\n")

@@ -201,6 +201,7 @@ def catchup_stack_fixture(shared_stack) -> Iterator[CatchupStack]:
     gate = Gate(shared_stack.fixture_dsn)
     gate.create(now_utc())
     stack.add_sources(fixture_source={"catchup_metrics": "company_id"})
+    stack.grant_connection("dead_hook", "webhook", [COMPANY])
     try:
         written_at = now_utc()
         slot = write_company(stack, written_at)

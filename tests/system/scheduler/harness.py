@@ -102,6 +102,17 @@ class SlotClock:
         return self.now.replace(minute=0, second=0, microsecond=0)
 
 
+def grant_connection(config_dir: Path, conn_id: str, use: str, companies: Iterable[str]) -> None:
+    """Add ``companies`` and ``use`` to the grant of ``conn_id`` in ``config_dir``'s
+    defaults.yaml (``connections:``)."""
+    defaults = config_dir / "defaults.yaml"
+    data = yaml.safe_load(defaults.read_text())
+    grant = data.setdefault("connections", {}).setdefault(conn_id, {"use": [], "companies": []})
+    grant["use"] = sorted({*grant["use"], use})
+    grant["companies"] = sorted({*grant["companies"], *companies})
+    defaults.write_text(yaml.safe_dump(data, sort_keys=False))
+
+
 def report_slot(module: str, clock: SlotClock) -> None:
     """One line per module on whether its next daily slot fell due while it ran (the shifted
     runs, EXPORT_TEST_HOURS_AHEAD=1, count on it; shown with ``-rA``)."""
@@ -290,6 +301,11 @@ class SchedulerStack:
             entry.setdefault("tables", {}).update(
                 {table: {"tenant_column": column} for table, column in tables.items()})
         defaults.write_text(yaml.safe_dump(data, sort_keys=False))
+
+    def grant_connection(self, conn_id: str, use: str, companies: Iterable[str]) -> None:
+        """Grant ``companies`` connection ``conn_id`` for ``use`` in the stack's defaults.yaml
+        (issue 23: a company file uses only the connections granted to it there)."""
+        grant_connection(self.config_dir, conn_id, use, companies)
 
     def remove_company(self, company: str, *, sync_loaders: bool = False) -> None:
         """Delete ``dags/config/<company>.yaml`` (the loader stays unless ``sync_loaders``)."""

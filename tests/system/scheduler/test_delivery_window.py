@@ -70,7 +70,9 @@ def COMPANIES(clock: SlotClock) -> dict[str, str]:  # noqa: N802 - the harness's
 
 
 def prepare_stack(stack: SchedulerStack) -> None:
-    """The partner's webhook connection, made the Airflow way (the stack is running)."""
+    """The partner's webhook connection, made the Airflow way (the stack is running), and
+    granted to windowco in defaults.yaml."""
+    stack.grant_connection("partner_hook", "webhook", ["windowco"])
     stack.airflow("connections", "add", "partner_hook", "--conn-uri",
                   f"http://127.0.0.1:{RECEIVER['port']}")
 

@@ -34,6 +34,7 @@ import sqlalchemy as sa
 
 from tests.services.http import WebhookReceiver, start_receiver, stop_receiver
 from tests.services.tls import make_certificates
+from tests.system.scheduler.harness import grant_connection
 from tests.system.soak.stack import Api, Stack, now_utc, scratch_dir, stop_and_sweep, wait_for
 
 HERE = Path(__file__).resolve().parent
@@ -110,6 +111,8 @@ def world() -> Iterator[World]:
     text = acme.read_text()
     assert ANCHOR in text
     acme.write_text(text.replace(ANCHOR, ANCHOR + WEBHOOKS, 1))
+    for conn_id in ("acme_hook", "acme_hook_down"):
+        grant_connection(acme.parent, conn_id, "webhook", ["acme"])
     (stack.root / ".airflow").mkdir(exist_ok=True)
     (stack.root / ".airflow" / "passwords.json").write_text(
         json.dumps({"admin": "admin", ANALYST: ANALYST_PW}))

@@ -11,7 +11,7 @@ from export_lib.config.loader import load_catalog
 from export_lib.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[3]
-MAIL = ("      - {id: acme-mail, type: email, conn_id: acme_smtp, "
+MAIL = ("      - {id: acme-mail, type: email, conn_id: smtp_default, "
         "to: [analytics@acme.example, DATA-TEAM@acme.example%s]}\n")
 
 

@@ -27,8 +27,12 @@ def _config(tmp_path: Path, areas: str, **companies: str) -> Path:
     shutil.copytree(REPO / "dags" / "config", config)
     defaults = (config / "defaults.yaml").read_text()
     assert "\ndestination_areas: {}\n" in defaults
-    (config / "defaults.yaml").write_text(
-        defaults.replace("\ndestination_areas: {}\n", "\ndestination_areas:\n" + areas, 1))
+    defaults = defaults.replace("\ndestination_areas: {}\n", "\ndestination_areas:\n" + areas, 1)
+    (config / "defaults.yaml").write_text(defaults.replace("\nconnections:\n", (
+        "\nconnections:\n"
+        "  newco_partner: {use: [sftp], companies: [newco]}\n"
+        "  acme_partner: {use: [sftp], companies: [acme, newco]}\n"
+        "  shared_sftp: {use: [sftp], companies: all}\n"), 1))
     for company, dest in companies.items():
         (config / f"{company}.yaml").write_text(COMPANY.format(id=company, dest=dest))
     return config
