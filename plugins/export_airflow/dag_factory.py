@@ -18,7 +18,7 @@ from export_airflow.alerts import failure_notifier
 from export_airflow.deadlines import deadline_alerts
 from export_airflow.limits import timeout_for
 from export_airflow.operators import (
-    CapturedDestinationsOperator,
+    SUMMARY,
     DeliverOperator,
     PublishOperator,
     RemovedCompanyOperator,
@@ -207,17 +207,13 @@ def build_dag(schedule: Any, config_dir: str) -> DAG:
         last >> rendered
         published = PublishOperator(task_id="publish", rendered=rendered.output,
                                     execution_timeout=timeout_for(schedule, "publish"))
-        # Mapped over the run's own captured destinations (not today's config): a destination
-        # added later applies to later slots only (ADR 0005).
-        destinations = CapturedDestinationsOperator(task_id="destinations",
-                                                    published=published.output,
-                                                    execution_timeout=timeout_for(schedule,
-                                                                                  "small"))
-        delivered = DeliverOperator.partial(task_id="deliver", published=published.output,
+        # Mapped over the run's own captured destinations, which publish pushes (not today's
+        # config): a destination added later applies to later slots only (ADR 0005).
+        delivered = DeliverOperator.partial(task_id="deliver", published=published.output[SUMMARY],
                                             pool="export_deliver", config_dir=config_dir,
                                             execution_timeout=timeout_for(schedule, "deliver"),
                                             **deliver_args(schedule)).expand(
-            destination_id=destinations.output)
+            destination_id=published.output)
         if late_data.policy == "restate":
             # Imported here: its TriggerDagRunOperator base pulls in ~25 modules of Airflow
             # core that every other export's task process would otherwise import for nothing.

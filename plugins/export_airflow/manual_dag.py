@@ -21,12 +21,13 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from airflow.sdk import DAG, Param, task
+from airflow.sdk import DAG, Param
 
 from export_airflow.alerts import manual_failure_notifier
 from export_airflow.cluster_policy import MANUAL_POOL, MANUAL_PRIORITY
 from export_airflow.limits import task_timeout
 from export_airflow.operators import (
+    SUMMARY,
     DeliverOperator,
     PublishOperator,
     RenderCsvOperator,
@@ -79,12 +80,6 @@ def manual_params(company: str, schedules: Sequence[Any] | None) -> dict[str, Pa
     }
 
 
-@task(task_id="destinations", execution_timeout=task_timeout("small"))
-def requested_destinations(resolved: dict[str, Any]) -> list[str]:
-    """The validated destination ids of this manual run (deliver maps over them)."""
-    return list(resolved["destinations"])
-
-
 def _open_params(company: str) -> dict[str, Param]:
     text = {"type": "string"}
     return {
@@ -125,8 +120,8 @@ def build_manual_dag(config_dir: Path, company: str, schedules: Sequence[Any] | 
                                      regenerate="{{ params.regenerate }}",
                                      config_dir=str(config_dir))
         published = PublishOperator(task_id="publish", rendered=rendered.output)
-        DeliverOperator.partial(task_id="deliver", published=published.output,
+        DeliverOperator.partial(task_id="deliver", published=published.output[SUMMARY],
                                 execution_timeout=task_timeout("deliver"),
                                 config_dir=str(config_dir)).expand(
-            destination_id=requested_destinations(resolve.output))
+            destination_id=published.output)  # the validated requested ones
     return dag

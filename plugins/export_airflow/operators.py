@@ -219,8 +219,15 @@ class RenderCsvOperator(CancelsSourceQueries, BaseOperator):
         return result.as_xcom()
 
 
+SUMMARY = "summary"  # PublishOperator's XCom key for its PublishResult (deliver reads it)
+
+
 class PublishOperator(BaseOperator):
     """Validate the staged object and publish it as an immutable artifact (fenced).
+
+    Returns the run's captured destination ids (its ``return_value``, which ``deliver`` is
+    mapped over: Airflow maps only over a return value, and a task of their own cost a process
+    per run, issue 25) and pushes the publish summary under XCom key :data:`SUMMARY`.
 
     :param rendered: the summary pushed by RenderCsvOperator (templated / XComArg)
     :param correction: mark a new version as a correction (late-data restatement)
@@ -235,48 +242,32 @@ class PublishOperator(BaseOperator):
         self.rendered = rendered
         self.correction = correction
 
-    def execute(self, context: Any) -> dict[str, Any]:
+    @scope
+    def execute(self, context: Any) -> list[str]:
         from export_airflow.connections import airflow_resolver
         from export_lib.ledger import open_ledger
-        from export_lib.pipeline import Rendered, publish_run, render_result_from_xcom
+        from export_lib.pipeline import (
+            Rendered,
+            captured_destinations,
+            publish_run,
+            render_result_from_xcom,
+        )
         from export_lib.storage.stores import open_store
 
         with export_errors():
             ledger, store = open_ledger(), open_store(resolver=airflow_resolver())
             rendered = render_result_from_xcom(self.rendered)
+            bind(**_log_context(ledger, rendered.run_key))
             # Only a new attempt has something to publish; otherwise publish reports the artifact.
             fresh = rendered if isinstance(rendered, Rendered) else None
-            return publish_run(ledger, store, rendered.run_key,
-                               fresh.attempt_id if fresh else None, now=_now(),
-                               columns=list(fresh.columns) if fresh else None,
-                               correction=self.correction).as_xcom()
-
-
-class CapturedDestinationsOperator(BaseOperator):
-    """The destinations the run captured at registration; ``deliver`` is mapped over them, so
-    a destination added to the config later never appears in (and fails) an earlier run.
-
-    :param published: the summary pushed by PublishOperator (templated / XComArg)
-    """
-
-    template_fields: Sequence[str] = ("published",)
-    ui_color = "#f3e8fd"
-
-    def __init__(self, *, published: Any, **kwargs: Any) -> None:
-        kwargs.setdefault("execution_timeout", task_timeout("small"))
-        super().__init__(**kwargs)
-        self.published = published
-
-    @scope
-    def execute(self, context: Any) -> list[str]:
-        from export_lib.ledger import open_ledger
-        from export_lib.pipeline import PublishResult, captured_destinations
-
-        with export_errors():
-            run_key = PublishResult.from_xcom(self.published).run_key
-            ledger = open_ledger()
-            bind(**_log_context(ledger, run_key))
-            ids = captured_destinations(ledger, run_key)
+            published = publish_run(ledger, store, rendered.run_key,
+                                    fresh.attempt_id if fresh else None, now=_now(),
+                                    columns=list(fresh.columns) if fresh else None,
+                                    correction=self.correction)
+            # The run's captured destinations: one added to the config later never appears in
+            # (and fails) an earlier run.
+            ids = captured_destinations(ledger, rendered.run_key)
+        context["ti"].xcom_push(key=SUMMARY, value=published.as_xcom())
         log.info("delivering to its captured destinations %s", ids)
         return ids
 

@@ -24,7 +24,7 @@ from airflow.sdk import DAG, Param
 
 from export_airflow.limits import task_timeout
 from export_airflow.operators import (
-    CapturedDestinationsOperator,
+    SUMMARY,
     DeliverOperator,
     PublishOperator,
     RenderCsvOperator,
@@ -102,15 +102,14 @@ def build_restatement_dag(config_dir: str) -> DAG:
         due >> again
         corrected = PublishOperator(task_id="restate_publish", rendered=again.output,
                                     correction=True)
-        # The run's captured destinations, retried like the export's own deliveries (inside
-        # the default retry window; the ledger decides when a delivery's window has closed).
-        destinations = CapturedDestinationsOperator(task_id="restate_destinations",
-                                                    published=corrected.output)
+        # The run's captured destinations (pushed by publish), retried like the export's own
+        # deliveries (inside the default retry window; the ledger decides when a delivery's
+        # window has closed).
         policy = delivery_policy()
         DeliverOperator.partial(
-            task_id="restate_deliver", published=corrected.output, pool="export_deliver",
+            task_id="restate_deliver", published=corrected.output[SUMMARY], pool="export_deliver",
             execution_timeout=task_timeout("deliver"), config_dir=config_dir,
             retries=policy.retries_for(DEFAULT_RETRY_WINDOW), retry_delay=policy.base,
             retry_exponential_backoff=2.0, max_retry_delay=policy.cap, retry_policy=policy,
-        ).expand(destination_id=destinations.output)
+        ).expand(destination_id=corrected.output)
     return dag

@@ -180,7 +180,7 @@ def test_late_data_policies_shape_the_task_graph(tmp_path):
     assert restatement.get_task("restate_render").pool == "export_catchup"
     plain = acme["widget_export__acme__hourly-clicks"]
     assert {t.task_id for t in plain.tasks} == {"resolve_window", "render", "publish",
-                                                "destinations", "deliver"}
+                                                "deliver"}
 
 
 def test_recover_missed_has_its_own_short_retry_budget(tmp_path):

@@ -23,7 +23,7 @@ import pytest
 
 from tests.conftest import AIRFLOW_ENV, REPO
 
-TASKS = ("resolve_window", "render", "publish", "destinations", "deliver")
+TASKS = ("resolve_window", "render", "publish", "deliver")
 DAGS = REPO / "dags"
 
 
@@ -124,18 +124,19 @@ def test_every_export_dag_runs_resolve_render_publish_then_mapped_deliver(shippe
         assert tasks["render"].upstream_task_ids == {"resolve_window",
                                                      chain[chain.index("render") - 1]}
         assert tasks["publish"].upstream_task_ids == {"render"}
-        assert tasks["destinations"].upstream_task_ids == {"publish"}
-        assert tasks["deliver"].upstream_task_ids == {"publish", "destinations"}
+        assert tasks["deliver"].upstream_task_ids == {"publish"}
         assert tasks[chain[-1]].downstream_task_ids == set()
         deliver = tasks["deliver"]
         assert isinstance(deliver, MappedOperator), dag.dag_id
-        # mapped over the run's captured destinations (the destinations task), never over
-        # today's config: a destination added later must not fail earlier runs (ADR 0005)
+        # mapped over the run's captured destinations (publish returns them), never over
+        # today's config: a destination added later must not fail earlier runs (ADR 0005); no
+        # task process of their own (issue 25)
         (arg,) = deliver.expand_input.value.values()
-        assert arg.operator.task_id == "destinations"
+        assert (arg.operator.task_id, arg.key) == ("publish", "return_value")
+        assert deliver.partial_kwargs["published"].key == "summary"
         assert type(deliver.retry_policy).__name__ == "DeliveryWindowPolicy"
         assert deliver.partial_kwargs["retries"] >= 20  # 10 min doubling, 6 h cap, over 5 days
-        assert not any(isinstance(tasks[t], MappedOperator) for t in TASKS[:4])
+        assert not any(isinstance(tasks[t], MappedOperator) for t in TASKS[:3])
 
 
 def test_every_export_dag_uses_the_export_timetable_of_its_config(shipped_exports):

@@ -50,7 +50,7 @@ def test_every_manual_task_is_in_the_manual_pool_at_the_top_priority(monkeypatch
     assert sorted(manual) == [f"manual_export__{c}" for c in COMPANIES]
     for dag in manual.values():
         assert {t.task_id for t in dag.tasks} == {"resolve_window", "render", "publish",
-                                                  "destinations", "deliver"}
+                                                  "deliver"}
         for task in dag.tasks:  # deliver is mapped: its partial carries the lane too
             task_policy(task)
             assert (task.pool, task.pool_slots, task.queue) == (MANUAL_POOL, 1, MANUAL_QUEUE)

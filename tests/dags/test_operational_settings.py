@@ -70,15 +70,14 @@ def test_an_exports_own_settings_reach_its_tasks_over_the_deployments(config, mo
     tasks = _dag(config).task_dict
 
     own = (3, timedelta(seconds=30), timedelta(minutes=4))
-    for task_id in ("resolve_window", "wait_for_watermark", "render", "publish", "destinations"):
+    for task_id in ("resolve_window", "wait_for_watermark", "render", "publish"):
         assert _retries(tasks[task_id]) == own, task_id
         assert tasks[task_id].retry_exponential_backoff == 2.0
     timeouts = {t: tasks[t].execution_timeout for t in
-                ("resolve_window", "wait_for_watermark", "render", "publish", "destinations")}
+                ("resolve_window", "wait_for_watermark", "render", "publish")}
     assert timeouts == {"resolve_window": timedelta(minutes=2),
                         "wait_for_watermark": timedelta(minutes=3),
-                        "render": timedelta(minutes=10), "publish": timedelta(minutes=4),
-                        "destinations": timedelta(minutes=1)}
+                        "render": timedelta(minutes=10), "publish": timedelta(minutes=4)}
     assert tasks["wait_for_watermark"].poke_interval == 45
     assert tasks["recover_missed"].lookback_seconds == 0  # 0 is a value: no look back
     deliver = tasks["deliver"].partial_kwargs
