@@ -18,6 +18,7 @@ the clock.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from datetime import UTC, date, datetime, time, timedelta
 from zoneinfo import ZoneInfo
@@ -110,10 +111,19 @@ def _wall_times(timing: Timing, w_from: datetime, w_to: datetime) -> Iterator[da
 
 def _offset_bounds(tz: ZoneInfo, start: datetime, end: datetime) -> tuple[timedelta, timedelta]:
     """The smallest and largest UTC offset of ``tz`` at instants from a day before ``start``
-    to a day after ``end`` (sampled every 3 h: no zone keeps an offset for less)."""
-    low = high = start.astimezone(tz).utcoffset() or timedelta(0)
-    cursor, last = start - timedelta(days=1), end + timedelta(days=1)
-    while cursor <= last:
+    to a day after ``end``, widened to whole UTC days so that consecutive look-ups (every step
+    of a backfill, the scheduler's next slot) share one cached answer."""
+    return _day_offset_bounds(tz, start.astimezone(UTC).date(), end.astimezone(UTC).date())
+
+
+@functools.lru_cache(maxsize=4096)
+def _day_offset_bounds(tz: ZoneInfo, first: date, last: date) -> tuple[timedelta, timedelta]:
+    """Offsets of ``tz`` from the day before ``first`` to two days after ``last`` (UTC days),
+    sampled every 3 h (no zone keeps an offset for less)."""
+    cursor = datetime.combine(first, time(), UTC) - timedelta(days=1)
+    stop = datetime.combine(last, time(), UTC) + timedelta(days=2)
+    low = high = cursor.astimezone(tz).utcoffset() or timedelta(0)
+    while cursor <= stop:
         offset = cursor.astimezone(tz).utcoffset() or timedelta(0)
         low, high = min(low, offset), max(high, offset)
         cursor += timedelta(hours=3)
