@@ -133,3 +133,9 @@ class OrchestratorError(ExportError):
     are a ConfigError naming the connection instead."""
 
     retryable = True
+
+
+class OrchestratorTimeout(OrchestratorError):
+    """The REST API did not answer within the request's timeout. The server may still be
+    working on it, so a caller asks again later (the next scheduled run, the next audit)
+    rather than at once: retrying now piles a second request onto a busy api-server."""

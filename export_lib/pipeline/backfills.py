@@ -21,11 +21,17 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from export_lib.errors import ConfigError, OrchestratorError
+from export_lib.errors import ConfigError, OrchestratorError, OrchestratorTimeout
 from export_lib.periods.recovery import CATCHUP_BUDGET
 
 API_CONN_ID = "export_airflow_api"
 TIMEOUT_S = 30
+# A backfill dry run (and the create after it) costs Airflow ~1.4 ms a slot on the slow 2-core
+# machine whatever the timetable (bench/backfill_dry_run.py): the client waits 30 s + 10 ms a
+# slot, above the server's work, so a big range is not abandoned and asked for again while the
+# server still computes the first answer.
+PER_SLOT_S = 0.010
+MAX_TIMEOUT_S = 240
 ACTIVE_RUN_STATES = ("queued", "running")
 
 
@@ -37,7 +43,8 @@ def api_instant(value: datetime) -> str:
 @dataclass(frozen=True)
 class BackfillOutcome:
     """What a backfill request did: ``created`` slots in backfill ``backfill_id``; ``deferred``
-    when Airflow refused because the DAG already has an active backfill (409)."""
+    when Airflow refused because the DAG already has an active backfill (409), or did not
+    answer in time (asked again by the next scheduled run or audit, not at once)."""
 
     dag_id: str
     asked: int
@@ -48,7 +55,7 @@ class BackfillOutcome:
     def describe(self) -> str:
         if self.deferred:
             return (f"{self.dag_id}: {self.asked} slot(s) not requested yet: {self.deferred}; "
-                    "the next audit asks again")
+                    "the next scheduled run (or audit) asks again")
         if not self.created:
             return f"{self.dag_id}: every one of {self.asked} slot(s) already has an Airflow run"
         return (f"{self.dag_id}: backfill {self.backfill_id} runs {len(self.created)} slot(s) "
@@ -65,6 +72,7 @@ class AirflowApi:
     password: str
     token: str | None = None
     conn_id: str = API_CONN_ID
+    timeout_s: float = TIMEOUT_S  # a plain call's; a backfill request adds PER_SLOT_S a slot
 
     @classmethod
     def from_connection(cls, conn: Any) -> AirflowApi:
@@ -82,7 +90,11 @@ class AirflowApi:
                                          + (f":{conn.port}" if conn.port else ""))
         return cls(base.rstrip("/"), conn.login or "", conn.password or "", conn_id=conn.conn_id)
 
-    def call(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+    def call(self, method: str, path: str, body: Any = None, *, timeout: float | None = None
+             ) -> tuple[int, Any]:
+        """One request (never repeated here). :raises OrchestratorTimeout: no answer within
+        ``timeout`` (default :attr:`timeout_s`); OrchestratorError: unreachable."""
+        timeout = self.timeout_s if timeout is None else timeout
         headers = {"Content-Type": "application/json"}
         if self.token:
             headers["Authorization"] = f"Bearer {self.token}"
@@ -90,11 +102,16 @@ class AirflowApi:
         req = urllib.request.Request(self.base_url + path, data=data, method=method,
                                      headers=headers)
         try:
-            with urllib.request.urlopen(req, timeout=TIMEOUT_S) as resp:
+            with urllib.request.urlopen(req, timeout=timeout) as resp:
                 status, payload = resp.status, resp.read()
         except urllib.error.HTTPError as exc:
             status, payload = exc.code, exc.read()
         except (urllib.error.URLError, OSError) as exc:
+            if isinstance(exc, TimeoutError) or isinstance(getattr(exc, "reason", None),
+                                                           TimeoutError):
+                raise OrchestratorTimeout(
+                    f"{method} {path}: the Airflow API at {self.base_url} did not answer within "
+                    f"{timeout:.0f} s (it may still be working on it)") from exc
             raise OrchestratorError(f"connection {self.conn_id!r}: the Airflow API at "
                                     f"{self.base_url} is unreachable ({exc}); is the api-server "
                                     "up?") from exc
@@ -161,7 +178,18 @@ class AirflowApi:
                 "to_date": api_instant(wanted[-1]), "run_backwards": False,
                 "reprocess_behavior": "none", "max_active_runs": CATCHUP_BUDGET,
                 "dag_run_conf": {}}
-        status, dry = self.call("POST", "/api/v2/backfills/dry_run", body)
+        timeout = min(self.timeout_s + PER_SLOT_S * len(wanted), MAX_TIMEOUT_S)
+        try:
+            return self._backfill(dag_id, wanted, body, timeout)
+        except OrchestratorTimeout as exc:
+            # Not asked again now: a second request would only queue behind the first on a
+            # busy api-server. The range always covers the lookback, so the next scheduled
+            # run (or audit) asks again; a backfill the server did create is seen then.
+            return BackfillOutcome(dag_id, len(wanted), deferred=str(exc))
+
+    def _backfill(self, dag_id: str, wanted: list[datetime], body: dict[str, Any],
+                  timeout: float) -> BackfillOutcome:
+        status, dry = self.call("POST", "/api/v2/backfills/dry_run", body, timeout=timeout)
         if status == 404:
             return BackfillOutcome(dag_id, len(wanted), deferred=(
                 "Airflow does not know this DAG (not parsed yet, or its company file has "
@@ -173,7 +201,7 @@ class AirflowApi:
         if not todo:
             return BackfillOutcome(dag_id, len(wanted))
         body.update(from_date=api_instant(todo[0]), to_date=api_instant(todo[-1]))
-        status, created = self.call("POST", "/api/v2/backfills", body)
+        status, created = self.call("POST", "/api/v2/backfills", body, timeout=timeout)
         if status == 409:
             detail = created.get("detail") if isinstance(created, dict) else created
             return BackfillOutcome(dag_id, len(wanted), deferred=f"HTTP 409: {detail}")

@@ -68,9 +68,12 @@ class RecoverMissedOperator(BaseOperator):
     def __init__(self, *, schedule_id: str, config_dir: str,
                  lookback_seconds: float | None = None, **kwargs: Any) -> None:
         # Its own retry budget, not the export's 5-day one (default_args are merged in before
-        # __init__, so these are set, not defaulted): an unreachable API is an incident.
-        kwargs.update(retries=3, retry_delay=timedelta(minutes=2), retry_exponential_backoff=0,
-                      execution_timeout=timedelta(minutes=5))
+        # __init__, so these are set, not defaulted): one retry for an unreachable API (an
+        # incident), none for a slow one (the client waits above the server's work and defers
+        # to the next scheduled run, issue 25), so the run holds its max_active_runs slot for
+        # minutes at most. The timeout is above the client's longest wait (2 x 240 s + 60 s).
+        kwargs.update(retries=1, retry_delay=timedelta(minutes=1), retry_exponential_backoff=0,
+                      execution_timeout=timedelta(minutes=10))
         super().__init__(**kwargs)
         self.schedule_id = schedule_id
         self.config_dir = config_dir

@@ -193,8 +193,8 @@ def test_recover_missed_has_its_own_short_retry_budget(tmp_path):
     world = build_world(tmp_path, days=1)
     dags = {d.dag_id: d for d in company_dags(world.config, "acme")}
     task = dags["widget_export__acme__daily-spend"].task_dict["recover_missed"]
-    assert (task.retries, task.retry_delay, task.execution_timeout) == (3, td(minutes=2),
-                                                                         td(minutes=5))
+    assert (task.retries, task.retry_delay, task.execution_timeout) == (1, td(minutes=1),
+                                                                         td(minutes=10))
     assert "recover_missed" not in dags["widget_export__acme__hourly-clicks"].task_dict  # latest
 
 
