@@ -11,6 +11,8 @@ PY := $(VENV)/bin/python
 PIP_VERSION := 25.3
 # uv (pinned in the lock itself) installs the lock in ~15 s where pip took ~105 s on a fresh
 # 2-core machine; no bytecode is compiled ahead (~100 CPU-s), Python compiles what is imported.
+# The lock is installed with --no-deps and then checked (uv pip check): a package missing from
+# it fails the install with its name, instead of whatever version is newest being resolved in.
 UV_VERSION := $(shell sed -n 's/^uv==//p' requirements.txt)
 # ... so every process must be free to write the bytecode of what it imports: with
 # PYTHONDONTWRITEBYTECODE set (some CI images set it), each of the suite's hundreds of Airflow
@@ -23,8 +25,11 @@ unexport PYTHONDONTWRITEBYTECODE
 $(VENV)/.installed: requirements.txt setup.cfg pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check pip==$(PIP_VERSION) uv==$(UV_VERSION)
-	$(VENV)/bin/uv pip install --quiet --python $(PY) -r requirements.txt
+	$(VENV)/bin/uv pip install --quiet --python $(PY) --no-deps -r requirements.txt
 	$(VENV)/bin/uv pip install --quiet --python $(PY) --no-deps -e .
+	@$(VENV)/bin/uv pip check --python $(PY) || { echo "requirements.txt is incomplete or \
+	inconsistent: pin each package named above with == (the lock is installed as it is, \
+	without resolving: nothing unpinned is ever installed)" >&2; exit 1; }
 	@touch $@
 
 venv: $(VENV)/.installed

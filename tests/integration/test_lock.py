@@ -1,0 +1,36 @@
+"""The lock is the install (issue 24 item 4): ``make venv`` installs requirements.txt as it is
+(``--no-deps``) and checks it, so a package missing from the lock fails the install with its
+name instead of being resolved to whatever version is newest. In a copy of the project with one
+pin removed, through the Makefile a new user runs (``make setup`` / ``make run`` start with it)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+from tests.world import REPO
+
+
+def test_a_package_missing_from_the_lock_fails_make_venv_with_its_name(tmp_path: Path):
+    copy = tmp_path / "project"
+    copy.mkdir()
+    files = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True,
+                           check=True).stdout.decode().split("\0")
+    for name in filter(None, files):
+        target = copy / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes((REPO / name).read_bytes())
+    lock = copy / "requirements.txt"
+    text = lock.read_text()
+    assert re.search(r"^httpcore==", text, re.M)
+    lock.write_text(re.sub(r"^httpcore==.*\n", "", text, flags=re.M))
+
+    result = subprocess.run(["make", "-C", str(copy), "--no-print-directory", "venv"],
+                            capture_output=True, text=True, timeout=600, check=False)
+    assert result.returncode != 0
+    assert "The package `httpx` requires `httpcore==1.*`, but it's not installed" in (
+        result.stdout + result.stderr)
+    assert "requirements.txt is incomplete or inconsistent: pin each package named above" in (
+        result.stderr)
+    assert not (copy / ".venv" / ".installed").exists()  # the next make tries again
