@@ -60,7 +60,14 @@ if not 1 <= HOURS_AHEAD <= 23:
 # takes well under this: a full hour nearer than this to the module's start is passed over for
 # the next one, so the newest due slot a module computes is the one the scheduler runs first,
 # whatever the minute the module starts at.
-SLOT_MARGIN = timedelta(minutes=2)
+# EXPORT_TEST_SLOT_MARGIN_SECONDS (30-600) narrows it for a shifted run: at 2 min and modules
+# of 20-150 s, a slot almost never falls due inside a module (two runs straddling a full hour on
+# 2 Dec: none did); at 45 s every module starting 45-150 s before the hour has it fall due
+# after its setup, mid-test.
+SLOT_MARGIN = timedelta(seconds=int(os.environ.get("EXPORT_TEST_SLOT_MARGIN_SECONDS", "120")))
+if not timedelta(seconds=30) <= SLOT_MARGIN <= timedelta(minutes=10):
+    raise ValueError(f"EXPORT_TEST_SLOT_MARGIN_SECONDS={SLOT_MARGIN.total_seconds():.0f}: give "
+                     "30 to 600 (seconds a module's setup may take before its next slot)")
 
 
 @dataclass(frozen=True)
