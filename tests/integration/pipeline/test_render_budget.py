@@ -79,7 +79,10 @@ def test_concurrent_renders_stay_within_4_queries_and_2_per_company(slow_pg_worl
           f"refusals {dict(refusals)}")
     assert peak_total == 4  # the budget is used, and never exceeded
     assert peak_company == 2
-    assert refusals["total"] and refusals["per company"]
+    # Renders waited for the budget. Which limit refused them depends on timing (under load
+    # the total is always full when acme's third render asks: CI, 3 Dec, 183 total, 0 per
+    # company); the per-company refusal itself is proven deterministically below.
+    assert sum(refusals.values()) > 0
     assert ledger.live_renders(SEEDED_AT) == {}  # every lease given back
 
 
