@@ -20,7 +20,7 @@ UV_VERSION := $(shell sed -n 's/^uv==//p' requirements.txt)
 # scheduler's modules uncompiled, 2.9 s compiled).
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: venv setup run stop status env reset-db postgres-packages cluster cluster-stop test test-fast test-unit soak acceptance lint bench clean
+.PHONY: roles venv setup run stop status env reset-db postgres-packages cluster cluster-stop test test-fast test-unit soak acceptance lint bench clean
 
 $(VENV)/.installed: requirements.txt setup.cfg pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -68,6 +68,10 @@ env:
 ## databases on a PG_SERVER)
 reset-db:
 	@bash scripts/reset-db.sh
+
+## roles: make the company roles after adding a company file (FAB; ADR 0023); CLUSTER=1 too
+roles:
+	@bash -c 'source scripts/airflow-env.sh && PYTHONPATH="$$ROOT/plugins" "$$PY" -m export_airflow.access sync --config-dir dags/config'
 
 postgres-packages:
 	@[ "$(DB)" = sqlite ] || bash scripts/ensure-debian-packages.sh run

@@ -64,6 +64,7 @@ LOG_FORMAT_ENV = "EXPORT_LOG_FORMAT"
 DAG_INDEX_ENV = "EXPORT_DAG_INDEX_DIR"
 UI_SECRET_ENV = "EXPORT_UI_SECRET"
 UI_TOKEN_MINUTES_ENV = "EXPORT_UI_TOKEN_MINUTES"
+UI_ALLOW_UNSCOPED_ENV = "EXPORT_UI_ALLOW_UNSCOPED_AUTH"
 UI_TOKEN_TTL = timedelta(hours=1)
 
 
@@ -199,6 +200,19 @@ def ui_secret(environ: Environ | None = None) -> str | None:
     """``EXPORT_UI_SECRET``: the key of the export pages' action tokens when set (else the
     Airflow edge uses ``[api] secret_key``); its value is never shown."""
     return _read(UI_SECRET_ENV, environ)
+
+
+def ui_allow_unscoped_auth(environ: Environ | None = None) -> bool:
+    """``EXPORT_UI_ALLOW_UNSCOPED_AUTH`` (true/false, default false): serve the export pages
+    under an auth manager that cannot limit a user to some DAGs (SimpleAuthManager), where every
+    user reads every company's runs — a single-tenant setup's explicit choice (ADR 0023)."""
+    raw = _read(UI_ALLOW_UNSCOPED_ENV, environ)
+    if raw is None or raw.lower() in ("false", "0", "no"):
+        return False
+    if raw.lower() in ("true", "1", "yes"):
+        return True
+    raise ConfigError(f"{UI_ALLOW_UNSCOPED_ENV}: {raw!r} is not true or false; unset it for the "
+                      "default (false: the export pages need an auth manager that scopes DAGs)")
 
 
 def ui_token_ttl(environ: Environ | None = None) -> timedelta:

@@ -108,7 +108,14 @@ export AIRFLOW__CORE__PLUGINS_FOLDER="$ROOT/plugins"
 export AIRFLOW__CORE__LOAD_EXAMPLES=False
 export AIRFLOW__CORE__EXECUTOR=LocalExecutor
 export AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION="${AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION:-False}"
-# Overridable (a test stack adds users); the default is the one admin of `make run`.
+# Company-scoped users (ADR 0023): the FAB auth manager, a viewer and an operator role per
+# company (setup makes them from the config) and the demo users in $AIRFLOW_HOME/demo-users.json.
+# A single-tenant setup may choose SimpleAuthManager instead (it cannot limit a user to some
+# DAGs): set AIRFLOW__CORE__AUTH_MANAGER=…SimpleAuthManager and EXPORT_UI_ALLOW_UNSCOPED_AUTH=true.
+FAB_AUTH_MANAGER=airflow.providers.fab.auth_manager.fab_auth_manager.FabAuthManager
+export AIRFLOW__CORE__AUTH_MANAGER="${AIRFLOW__CORE__AUTH_MANAGER:-$FAB_AUTH_MANAGER}"
+export AIRFLOW__FAB__CONFIG_FILE="${AIRFLOW__FAB__CONFIG_FILE:-$AIRFLOW_HOME/webserver_config.py}"
+# SimpleAuthManager's users, when it is chosen (a test stack adds users).
 export AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS="${AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS:-admin:admin}"
 export AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE="$AIRFLOW_HOME/passwords.json"
 export AIRFLOW__API__PORT="$PORT"

@@ -153,7 +153,8 @@ PG_DATABASES=(airflow exports demo)
 pg_airflow_stamp() {
   local dist
   dist="$(cd "$ROOT/.venv" 2>/dev/null && ls -d lib/python*/site-packages/apache_airflow-*.dist-info 2>/dev/null | head -1)"
-  echo "${dist##*/} pools:$(sha256sum "$ROOT/deploy/pools.json" | cut -c1-16)"
+  # "fab": setup migrates FAB's tables too, whatever the auth manager (see setup.sh).
+  echo "${dist##*/} pools:$(sha256sum "$ROOT/deploy/pools.json" | cut -c1-16) fab"
 }
 pg_stamp_of() {
   pg_psql_admin -tAc "SELECT shobj_description(oid, 'pg_database') FROM pg_database WHERE datname = '$1'"

@@ -63,12 +63,24 @@ fi
 "$PY" "$ROOT/scripts/supervise.py" status
 # The pools as deploy/pools.json sets them (Admin → Pools shows them live).
 pools="$("$PY" -c 'import json, sys; print(", ".join(n + " " + str(p["slots"]) for n, p in json.load(open(sys.argv[1])).items()))' "$ROOT/deploy/pools.json" || echo "see deploy/pools.json")"
+# The company-scoped demo users setup made (FAB, ADR 0023): one viewer and one operator each.
+demo_users() {
+  [ -f "$AIRFLOW_HOME/demo-users.json" ] || return 0
+  "$PY" - "$AIRFLOW_HOME/demo-users.json" <<'PYEOF'
+import json, sys
+users = json.load(open(sys.argv[1]))
+print(f"  Company users (only their company's DAGs, runs, logs and pages; {sys.argv[1]}):")
+for name, u in sorted(users.items()):
+    print(f"                {name:<28} {u['password']:<18} {u['role']} of {u['company']}")
+PYEOF
+}
 if [ -n "$CLUSTER" ]; then
   cat <<MSG
 
   Airflow UI:   http://localhost:$PORT   (login: admin / admin)   CeleryExecutor, three workers:
                 worker-default (queue default), worker-large (exports_large, concurrency 1),
                 worker-manual (exports_manual, concurrency 2: manual exports only, ADR 0018)
+$(demo_users)
   Pools:        $pools
   Broker:       Redis on 127.0.0.1:$REDISPORT      Artifacts: s3://exports/artifacts on moto, http://127.0.0.1:$S3PORT (in memory)
   Database:     $where ($dbs)
@@ -80,6 +92,7 @@ fi
 cat <<MSG
 
   Airflow UI:   http://localhost:$PORT   (login: admin / admin)
+$(demo_users)
   Pools:        $pools
                 (manual exports run in export_manual, ahead of scheduled and catch-up work)
   Database:     $( [ "$DB" = postgres ] && echo "$where ($dbs)" || echo "SQLite files in $AIRFLOW_HOME" )

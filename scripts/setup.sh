@@ -45,7 +45,9 @@ echo "==> Airflow metadata DB ($(pg_server_masked "$AIRFLOW__DATABASE__SQL_ALCHE
 if [ -n "$PG_AIRFLOW_CURRENT" ]; then
   echo "    a copy of a template migrated by this Airflow release, with these pools: nothing to do"
 else
-  airflow db migrate >"$AIRFLOW_HOME/db-migrate.log" 2>&1 || { tail -30 "$AIRFLOW_HOME/db-migrate.log"; exit 1; }
+  # With FAB's tables whatever the auth manager, so one migrated template serves both kinds.
+  AIRFLOW__CORE__AUTH_MANAGER="$FAB_AUTH_MANAGER" airflow db migrate >"$AIRFLOW_HOME/db-migrate.log" 2>&1 \
+    || { tail -30 "$AIRFLOW_HOME/db-migrate.log"; exit 1; }
 fi
 
 echo "==> Pools and cluster policy"
@@ -69,3 +71,12 @@ exportctl demo seed --config dags/config --days "${EXPORT_DEMO_DAYS:-21}"
 echo "==> Config check (and a DAG loader for every company file)"
 exportctl loaders dags
 exportctl validate dags/config
+
+if [ "$AIRFLOW__CORE__AUTH_MANAGER" = "$FAB_AUTH_MANAGER" ]; then
+  echo "==> Company roles and demo users (FAB; ADR 0023)"
+  # Before any DAG is parsed: the dag-processor refuses a DAG whose roles do not exist.
+  PYTHONPATH="$ROOT/plugins${PYTHONPATH:+:$PYTHONPATH}" "$PY" -m export_airflow.access sync \
+    --config-dir dags/config --demo-users "$AIRFLOW_HOME/demo-users.json" --admin-password admin \
+    >"$AIRFLOW_HOME/roles.log" 2>&1 || { tail -30 "$AIRFLOW_HOME/roles.log"; exit 1; }
+  grep -v "^20..-..-..T" "$AIRFLOW_HOME/roles.log" | sed 's/^/    /'
+fi

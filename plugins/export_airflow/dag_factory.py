@@ -14,6 +14,7 @@ from typing import Any
 
 from airflow.sdk import DAG, Param, get_parsing_context
 
+from export_airflow.access import access_control, quiet_access_control
 from export_airflow.alerts import failure_notifier
 from export_airflow.deadlines import deadline_alerts
 from export_airflow.limits import timeout_for
@@ -153,7 +154,7 @@ def build_dag(schedule: Any, config_dir: str) -> DAG:
     tags = [f"company:{schedule.company.id}", f"kind:{schedule.kind}"]
     if schedule.channel:
         tags.append(f"channel:{schedule.channel}")
-    with DAG(
+    with quiet_access_control(), DAG(
         dag_id=schedule.dag_id,
         schedule=ExportTimetable(schedule.timing),
         # Earlier versions (``history``) cover the slots before the current effective_from;
@@ -165,6 +166,8 @@ def build_dag(schedule: Any, config_dir: str) -> DAG:
         catchup=False,
         max_active_runs=2,
         tags=sorted(tags),
+        # The company's roles (ADR 0023): FAB grants them this DAG and no other company's.
+        access_control=access_control(schedule.company.id),
         doc_md=doc_for(schedule),
         # A task that fails for good (after its last retry) alerts the exports team and the
         # owner, once per run and reason (export_airflow.alerts, ADR 0010); retries are silent.
@@ -269,7 +272,7 @@ def register_company_dags(loader_file: str, namespace: dict[str, Any]) -> None:
         else:
             graphs = recorded_company_dags(index, company_id)
         for dag_id, graph in graphs.items():
-            namespace[dag_id] = _removed_company_dag(dag_id, graph, gone)
+            namespace[dag_id] = _removed_company_dag(dag_id, graph, gone, company_id)
         if graphs:
             return
         # Never recorded (no writable index): the loader's import error says what is wrong.
@@ -287,9 +290,10 @@ def register_company_dags(loader_file: str, namespace: dict[str, Any]) -> None:
                         company_id, index, exc, extra={"company": company_id})
 
 
-def _removed_company_dag(dag_id: str, graph: dict[str, list[str]], reason: str) -> DAG:
-    with DAG(dag_id=dag_id, schedule=None, start_date=EPOCH, doc_md=reason,
-             tags=["removed-company"]) as dag:
+def _removed_company_dag(dag_id: str, graph: dict[str, list[str]], reason: str,
+                         company_id: str) -> DAG:
+    with quiet_access_control(), DAG(dag_id=dag_id, schedule=None, start_date=EPOCH, doc_md=reason,
+             tags=["removed-company"], access_control=access_control(company_id)) as dag:
         tasks = {task_id: RemovedCompanyOperator(task_id=task_id, reason=reason)
                  for task_id in graph}
         for task_id, upstream in graph.items():

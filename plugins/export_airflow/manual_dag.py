@@ -23,6 +23,7 @@ from typing import Any
 
 from airflow.sdk import DAG, Param
 
+from export_airflow.access import access_control, quiet_access_control
 from export_airflow.alerts import manual_failure_notifier
 from export_airflow.cluster_policy import MANUAL_POOL, MANUAL_PRIORITY
 from export_airflow.limits import task_timeout
@@ -100,10 +101,12 @@ def manual_dag_id(company: str) -> str:
 
 def build_manual_dag(config_dir: Path, company: str, schedules: Sequence[Any] | None) -> DAG:
     """``company``'s manual DAG; ``schedules=None`` when a worker builds it to run a task."""
-    with DAG(
+    with quiet_access_control(), DAG(
         dag_id=manual_dag_id(company),
         schedule=None,
         tags=[f"company:{company}", "kind:manual"],
+        # Only the company's operators (and admins) may trigger it (ADR 0023).
+        access_control=access_control(company),
         doc_md=DOC.format(company=company),
         params=manual_params(company, schedules),
         default_args={"owner": "exports", "retries": 3, "retry_delay": timedelta(seconds=30),

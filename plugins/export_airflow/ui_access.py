@@ -22,12 +22,43 @@ from airflow.api_fastapi.core_api.security import GetUserDep
 from fastapi import Depends, HTTPException, Request
 
 
+EVERY_DAG_PROBE = "export__any-dag__"  # no DAG has this id, so no role grants it by name
+
+
+def unscoped_refusal(manager: object) -> str | None:
+    """Why the pages are off under ``manager`` (None: they may serve). SimpleAuthManager knows
+    roles, not DAGs: each of its users would read every company's runs, receipts and errors."""
+    from airflow.api_fastapi.auth.managers.simple.simple_auth_manager import SimpleAuthManager
+
+    from export_lib import settings
+
+    from export_lib.errors import ConfigError
+
+    if type(manager).is_authorized_dag is not SimpleAuthManager.is_authorized_dag:
+        return None
+    try:
+        if settings.ui_allow_unscoped_auth():
+            return None
+    except ConfigError as exc:
+        return f"The export pages are off: {exc}"
+    return (f"The export pages are off: the auth manager {type(manager).__name__} cannot limit "
+            "a user to one company's DAGs, so every user would read every company's runs. Use "
+            "the FAB auth manager (make run does; ADR 0023), or set "
+            f"{settings.UI_ALLOW_UNSCOPED_ENV}=true for a single-tenant setup.")
+
+
 def visible_companies(user: GetUserDep) -> frozenset[str] | None:
-    """The companies this user may see (None: every company), or 403 when none."""
+    """The companies this user may see (None: every company), or 403 when none; 503 under an
+    auth manager that cannot scope DAGs (unless explicitly allowed)."""
     from export_lib.views.visibility import companies_of
 
     manager = get_auth_manager()
-    if manager.is_authorized_dag(method="GET", user=user):  # every DAG, not one of them
+    refusal = unscoped_refusal(manager)
+    if refusal:
+        raise HTTPException(status_code=503, detail=refusal)
+    # "Every DAG": may this user read a DAG nobody was ever granted? (FAB answers a read
+    # without a DAG id with "may list DAGs", which a one-company viewer may: ADR 0023.)
+    if manager.is_authorized_dag(method="GET", user=user, details=DagDetails(id=EVERY_DAG_PROBE)):
         return None
     companies = companies_of(manager.get_authorized_dag_ids(user=user, method="GET"))
     if not companies:

@@ -35,3 +35,28 @@ def test_status_page_requires_login_and_lists_runs(airflow_db, export_world, tmp
         assert client.get(path).status_code == 401
         assert client.get(path, headers=headers).status_code == 200
     assert "/runs.json" in client.get("/exports/openapi.json", headers=headers).json()["paths"]
+
+
+def test_pages_refuse_an_auth_manager_that_cannot_scope_dags(airflow_db, export_world,
+                                                              monkeypatch):
+    from airflow.api_fastapi.app import create_app, get_auth_manager
+    from airflow.api_fastapi.auth.managers.simple.user import SimpleAuthManagerUser
+    from fastapi.testclient import TestClient
+
+    client = TestClient(create_app("core"))
+    token = get_auth_manager().generate_jwt(SimpleAuthManagerUser(username="ana", role="viewer"))
+    headers = {"Authorization": f"Bearer {token}"}
+    monkeypatch.delenv("EXPORT_UI_ALLOW_UNSCOPED_AUTH")
+    for path in ("/exports/runs.json", "/exports/", "/exports/obligations", "/exports/metrics"):
+        answer = client.get(path, headers=headers)
+        assert answer.status_code == 503, path
+        assert ("the auth manager SimpleAuthManager cannot limit a user to one company's DAGs"
+                in answer.text and "EXPORT_UI_ALLOW_UNSCOPED_AUTH=true" in answer.text), path
+    monkeypatch.setenv("EXPORT_UI_ALLOW_UNSCOPED_AUTH", "perhaps")
+    answer = client.get("/exports/runs.json", headers=headers)
+    assert answer.status_code == 503 and ("EXPORT_UI_ALLOW_UNSCOPED_AUTH: 'perhaps' is not true "
+                                          "or false") in answer.text
+    monkeypatch.setenv("EXPORT_UI_ALLOW_UNSCOPED_AUTH", "false")
+    assert client.get("/exports/runs.json", headers=headers).status_code == 503
+    monkeypatch.setenv("EXPORT_UI_ALLOW_UNSCOPED_AUTH", "true")
+    assert client.get("/exports/runs.json", headers=headers).status_code == 200

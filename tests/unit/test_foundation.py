@@ -95,6 +95,11 @@ def test_compose_file_has_the_production_topology():
     assert "AIRFLOW__CORE__EXECUTOR=CeleryExecutor" in (
         REPO / "deploy" / "cluster.env").read_text().splitlines()
     assert env["AIRFLOW__CORE__EXECUTION_API_SERVER_URL"] == "http://airflow-apiserver:8080/execution/"
+    # Company-scoped users in what ships (ADR 0023): FAB, roles made before the DAGs parse.
+    assert env["AIRFLOW__CORE__AUTH_MANAGER"].endswith("fab_auth_manager.FabAuthManager")
+    assert "SIMPLE_AUTH_MANAGER_USERS" not in str(spec)
+    assert "python -m export_airflow.access sync" in " ".join(
+        spec["services"]["airflow-init"]["command"])
 
 
 def _compose_cmd() -> list[str] | None:
@@ -119,7 +124,7 @@ def _compose(cmd: list[str], *args: str, env_file: Path | None = None
 
 COMPOSE_SECRETS = ("POSTGRES_PASSWORD", "REDIS_PASSWORD", "MINIO_ROOT_USER",
                    "MINIO_ROOT_PASSWORD", "AIRFLOW_FERNET_KEY", "AIRFLOW_JWT_SECRET",
-                   "AIRFLOW_API_SECRET_KEY")
+                   "AIRFLOW_API_SECRET_KEY", "AIRFLOW_ADMIN_PASSWORD")
 
 
 def test_compose_config_validates(tmp_path: Path):
@@ -142,6 +147,8 @@ def test_compose_config_validates(tmp_path: Path):
     resolved = yaml.safe_load(_compose(cmd, env_file=env_file).stdout)
     common = resolved["services"]["airflow-scheduler"]["environment"]
     assert common["AIRFLOW__CORE__FERNET_KEY"] == values["AIRFLOW_FERNET_KEY"]
+    assert common["AIRFLOW_CONN_EXPORT_AIRFLOW_API"] == (
+        f"http://admin:{values['AIRFLOW_ADMIN_PASSWORD']}@airflow-apiserver:8080")
     assert values["POSTGRES_PASSWORD"] in common["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"]
     published = [(name, port) for name, svc in resolved["services"].items()
                  for port in svc.get("ports", [])]

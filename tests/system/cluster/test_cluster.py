@@ -179,6 +179,31 @@ def test_make_cluster_is_up_within_5_minutes_with_every_component(cluster):
     assert {c["state"] for c in status.values()} == {"up"}
 
 
+def test_company_users_see_and_trigger_only_their_company(cluster):
+    """make cluster ships the FAB auth manager and the demo users too (ADR 0023)."""
+    import json
+
+    from tests.system.soak.stack import Api
+
+    admin = _api(cluster)
+    users = json.loads((cluster.home / "demo-users.json").read_text())
+    assert set(users) == {f"{c}-{r}" for c in ("acme", "dentsu-happiness")
+                          for r in ("viewer", "operator")}
+    every = {d["dag_id"] for d in admin.ok("GET", "/api/v2/dags?limit=100")["dags"]}
+    for name in ("acme-viewer", "acme-operator"):
+        api = Api(admin.base)
+        api.token = api.ok("POST", "/auth/token", {"username": name, "password": users[name][
+            "password"]})["access_token"]
+        mine = {d["dag_id"] for d in api.ok("GET", "/api/v2/dags?limit=100")["dags"]}
+        assert mine == {d for d in every if d.split("__")[1] == "acme"} and MANUAL_DAG in mine
+        assert api.call("GET", f"/api/v2/dags/{LARGE_DAG}")[0] == 403
+        status, _ = api.call("POST", "/api/v2/dags/manual_export__dentsu-happiness/dagRuns",
+                             {"logical_date": None, "conf": {}})
+        assert status == 403
+        assert {r["company"] for r in api.ok("GET", "/exports/runs.json?limit=500")["runs"]} <= {
+            "acme"}
+
+
 def test_large_renders_run_on_the_large_worker_and_manual_work_on_its_queue(cluster):
     api = _api(cluster)
     slot = datetime.now(UTC).replace(hour=9, minute=30, second=0, microsecond=0) - timedelta(
@@ -328,6 +353,11 @@ def world(cluster: Cluster, fault_source: PostgresServer) -> Iterator[World]:
         world = World(cluster, fault_source, ids, at, sampler)
         try:
             write_companies(cluster.root, ids, at)
+            # New company files on a running FAB stack: their roles first (ADR 0023), or the
+            # dag-processor refuses their DAGs.
+            roles = cluster.make("roles", timeout=300)
+            assert roles.returncode == 0 and f"for {len(ids) + 2} companies" in roles.stdout, (
+                roles.stdout[-2000:], roles.stderr[-2000:])
             yield world
         finally:
             world.uploads.stop()

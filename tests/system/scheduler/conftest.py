@@ -92,6 +92,12 @@ def shared_stack(request: pytest.FixtureRequest, postgres_server: PostgresServer
                 # records (issue 22 item 5; test_clear_and_retry reads them back). The
                 # messages stay as in text mode, so every other module reads the same logs.
                 "EXPORT_LOG_FORMAT": "json",
+                # Modules write companies into the running stack: under FAB each would wait
+                # for its roles (python -m export_airflow.access sync). Company scoping is
+                # tested on the FAB stacks of test_tenants_and_secrets and the cluster.
+                "AIRFLOW__CORE__AUTH_MANAGER": "airflow.api_fastapi.auth.managers.simple."
+                                               "simple_auth_manager.SimpleAuthManager",
+                "EXPORT_UI_ALLOW_UNSCOPED_AUTH": "true",
             }
             stack = SchedulerStack.prepare(root / "project", {}, env)
             stack.add_sources(broken_source={"widget_metrics": "company_id"})

@@ -1,15 +1,16 @@
-"""Tenant isolation and secrets on a real `make run` stack (issue 12, acceptance).
+"""Tenant isolation and secrets on a real `make run` stack (issues 12 and 23, acceptance).
 
-One stack for the module: PostgreSQL, api-server, scheduler, dag-processor, triggerer. Users:
-``admin`` and ``acme-analyst``, a user allowed only company acme's DAGs (per-DAG grants come
-from ``tests/system/scheduler/tenant_test_auth.py``, a SimpleAuthManager subclass standing in for
-FAB's per-DAG permissions; see its docstring). acme's daily export gets two HTTPS webhooks
-whose connections carry known secrets: one receiver accepts (and echoes a secret in its
-answer), one refuses with 401 (echoing another). The analyst triggers acme's manual export,
-the admin kiwi-outdoors'. Then:
+One stack for the module, as `make run` ships it: PostgreSQL, api-server, scheduler,
+dag-processor, triggerer, the FAB auth manager with a viewer and an operator role per company
+and the demo users of ``.airflow/demo-users.json`` (ADR 0023). acme's daily export gets two
+HTTPS webhooks whose connections carry known secrets: one receiver accepts (and echoes a secret
+in its answer), one refuses with 401 (echoing another). acme's operator triggers acme's manual
+export, the admin kiwi-outdoors'. Then:
 
-* the analyst sees only acme's runs on the Export runs page and in ``runs.json``, cannot
-  trigger or read kiwi's manual DAG, and is recorded as the requester of the acme run;
+* acme's viewer and operator see only acme's DAGs, runs, logs and export pages (REST API and
+  headless Chromium); kiwi's are 403 to them; neither may trigger kiwi's manual export, the
+  viewer not even acme's; the operator is recorded as the requester of the acme run; the admin
+  sees everything;
 * ``/exports/docs`` and ``/exports/openapi.json`` need a login;
 * no test secret occurs in the ledger (every table), the Airflow metadata database (XCom
   included, every table), the task and component logs, or the page and ``runs.json``.
@@ -38,7 +39,7 @@ from tests.system.scheduler.harness import grant_connection
 from tests.system.soak.stack import Api, Stack, now_utc, scratch_dir, stop_and_sweep, wait_for
 
 HERE = Path(__file__).resolve().parent
-ANALYST, ANALYST_PW = "acme-analyst", "analyst-login-pw"
+ANALYST, VIEWER = "acme-operator", "acme-viewer"  # demo users of `make run` (ADR 0023)
 SECRETS = {
     "hook password": "pw-Sekret-1a2b3c",
     "hook token": "tok-Sekret-4d5e6f",
@@ -60,6 +61,7 @@ class World:
     stack: Stack
     admin: Api
     analyst: Api
+    viewer: Api
     ok: WebhookReceiver
     down: WebhookReceiver
     acme_run: dict
@@ -95,9 +97,6 @@ def world() -> Iterator[World]:
         # Only the triggered runs matter here: no scheduled run of the demo's ~14 DAGs (CPU
         # the suite is short of).
         AIRFLOW__SCHEDULER__USE_JOB_SCHEDULE="False",
-        AIRFLOW__CORE__AUTH_MANAGER="tenant_test_auth.TenantTestAuthManager",
-        AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS=f"admin:admin,{ANALYST}:user",
-        EXPORT_TEST_DAG_GRANTS=f"{ANALYST}=acme",
         AIRFLOW_CONN_ACME_HOOK=(
             f"https://svc:{SECRETS['hook password']}@127.0.0.1:{ok.port}/hooks/"
             f"{SECRETS['hook path']}?token={SECRETS['hook token']}"
@@ -106,23 +105,24 @@ def world() -> Iterator[World]:
             f"https://127.0.0.1:{down.port}/x/{SECRETS['down path']}"
             f"?token={SECRETS['down token']}&ca_file={ca}"),
     )
-    shutil.copy2(HERE / "tenant_test_auth.py", stack.root / "plugins" / "tenant_test_auth.py")
     acme = stack.root / "dags" / "config" / "acme.yaml"
     text = acme.read_text()
     assert ANCHOR in text
     acme.write_text(text.replace(ANCHOR, ANCHOR + WEBHOOKS, 1))
     for conn_id in ("acme_hook", "acme_hook_down"):
         grant_connection(acme.parent, conn_id, "webhook", ["acme"])
-    (stack.root / ".airflow").mkdir(exist_ok=True)
-    (stack.root / ".airflow" / "passwords.json").write_text(
-        json.dumps({"admin": "admin", ANALYST: ANALYST_PW}))
     try:
         started = time.monotonic()
         stack.start()
         admin = stack.api()
         wait_for(lambda: admin.call("GET", "/api/v2/dags/manual_export__kiwi-outdoors")[0] == 200,
                  120, interval=1, what="kiwi-outdoors' manual DAG")
-        analyst = _login(Api(admin.base), ANALYST, ANALYST_PW)
+        users = json.loads((stack.root / ".airflow" / "demo-users.json").read_text())
+        assert {(u["company"], u["role"]) for u in users.values()} == {
+            (c, r) for c in ("acme", "dentsu-happiness", "kiwi-outdoors")
+            for r in ("viewer", "operator")}
+        analyst = _login(Api(admin.base), ANALYST, users[ANALYST]["password"])
+        viewer = _login(Api(admin.base), VIEWER, users[VIEWER]["password"])
         day = now_utc() - timedelta(days=2)
         acme_run = analyst.trigger_manual("acme", "acme/daily-spend", day, "tenant test")
         kiwi_run = admin.trigger_manual("kiwi-outdoors", "kiwi-outdoors/six-hourly-orders", day,
@@ -130,7 +130,7 @@ def world() -> Iterator[World]:
         acme_run = wait_for(lambda: _terminal(admin, acme_run), 400, what="acme's manual run")
         kiwi_run = wait_for(lambda: _terminal(admin, kiwi_run), 400, what="kiwi's manual run")
         print(f"stack up and both manual runs terminal after {time.monotonic() - started:.0f} s")
-        yield World(stack, admin, analyst, ok, down, acme_run, kiwi_run)
+        yield World(stack, admin, analyst, viewer, ok, down, acme_run, kiwi_run)
     finally:
         try:
             stop_and_sweep(stack)
@@ -185,6 +185,29 @@ def test_a_viewer_of_company_a_sees_and_exports_only_company_a(world: World) -> 
                                        "kiwi-outdoors/six-hourly-orders", "reason": "cross"}})
     assert status == 400 and "kiwi-outdoors" in json.dumps(answer), (status, answer)
 
+    # The viewer: acme's DAGs only, nothing triggered, kiwi's runs and task logs closed.
+    viewer = world.viewer
+    mine = {d["dag_id"] for d in viewer.ok("GET", "/api/v2/dags?limit=100")["dags"]}
+    assert mine and all(d.split("__")[1] == "acme" for d in mine), mine
+    every = {d["dag_id"] for d in admin.ok("GET", "/api/v2/dags?limit=100")["dags"]}
+    assert "manual_export__kiwi-outdoors" in every and mine < every
+    assert {r["dag_id"] for r in viewer.ok("GET", "/api/v2/dags/~/dagRuns?limit=100")[
+        "dag_runs"]} == {"manual_export__acme"}
+    assert {r["company"] for r in viewer.ok("GET", "/exports/runs.json?limit=500")["runs"]} == {
+        "acme"}
+    status, _ = viewer.call("POST", "/api/v2/dags/manual_export__acme/dagRuns", {
+        "logical_date": None, "conf": {"company": "acme", "base_export": "acme/daily-spend",
+                                       "reason": "a viewer may not export"}})
+    assert status == 403
+    kiwi = (f"/api/v2/dags/manual_export__kiwi-outdoors/dagRuns/"
+            f"{quote(world.kiwi_run['dag_run_id'])}")
+    acme = f"/api/v2/dags/manual_export__acme/dagRuns/{quote(world.acme_run['dag_run_id'])}"
+    for api in (viewer, analyst):
+        assert api.call("GET", kiwi)[0] == 403
+        assert api.call("GET", kiwi + "/taskInstances/resolve_window/logs/1")[0] == 403
+        assert api.call("GET", acme + "/taskInstances/resolve_window/logs/1")[0] == 200
+    assert admin.call("GET", kiwi + "/taskInstances/resolve_window/logs/1")[0] == 200
+
     from export_lib.ledger import open_ledger
 
     env = world.stack.stack_environ()
@@ -192,6 +215,47 @@ def test_a_viewer_of_company_a_sees_and_exports_only_company_a(world: World) -> 
     events = open_ledger(env["EXPORT_LEDGER_URL"]).events(manual)
     assert any(f"manual export requested by {ANALYST} (tenant test)" in (e["detail"] or "")
                for e in events), events
+
+
+def test_in_chromium_a_company_viewer_sees_only_its_dags_and_export_runs(world: World) -> None:
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    chromium, chromedriver = shutil.which("chromium"), shutil.which("chromedriver")
+    if not (chromium and chromedriver):
+        pytest.fail("this test drives the system browser: install Debian's chromium and "
+                    "chromium-driver (apt-get install chromium chromium-driver)")
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage",
+                "--window-size=1400,1000"):
+        options.add_argument(arg)
+    users = json.loads((world.stack.root / ".airflow" / "demo-users.json").read_text())
+    base = world.admin.base.replace("127.0.0.1", "localhost")  # the API's base_url host
+    d = webdriver.Chrome(options=options, service=Service(chromedriver))
+    try:
+        wait = WebDriverWait(d, 60)
+        d.get(base + "/")  # FAB's login page
+        wait.until(ec.presence_of_element_located((By.NAME, "username"))).send_keys(VIEWER)
+        d.find_element(By.NAME, "password").send_keys(users[VIEWER]["password"])
+        d.find_element(By.CSS_SELECTOR, "input[type=submit]").click()
+        wait.until(lambda drv: "/auth/login" not in drv.current_url)
+        d.get(base + "/dags")
+        wait.until(lambda drv: "manual_export__acme" in drv.find_element(By.TAG_NAME, "body").text)
+        listed = d.find_element(By.TAG_NAME, "body").text
+        assert "widget_export__acme__daily-spend" in listed
+        assert "kiwi-outdoors" not in listed and "dentsu" not in listed
+        d.get(base + "/exports/?limit=500")
+        page = d.find_element(By.TAG_NAME, "body").text
+        assert "acme/daily-spend" in page or "acme/manual" in page, page[:500]
+        assert "kiwi-outdoors" not in page and "dentsu" not in page
+        d.get(base + "/api/v2/dags/manual_export__kiwi-outdoors")
+        assert "Forbidden" in d.find_element(By.TAG_NAME, "body").text
+    finally:
+        d.quit()
 
 
 def _dump_database(url: str) -> str:
