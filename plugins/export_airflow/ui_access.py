@@ -21,7 +21,6 @@ from airflow.api_fastapi.auth.managers.models.resource_details import DagDetails
 from airflow.api_fastapi.core_api.security import GetUserDep
 from fastapi import Depends, HTTPException, Request
 
-
 EVERY_DAG_PROBE = "export__any-dag__"  # no DAG has this id, so no role grants it by name
 
 
@@ -31,7 +30,6 @@ def unscoped_refusal(manager: object) -> str | None:
     from airflow.api_fastapi.auth.managers.simple.simple_auth_manager import SimpleAuthManager
 
     from export_lib import settings
-
     from export_lib.errors import ConfigError
 
     if type(manager).is_authorized_dag is not SimpleAuthManager.is_authorized_dag:
