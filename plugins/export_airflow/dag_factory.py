@@ -222,7 +222,7 @@ def build_dag(schedule: Any, config_dir: str) -> DAG:
             # core that every other export's task process would otherwise import for nothing.
             from export_airflow.restatement import RestateLaterOperator
 
-            # Its own short run of export_restatement at window end + grace: this run ends
+            # Its own short run of restatement__<company> at window end + grace: this run ends
             # with the first delivery and holds no max_active_runs slot meanwhile.
             delivered >> RestateLaterOperator(task_id="restate_later", run=resolve.output,
                                               grace_seconds=late_data.grace.total_seconds(),
@@ -231,7 +231,8 @@ def build_dag(schedule: Any, config_dir: str) -> DAG:
 
 
 def company_dags(config_dir: Path, company_id: str, only_dag: str | None = None) -> list[DAG]:
-    """The DAGs of one company — its exports and its ``manual_export__<company>`` DAG; a config
+    """The DAGs of one company — its exports, its ``manual_export__<company>`` DAG and, when an
+    export restates late data, its ``restatement__<company>`` DAG; a config
     problem raises one ConfigError naming file and field.
 
     ``only_dag`` builds just that DAG (none if it is not this company's); the whole company
@@ -249,6 +250,12 @@ def company_dags(config_dir: Path, company_id: str, only_dag: str | None = None)
         # A worker running a manual task needs no form enums (see manual_dag.manual_params).
         form = None if only_dag is not None else schedules
         dags.append(build_manual_dag(config_dir, company_id, form))
+    if any(s.policies.late_data.policy == "restate" for s in schedules) and only_dag in (
+            None, f"restatement__{company_id}"):
+        # Imported only here: a worker of another DAG never loads the trigger operator.
+        from export_airflow.restatement import build_restatement_dag
+
+        dags.append(build_restatement_dag(str(config_dir), company_id))
     return dags
 
 

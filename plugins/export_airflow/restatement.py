@@ -2,15 +2,18 @@
 no ``max_active_runs`` slot of its export DAG (docs/adr/0007-restatement-runs.md).
 
 The export DAG run ends with ``restate_later`` right after its first delivery (so its deadline
-is judged on that delivery): it triggers a run of ``export_restatement`` whose ``run_after`` is
-the window end + grace. Airflow's scheduler starts no DAG run before its ``run_after``, so the
-restatement waits as a queued run, using no worker, pool or run slot of the export DAG. Then
-``restate_due`` checks the time (a run triggered early by hand waits, rescheduling),
-``restate_render`` re-renders with a fresh source cutoff within the render budget,
-``restate_publish`` publishes changed content as version N+1 marked as a correction
-(unchanged content keeps version N) and ``restate_deliver`` delivers it to the run's captured
-destinations. The restatement run id is derived from the run key, so a cleared or retried
-``restate_later`` finds the existing run and succeeds without restating twice.
+is judged on that delivery): it triggers a run of its company's ``restatement__<company>`` DAG
+whose ``run_after`` is the window end + grace, with the run key as its only ``conf``. The DAG is
+the company's (its roles only, ADR 0023) and takes the run from the ledger: a key of another
+company is refused, whatever the ``conf`` of a hand-triggered run says. Airflow's scheduler
+starts no DAG run before its ``run_after``, so the restatement waits as a queued run, using no
+worker, pool or run slot of the export DAG. Then ``restate_due`` checks the time (a run
+triggered early by hand waits, rescheduling), ``restate_render`` re-renders with a fresh source
+cutoff within the render budget, ``restate_publish`` publishes changed content as version N+1
+marked as a correction (unchanged content keeps version N) and ``restate_deliver`` delivers it
+to the run's captured destinations. The restatement run id is derived from the run key, so a
+cleared or retried ``restate_later`` finds the existing run and succeeds without restating
+twice.
 """
 
 from __future__ import annotations
@@ -35,7 +38,12 @@ from export_lib.logfmt import get_logger
 
 log = get_logger(__name__)  # not self.log: our records carry the run's fields (logfmt)
 
-RESTATEMENT_DAG_ID = "export_restatement"
+RESTATEMENT_PREFIX = "restatement__"
+
+
+def restatement_dag_id(company: str) -> str:
+    """``restatement__acme``: the company's restatement DAG."""
+    return RESTATEMENT_PREFIX + company
 _RUN_ID_UNSAFE = re.compile(r"[^A-Za-z0-9_.~:+-]")
 
 
@@ -55,7 +63,8 @@ class RestateLaterOperator(TriggerDagRunOperator):
 
     def __init__(self, *, run: Any, grace_seconds: float, **kwargs: Any) -> None:
         kwargs.setdefault("execution_timeout", task_timeout("small"))
-        super().__init__(trigger_dag_id=RESTATEMENT_DAG_ID, skip_when_already_exists=True,
+        # The trigger_dag_id is the run's company's, set in execute().
+        super().__init__(trigger_dag_id=RESTATEMENT_PREFIX, skip_when_already_exists=True,
                          logical_date=None, openlineage_inject_parent_info=False, **kwargs)
         self.run = run
         self.grace_seconds = grace_seconds
@@ -66,40 +75,45 @@ class RestateLaterOperator(TriggerDagRunOperator):
         with export_errors():
             summary = RunSummary.from_xcom(self.run)
         due = summary.window.end + timedelta(seconds=self.grace_seconds)
+        self.trigger_dag_id = restatement_dag_id(summary.company)
         self.trigger_run_id = restatement_run_id(summary.run_key)
         self.run_after = max(due, datetime.now(UTC))
-        self.conf = {"run": summary.as_xcom(), "grace_seconds": self.grace_seconds}
-        if context["ti"].get_dr_count(RESTATEMENT_DAG_ID, run_ids=[self.trigger_run_id]):
+        self.conf = {"run_key": summary.run_key}
+        if context["ti"].get_dr_count(self.trigger_dag_id, run_ids=[self.trigger_run_id]):
             # A cleared or retried task: the restatement is already scheduled, once.
             log.info("company=%s schedule=%s period=%s: restatement run %s exists already",
                      *summary.log_fields(), self.trigger_run_id, extra=summary.log_context())
             return None
-        log.info("company=%s schedule=%s period=%s: restatement run %s starts at %s "
+        log.info("company=%s schedule=%s period=%s: restatement run %s of %s starts at %s "
                  "(window end + grace)", *summary.log_fields(), self.trigger_run_id,
-                 due.isoformat(), extra=summary.log_context())
+                 self.trigger_dag_id, due.isoformat(), extra=summary.log_context())
         return super().execute(context)
 
 
-def build_restatement_dag(config_dir: str) -> DAG:
+def build_restatement_dag(config_dir: str, company: str) -> DAG:
+    """``company``'s restatement DAG (built by its loader when one of its exports restates)."""
+    from export_airflow.access import access_control, quiet_access_control
     from export_airflow.dag_factory import delivery_policy  # it imports this module
     from export_lib.config.destinations import DEFAULT_RETRY_WINDOW
 
-    with DAG(
-        dag_id=RESTATEMENT_DAG_ID,
+    with quiet_access_control(), DAG(
+        dag_id=restatement_dag_id(company),
         schedule=None,
-        tags=["kind:restatement"],
+        tags=[f"company:{company}", "kind:restatement"],
         doc_md=__doc__,
+        access_control=access_control(company),
         render_template_as_native_obj=True,
-        params={"run": Param({}, type="object", description="The export run's summary."),
-                "grace_seconds": Param(0, type="number")},
+        params={"run_key": Param("", type="string", title="Run key",
+                                 description=f"The {company} run to restate, e.g. "
+                                             f"{company}/<export>/<slot>; it is read from the "
+                                             "ledger.")},
         default_args={"owner": "exports", "retries": 3, "retry_delay": timedelta(minutes=10)},
         max_active_runs=8,
     ) as dag:
-        due = RestateDueSensor(task_id="restate_due", run="{{ params.run }}",
-                               grace_seconds="{{ params.grace_seconds }}", poke_interval=60)
-        again = RenderCsvOperator(task_id="restate_render", run="{{ params.run }}",
+        due = RestateDueSensor(task_id="restate_due", run_key="{{ params.run_key }}",
+                               company=company, poke_interval=60)
+        again = RenderCsvOperator(task_id="restate_render", run=due.output,
                                   regenerate=True, pool="export_catchup")
-        due >> again
         corrected = PublishOperator(task_id="restate_publish", rendered=again.output,
                                     correction=True)
         # The run's captured destinations (pushed by publish), retried like the export's own

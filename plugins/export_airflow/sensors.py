@@ -2,7 +2,7 @@
 
 * :class:`WatermarkSensor` — ``late_data: wait_for_watermark``: render only once the source's
   ingestion watermark passed the window end + grace, or at the run's deadline at the latest.
-* :class:`RestateDueSensor` — ``late_data: restate``: in the ``export_restatement`` DAG
+* :class:`RestateDueSensor` — ``late_data: restate``: in the company's ``restatement__<id>`` DAG
   (export_airflow/restatement.py), wait until window end + grace, then the restatement tasks
   re-render the period with a fresh cutoff; different content becomes version N+1, marked as a
   correction that supersedes the earlier version.
@@ -57,26 +57,34 @@ class WatermarkSensor(CancelsSourceQueries, BaseSensorOperator):
 
 
 class RestateDueSensor(BaseSensorOperator):
-    """:param run: the ResolveWindowOperator summary; :param grace_seconds: late-data grace
-    (both templated: the ``export_restatement`` DAG passes them as params)"""
+    """Wait until the restated run's window end + grace, then push its summary for the
+    restatement's render. The run comes from the ledger by its key (ADR 0023), never from the
+    trigger's ``conf``, and must be this DAG's company's.
 
-    template_fields = ("run", "grace_seconds")
+    :param run_key: the run to restate (templated: ``{{ params.run_key }}``)
+    :param company: the company of this restatement DAG
+    """
 
-    def __init__(self, *, run: Any, grace_seconds: float | str, **kwargs: Any) -> None:
+    template_fields = ("run_key",)
+
+    def __init__(self, *, run_key: str, company: str, **kwargs: Any) -> None:
         kwargs.setdefault("mode", "reschedule")
         kwargs.setdefault("execution_timeout", task_timeout("sensor"))  # per poke
         kwargs.setdefault("poke_interval", 600)
         super().__init__(**kwargs)
-        self.run = run
-        self.grace_seconds = grace_seconds
+        self.run_key = run_key
+        self.company = company
 
-    def poke(self, context: Any) -> bool:
-        from export_lib.pipeline import RunSummary
+    def poke(self, context: Any) -> Any:
+        from airflow.sdk import PokeReturnValue
+
+        from export_lib.ledger import open_ledger
+        from export_lib.pipeline.restatement import restated_run
 
         with export_errors():
-            run = RunSummary.from_xcom(self.run)
-        due = run.window.end + timedelta(seconds=float(self.grace_seconds))
+            run, grace = restated_run(open_ledger(), self.run_key, self.company)
+        due = run.window.end + grace
         now = datetime.now(UTC)
         log.info("company=%s schedule=%s period=%s: restatement %s at %s", *run.log_fields(),
                  "due" if now >= due else "waits until", due.isoformat(), extra=run.log_context())
-        return now >= due
+        return PokeReturnValue(is_done=now >= due, xcom_value=run.as_xcom())

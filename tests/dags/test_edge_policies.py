@@ -167,13 +167,17 @@ def test_late_data_policies_shape_the_task_graph(tmp_path):
     acme = {d.dag_id: d for d in company_dags(config, "acme")}
     restating = acme["widget_export__acme__daily-spend"]
     assert restating.get_task("deliver").downstream_task_ids == {"restate_later"}
-    assert restating.get_task("restate_later").trigger_dag_id == "export_restatement"
+    assert "restatement__acme" in acme and "restatement__kiwi-outdoors" not in kiwi
     assert restating.get_task("restate_later").grace_seconds == 86400
     assert restating.max_active_runs == 2  # the restatement waits in a run of its own
 
     from export_airflow.restatement import build_restatement_dag
 
-    restatement = build_restatement_dag(str(config))
+    restatement = build_restatement_dag(str(config), "acme")
+    assert restatement is not None and acme["restatement__acme"].access_control == {
+        "company_acme_viewer": {"DAGs": {"can_read"}, "DAG Runs": {"can_read"}},
+        "company_acme_operator": {"DAGs": {"can_read", "can_edit"},
+                                  "DAG Runs": {"can_read", "can_create"}}}
     assert restatement.get_task("restate_due").downstream_task_ids == {"restate_render"}
     assert restatement.get_task("restate_due").mode == "reschedule"
     assert restatement.get_task("restate_publish").correction is True

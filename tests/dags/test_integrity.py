@@ -93,7 +93,7 @@ def shipped_exports(shipped_bag) -> Iterator[tuple]:
 # The late-data policies add tasks around the core chain once the factory supports them
 # (export_airflow.sensors): a sensor between resolve and render, a restatement after deliver.
 LATE_DATA_TASKS = importlib.util.find_spec("export_airflow.sensors") is not None
-# restate: the export run ends by triggering its restatement run (export_restatement DAG).
+# restate: the export run ends by triggering its restatement run (restatement__<company> DAG).
 RESTATE = ("restate_later",)
 
 

@@ -66,7 +66,7 @@ def test_the_restatement_dag_stays_out_of_the_manual_pool():
     from export_airflow.cluster_policy import MANUAL_POOL
     from export_airflow.restatement import build_restatement_dag
 
-    dag = build_restatement_dag(str(REPO / "dags" / "config"))
+    dag = build_restatement_dag(str(REPO / "dags" / "config"), "acme")
     assert MANUAL_POOL not in {t.pool for t in dag.tasks}
 
 

@@ -44,8 +44,8 @@ from tests.system.soak.stack import Api, Stack, ledger_runs_at, stop_and_sweep
 DONE = ("success", "failed", "skipped", "upstream_failed", "removed")
 # The project's own DAGs a fixture config keeps (the demo companies' loaders go, demo_feed
 # too: it would keep adding rows to the source the tests export).
-# each company's loader brings its manual_export__<id>; restatements run in export_restatement
-KEPT_DAG_FILES = ("export_restatement.py", "config_check.py")
+# each company's loader brings its manual_export__<id> (and restatement__<id> when it restates)
+KEPT_DAG_FILES = ("config_check.py",)
 
 
 # How far ahead of a module's start its next daily slot lies. 12 h (the default) keeps any slot
@@ -233,7 +233,7 @@ class SchedulerStack:
     def prepare(cls, root: Path, companies: dict[str, str | dict[str, Any]],
                 env: dict[str, str] | None = None) -> SchedulerStack:
         """A project copy in ``root`` whose ``dags/`` holds exactly ``companies`` (id → company
-        file) beside ``defaults.yaml``, export_restatement and the loader check. Not started."""
+        file) beside ``defaults.yaml`` and the loader check. Not started."""
         stack = Stack.in_copy(root, **(env or {}))
         dags = stack.root / "dags"
         for path in dags.glob("*.py"):

@@ -25,7 +25,7 @@ WATERMARK = "widget_export__markco__daily"
 RESTATE = "widget_export__restco__daily"
 FLAKY = "widget_export__flakyco__daily"
 # restco's restatement: a run of its own (ADR 0007), started at once (grace 0m).
-RESTATEMENT = "export_restatement"
+RESTATEMENT = "restatement__restco"
 ALL_DAGS = (DAILY, WATERMARK, RESTATE, FLAKY)
 COUNTED = ("runs", "artifacts", "deliveries", "delivery_attempts")
 
@@ -89,7 +89,7 @@ def test_every_scheduled_run_succeeds_and_a_publish_retry_after_a_storage_error_
     (stack.artifact_root / "flakyco").unlink()  # the storage is back
     for dag_id in ALL_DAGS:
         stack.wait_for_run(dag_id, timeout=240)
-    # export_restatement is every company's: restco's run is the one named after its run key.
+    # restco's restatement run is the one named after its run key.
     wait_for(lambda: any(r["dag_run_id"].startswith("restate__restco_")
                          for r in stack.dag_runs(RESTATEMENT)), 240, 1, "restco's restatement run")
     wait_for(lambda: _run_id(stack, RESTATEMENT), 60, 1, "restco's restatement run of its slot")

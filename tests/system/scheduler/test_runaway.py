@@ -176,13 +176,12 @@ def fixture_dsn(shared_stack) -> str:
 @pytest.fixture(scope="module")
 def stack(shared_stack, fixture_dsn: str, clock: Clock):
     """bigco and lateco on the shared stack, their source seeded first; restatement runs held
-    until the test says so (released again afterwards: export_restatement is every module's)."""
+    until the test says so (lateco's own restatement__lateco DAG, paused once it appears)."""
     stack = shared_stack.stack.scoped(["bigco", "lateco"])
     seed_fixture_source(fixture_dsn, clock)
     fill_big_metrics(fixture_dsn, clock.big_day)
     stack.add_sources(fixture_source={t: "company_id" for t in
                                       ("big_metrics", "late_metrics", "wm_metrics")})
-    stack.pause("export_restatement")
     # The watermark never passes: the sensor reschedules until this deadline, then exports.
     wm_deadline = (datetime.now(UTC) + timedelta(seconds=WM_DEADLINE_AFTER)).replace(
         microsecond=0) - clock.s0
@@ -191,14 +190,13 @@ def stack(shared_stack, fixture_dsn: str, clock: Clock):
         stack.write_company("lateco", LATECO % {"hour": clock.hour, "grace": GRACE_HOURS,
                                                 "wm_deadline": int(wm_deadline.total_seconds())})
         stack.wait_for_dags("widget_export__bigco__full-dump", "widget_export__lateco__restated",
-                            "widget_export__lateco__watermarked", timeout=300)
+                            "widget_export__lateco__watermarked", "restatement__lateco",
+                            timeout=300)
+        stack.pause("restatement__lateco")
         yield stack
     finally:
         report_slot(__name__, SlotClock(clock.now))
-        try:
-            stack.withdraw(["bigco", "lateco"])
-        finally:
-            stack.pause("export_restatement", paused=False)
+        stack.withdraw(["bigco", "lateco"])
 
 
 @pytest.fixture(scope="module")
@@ -323,8 +321,10 @@ def test_restatement_runs_apart_and_publishes_a_correction(stack, api, fixture_d
     # s0 + grace, ~2 h from now) and the past slot's run (restated at once) both
     # finish, holding no max_active_runs slot.
     runs = wait_for(export_runs_done, 150, interval=2, what=f"{dag_id} runs to succeed")
-    restatements = {datetime.fromisoformat(r["conf"]["run"]["slot"]): r
-                    for r in dag_runs(api, "export_restatement")
+    # A restatement run's conf is the run key alone (ADR 0023): the slot is its last part.
+    restatements = {datetime.strptime(r["conf"]["run_key"].rsplit("/", 1)[1],
+                                      "%Y-%m-%dT%H:%MZ").replace(tzinfo=UTC): r
+                    for r in dag_runs(api, "restatement__lateco")
                     if r["dag_run_id"].startswith("restate__lateco_restated_")}
     assert set(restatements) >= {s0, past_slot} and len(runs) >= 2
     on_time = restatements[s0]
@@ -336,9 +336,9 @@ def test_restatement_runs_apart_and_publishes_a_correction(stack, api, fixture_d
         conn.execute("INSERT INTO late_metrics SELECT 'lateco', %s + g * interval '1 min', "
                      "1000 + g, now() - interval '1 s' FROM generate_series(1, %s) g",
                      (past_slot - timedelta(minutes=30), LATE_ROWS))
-    api.ok("PATCH", "/api/v2/dags/export_restatement", {"is_paused": False})
+    api.ok("PATCH", "/api/v2/dags/restatement__lateco", {"is_paused": False})
     restate_id = restatements[past_slot]["dag_run_id"]
-    wait_for(lambda: api.ok("GET", f"/api/v2/dags/export_restatement/dagRuns/{restate_id}")
+    wait_for(lambda: api.ok("GET", f"/api/v2/dags/restatement__lateco/dagRuns/{restate_id}")
              ["state"] == "success", 150, interval=2, what="the restatement run to succeed")
 
     (ledger,) = [r for r in stack.ledger_runs()
