@@ -32,6 +32,7 @@ from urllib.parse import quote
 
 import pytest
 import sqlalchemy as sa
+import yaml
 
 from tests.services.http import WebhookReceiver, start_receiver, stop_receiver
 from tests.services.tls import make_certificates
@@ -111,6 +112,13 @@ def world() -> Iterator[World]:
     acme.write_text(text.replace(ANCHOR, ANCHOR + WEBHOOKS, 1))
     for conn_id in ("acme_hook", "acme_hook_down"):
         grant_connection(acme.parent, conn_id, "webhook", ["acme"])
+    # One restating export each, so both companies have a restatement DAG (ADR 0023).
+    for company, export in (("acme", "daily-spend"), ("kiwi-outdoors", "six-hourly-orders")):
+        path = acme.parent / f"{company}.yaml"
+        data = yaml.safe_load(path.read_text())
+        (widget,) = [w for w in data["widget_exports"] if w["id"] == export]
+        widget["late_data"] = {"policy": "restate", "grace": "1h"}
+        path.write_text(yaml.safe_dump(data, sort_keys=False))
     try:
         started = time.monotonic()
         stack.start()
@@ -207,6 +215,27 @@ def test_a_viewer_of_company_a_sees_and_exports_only_company_a(world: World) -> 
         assert api.call("GET", kiwi + "/taskInstances/resolve_window/logs/1")[0] == 403
         assert api.call("GET", acme + "/taskInstances/resolve_window/logs/1")[0] == 200
     assert admin.call("GET", kiwi + "/taskInstances/resolve_window/logs/1")[0] == 200
+
+    # Restatements: kiwi's DAG is not acme's to trigger; acme's refuses kiwi's run key, read
+    # from the ledger whatever the conf says; nothing of kiwi's is published again.
+    (kiwi_key,) = [k for k in others if k.startswith("kiwi-outdoors/") and "/manual/" in k]
+    assert analyst.call("POST", "/api/v2/dags/restatement__kiwi-outdoors/dagRuns",
+                        {"logical_date": None, "conf": {"run_key": kiwi_key}})[0] == 403
+    assert viewer.call("POST", "/api/v2/dags/restatement__acme/dagRuns",
+                       {"logical_date": None, "conf": {"run_key": kiwi_key}})[0] == 403
+    versions = [[a["version"] for a in r["artifacts"]] for r in world.stack.ledger_runs()
+                if r["run_key"] == kiwi_key]
+    assert versions == [[1]]
+    attempt = analyst.ok("POST", "/api/v2/dags/restatement__acme/dagRuns", {
+        "logical_date": None, "conf": {"run_key": kiwi_key,
+                                       "run": {"company": "acme", "run_key": kiwi_key}}})
+    done = wait_for(lambda: _terminal(admin, attempt), 240, what="the refused restatement")
+    assert done["state"] == "failed"
+    log = admin.ok("GET", f"/api/v2/dags/restatement__acme/dagRuns/"
+                          f"{quote(attempt['dag_run_id'])}/taskInstances/restate_due/logs/1")
+    assert f"run '{kiwi_key}' is not acme's" in json.dumps(log)
+    assert [[a["version"] for a in r["artifacts"]] for r in world.stack.ledger_runs()
+            if r["run_key"] == kiwi_key] == versions
 
     from export_lib.ledger import open_ledger
 
