@@ -16,7 +16,6 @@ Screenshots of every step go to ``test-artifacts/screenshots/`` under the projec
 from __future__ import annotations
 
 import re
-import shutil
 import time
 from collections.abc import Iterator
 from datetime import datetime, timedelta
@@ -24,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.browser import headless_chromium
 from tests.system.scheduler.harness import SchedulerStack, SlotClock, company_file, widget_export
 
 LATE, HELD = "widget_export__pageco__late-daily", "widget_export__pageco__held-daily"
@@ -44,24 +44,8 @@ SEED = ("import sys; from datetime import datetime, timedelta; "
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[object]:
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    chromium, chromedriver = shutil.which("chromium"), shutil.which("chromedriver")
-    if not (chromium and chromedriver):
-        pytest.fail("this test drives the system browser: install Debian's chromium and "
-                    "chromium-driver (apt-get install chromium chromium-driver)")
-    options = webdriver.ChromeOptions()
-    options.binary_location = chromium
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage",
-                "--window-size=1400,1000"):
-        options.add_argument(arg)
-    driver = webdriver.Chrome(options=options, service=Service(chromedriver))
-    driver.implicitly_wait(0)
-    try:
+    with headless_chromium() as driver:
         yield driver
-    finally:
-        driver.quit()
 
 
 def _slots(stack: SchedulerStack, schedule_id: str) -> list[datetime]:
@@ -101,6 +85,13 @@ def test_support_sees_late_and_missed_filters_drills_down_and_releases(scheduler
     def shot(name: str) -> None:
         d.save_screenshot(str(SHOTS / f"{name}.png"))
 
+    def apply() -> None:
+        """Submit the filter form and wait for the new page: until the old one is gone, a
+        wait on its text may pass on the old page and the next lookup go stale (CI, 3 Dec)."""
+        old = d.find_element(By.TAG_NAME, "html")
+        d.find_element(By.ID, "f-apply").click()
+        wait.until(ec.staleness_of(old))
+
     # Airflow's own login page, then Browse → Export obligations from the nav menu.
     d.get(f"http://localhost:{stack.env['PORT']}/")
     wait.until(ec.presence_of_element_located((By.NAME, "username"))).send_keys("admin")
@@ -127,7 +118,7 @@ def test_support_sees_late_and_missed_filters_drills_down_and_releases(scheduler
     # from every module on the shared stack, and with EXPORT_TEST_HOURS_AHEAD=1 theirs are
     # newer than pageco's ~23 h old late run.
     Select(d.find_element(By.ID, "f-company")).select_by_value("pageco")
-    d.find_element(By.ID, "f-apply").click()
+    apply()
     late_row = wait.until(ec.presence_of_element_located(
         (By.CSS_SELECTOR, f"#runs tr[data-run='{late_key}']")))
     # ~24 - HOURS_AHEAD - 1 h late: ~11 h by default
@@ -141,7 +132,7 @@ def test_support_sees_late_and_missed_filters_drills_down_and_releases(scheduler
     assert Select(d.find_element(By.ID, "f-company")).first_selected_option.get_attribute(
         "value") == "pageco"
     Select(d.find_element(By.ID, "f-state")).select_by_value("late")
-    d.find_element(By.ID, "f-apply").click()
+    apply()
     wait.until(ec.text_to_be_present_in_element((By.ID, "shown"), "runs 1–1 of 1"))
     assert [r.get_attribute("data-run") for r in d.find_elements(
         By.CSS_SELECTOR, "#runs tr[data-run]")] == [late_key]
@@ -150,7 +141,7 @@ def test_support_sees_late_and_missed_filters_drills_down_and_releases(scheduler
     day = latest.strftime("%m%d%Y")  # Chromium's date input takes the digits of mm/dd/yyyy
     d.find_element(By.ID, "f-since").send_keys(day)
     d.find_element(By.ID, "f-until").send_keys(day)
-    d.find_element(By.ID, "f-apply").click()
+    apply()
     wait.until(ec.text_to_be_present_in_element((By.ID, "shown"), "runs 1–2 of 2"))
     assert sorted(r.get_attribute("data-run") for r in d.find_elements(
         By.CSS_SELECTOR, "#runs tr[data-run]")) == [held_key, late_key]
@@ -172,7 +163,7 @@ def test_support_sees_late_and_missed_filters_drills_down_and_releases(scheduler
     # Release the held run from its page; the ledger records who.
     d.find_element(By.LINK_TEXT, "← all obligations").click()
     Select(wait.until(ec.presence_of_element_located((By.ID, "f-state")))).select_by_value("held")
-    d.find_element(By.ID, "f-apply").click()
+    apply()
     wait.until(ec.text_to_be_present_in_element((By.ID, "shown"), "runs 1–1 of 1"))
     d.find_element(By.CSS_SELECTOR, f"#runs tr[data-run='{held_key}'] a").click()
     wait.until(ec.element_to_be_clickable((By.ID, "do-release")))

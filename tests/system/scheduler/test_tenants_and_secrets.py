@@ -36,6 +36,7 @@ import yaml
 
 from tests.services.http import WebhookReceiver, start_receiver, stop_receiver
 from tests.services.tls import make_certificates
+from tests.support.browser import headless_chromium
 from tests.system.scheduler.harness import grant_connection
 from tests.system.soak.stack import Api, Stack, now_utc, scratch_dir, stop_and_sweep, wait_for
 
@@ -247,25 +248,13 @@ def test_a_viewer_of_company_a_sees_and_exports_only_company_a(world: World) -> 
 
 
 def test_in_chromium_a_company_viewer_sees_only_its_dags_and_export_runs(world: World) -> None:
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions as ec
     from selenium.webdriver.support.ui import WebDriverWait
 
-    chromium, chromedriver = shutil.which("chromium"), shutil.which("chromedriver")
-    if not (chromium and chromedriver):
-        pytest.fail("this test drives the system browser: install Debian's chromium and "
-                    "chromium-driver (apt-get install chromium chromium-driver)")
-    options = webdriver.ChromeOptions()
-    options.binary_location = chromium
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage",
-                "--window-size=1400,1000"):
-        options.add_argument(arg)
     users = json.loads((world.stack.root / ".airflow" / "demo-users.json").read_text())
     base = world.admin.base.replace("127.0.0.1", "localhost")  # the API's base_url host
-    d = webdriver.Chrome(options=options, service=Service(chromedriver))
-    try:
+    with headless_chromium() as d:
         wait = WebDriverWait(d, 60)
         d.get(base + "/")  # FAB's login page
         wait.until(ec.presence_of_element_located((By.NAME, "username"))).send_keys(VIEWER)
@@ -283,8 +272,6 @@ def test_in_chromium_a_company_viewer_sees_only_its_dags_and_export_runs(world: 
         assert "kiwi-outdoors" not in page and "dentsu" not in page
         d.get(base + "/api/v2/dags/manual_export__kiwi-outdoors")
         assert "Forbidden" in d.find_element(By.TAG_NAME, "body").text
-    finally:
-        d.quit()
 
 
 def _dump_database(url: str) -> str:
