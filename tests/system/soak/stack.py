@@ -252,11 +252,16 @@ class Api:
                        {"logical_date": None, "conf": conf})
 
     def clear_random_task(self, rng: random.Random) -> tuple[str, str, str] | None:
-        """Clear one random finished task (and its downstream) of an export run."""
+        """Clear one random finished task (and its downstream) of an export run that has
+        finished: clearing resolve_window while its render was already dispatched deletes the
+        summary that render then reads (CI, 3 Dec: the render failed for good) — an operator
+        clears a finished run, not a task whose downstream is starting."""
+        finished = {(r["dag_id"], r["dag_run_id"]) for r in self.dag_runs("success")}
         page = self.ok("GET", "/api/v2/dags/~/dagRuns/~/taskInstances?state=success&limit=100"
                               "&order_by=-end_date")
         tis = [ti for ti in page["task_instances"]
-               if ti["dag_id"].startswith(EXPORT_DAG_PREFIXES) and ti["map_index"] == -1]
+               if ti["dag_id"].startswith(EXPORT_DAG_PREFIXES) and ti["map_index"] == -1
+               and (ti["dag_id"], ti["dag_run_id"]) in finished]
         if not tis:
             return None
         ti = rng.choice(tis)
