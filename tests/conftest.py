@@ -96,6 +96,28 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items[:] = plan(items, {path_of(i): tier_of(i)[0] for i in items})
 
 
+_TIMELINE = os.environ.get("EXPORT_TEST_TIMELINE")
+
+
+def _timeline(event: str, nodeid: str) -> None:
+    """``EXPORT_TEST_TIMELINE=FILE``: one line per test start and end (time, worker, event,
+    test), for reading where a slow `make test` spent its wall time."""
+    if _TIMELINE:
+        import time
+
+        worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+        with open(_TIMELINE, "a") as out:
+            out.write(f"{time.time():.1f} {worker} {event} {nodeid}\n")
+
+
+def pytest_runtest_logstart(nodeid: str, location: tuple) -> None:
+    _timeline("start", nodeid)
+
+
+def pytest_runtest_logfinish(nodeid: str, location: tuple) -> None:
+    _timeline("end", nodeid)
+
+
 def pytest_xdist_make_scheduler(config: pytest.Config, log):
     """``--dist loadfile`` hands out whole files, and each group of shared-stack scheduler
     modules as one unit (tests/support/workload.py)."""
