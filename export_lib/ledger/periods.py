@@ -54,15 +54,11 @@ class LatestRun:
     timing: dict[str, Any]
 
 
-def latest_runs(ledger: Ledger, company: str | None = None) -> dict[str, LatestRun]:
+def latest_runs(ledger: Ledger) -> dict[str, LatestRun]:
     """Each schedule's newest run by slot (any state: a run at all means the schedule has a
-    past its timing must keep), by schedule id; only ``company``'s schedules when given (the
-    DAG loader's per-parse check reads one company through the (company, schedule, slot)
-    index)."""
-    newest = sa.select(runs.c.schedule_id, sa.func.max(runs.c.slot).label("slot"))
-    if company is not None:
-        newest = newest.where(runs.c.company == company)
-    newest = newest.group_by(runs.c.schedule_id).subquery()
+    past its timing must keep), by schedule id."""
+    newest = (sa.select(runs.c.schedule_id, sa.func.max(runs.c.slot).label("slot"))
+              .group_by(runs.c.schedule_id).subquery())
     query = (sa.select(runs.c.schedule_id, runs.c.run_key, runs.c.slot, runs.c.config_snapshot)
              .join(newest, sa.and_(newest.c.schedule_id == runs.c.schedule_id,
                                    newest.c.slot == runs.c.slot)))

@@ -71,10 +71,9 @@ def _yaml_scalar(value: Any) -> str:
 
 
 def unannounced_timing_edits(ledger: Ledger, schedules: Iterable[Schedule], config_dir: Path,
-                             *, now: datetime, company: str | None = None) -> list[TimingEdit]:
-    """The schedules whose newest run's slot now has another timing in the config (only
-    ``company``'s runs are read when given)."""
-    latest = latest_runs(ledger, company)
+                             *, now: datetime) -> list[TimingEdit]:
+    """The schedules whose newest run's slot now has another timing in the config."""
+    latest = latest_runs(ledger)
     found = []
     for schedule in schedules:
         run = latest.get(schedule.schedule_id)
@@ -115,8 +114,7 @@ def where_in_file(schedule: Schedule, config_dir: Path) -> str:
 
 
 def check_timing_edits(schedules: Iterable[Schedule], config_dir: Path, *, now: datetime,
-                       ledger_url: str | None = None, company: str | None = None
-                       ) -> tuple[list[str], list[str]]:
+                       ledger_url: str | None = None) -> tuple[list[str], list[str]]:
     """``exportctl validate``'s ledger check: (error lines, warning lines). No ledger yet (the
     embedded SQLite file does not exist, or has no tables): nothing ran, nothing to check. An
     unreachable ledger is a warning: the config may still be checked without it."""
@@ -135,7 +133,7 @@ def check_timing_edits(schedules: Iterable[Schedule], config_dir: Path, *, now: 
         return [], [f"warning: timing edits not checked against the runs already made: {exc}"]
     try:
         return [e.message() for e in unannounced_timing_edits(
-            ledger, schedules, config_dir, now=now, company=company)], []
+            ledger, schedules, config_dir, now=now)], []
     except sqlalchemy.exc.OperationalError as exc:
         if "no such table" in str(exc):
             return [], []

@@ -37,7 +37,6 @@ from export_lib.config.dag_loaders import (
     recorded_company_dags,
     removed_company,
 )
-from export_lib.config.models import Schedule
 from export_lib.config.operational import TaskRetries
 from export_lib.logfmt import get_logger
 
@@ -245,8 +244,6 @@ def company_dags(config_dir: Path, company_id: str, only_dag: str | None = None)
     catalog = open_catalog(config_dir, only=company_id)
     catalog.raise_for_errors()
     schedules = catalog.for_company(company_id)
-    if only_dag is None:
-        _refuse_unannounced_timing_edits(config_dir, company_id, schedules)
     dags = [build_dag(s, str(config_dir)) for s in schedules
             if only_dag is None or s.dag_id == only_dag]
     if only_dag is None or only_dag == manual_dag_id(company_id):
@@ -260,25 +257,6 @@ def company_dags(config_dir: Path, company_id: str, only_dag: str | None = None)
 
         dags.append(build_restatement_dag(str(config_dir), company_id))
     return dags
-
-
-def _refuse_unannounced_timing_edits(config_dir: Path, company_id: str,
-                                     schedules: list[Schedule]) -> None:
-    """``exportctl validate``'s ledger verdict at every parse (issue 22 item 2): a timing edited
-    by hand without ``effective_from`` would move the slots already run, and Airflow would
-    schedule the new timing's past slot at once. The file is refused (an import error with
-    the exact lines to add) until it says from which slot the new timing applies. Workers
-    (``only_dag``) skip it: a run's tasks use the snapshot captured when it was registered."""
-    from export_lib.errors import ConfigError
-    from export_lib.pipeline.timing_edits import check_timing_edits
-
-    edits, unchecked = check_timing_edits(schedules, config_dir, now=datetime.now(UTC),
-                                          company=company_id)
-    for warning in unchecked:
-        log.warning("company=%s schedule=- period=-: %s", company_id, warning,
-                    extra={"company": company_id})
-    if edits:
-        raise ConfigError("\n".join(edits))
 
 
 def register_company_dags(loader_file: str, namespace: dict[str, Any]) -> None:
