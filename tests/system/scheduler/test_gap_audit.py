@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from collections import Counter
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -166,7 +167,8 @@ def test_an_outage_is_recovered_by_the_audit_and_a_second_audit_changes_nothing(
     assert len([r for r in stack.dag_runs(EACH) if r["run_type"] == "backfill"]) == 3
 
 
-def test_moving_the_export_hour_sends_no_delivered_period_again(scheduler_stack, clock):
+def test_moving_the_export_hour_sends_no_delivered_period_again(scheduler_stack, clock,
+                                                                tmp_path):
     """issue 22 item 2 on the running stack, after the test above delivered four periods of
     audit-each/daily: the hour moved by hand without effective_from is refused by validate
     with the lines to add; ``exportctl reschedule --apply`` moves it; the DAG's next run is at
@@ -176,14 +178,21 @@ def test_moving_the_export_hour_sends_no_delivered_period_again(scheduler_stack,
     before = config.read_text()
     new_hour = (clock.hour + 2) % 24
     assert f"  export_hour: {clock.hour}\n" in before
-    config.write_text(before.replace(f"  export_hour: {clock.hour}\n",
-                                     f"  export_hour: {new_hour}\n", 1))
-    refused = stack.exportctl("validate", "dags/config", check=False)
+    # The hand edit is validated in a copy of the directory: written into the stack's own
+    # directory, the dag-processor could parse it before it is undone, and the DAG would take
+    # the new hour's past slot as its next run (CI 3 Dec 04:45) — a moved slot whose day went
+    # out is skipped as delivered (tests/integration/pipeline/test_timing_change.py), but the
+    # wait for the next run below would read that stale one.
+    edited = tmp_path / "edited"
+    shutil.copytree(stack.config_dir, edited, ignore=shutil.ignore_patterns("__pycache__"))
+    (edited / "audit-each.yaml").write_text(before.replace(
+        f"  export_hour: {clock.hour}\n", f"  export_hour: {new_hour}\n", 1))
+    refused = stack.exportctl("validate", str(edited), check=False)
     assert refused.returncode == 1, refused.stdout
     assert (f"the timing of audit-each/daily changed (export_hour {clock.hour} → {new_hour}) "
             "but it already ran under the old timing") in refused.stdout, refused.stdout
     assert f"history entry '- {{export_hour: {clock.hour}, effective_from: " in refused.stdout
-    config.write_text(before)
+    assert config.read_text() == before
 
     files_before = _file_slots(stack)
     moved = stack.exportctl("reschedule", "audit-each/daily", "--config", "dags/config",
