@@ -13,7 +13,11 @@ export, the admin kiwi-outdoors'. Then:
   sees everything;
 * ``/exports/docs`` and ``/exports/openapi.json`` need a login;
 * no test secret occurs in the ledger (every table), the Airflow metadata database (XCom
-  included, every table), the task and component logs, or the page and ``runs.json``.
+  included, every table), the task and component logs, or the page and ``runs.json``;
+* last, the same stack as `make run` on an existing PostgreSQL server (``PG_SERVER``,
+  ``PG_DB_PREFIX``, no template: its databases migrated from scratch): `make stop` leaves the
+  server running, `make reset-db` drops only its databases (once a stack of its own,
+  tests/system/soak/test_pg_server.py).
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from datetime import timedelta
 from pathlib import Path
 from urllib.parse import quote
 
+import psycopg
 import pytest
 import sqlalchemy as sa
 import yaml
@@ -41,6 +46,8 @@ from tests.system.scheduler.harness import grant_connection
 from tests.system.soak.stack import Api, Stack, now_utc, scratch_dir, stop_and_sweep, wait_for
 
 HERE = Path(__file__).resolve().parent
+PG_PREFIX = "pgsrv_"  # the stack's databases on the session's server
+NEIGHBOUR = "neighbour_airflow"  # another stack's database on the same server
 ANALYST, VIEWER = "acme-operator", "acme-viewer"  # demo users of `make run` (ADR 0023)
 SECRETS = {
     "hook password": "pw-Sekret-1a2b3c",
@@ -107,6 +114,13 @@ def world() -> Iterator[World]:
             f"https://127.0.0.1:{down.port}/x/{SECRETS['down path']}"
             f"?token={SECRETS['down token']}&ca_file={ca}"),
     )
+    # The stack is also the test of `make run` on an existing server (issue 21 item 3; once
+    # tests/system/soak/test_pg_server.py, a stack of its own): no template, so its databases
+    # are created and migrated from scratch under a fixed prefix, beside a neighbour's
+    # database; the port is learnt from PG_SERVER.
+    stack.template_prefix, stack.db_prefix, stack.pgport = "", PG_PREFIX, None
+    with psycopg.connect(stack.pg_server + "/postgres", autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{NEIGHBOUR}"')
     acme = stack.root / "dags" / "config" / "acme.yaml"
     text = acme.read_text()
     assert ANCHOR in text
@@ -132,6 +146,12 @@ def world() -> Iterator[World]:
             for r in ("viewer", "operator")}
         analyst = _login(Api(admin.base), ANALYST, users[ANALYST]["password"])
         viewer = _login(Api(admin.base), VIEWER, users[VIEWER]["password"])
+        # A DAG's permissions reach a signed-in user within FAB's user cache ([fab] cache_ttl,
+        # 30 s): until then restatement__acme answered the operator 403 (CI, 3 Dec).
+        wait_for(lambda: all(user.call("GET", f"/api/v2/dags/{dag}")[0] == 200
+                             for user in (analyst, viewer)
+                             for dag in ("manual_export__acme", "restatement__acme")),
+                 120, interval=2, what="acme's DAGs readable by acme's users")
         day = now_utc() - timedelta(days=2)
         acme_run = analyst.trigger_manual("acme", "acme/daily-spend", day, "tenant test")
         kiwi_run = admin.trigger_manual("kiwi-outdoors", "kiwi-outdoors/six-hourly-orders", day,
@@ -144,6 +164,8 @@ def world() -> Iterator[World]:
         try:
             stop_and_sweep(stack)
         finally:
+            with psycopg.connect(stack.pg_server + "/postgres", autocommit=True) as conn:
+                conn.execute(f'DROP DATABASE IF EXISTS "{NEIGHBOUR}" WITH (FORCE)')
             stop_receiver(ok)
             stop_receiver(down)
             shutil.rmtree(root, ignore_errors=True)
@@ -314,3 +336,62 @@ def test_no_secret_in_ledger_xcom_logs_or_page_after_good_and_bad_deliveries(wor
     print(f"scanned {len(places)} places ({sum(map(len, places.values()))} characters) "
           f"for {len(SECRETS)} secrets: {sum(found.values())} occurrences")
     assert found == {}
+
+
+# -- `make run` on an existing PostgreSQL server (issue 21 item 3), on the same stack: last,
+# since they stop it. PG_SERVER instead of the local cluster, PG_DB_PREFIX so stacks share it:
+# no initdb, the supervisor does not run PostgreSQL, `make stop` leaves the server running,
+# `make reset-db` drops only the stack's databases.
+
+def _databases(server: str) -> set[str]:
+    with psycopg.connect(server + "/postgres") as conn:
+        return {row[0] for row in conn.execute("SELECT datname FROM pg_database")}
+
+
+def test_the_stack_runs_on_its_databases_of_the_server(world: World) -> None:
+    stack = world.stack
+    server = stack.pg_server
+    components = stack.status()["components"]
+    assert "postgres" not in components
+    assert all(c["state"] == "up" for c in components.values()), components
+    assert not (stack.root / ".airflow" / "pg").exists()
+    assert {PG_PREFIX + db for db in ("airflow", "exports", "demo")} <= _databases(server)
+    remembered = stack.remembered()
+    assert remembered["PG_SERVER"] == server and remembered["PG_DB_PREFIX"] == PG_PREFIX
+    assert remembered["PGPORT"] == server.rsplit(":", 1)[1]
+
+    # `make env` without the choices on the command line: run.env remembers them.
+    stack.pg_server, stack.db_prefix = None, ""
+    try:
+        env = stack.stack_environ()
+    finally:
+        stack.pg_server, stack.db_prefix = server, PG_PREFIX
+    assert env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] == (
+        server.replace("postgresql://", "postgresql+psycopg2://") + f"/{PG_PREFIX}airflow")
+    assert env["EXPORT_LEDGER_URL"].endswith(f"/{PG_PREFIX}exports")
+    assert env["AIRFLOW_CONN_DEMO_SOURCE"] == f"{server}/{PG_PREFIX}demo"
+    with psycopg.connect(f"{server}/{PG_PREFIX}demo") as conn:  # exportctl demo seed wrote it
+        assert conn.execute("SELECT count(*) FROM widget_metrics").fetchone()[0] > 0
+
+
+def test_make_stop_leaves_the_server_running(world: World) -> None:
+    stack = world.stack
+    result = stack.stop()
+    assert result.returncode == 0, result.stderr
+    assert "make run stopped." in result.stdout
+    assert stack.processes() == []
+    assert {PG_PREFIX + "airflow", NEIGHBOUR} <= _databases(stack.pg_server)  # it answers
+
+
+def test_make_reset_db_drops_only_the_stacks_databases(world: World) -> None:
+    stack = world.stack
+    server = stack.pg_server
+    result = stack.make("reset-db", timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == (
+        f"Dropped {PG_PREFIX}airflow, {PG_PREFIX}exports and {PG_PREFIX}demo on "
+        f"{server.replace(':exports@', ':***@')}; the next 'make run' starts fresh.")
+    left = _databases(server)
+    assert not {d for d in left if d.startswith(PG_PREFIX)}
+    assert NEIGHBOUR in left
+    assert stack.remembered()["PG_SERVER"] == server  # the next `make run` goes there again

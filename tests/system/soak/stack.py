@@ -16,9 +16,11 @@ copy, its databases (templates included) and its teardown belong together; every
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
+import pwd
 import random
 import shutil
 import signal
@@ -165,6 +167,13 @@ def ledger_runs_at(url: str, company: str | None = None) -> list[dict]:
         return json.loads(json.dumps(list(page.runs)))
     finally:
         ledger.engine.dispose()
+
+
+def relocated_dir(airflow_home: Path) -> Path:
+    """Where scripts/pg.sh (pg_relocated_dir) puts the cluster of ``airflow_home`` when the
+    ``postgres`` user cannot reach it."""
+    key = hashlib.sha1(str(airflow_home).encode()).hexdigest()[:12]
+    return Path(pwd.getpwnam("postgres").pw_dir) / "airflow-scheduled-exports" / key
 
 
 def scratch_dir(prefix: str) -> Path:

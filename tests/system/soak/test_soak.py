@@ -2,13 +2,16 @@
 
 One stack for the module (starting it is the expensive part): catch up the demo slots while
 manual exports are triggered and random tasks cleared through the REST API; then a scheduler
-SIGKILL; then `make stop` must leave nothing behind.
+SIGKILL; then `make stop` must leave nothing behind. Run as root, the copy is in a mode-700
+directory and the stack runs on the cluster setup relocated to postgres's home (issue 21 item 7;
+once tests/system/test_home_dir.py, a stack of its own); `make reset-db` deletes it last.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import pwd
 import random
 import signal
 import subprocess
@@ -16,9 +19,18 @@ import time
 from datetime import datetime, timedelta
 from pathlib import Path
 
+import psycopg
 import pytest
 
-from tests.system.soak.stack import Api, Stack, check_ledger, now_utc, percentile, wait_for
+from tests.system.soak.stack import (
+    Api,
+    Stack,
+    check_ledger,
+    now_utc,
+    percentile,
+    relocated_dir,
+    wait_for,
+)
 
 # Above the test's own ceilings, which setup.cfg's 600 s (stack start included) cut short: in
 # CI (2 Dec) the first test's stack took 202 s to start and its runs 398 s to settle under
@@ -86,6 +98,49 @@ def trigger_manual_exports(api: Api, count: int, tag: str) -> list[str]:
     today = now_utc()
     return [api.trigger_manual("acme", "acme/daily-spend", today - timedelta(days=2 + i),
                                f"{tag} {i}")["dag_run_id"] for i in range(count)]
+
+
+def postgres_can_enter(path: Path) -> bool:
+    return subprocess.run(["runuser", "-u", "postgres", "--", "test", "-x", str(path)],
+                          cwd="/", check=False).returncode == 0
+
+
+def cmdlines_naming(text: str) -> list[str]:
+    found = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if text in cmdline:
+            found.append(f"{proc.name}: {cmdline}")
+    return found
+
+
+AS_ROOT = pytest.mark.skipif(os.geteuid() != 0, reason=(
+    "only root runs PostgreSQL as `postgres`, whose reach decides where the cluster lives"))
+
+
+@AS_ROOT
+def test_the_stack_runs_on_the_cluster_in_postgres_home(soak_stack: Stack):
+    """issue 21 item 7: as root from a mode-700 directory the stack comes up on the cluster
+    setup relocated to postgres's home (the supervisor once got the unreachable path and
+    restarted PostgreSQL forever)."""
+    cluster = relocated_dir(soak_stack.root / ".airflow")
+    assert not postgres_can_enter(soak_stack.root), "the copy must be out of postgres's reach"
+    assert os.readlink(soak_stack.root / ".airflow" / "pg") == str(cluster)
+    components = soak_stack.status()["components"]
+    assert {name: c["state"] for name, c in components.items()} == dict.fromkeys(COMPONENTS, "up")
+    assert components["postgres"]["restarts"] == 0, components["postgres"]["last_restart"]
+    server = Path(f"/proc/{components['postgres']['pid']}")
+    assert server.stat().st_uid == pwd.getpwnam("postgres").pw_uid
+    argv = (server / "cmdline").read_bytes().split(b"\0")
+    assert argv[argv.index(b"-D") + 1].decode() == str(cluster)
+    with psycopg.connect(host="127.0.0.1", port=soak_stack.pgport, user="exports",
+                         password="exports", dbname="exports", connect_timeout=10) as conn:
+        assert conn.execute("SHOW data_directory").fetchone()[0] == str(cluster)
+        names = {row[0] for row in conn.execute("SELECT datname FROM pg_database")}
+    assert {"airflow", "exports", "demo"} <= names
 
 
 def test_soak_catch_up_with_manual_exports_and_clears(soak_stack: Stack):
@@ -259,6 +314,24 @@ def test_make_stop_leaves_nothing(soak_stack: Stack):
     assert not soak_stack.postgres_running()
     for port in (soak_stack.port, soak_stack.pgport):
         assert not listening(port), f"something still listens on {port}"
+    assert cmdlines_naming(str(soak_stack.root)) == []
+    if os.geteuid() == 0:  # the relocated cluster is stopped too
+        cluster = relocated_dir(soak_stack.root / ".airflow")
+        assert cmdlines_naming(str(cluster)) == []
+        assert not (cluster / "postmaster.pid").exists()
+
+
+@AS_ROOT
+def test_make_reset_db_deletes_the_relocated_cluster(soak_stack: Stack):
+    cluster = relocated_dir(soak_stack.root / ".airflow")
+    assert (cluster / "PG_VERSION").is_file()
+    result = soak_stack.make("reset-db", timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == (
+        f"Deleted the make run databases in {soak_stack.root / '.airflow'} and the cluster in "
+        f"{cluster}; the next 'make run' starts fresh.")
+    assert not cluster.exists()
+    assert not os.path.lexists(soak_stack.root / ".airflow" / "pg")
 
 
 def listening(port: int) -> bool:
