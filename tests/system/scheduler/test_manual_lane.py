@@ -105,6 +105,11 @@ def _catch_up(stack: SchedulerStack) -> tuple[dict, int]:
     return pool, backlog
 
 
+def _full(stack: SchedulerStack) -> tuple[dict, int] | None:
+    seen = _catch_up(stack)
+    return seen if seen[0]["running_slots"] == 2 else None
+
+
 def _t(value: str) -> datetime:
     return datetime.fromisoformat(value)
 
@@ -135,7 +140,11 @@ def test_a_manual_export_starts_within_60s_during_a_7_day_catch_up(stack):
     first = stack.wait_for_task(MANUAL_DAG, run_id, "resolve_window",
                                 states=("running", "success"), timeout=120, interval=0.5)
     started = _t(first["start_date"]) - triggered
-    pool_then, backlog_then = _catch_up(stack)
+    # A catch-up render that finds its company's render budget taken reschedules itself and
+    # frees its slot for a moment (CI 3 Dec 08:44 read 1 running): the pool counts as full
+    # when it is seen full again within 30 s, with work still waiting for it.
+    pool_then, backlog_then = wait_for(lambda: _full(stack), 30, interval=1,
+                                       what="export_catchup full again after the manual start")
     print(f"\nmanual export's first task started {started.total_seconds():.1f} s after its "
           f"trigger; catch-up then: export_catchup {pool_then['running_slots']} running, "
           f"{pool_then['scheduled_slots']} waiting, {backlog_then} backfill runs queued/running "
@@ -143,7 +152,7 @@ def test_a_manual_export_starts_within_60s_during_a_7_day_catch_up(stack):
     assert started <= START_BAR
     # The bar was met under the backlog, not after it: the catch-up pool was still full, with
     # work waiting for it, and nearly all of both weeks still to go.
-    assert (pool_then["running_slots"], pool_then["scheduled_slots"] >= 1) == (2, True)
+    assert pool_then["scheduled_slots"] >= 1, pool_then
     assert backlog_then >= missed - 8, backlog_then
 
     run = stack.wait_for_run(MANUAL_DAG, run_id, timeout=180)
