@@ -111,3 +111,65 @@ def test_a_period_of_the_same_timing_is_exported_as_often_as_its_slots_say():
     assert covering(*two, new, [second, first]) == (first, second)
     assert covering(day - timedelta(days=2), day, new, [first]) == ()
     assert covering(*two, new, [first]) == ()
+
+
+KIWI = "kiwi-outdoors/six-hourly-orders"
+# 02:00, 08:00, 14:00, 20:00 NZDT (UTC+13) on 28 March: trailing 6 h windows that cover
+# [27 March 19:00Z, 28 March 19:00Z) without a gap.
+KIWI_OLD = ("2026-03-28T01:00Z", "2026-03-28T07:00Z", "2026-03-28T13:00Z", "2026-03-28T19:00Z")
+# Every 4 h from 02:00 NZDT after the edit: 14:00, 18:00, 22:00, 02:00, 06:00 NZDT lie inside
+# what went out; 10:00 NZDT's window reaches 2 h past it.
+KIWI_COVERED = ("2026-03-28T01:00Z", "2026-03-28T05:00Z", "2026-03-28T09:00Z",
+                "2026-03-28T13:00Z", "2026-03-28T17:00Z")
+KIWI_NEW = "2026-03-28T21:00Z"
+
+
+def test_an_interval_edited_by_hand_exports_only_what_did_not_go_out(tmp_path, monkeypatch):
+    """issue 22's acceptance at the library tier, by hand: kiwi's six-hourly export moved to
+    every 4 h in its YAML (no effective_from) after a day went out: a new slot whose trailing
+    6 h lie inside the delivered windows is skipped as delivered; the first that reaches past
+    them exports."""
+    world = build_world(tmp_path / "w", days=6).use(monkeypatch)
+    for slot in KIWI_OLD:
+        assert world.run(KIWI, slot)["state"] == "ready"
+    kiwi = world.config / "kiwi-outdoors.yaml"
+    text = kiwi.read_text()
+    assert "    interval_hours: 6\n" in text
+    kiwi.write_text(text.replace("    interval_hours: 6\n", "    interval_hours: 4\n", 1))
+    refused = world.exportctl("validate", str(world.config))
+    assert refused.returncode == 1 and "interval_hours 6 → 4" in refused.stdout, refused.stdout
+    before = _delivered(world)
+    for slot in KIWI_COVERED:
+        out = world.run(KIWI, slot)
+        if slot in KIWI_OLD:  # a slot of both timings: the run it had, nothing new
+            assert out["state"] == "ready", (slot, out)
+        else:
+            assert (out["state"], out.get("skipped", "")[:len(ALREADY_DELIVERED)]) == (
+                "skipped", ALREADY_DELIVERED), (slot, out)
+    assert _delivered(world) == before
+    out = world.run(KIWI, KIWI_NEW)
+    assert (out["state"], out["window_start_utc"], out["window_end_utc"]) == (
+        "ready", "2026-03-28T15:00:00Z", "2026-03-28T21:00:00Z")
+    assert len(_delivered(world)) == len(before) + 1
+
+
+def test_a_timezone_edited_by_hand_sends_no_delivered_day_again(world):
+    """The same by hand for the zone of ``export_hour``: acme's 07:00 in London instead of
+    Berlin (windows stay Berlin's calendar days): each moved slot reports a delivered day."""
+    acme = world.config / "acme.yaml"
+    text = acme.read_text()
+    # Undo the fixture's hour edit and move the zone instead.
+    text = text.replace("    export_hour: 9 ", "    export_hour: 7 ", 1)
+    acme.write_text(text.replace("    interval_hours: 24\n",
+                                 "    interval_hours: 24\n    timezone: Europe/London\n", 1))
+    refused = world.exportctl("validate", str(world.config))
+    assert refused.returncode == 1, refused.stdout
+    assert "(timezone 'Europe/Berlin' → 'Europe/London')" in refused.stdout, refused.stdout
+    before = _delivered(world)
+    for old in OLD_SLOTS:  # 06:00Z (07:00 CET) → 07:00Z (07:00 GMT), the same Berlin day
+        new = old.replace("T06:00Z", "T07:00Z")
+        out = world.run(DAILY, new)
+        assert out["state"] == "skipped", (new, out)
+        assert out["skipped"].startswith(f"{ALREADY_DELIVERED}period ") and \
+            f"run acme/daily-spend/{old}" in out["skipped"], out
+    assert _delivered(world) == before

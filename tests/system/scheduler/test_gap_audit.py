@@ -23,6 +23,7 @@ from tests.system.scheduler.harness import SlotClock, company_file, widget_expor
 from tests.system.soak.stack import wait_for
 
 EACH, LATEST = "widget_export__audit-each__daily", "widget_export__audit-latest__hourly"
+HAND = "widget_export__audit-hand__daily"
 
 
 def _iso(moment: datetime) -> str:
@@ -64,6 +65,11 @@ def COMPANIES(clock: SlotClock) -> dict[str, dict]:  # noqa: N802 (the fixture's
         "audit-each": company_file("audit-each", [widget_export(
             "daily", export_hour=clock.hour, company="audit-each", recovery="each",
             effective_from=_iso(outage.daily_from), **OUTAGE)]),
+        # Catch-up delivers its 4 days by itself; then its hour is moved by hand (last test).
+        "audit-hand": company_file("audit-hand", [widget_export(
+            "daily", export_hour=clock.hour, company="audit-hand", recovery="each",
+            effective_from=_iso(outage.daily_from), catchup={"lookback": "72h"},
+            retries={"delay": "5s"})]),
         "audit-latest": company_file("audit-latest", [widget_export(
             "hourly", export_hour=0, interval_hours=1, company="audit-latest",
             recovery="latest", window={"kind": "interval"},
@@ -91,9 +97,9 @@ def _audit(stack, outage: Outage, *extra: str):
                            *extra)
 
 
-def _file_slots(stack) -> Counter[datetime]:
-    """How many files audit-each/daily's outbox holds per slot (``…slot-20261202T0600Z…``)."""
-    names = (p.name for p in (stack.outbox / "audit-each" / "daily" / "box").glob("*.csv"))
+def _file_slots(stack, company: str = "audit-each") -> Counter[datetime]:
+    """How many files ``company``'s daily outbox holds per slot (``…slot-20261202T0600Z…``)."""
+    names = (p.name for p in (stack.outbox / company / "daily" / "box").glob("*.csv"))
     return Counter(datetime.strptime(re.search(r"slot-(\d{8}T\d{4}Z)", n)[1], "%Y%m%dT%H%MZ"
                                      ).replace(tzinfo=UTC) for n in names)
 
@@ -253,3 +259,78 @@ def test_an_interval_and_a_timezone_change_follow_on_the_running_stack(scheduler
         windows = [(r["window_start_utc"], r["window_end_utc"]) for r in stack.ledger_runs()
                    if r["schedule"] == schedule and r["state"] == "ready"]
         assert len(windows) == len(set(windows)), (schedule, windows)
+
+
+def test_a_hand_edit_of_the_export_hour_sends_no_delivered_period_again(scheduler_stack, clock):
+    """issue 22's acceptance, by hand: audit-hand/daily's catch-up delivered its days; then its
+    ``export_hour`` is moved 2 h in its YAML on the running stack, without ``effective_from``.
+    ``exportctl validate`` refuses the file with the line to add, and the DAG takes the edit
+    as written (ADR 0005): the scheduler runs the new hour's latest past slot and
+    ``recover_missed`` looks back at the new hour's slots. Whatever they find, no period is
+    exported twice (a moved slot whose day went out is recorded skipped, with the reason), no
+    destination gets a second file of a day, the next run is at the new hour, and the gap audit
+    plans nothing for the schedule."""
+    stack = scheduler_stack
+
+    def delivered() -> dict[str, dict] | None:
+        runs = [r for r in stack.dag_runs(HAND)]
+        ready = {r["slot_utc"]: r for r in stack.ledger_runs()
+                 if r["schedule"] == "audit-hand/daily" and r["state"] == "ready"}
+        settled = runs and all(r["state"] in ("success", "failed") for r in runs)
+        return ready if settled and len(ready) >= 3 else None
+
+    before = wait_for(delivered, 300, interval=3, what="audit-hand's catch-up to deliver 3 days")
+    assert {d["state"] for r in before.values() for d in r["deliveries"]} == {"acknowledged"}
+    files_before = _file_slots(stack, "audit-hand")
+    assert set(files_before.values()) == {1} and len(files_before) == len(before), files_before
+    known = {r["dag_run_id"] for r in stack.dag_runs(HAND)}
+
+    config = stack.config_dir / "audit-hand.yaml"
+    text = config.read_text()
+    new_hour = (clock.hour + 2) % 24
+    config.write_text(text.replace(f"  export_hour: {clock.hour}\n",
+                                   f"  export_hour: {new_hour}\n", 1))
+    refused = stack.exportctl("validate", "dags/config", check=False)
+    assert refused.returncode == 1, refused.stdout
+    assert (f"the timing of audit-hand/daily changed (export_hour {clock.hour} → {new_hour}) "
+            "but it already ran under the old timing") in refused.stdout, refused.stdout
+    stack._touch_loader("audit-hand")
+
+    def moved() -> datetime | None:
+        nxt = stack.api.ok("GET", f"/api/v2/dags/{HAND}").get("next_dagrun_logical_date")
+        when = datetime.fromisoformat(nxt) if nxt else None
+        new_runs = [r for r in stack.dag_runs(HAND) if r["dag_run_id"] not in known]
+        settled = new_runs and all(r["state"] in ("success", "failed") for r in new_runs)
+        return when if (when and when.hour == new_hour and when > datetime.now(UTC)
+                        and settled) else None
+
+    next_run = wait_for(moved, 240, interval=3,
+                        what=f"{HAND}'s run at {new_hour}:00 to finish and its next run set")
+    assert next_run - datetime.now(UTC) <= timedelta(days=1)
+    new_runs = [r for r in stack.dag_runs(HAND) if r["dag_run_id"] not in known]
+    assert {r["state"] for r in new_runs} == {"success"}, new_runs
+
+    rows = [r for r in stack.ledger_runs() if r["schedule"] == "audit-hand/daily"]
+    ready = [r for r in rows if r["state"] == "ready"]
+    windows = [(r["window_start_utc"], r["window_end_utc"]) for r in ready]
+    assert len(windows) == len(set(windows)), windows  # no period exported twice
+    old_windows = {(r["window_start_utc"], r["window_end_utc"]) for r in before.values()}
+    moved_rows = [r for r in rows if r["slot_utc"] not in before]
+    assert moved_rows, rows  # the new hour's slot was seen, and answered
+    print(f"\nafter the hand edit ({clock.hour} → {new_hour}): "
+          + "; ".join(f"slot {r['slot_utc']} {r['trigger']} {r['state']} {r['reason'] or ''}"
+                      for r in moved_rows) + f"; next run {next_run.isoformat()}")
+    for row in moved_rows:
+        window = (row["window_start_utc"], row["window_end_utc"])
+        if window in old_windows:
+            assert (row["state"], row["reason"][:18]) == ("skipped", "already delivered:"), row
+    files = _file_slots(stack, "audit-hand")
+    assert set(files.values()) == {1}, files
+    assert set(files) == {datetime.fromisoformat(r["slot_utc"].replace("Z", "+00:00"))
+                          for r in ready}, (files, ready)
+
+    audit = json.loads(stack.exportctl(
+        "audit", "--since", _iso(Outage(clock).daily_from - timedelta(days=1)), "--dry-run",
+        "--json").stdout)
+    assert [a for a in audit["actions"] if a["schedule"] == "audit-hand/daily"
+            and a["action"] != "skip"] == [], audit
