@@ -1,0 +1,57 @@
+"""The DAG factory is imported once in the processes that fork tasks and parse children
+(plugins/export_airflow/preload.py, issue 25 item 2), so a fork finds it imported; other
+processes import nothing more."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+from export_airflow.preload import forking_component
+
+from tests.conftest import REPO
+
+FORK = """
+import os, sys
+sys.argv = sys.argv[1:]
+from export_airflow.preload import install
+component = install()
+before = "export_airflow.dag_factory" in sys.modules
+r, w = os.pipe()
+pid = os.fork()
+if pid == 0:
+    os.write(w, str("export_airflow.dag_factory" in sys.modules).encode())
+    os._exit(0)
+os.waitpid(pid, 0)
+print(component, before, os.read(r, 16).decode())
+"""
+
+
+@pytest.mark.parametrize(("argv", "component"), [
+    (["/opt/venv/bin/airflow", "scheduler"], "scheduler"),
+    (["airflow", "dag-processor", "--subdir", "x"], "dag-processor"),
+    (["airflow", "celery", "worker", "--queues", "exports_large"], "celery worker"),
+    (["/usr/lib/python3/site-packages/airflow/__main__.py", "scheduler"], "scheduler"),
+    (["airflow", "api-server"], None),
+    (["airflow", "triggerer"], None),
+    (["airflow", "tasks", "test", "scheduler"], None),
+    (["airflow", "celery", "flower"], None),
+    (["pytest", "scheduler"], None),
+    ([], None),
+])
+def test_only_the_forking_components_preload(argv, component):
+    assert forking_component(argv) == component
+
+
+@pytest.mark.parametrize(("argv", "expected"), [
+    ("airflow scheduler", "scheduler False True"),
+    ("airflow dags list", "None False False"),
+])
+def test_a_fork_of_the_scheduler_has_the_factory_imported(argv, expected):
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "plugins")])}
+    out = subprocess.run([sys.executable, "-c", FORK, *argv.split()], capture_output=True,
+                         text=True, env=env, timeout=120, check=False)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.splitlines()[-1] == expected, out.stdout[-2000:]
