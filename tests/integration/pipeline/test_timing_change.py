@@ -19,16 +19,26 @@ NEW_SLOTS = ("2026-03-26T08:00Z", "2026-03-27T08:00Z", "2026-03-28T08:00Z")  # 0
 NEXT_NEW = "2026-03-29T07:00Z"  # 09:00 CEST: the calendar day 28 March, never delivered
 
 
+def delivered_then_edited(tmp_path, monkeypatch, schedule: str, slots, company: str,
+                          old: str, new: str):
+    """A world where ``schedule`` delivered ``slots``, then ``old`` became ``new`` in the
+    company's file by hand (no effective_from)."""
+    world = build_world(tmp_path / "w", days=6).use(monkeypatch)
+    for slot in slots:
+        assert world.run(schedule, slot)["state"] == "ready"
+    path = world.config / f"{company}.yaml"
+    text = path.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new, 1))
+    return world
+
+
 @pytest.fixture()
 def world(tmp_path, monkeypatch):
-    world = build_world(tmp_path / "w", days=6).use(monkeypatch)
-    for slot in OLD_SLOTS:
-        assert world.run(DAILY, slot)["state"] == "ready"
-    acme = world.config / "acme.yaml"
-    text = acme.read_text()
-    assert "    export_hour: 7            # 07:00 Berlin time, every day\n" in text
-    acme.write_text(text.replace("    export_hour: 7 ", "    export_hour: 9 ", 1))
-    return world
+    return delivered_then_edited(
+        tmp_path, monkeypatch, DAILY, OLD_SLOTS, "acme",
+        "    export_hour: 7            # 07:00 Berlin time, every day\n",
+        "    export_hour: 9            # 07:00 Berlin time, every day\n")
 
 
 def _delivered(world) -> list[str]:
@@ -129,13 +139,8 @@ def test_an_interval_edited_by_hand_exports_only_what_did_not_go_out(tmp_path, m
     every 4 h in its YAML (no effective_from) after a day went out: a new slot whose trailing
     6 h lie inside the delivered windows is skipped as delivered; the first that reaches past
     them exports."""
-    world = build_world(tmp_path / "w", days=6).use(monkeypatch)
-    for slot in KIWI_OLD:
-        assert world.run(KIWI, slot)["state"] == "ready"
-    kiwi = world.config / "kiwi-outdoors.yaml"
-    text = kiwi.read_text()
-    assert "    interval_hours: 6\n" in text
-    kiwi.write_text(text.replace("    interval_hours: 6\n", "    interval_hours: 4\n", 1))
+    world = delivered_then_edited(tmp_path, monkeypatch, KIWI, KIWI_OLD, "kiwi-outdoors",
+                                  "    interval_hours: 6\n", "    interval_hours: 4\n")
     refused = world.exportctl("validate", str(world.config))
     assert refused.returncode == 1 and "interval_hours 6 → 4" in refused.stdout, refused.stdout
     before = _delivered(world)
