@@ -140,9 +140,9 @@ def test_a_manual_export_starts_within_60s_during_a_7_day_catch_up(stack):
     first = stack.wait_for_task(MANUAL_DAG, run_id, "resolve_window",
                                 states=("running", "success"), timeout=120, interval=0.5)
     started = _t(first["start_date"]) - triggered
-    # A catch-up render that finds its company's render budget taken reschedules itself and
-    # frees its slot for a moment (CI 3 Dec 08:44 read 1 running): the pool counts as full
-    # when it is seen full again within 30 s, with work still waiting for it.
+    # The pool can read 1 running for a moment (CI 3 Dec 08:44; not traced — likely a catch-up
+    # render over its company's render budget rescheduling itself): it counts as full when it
+    # is seen full again within 30 s, with work still waiting for it.
     pool_then, backlog_then = wait_for(lambda: _full(stack), 30, interval=1,
                                        what="export_catchup full again after the manual start")
     print(f"\nmanual export's first task started {started.total_seconds():.1f} s after its "
