@@ -16,13 +16,13 @@ from tests.conftest import REPO
 FORK = """
 import os, sys
 sys.argv = sys.argv[1:]
-from export_airflow.preload import install
+from export_airflow.preload import MODULES, install
 component = install()
-before = "export_airflow.dag_factory" in sys.modules
+before = any(m in sys.modules for m in MODULES)
 r, w = os.pipe()
 pid = os.fork()
 if pid == 0:
-    os.write(w, str("export_airflow.dag_factory" in sys.modules).encode())
+    os.write(w, str(all(m in sys.modules for m in MODULES)).encode())
     os._exit(0)
 os.waitpid(pid, 0)
 print(component, before, os.read(r, 16).decode())
