@@ -39,6 +39,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -51,6 +52,8 @@ sys.path[:0] = [str(ROOT), str(ROOT / "plugins")]
 
 from bench.cluster_figures import (  # noqa: E402
     acceptance,
+    cpu_figures,
+    cpu_ratios,
     executions,
     extrapolate,
     loop_figures,
@@ -67,6 +70,7 @@ from tests.system.soak.stack import check_ledger, scratch_dir, stop_and_sweep, w
 EXPORT_ID = "daily-widgets"
 SLOT_HOUR = 6
 EXTRA_WORKER = "worker-bench-2"
+TASK_CPU_FILE = "task-cpu.jsonl"
 ENV = {
     "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",
     "EXPORT_CATCHUP_LOOKBACK_HOURS": "1",  # the warm-up runs recover nothing
@@ -140,7 +144,15 @@ def write_companies(root: Path, count: int) -> list[str]:
         (dags / f"company_{cid}.py").write_text(template.replace("acme", cid), encoding="utf-8")
     (dags / "bench_floor.py").write_text(FLOOR_DAGS.format(companies=ids, hour=SLOT_HOUR),
                                          encoding="utf-8")
+    shutil.copy(ROOT / "bench" / "task_cpu_listener.py", root / "plugins" / "bench_task_cpu.py")
     return ids
+
+
+def task_cpu_records(stack: Cluster) -> list[dict]:
+    path = stack.root / TASK_CPU_FILE
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 def slot(days_ago: int) -> datetime:
@@ -218,6 +230,11 @@ def pages(api, path: str, key: str) -> list[dict]:
             return items
 
 
+def with_cpu(stack: Cluster, figures: dict, runs: list[dict]) -> dict:
+    return {**figures, "cpu": cpu_figures(task_cpu_records(stack),
+                                          [(r["dag_id"], r["dag_run_id"]) for r in runs])}
+
+
 def batch(api, dag_ids: list[str], days: list[int], timeout: float) -> tuple[list, list]:
     """Trigger one run per DAG and day at once, wait until none is active, collect."""
     runs = [(dag_id, api.ok("POST", f"/api/v2/dags/{dag_id}/dagRuns", {
@@ -233,12 +250,16 @@ def phase(stack: Cluster, api, ids: list[str], days: list[int], timeout: float) 
     say(f"floor: {len(ids) * len(days)} runs")
     floor_runs, floor_tis = batch(api, [floor_dag(c) for c in ids], days, timeout)
     executed = executions(worker_logs(stack))
-    exports = {"runs": run_figures(exp_runs), "tasks": task_figures(exp_tis)}
-    floor = {"runs": run_figures(floor_runs), "tasks": task_figures(floor_tis)}
+    exports = with_cpu(stack, {"runs": run_figures(exp_runs), "tasks": task_figures(exp_tis)},
+                       exp_runs)
+    floor = with_cpu(stack, {"runs": run_figures(floor_runs), "tasks": task_figures(floor_tis)},
+                     floor_runs)
     say(f"exports {exports['runs']['runs_per_minute']}/min, floor "
         f"{floor['runs']['runs_per_minute']}/min")
     return {"exports": exports, "floor": floor,
             "export_to_floor_span": ratio(exports["runs"]["span_s"], floor["runs"]["span_s"]),
+            "task_cpu_to_noop": cpu_ratios(exports["cpu"]["median_cpu_s_by_task"],
+                                           floor["cpu"]["median_cpu_s_by_task"]),
             "workers": worker_figures(exp_tis + floor_tis, executed),
             "workers_exports_only": worker_figures(exp_tis, executed)}
 
@@ -284,11 +305,13 @@ def measure(args: argparse.Namespace) -> dict:
     statsd = StatsdListener()
     # Demo rows reach back past the oldest slot measured, so no catch-up slot renders empty.
     oldest = 2 + args.runs_per_company * len(counts) + args.catchup_slots
-    stack = Cluster.in_copy(scratch_dir("bench-cluster-") / "project", **ENV, **{
+    root = scratch_dir("bench-cluster-") / "project"
+    stack = Cluster.in_copy(root, **ENV, **{
         "EXPORT_DEMO_DAYS": str(max(21, oldest + 2)),
         "AIRFLOW__METRICS__STATSD_ON": "True", "AIRFLOW__METRICS__STATSD_HOST": "127.0.0.1",
         "AIRFLOW__METRICS__STATSD_PORT": str(statsd.port),
         "AIRFLOW__METRICS__STATSD_PREFIX": "airflow",
+        "BENCH_TASK_CPU_FILE": str(root / TASK_CPU_FILE),
         **({"AIRFLOW__CELERY__WORKER_CONCURRENCY": str(args.concurrency)}
            if args.concurrency else {})})
     ids = write_companies(stack.root, args.companies)

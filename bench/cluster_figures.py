@@ -71,6 +71,32 @@ def task_figures(tis: list[dict]) -> dict:
                                           for k, v in sorted(per_task.items())}}
 
 
+def cpu_figures(records: Iterable[Mapping], runs: Iterable[tuple[str, str]]) -> dict:
+    """Per-task CPU and peak RSS of the task processes of ``runs`` (``(dag_id, run_id)``), from
+    the task-CPU listener's records (``bench/task_cpu_listener.py``: one per successful try,
+    ``getrusage`` of the task process: its parse, execute and listener, from its fork on):
+    median seconds and MB by task id (a mapped task's instances pooled)."""
+    wanted = set(runs)
+    cpu: dict[str, list[float]] = {}
+    rss: dict[str, list[float]] = {}
+    for r in records:
+        if (r["dag_id"], r["run_id"]) in wanted:
+            cpu.setdefault(r["task_id"], []).append(float(r["cpu_s"]))
+            rss.setdefault(r["task_id"], []).append(float(r["maxrss_mb"]))
+    return {"tasks": sum(len(v) for v in cpu.values()),
+            "median_cpu_s_by_task": {k: _round(percentile(v, 0.5), 3)
+                                     for k, v in sorted(cpu.items())},
+            "median_rss_mb_by_task": {k: _round(percentile(v, 0.5), 0)
+                                      for k, v in sorted(rss.items())}}
+
+
+def cpu_ratios(exports: Mapping[str, float | None], floor: Mapping[str, float | None]
+               ) -> dict[str, float | None]:
+    """Each export task's median CPU over the median no-op task's (issue 25: ≤ 1.2)."""
+    noop = percentile([v for v in floor.values() if v is not None], 0.5)
+    return {task: ratio(value, noop) for task, value in exports.items()}
+
+
 def reaction_times(tis: list[dict]) -> list[float]:
     """The scheduler's reaction in chained runs: for each task instance, ``scheduled_when`` minus
     the end of the task that ran before it in its DAG run (the upstream, in a linear chain) —

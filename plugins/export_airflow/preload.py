@@ -74,11 +74,22 @@ def preload() -> None:
             __import__(name)
         except Exception as exc:  # the task's own import names the error where people look
             failed.append(f"{name} ({type(exc).__name__}: {exc})")
+    try:
+        # Every task process builds the Task SDK's listener manager at start-up, which loads
+        # every plugin of the plugins folder (our UI plugin brings FastAPI and the pages): ~1 s
+        # of CPU per task on a Celery worker, whose pool children had not loaded them (bench/
+        # cluster.py, py-spy). Built here, the forks find it cached.
+        from airflow.sdk.listener import get_listener_manager
+
+        get_listener_manager()
+    except Exception as exc:  # noqa: BLE001 - a broken plugin is reported by the task itself
+        failed.append(f"the plugins' listeners ({type(exc).__name__}: {exc})")
     if failed:
         log.warning("export_airflow.preload: could not import %s; the tasks import them "
                     "themselves", "; ".join(failed))
-    log.info("export_airflow.preload: %d modules imported before this process forks (%.0f ms "
-             "of CPU once, instead of in every task or parse child)", len(MODULES) - len(failed),
+    log.info("export_airflow.preload: %d modules and the plugins imported before this process "
+             "forks (%.0f ms of CPU once, instead of in every task or parse child)",
+             len(MODULES) - len(failed),
              (time.process_time() - started) * 1000)
 
 

@@ -6,6 +6,8 @@ import pytest
 
 from bench.cluster_figures import (
     acceptance,
+    cpu_figures,
+    cpu_ratios,
     executions,
     extrapolate,
     loop_figures,
@@ -101,3 +103,23 @@ def test_statsd_timers_and_gauges_and_loop_figures():
                                         ("dag_processing.total_parse_time", 3.25)]
     assert loop_figures([10.0, 20.0, 30.0, 400.0]) == {"loops": 4, "median": 20.0, "p90": 400.0,
                                                        "max": 400.0}
+
+
+def _cpu(task: str, cpu: float, run: str = RUN, dag: str = "d", rss: float = 150.0) -> dict:
+    return {"dag_id": dag, "run_id": run, "task_id": task, "map_index": -1, "cpu_s": cpu,
+            "maxrss_mb": rss}
+
+
+def test_cpu_figures_take_the_median_per_task_of_the_runs_asked_for_only():
+    records = [_cpu("render", 0.5), _cpu("render", 0.7), _cpu("render", 0.9),
+               _cpu("deliver", 0.4, rss=160.0), _cpu("render", 9.0, run="other"),
+               _cpu("render", 9.0, dag="other")]
+    figures = cpu_figures(records, [("d", RUN)])
+    assert figures == {"tasks": 4, "median_cpu_s_by_task": {"deliver": 0.4, "render": 0.7},
+                       "median_rss_mb_by_task": {"deliver": 160.0, "render": 150.0}}
+
+
+def test_cpu_ratios_divide_each_export_task_by_the_median_noop_task():
+    floor = {"noop_0": 0.5, "noop_1": 0.4, "noop_2": 0.4, "noop_3": 0.6}
+    assert cpu_ratios({"render": 0.6, "publish": 0.44, "deliver": None}, floor) == {
+        "render": 1.5, "publish": 1.1, "deliver": None}
