@@ -174,15 +174,40 @@ def pg_database(postgres_server: PostgresServer) -> Iterator[str]:
         yield postgres_server.sqlalchemy_url.rsplit("/", 1)[0] + "/" + dsn.rsplit("/", 1)[1]
 
 
-@pytest.fixture(scope="session")
-def airflow_db() -> Path:
-    """Airflow's metadata DB, migrated once per session (dag.test() needs the tables)."""
+def _migrate_airflow_db() -> None:
     result = subprocess.run(
         [sys.executable, "-m", "airflow", "db", "migrate"], env={**os.environ, **AIRFLOW_ENV},
         capture_output=True, text=True, timeout=300,
     )
     if result.returncode != 0:
         raise RuntimeError(f"airflow db migrate failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
+
+
+@pytest.fixture(scope="session")
+def airflow_db() -> Path:
+    """Airflow's metadata DB (SQLite), migrated once per run (dag.test() needs the tables).
+
+    Under xdist the first worker to need it migrates and leaves a copy for the others, keyed by
+    the run (``PYTEST_XDIST_TESTRUNUID``): `airflow db migrate` costs ~10 s of CPU, and each
+    worker paid it in a suite that is short of CPU. The database holds no path of its home."""
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    if not run:
+        _migrate_airflow_db()
+        return _AIRFLOW_HOME
+    import fcntl
+
+    shared = Path(tempfile.gettempdir()) / f"export-airflow-db-{run}"
+    shared.mkdir(exist_ok=True)
+    atexit.register(shutil.rmtree, shared, ignore_errors=True)  # a later worker migrates again
+    template, target = shared / "airflow.db", _AIRFLOW_HOME / "airflow.db"
+    with open(shared / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if template.is_file():
+            shutil.copyfile(template, target)
+        else:
+            _migrate_airflow_db()
+            shutil.copyfile(target, shared / "airflow.db.part")
+            os.replace(shared / "airflow.db.part", template)
     return _AIRFLOW_HOME
 
 
