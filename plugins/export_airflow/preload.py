@@ -33,8 +33,9 @@ log = logging.getLogger(__name__)
 # CPU, 1.0 s of it importing: psycopg and the ledger's SQLAlchemy dialect (0.45 s, every task),
 # recover_missed's module and the pipeline behind it (0.27 s, every parse of a `recovery: each`
 # DAG), the Postgres hook and pyarrow's CSV reader (renders), the S3 hook (the artifact store
-# of `make cluster` and compose). ~0.6 s and ~60 MB once per forking process, shared by its
-# forks. Not the GCS hook (1.3 s, 54 MB of google-cloud for the few exports that use it).
+# of `make cluster` and compose). ~1.0 s of CPU and ~60 MB once per forking process (its log
+# line says), shared by its forks. Not the GCS hook (1.3 s, 54 MB of google-cloud for the few
+# exports that use it).
 MODULES = (
     "export_airflow.dag_factory", "export_airflow.operators", "export_airflow.sensors",
     "export_airflow.recovery", "export_airflow.restatement", "export_airflow.manual_dag",
