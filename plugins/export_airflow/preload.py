@@ -1,4 +1,4 @@
-"""Import the export DAG factory once in the processes that fork task and parse processes.
+"""Import what export tasks import, once, in the processes that fork task and parse processes.
 
 Every export task process parses its company's loader, which imports the DAG factory, the
 operators and the config models (pydantic builds ~100 schemas): ~0.2 s of CPU per task, as much
@@ -10,9 +10,11 @@ imported before it forks, every child has for free (copy-on-write).
 So :func:`install` (called from ``airflow_local_settings``, which every Airflow process imports
 early) registers a before-fork hook in the scheduler, the dag-processor and a Celery worker
 only: just before such a process forks for the first time, Airflow is fully initialised, and
-the hook imports the factory then. Not at settings import: Airflow is still initialising there,
-and the factory imports Airflow models. The other components (api-server, triggerer, the CLI)
-and the task processes themselves import nothing more.
+the hook imports the factory then, with the modules the tasks import when they run
+(:data:`MODULES`), and builds the Task SDK's listener manager (every plugin loaded). Not at
+settings import: Airflow is still initialising there, and the factory imports Airflow models.
+The other components (api-server, triggerer, the CLI) and the task processes themselves import
+nothing more.
 
 A change to the plugin's code needs those components restarted (``make stop && make run``),
 as Airflow already says of ``[dag_processor] parsing_pre_import_modules``.

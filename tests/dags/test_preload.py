@@ -1,6 +1,6 @@
-"""The DAG factory is imported once in the processes that fork tasks and parse children
-(plugins/export_airflow/preload.py, issue 25 item 2), so a fork finds it imported; other
-processes import nothing more."""
+"""The DAG factory, what the tasks import when they run and the plugins are loaded once in the
+processes that fork tasks and parse children (plugins/export_airflow/preload.py, issue 25 item
+2), so a fork finds them loaded; other processes import nothing more."""
 
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ def test_only_the_forking_components_preload(argv, component):
     ("airflow scheduler", "scheduler False True"),
     ("airflow dags list", "None False False"),
 ])
-def test_a_fork_of_the_scheduler_has_the_factory_imported(argv, expected):
+def test_a_fork_of_the_scheduler_has_the_modules_and_plugins_loaded(argv, expected):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "plugins")])}
     out = subprocess.run([sys.executable, "-c", FORK, *argv.split()], capture_output=True,
                          text=True, env=env, timeout=120, check=False)
