@@ -153,6 +153,24 @@ class LocalStore:
             tmp.unlink(missing_ok=True)
 
 
+def root_uri(uri: str | None = None) -> str:
+    """The artifact root (``uri``, else ``EXPORT_ARTIFACT_ROOT``) as the URI its artifacts'
+    URIs start with: ``file:///abs/path`` (resolved, as LocalStore names its artifacts),
+    ``s3://bucket/prefix``, ``gs://bucket/prefix``. No I/O: DAG files call it when parsed."""
+    target = uri or settings.artifact_root()
+    parts = urlsplit(target or "")
+    if not target or parts.scheme in ("", "file"):
+        path = Path(parts.path if parts.scheme else target) if target else artifact_root()
+        return path.resolve().as_uri()
+    if parts.scheme in ("s3", "gs"):
+        prefix = parts.path.strip("/")
+        return f"{parts.scheme}://{parts.netloc}" + (f"/{prefix}" if prefix else "")
+    raise StorageError(
+        f"EXPORT_ARTIFACT_ROOT={target!r}: unsupported scheme {parts.scheme!r}; use a local path, "
+        "file://, s3://bucket/prefix or gs://bucket/prefix"
+    )
+
+
 def open_store(uri: str | None = None, *, resolver: ConnectionResolver | None = None
                ) -> ArtifactStore:
     """The store for ``EXPORT_ARTIFACT_ROOT``: a path, ``file://``, ``s3://`` or ``gs://`` URI.

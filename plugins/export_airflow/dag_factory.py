@@ -16,6 +16,7 @@ from airflow.sdk import DAG, Param, get_parsing_context
 
 from export_airflow.access import access_control, quiet_access_control
 from export_airflow.alerts import failure_notifier
+from export_airflow.assets import publish_alias
 from export_airflow.deadlines import deadline_alerts
 from export_airflow.limits import timeout_for
 from export_airflow.operators import (
@@ -208,7 +209,9 @@ def build_dag(schedule: Any, config_dir: str) -> DAG:
                                      config_dir=config_dir,
                                      execution_timeout=timeout_for(schedule, "render"))
         last >> rendered
+        # A new artifact version is an event on the schedule's asset (ADR 0024).
         published = PublishOperator(task_id="publish", rendered=rendered.output,
+                                    asset_alias=publish_alias(schedule.schedule_id),
                                     execution_timeout=timeout_for(schedule, "publish"))
         # Mapped over the run's own captured destinations, which publish pushes (not today's
         # config): a destination added later applies to later slots only (ADR 0005).

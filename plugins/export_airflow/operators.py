@@ -231,16 +231,24 @@ class PublishOperator(BaseOperator):
 
     :param rendered: the summary pushed by RenderCsvOperator (templated / XComArg)
     :param correction: mark a new version as a correction (late-data restatement)
+    :param asset_alias: announce a new artifact version on the schedule's asset through this
+        alias (its outlet; export_airflow.assets, ADR 0024); None: announce nothing
     """
 
     template_fields: Sequence[str] = ("rendered",)
     ui_color = "#eefde8"
 
-    def __init__(self, *, rendered: Any, correction: bool = False, **kwargs: Any) -> None:
+    def __init__(self, *, rendered: Any, correction: bool = False,
+                 asset_alias: str | None = None, **kwargs: Any) -> None:
         kwargs.setdefault("execution_timeout", task_timeout("publish"))
+        if asset_alias:
+            from airflow.sdk import AssetAlias
+
+            kwargs.setdefault("outlets", [AssetAlias(asset_alias)])
         super().__init__(**kwargs)
         self.rendered = rendered
         self.correction = correction
+        self.asset_alias = asset_alias
 
     @scope
     def execute(self, context: Any) -> list[str]:
@@ -267,6 +275,11 @@ class PublishOperator(BaseOperator):
             # The run's captured destinations: one added to the config later never appears in
             # (and fails) an earlier run.
             ids = captured_destinations(ledger, rendered.run_key)
+            if self.asset_alias:
+                from export_airflow.assets import announce
+                from export_lib.pipeline.asset_events import published_event
+
+                announce(context, self.asset_alias, published_event(ledger, published))
         context["ti"].xcom_push(key=SUMMARY, value=published.as_xcom())
         log.info("delivering to its captured destinations %s", ids)
         return ids

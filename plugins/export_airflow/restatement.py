@@ -25,6 +25,7 @@ from typing import Any
 from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOperator
 from airflow.sdk import DAG, Param
 
+from export_airflow.assets import corrections_alias
 from export_airflow.limits import task_timeout
 from export_airflow.operators import (
     SUMMARY,
@@ -115,7 +116,7 @@ def build_restatement_dag(config_dir: str, company: str) -> DAG:
         again = RenderCsvOperator(task_id="restate_render", run=due.output,
                                   regenerate=True, pool="export_catchup")
         corrected = PublishOperator(task_id="restate_publish", rendered=again.output,
-                                    correction=True)
+                                    correction=True, asset_alias=corrections_alias(company))
         # The run's captured destinations (pushed by publish), retried like the export's own
         # deliveries (inside the default retry window; the ledger decides when a delivery's
         # window has closed).

@@ -1,5 +1,5 @@
-"""Repeated triggers, clears and manual exports through Airflow leave exactly one artifact and
-one delivery per destination (dag.test() runs, kept few: ~10 s each)."""
+"""Repeated triggers, clears and manual exports through Airflow leave exactly one artifact, one
+delivery per destination and one asset event (dag.test() runs, kept few: ~10 s each)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,22 @@ def _counts() -> tuple[int, int, int]:
     return (ledger.count("runs"), ledger.count("artifacts"), len(list_deliveries(ledger.engine)))
 
 
+def _asset_events(artifacts: Path) -> list[dict]:
+    """The extras of Airflow's events on asset export:acme/daily-spend that announce artifacts
+    under ``artifacts`` (the metadata DB is the worker's, shared by the tests it runs)."""
+    from airflow.models.asset import AssetEvent, AssetModel
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    with create_session() as session:
+        rows = session.scalars(select(AssetEvent).join(AssetModel, AssetEvent.asset_id
+                                                       == AssetModel.id)
+                               .where(AssetModel.name == "export:acme/daily-spend")
+                               .order_by(AssetEvent.id)).all()
+        return [dict(e.extra) for e in rows
+                if str(e.extra.get("artifact_uri", "")).startswith(artifacts.resolve().as_uri())]
+
+
 def _files(root: Path) -> list[str]:
     return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()
                   and ".staging" not in p.parts)
@@ -31,6 +47,10 @@ def test_retrigger_and_rerun_keep_one_artifact_and_one_delivery(airflow_db, expo
     assert first.state == DagRunState.SUCCESS
     counts, files = _counts(), _files(export_world.home / "exports")
     assert counts == (1, 1, 1)
+    # publish announced v1 on the schedule's asset, through its alias (ADR 0024).
+    (event,) = _asset_events(export_world.artifacts)
+    assert (event["period"], event["version"], event["rows"], event["correction"]) == (
+        "2026-03-28", 1, 72, False)
 
     # dag.test() for the same logical date replaces the Airflow run and executes every task
     # again — what clearing the whole run with downstream does.
@@ -42,6 +62,8 @@ def test_retrigger_and_rerun_keep_one_artifact_and_one_delivery(airflow_db, expo
     manual = dag.test(logical_date=datetime(2026, 3, 29, 7, 12, tzinfo=UTC))
     assert manual.state == DagRunState.SUCCESS
     assert (_counts(), _files(export_world.home / "exports")) == (counts, files)
+    # Neither re-run published a new version: no consumer hears of the period again.
+    assert _asset_events(export_world.artifacts) == [event]
 
 
 def test_manual_export_from_the_trigger_form(airflow_db, export_world, tmp_path):

@@ -100,6 +100,18 @@ def trigger_manual_exports(api: Api, count: int, tag: str) -> list[str]:
                                f"{tag} {i}")["dag_run_id"] for i in range(count)]
 
 
+def consumed_versions(api: Api, airflow_runs: list[dict]) -> list[tuple[str, int]]:
+    """(run key, version) of every artifact the example consumer's runs loaded (what their
+    ``load`` task returned), sorted."""
+    loaded = []
+    for run in airflow_runs:
+        if run["dag_id"] == "example_asset_consumer":
+            loaded += api.ok("GET", f"/api/v2/dags/example_asset_consumer/dagRuns/"
+                                    f"{run['dag_run_id']}/taskInstances/load/xcomEntries/"
+                                    "return_value")["value"]
+    return sorted((x["run_key"], x["version"]) for x in loaded)
+
+
 def postgres_can_enter(path: Path) -> bool:
     return subprocess.run(["runuser", "-u", "postgres", "--", "test", "-x", str(path)],
                           cwd="/", check=False).returncode == 0
@@ -178,6 +190,12 @@ def test_soak_catch_up_with_manual_exports_and_clears(soak_stack: Stack):
 
     counts = check_ledger(ledger, airflow_runs)
     assert sum("/manual/" in r["run_key"] for r in ledger) == TRIGGERS
+    # The example consumer (dags/example_asset_consumer.py, ADR 0024) took each published
+    # version of acme/daily-spend exactly once, whatever was cleared; manual exports never.
+    published = sorted((r["run_key"], a["version"]) for r in ledger
+                       if r["schedule"] == "acme/daily-spend" and "/manual/" not in r["run_key"]
+                       for a in r["artifacts"])
+    assert published and consumed_versions(api, airflow_runs) == published
 
     status = soak_stack.status()["components"]
     assert set(status) == COMPONENTS

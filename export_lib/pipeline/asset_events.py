@@ -1,0 +1,88 @@
+"""The asset an export schedule publishes to, and the event a newly published artifact makes.
+
+An export is the start of someone else's pipeline (a warehouse load, a partner's job): each
+schedule is one asset, named ``export:<schedule id>`` with the URI of its folder in the artifact
+store (``s3://bucket/prefix/acme/daily-spend``, ``file:///…/artifacts/acme/daily-spend``), and
+every *new* artifact version is one event on it. A re-run that finds its artifact already
+published (a cleared publish, an Airflow retry after the commit, unchanged content) makes no
+event, so a consumer scheduled on the asset runs once per published period and version. The
+event's extra is the manifest's: what a consumer needs to find, check and date the file without
+reading our ledger. Airflow-free: ``export_airflow.assets`` turns it into an Airflow asset event.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from export_lib.checksums import sha256_stream
+from export_lib.errors import ArtifactValidationError
+from export_lib.ledger import Ledger
+from export_lib.periods.names import period_label, schedule_slug
+from export_lib.pipeline.results import PublishResult, ResultModel
+from export_lib.storage.stores import ArtifactStore, root_uri
+
+NAME_PREFIX = "export:"
+
+
+class AssetEvent(ResultModel):
+    """One event on the schedule's asset: ``extra`` describes the artifact version it announces."""
+
+    name: str
+    uri: str
+    extra: dict[str, Any]
+
+
+def schedule_asset_name(schedule_id: str) -> str:
+    """``export:acme/daily-spend``: the asset's name, what a consumer schedules on."""
+    return NAME_PREFIX + schedule_id
+
+
+def schedule_asset_uri(company: str, schedule_id: str, root: str | None = None) -> str:
+    """The schedule's folder in the artifact store (``root``, else ``EXPORT_ARTIFACT_ROOT``):
+    every artifact of the schedule is an object under it."""
+    return f"{root_uri(root)}/{company}/{schedule_slug(schedule_id)}"
+
+
+def published_event(ledger: Ledger, published: PublishResult, *,
+                    root: str | None = None) -> AssetEvent | None:
+    """The event for ``published`` when it is a new artifact version; None when publish found
+    nothing new (no consumer is told twice about one version)."""
+    if not published.created:
+        return None
+    run = ledger.get_run(published.run_key)
+    artifact = next((a for a in ledger.artifacts(published.run_key)
+                     if a.version == published.version), None)
+    if run is None or artifact is None:  # publish just recorded both: a ledger out of step
+        raise LookupError(f"run {published.run_key} v{published.version} is not in the ledger")
+    extra = {
+        "run_key": run.run_key, "company": run.company, "schedule": run.schedule_id,
+        "period": period_label(run.window_start, run.window_end, run.timezone),
+        "slot_utc": run.slot.isoformat(), "timezone": run.timezone,
+        "window_start_utc": artifact.window_start.isoformat(),
+        "window_end_utc": artifact.window_end.isoformat(),
+        "config_version": artifact.config_version, "version": artifact.version,
+        "supersedes": artifact.supersedes, "correction": bool(artifact.correction),
+        "sha256": artifact.sha256, "rows": artifact.rows, "bytes": artifact.bytes,
+        "format": artifact.format, "artifact_uri": artifact.uri,
+        "manifest_uri": artifact.manifest_uri,
+        "generated_at": artifact.generated_at.isoformat(),
+    }
+    return AssetEvent(name=schedule_asset_name(run.schedule_id),
+                      uri=schedule_asset_uri(run.company, run.schedule_id, root), extra=extra)
+
+
+def check_announced(store: ArtifactStore, extra: dict[str, Any]) -> dict[str, Any]:
+    """What a consumer does first with an event: read the artifact it names and check its
+    sha256 and size against the event (a file replaced or truncated after the event is
+    refused, naming both digests). Returns the fields a load would record."""
+    uri = extra["artifact_uri"]
+    with store.read(uri) as fh:
+        digest, size = sha256_stream(fh)
+    if (digest, size) != (extra["sha256"], extra["bytes"]):
+        raise ArtifactValidationError(
+            f"{uri}: sha256 {digest[:16]}… and {size} bytes, but the asset event of "
+            f"{extra['schedule']} {extra['period']} v{extra['version']} announced "
+            f"{str(extra['sha256'])[:16]}… and {extra['bytes']} bytes; the object changed after "
+            "it was published: do not load it, ask the exports team")
+    return {key: extra[key] for key in ("run_key", "schedule", "period", "version", "correction",
+                                        "rows", "sha256", "artifact_uri")}
