@@ -293,8 +293,9 @@ class SchedulerStack:
 
     def _touch_loader(self, company: str) -> None:
         """The dag-processor re-parses a file whose mtime is newer than its last parse at
-        once, else only every MIN_FILE_PROCESS_INTERVAL: a company's loader is touched when its
-        YAML changes, so the change is live within the refresh interval (seconds)."""
+        once, else only every MIN_FILE_PROCESS_INTERVAL (300 s on the shared stack): a
+        company's loader is touched when its YAML changes (every loader when defaults.yaml
+        does), so the change is live within the refresh interval (seconds)."""
         loader = self.root / "dags" / f"company_{company}.py"
         if loader.exists():
             loader.touch()
@@ -308,11 +309,18 @@ class SchedulerStack:
             entry.setdefault("tables", {}).update(
                 {table: {"tenant_column": column} for table, column in tables.items()})
         defaults.write_text(yaml.safe_dump(data, sort_keys=False))
+        self._touch_loaders()
 
     def grant_connection(self, conn_id: str, use: str, companies: Iterable[str]) -> None:
         """Grant ``companies`` connection ``conn_id`` for ``use`` in the stack's defaults.yaml
         (issue 23: a company file uses only the connections granted to it there)."""
         grant_connection(self.config_dir, conn_id, use, companies)
+        self._touch_loaders()
+
+    def _touch_loaders(self) -> None:
+        """defaults.yaml changed: every company's DAGs may change with it."""
+        for loader in (self.root / "dags").glob("company_*.py"):
+            loader.touch()
 
     def remove_company(self, company: str, *, sync_loaders: bool = False) -> None:
         """Delete ``dags/config/<company>.yaml`` (the loader stays unless ``sync_loaders``)."""
