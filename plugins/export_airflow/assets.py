@@ -64,7 +64,8 @@ def consumer_dag(company: str, schedule_id: str, dag_id: str | None = None) -> D
     with quiet_access_control():
         dag = DAG(dag_id=dag_id, schedule=[schedule_asset(company, schedule_id)],
                   start_date=datetime(2020, 1, 1), catchup=False, max_active_runs=1,
-                  tags=[company, "consumer", "example"], access_control=access_control(company),
+                  tags=[f"company:{company}", "kind:consumer", "example"],
+                  access_control=access_control(company),
                   doc_md=f"Example consumer of `{schedule_id}`: scheduled on its asset "
                          f"`{schedule_asset_name(schedule_id)}`; one run per published version.")
     with dag:

@@ -196,7 +196,9 @@ def test_company_users_see_and_trigger_only_their_company(cluster):
         api.token = api.ok("POST", "/auth/token", {"username": name, "password": users[name][
             "password"]})["access_token"]
         mine = {d["dag_id"] for d in api.ok("GET", "/api/v2/dags?limit=100")["dags"]}
-        assert mine == {d for d in every if company_of_dag(d) == "acme"} and MANUAL_DAG in mine
+        # acme's export DAGs and the example consumer of acme/daily-spend (granted to acme).
+        assert mine == {d for d in every if company_of_dag(d) == "acme"} | {
+            "example_asset_consumer"} and MANUAL_DAG in mine
         assert api.call("GET", f"/api/v2/dags/{LARGE_DAG}")[0] == 403
         status, _ = api.call("POST", "/api/v2/dags/manual_export__dentsu-happiness/dagRuns",
                              {"logical_date": None, "conf": {}})

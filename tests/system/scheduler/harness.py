@@ -293,9 +293,9 @@ class SchedulerStack:
 
     def _touch_loader(self, company: str) -> None:
         """The dag-processor re-parses a file whose mtime is newer than its last parse at
-        once, else only every MIN_FILE_PROCESS_INTERVAL (300 s on the shared stack): a
-        company's loader is touched when its YAML changes (every loader when defaults.yaml
-        does), so the change is live within the refresh interval (seconds)."""
+        once, else only every MIN_FILE_PROCESS_INTERVAL: a company's loader is touched when its
+        YAML changes (every loader when defaults.yaml does), so the change is live within the
+        refresh interval (seconds)."""
         loader = self.root / "dags" / f"company_{company}.py"
         if loader.exists():
             loader.touch()
