@@ -188,6 +188,12 @@ if [ -n "$CLUSTER" ]; then
   unset _pg
 fi
 
+# The ledger as an Airflow connection (issue 24 item 5): tasks and the export pages look
+# `export_ledger` up the Airflow way (UI, CLI, secrets backends, then this variable), so a
+# rotated password or a secrets backend reaches it; exportctl reads EXPORT_LEDGER_URL. Made from
+# it unless set: the same database either way.
+export AIRFLOW_CONN_EXPORT_LEDGER="${AIRFLOW_CONN_EXPORT_LEDGER:-${EXPORT_LEDGER_URL/#postgresql+psycopg:/postgresql:}}"
+
 # The variables `make -s env` prints (scripts/env.sh).
 ENV_VARS=(PATH EXPORT_HOME AIRFLOW_HOME DB PORT PGPORT $([ "$PG_SERVER" = local ] || echo PG_SERVER) ${PG_DB_PREFIX:+PG_DB_PREFIX} $(compgen -e | grep -E '^(AIRFLOW__|AIRFLOW_CONN_)' | sort)
           EXPORT_LEDGER_URL EXPORT_ARTIFACT_ROOT EXPORT_DEMO_FEED)

@@ -25,6 +25,31 @@ def ledger_url(explicit: str | None = None) -> str:
     return f"sqlite:///{os.path.abspath(home)}/ledger.db"
 
 
+def url_from_fields(conn_type: str, *, host: str | None, port: int | None, login: str | None,
+                    password: str | None, schema: str | None, conn_id: str,
+                    options: dict[str, str] | None = None) -> str:
+    """The ledger's SQLAlchemy URL from a connection's fields (Airflow's ``export_ledger``):
+    PostgreSQL (``schema`` is the database; ``options``, the connection's extras, are libpq
+    parameters such as ``sslmode``) or SQLite (the file's absolute path in ``host``, or in
+    ``schema`` when the connection came from a ``sqlite:////abs/path`` URI)."""
+    from sqlalchemy.engine import URL
+
+    kind = (conn_type or "").lower()
+    if kind in ("postgres", "postgresql"):
+        return URL.create("postgresql+psycopg", username=login or None, password=password or None,
+                          host=host or None, port=port or None, database=schema or None,
+                          query={k: str(v) for k, v in (options or {}).items()}
+                          ).render_as_string(hide_password=False)
+    path = host or schema  # the UI puts the file in host, a sqlite:////abs/path URI in schema
+    if kind == "sqlite" and path:
+        return f"sqlite:///{path}"
+    from export_lib.errors import ConfigError
+
+    raise ConfigError(f"connection {conn_id!r} is of type {conn_type!r}; the ledger needs a "
+                      "postgres connection (its schema is the database) or a sqlite one (its "
+                      "host is the file's absolute path)")
+
+
 def masked(url: str) -> str:
     """Scheme, host and port of the ledger URL (the one masking function; SQLite keeps its path)."""
     return mask_uri(url)

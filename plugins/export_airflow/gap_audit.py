@@ -44,8 +44,8 @@ class GapAuditOperator(BaseOperator):
 
     def execute(self, context: Any) -> dict[str, Any]:
         from export_airflow.alerts import notify_unrecoverable
+        from export_airflow.ledger import task_ledger
         from export_airflow.recovery import api_from_airflow
-        from export_lib.ledger import open_ledger
         from export_lib.ledger.seniority import open_catalog
         from export_lib.pipeline.audit_apply import run_audit
 
@@ -58,7 +58,7 @@ class GapAuditOperator(BaseOperator):
                     log.warning("config error, not audited: %s", line, extra={"company": company})
             ti = context.get("ti")
             who = f"{GAP_AUDIT_DAG_ID}/{getattr(ti, 'run_id', '?')}"
-            result = run_audit(catalog, open_ledger(), since=now - self.lookback, until=now,
+            result = run_audit(catalog, task_ledger(), since=now - self.lookback, until=now,
                                now=now, api=api_from_airflow(),
                                notify=notify_unrecoverable(self.config_dir, who))
         lines = result.plan.lines()  # one per action, in order, then the notes

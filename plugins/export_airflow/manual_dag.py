@@ -40,7 +40,7 @@ DOC = """### Manual export of company `{company}`
 
 Exports one window of a configured export once, for the reason you give. Pick the company, the
 export to base it on (its query, tenant scoping and destinations apply), the window
-(`[start, end)`, ISO 8601; no offset means UTC), optionally explicit columns, the format and a
+(`[start, end)`, date-times with their UTC offset), optionally explicit columns, the format and a
 subset of the configured destinations. Nothing is saved as a schedule. The run, its artifact and
 deliveries are in the ledger: `exportctl runs --company {company}`. Who triggered the run is
 recorded on it.
@@ -56,18 +56,25 @@ def manual_params(company: str, schedules: Sequence[Any] | None) -> dict[str, Pa
         return _open_params(company)
     exports = sorted(s.schedule_id for s in schedules)
     destinations = sorted({d.id for s in schedules for d in s.destinations})
+    columns = sorted({c for s in schedules for c in s.query.columns})
     return {
         "company": Param(company, type="string", enum=[company], title="Company",
                          description="This DAG exports this company's data only."),
         "base_export": Param(exports[0] if exports else "", type="string", enum=exports or [""],
                              title="Based on export",
                              description="A configured export of this company (schedule id)."),
-        "window_start": Param("", type="string", title="Window start",
-                              description="ISO 8601, inclusive, e.g. 2026-11-01T00:00:00+01:00"),
-        "window_end": Param("", type="string", title="Window end",
-                            description="ISO 8601, exclusive; must be after the start."),
-        "columns": Param([], type="array", items={"type": "string"}, title="Columns",
-                         description="Leave empty for the export's configured columns."),
+        # Date-time pickers in the form, no default: the API and the form refuse a run
+        # without both, or with a value that is not an RFC 3339 date-time (with its offset),
+        # before the run exists. resolve_window checks the rest (order, span, retention).
+        "window_start": Param(type="string", format="date-time", title="Window start",
+                              description="Inclusive, with its UTC offset, e.g. "
+                                          "2026-11-01T00:00:00+01:00"),
+        "window_end": Param(type="string", format="date-time", title="Window end",
+                            description="Exclusive, with its UTC offset; after the start."),
+        "columns": Param([], type="array", items={"type": "string", "enum": columns or [""]},
+                         uniqueItems=True, title="Columns",
+                         description="Leave empty for the export's configured columns; else a "
+                                     "subset of the base export's (checked when the run starts)."),
         "format": Param("csv", type="string", enum=["csv", "parquet"], title="Format"),
         "destinations": Param([], type="array",
                               items={"type": "string", "enum": destinations or [""]},

@@ -49,14 +49,11 @@ def _now() -> datetime:
 
 @contextmanager
 def _ledger() -> Iterator[Any]:
-    from export_lib.ledger import open_ledger
+    from export_airflow.ledger import server_ledger
 
-    ledger = open_ledger()
-    try:
-        ledger.ensure_schema()
-        yield ledger
-    finally:
-        ledger.engine.dispose()
+    ledger = server_ledger()  # one engine per api-server process, not per request
+    ledger.ensure_schema()
+    yield ledger
 
 
 def _catalog_schedules() -> list[Any]:

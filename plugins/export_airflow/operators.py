@@ -84,7 +84,7 @@ class ResolveWindowOperator(BaseOperator):
 
     @scope
     def execute(self, context: Any) -> dict[str, Any]:
-        from export_lib.ledger import open_ledger
+        from export_airflow.ledger import task_ledger
         from export_lib.ledger.seniority import open_catalog
         from export_lib.pipeline import slot_at_or_before, start_manual, start_run
 
@@ -92,7 +92,7 @@ class ResolveWindowOperator(BaseOperator):
         bind(company=self.company if self.schedule_id is None else self.schedule_id.split("/")[0],
              schedule=self.schedule_id)  # the run is known once it is registered
         with export_errors():
-            ledger = open_ledger()
+            ledger = task_ledger()
             if self.schedule_id is None:
                 summary = start_manual(ledger, self.config_dir, dict(context["params"]),
                                        run_id=dag_run.run_id, requested_at=dag_run.run_after,
@@ -179,8 +179,8 @@ class RenderCsvOperator(CancelsSourceQueries, BaseOperator):
     @scope
     def execute(self, context: Any) -> dict[str, Any]:
         from export_airflow.connections import airflow_resolver
+        from export_airflow.ledger import task_ledger
         from export_lib.config.loader import allowlist
-        from export_lib.ledger import open_ledger
         from export_lib.pipeline import Rendered, RenderSkipped, RunSummary, render_run
         from export_lib.storage.stores import open_store
 
@@ -193,7 +193,7 @@ class RenderCsvOperator(CancelsSourceQueries, BaseOperator):
             with export_errors():
                 resolver = airflow_resolver()
                 allowed = allowlist(self.config_dir) if self.config_dir else None
-                result = render_run(open_ledger(), open_store(resolver=resolver), run.run_key,
+                result = render_run(task_ledger(), open_store(resolver=resolver), run.run_key,
                                     now=now, ctx=_ctx(context), regenerate=regenerate,
                                     resolver=resolver, allowlist=allowed)
         except RenderBudgetError as exc:
@@ -253,7 +253,7 @@ class PublishOperator(BaseOperator):
     @scope
     def execute(self, context: Any) -> list[str]:
         from export_airflow.connections import airflow_resolver
-        from export_lib.ledger import open_ledger
+        from export_airflow.ledger import task_ledger
         from export_lib.pipeline import (
             Rendered,
             captured_destinations,
@@ -263,7 +263,7 @@ class PublishOperator(BaseOperator):
         from export_lib.storage.stores import open_store
 
         with export_errors():
-            ledger, store = open_ledger(), open_store(resolver=airflow_resolver())
+            ledger, store = task_ledger(), open_store(resolver=airflow_resolver())
             rendered = render_result_from_xcom(self.rendered)
             bind(**_log_context(ledger, rendered.run_key))
             # Only a new attempt has something to publish; otherwise publish reports the artifact.
@@ -307,13 +307,13 @@ class DeliverOperator(BaseOperator):
     @scope
     def execute(self, context: Any) -> dict[str, Any]:
         from export_airflow.connections import airflow_resolver
-        from export_lib.ledger import open_ledger
+        from export_airflow.ledger import task_ledger
         from export_lib.pipeline import PublishResult, deliver_run, requeue_deliveries
 
         now = _now()
         with export_errors():
             run_key = PublishResult.from_xcom(self.published).run_key
-            ledger = open_ledger()
+            ledger = task_ledger()
             bind(**_log_context(ledger, run_key))  # the metrics' lines after delivery too
             # An exhausted or refused delivery fails this task without an Airflow retry, so
             # only a person runs it again (a clear): that is their decision to retry it.

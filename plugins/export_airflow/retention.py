@@ -45,14 +45,14 @@ class RetentionOperator(BaseOperator):
 
     def execute(self, context: Any) -> dict[str, Any]:
         from export_airflow.connections import airflow_resolver
-        from export_lib.ledger import open_ledger
+        from export_airflow.ledger import task_ledger
         from export_lib.ledger.seniority import open_catalog
         from export_lib.pipeline.retention import UndeletableArtifact, apply_retention
         from export_lib.storage.stores import open_store
 
         dry_run = str(self.dry_run).lower() in ("1", "true", "yes")
         with export_errors():
-            report = apply_retention(open_ledger(), open_catalog(self.config_dir),
+            report = apply_retention(task_ledger(), open_catalog(self.config_dir),
                                      open_store(resolver=airflow_resolver()),
                                      now=datetime.now(UTC), dry_run=dry_run)
         # The report names each item's company, schedule and run (not its period).

@@ -44,12 +44,12 @@ class WatermarkSensor(CancelsSourceQueries, BaseSensorOperator):
 
     def poke(self, context: Any) -> bool:
         from export_airflow.connections import airflow_resolver
-        from export_lib.ledger import open_ledger
+        from export_airflow.ledger import task_ledger
         from export_lib.pipeline import RunSummary, watermark_ready
 
         with export_errors():
             run = RunSummary.from_xcom(self.run)
-            ready, reason = watermark_ready(open_ledger(), run.run_key, now=datetime.now(UTC),
+            ready, reason = watermark_ready(task_ledger(), run.run_key, now=datetime.now(UTC),
                                             resolver=airflow_resolver())
         log.info("company=%s schedule=%s period=%s: window end %s: %s", *run.log_fields(),
                  run.window.end.isoformat(), reason, extra=run.log_context())
@@ -78,11 +78,11 @@ class RestateDueSensor(BaseSensorOperator):
     def poke(self, context: Any) -> Any:
         from airflow.sdk import PokeReturnValue
 
-        from export_lib.ledger import open_ledger
+        from export_airflow.ledger import task_ledger
         from export_lib.pipeline.restatement import restated_run
 
         with export_errors():
-            run, grace = restated_run(open_ledger(), self.run_key, self.company)
+            run, grace = restated_run(task_ledger(), self.run_key, self.company)
         due = run.window.end + grace
         now = datetime.now(UTC)
         log.info("company=%s schedule=%s period=%s: restatement %s at %s", *run.log_fields(),

@@ -49,15 +49,15 @@ def docs(request: Request, _: frozenset[str] | None = Visible) -> HTMLResponse:
 
 
 def _page(**filters: Any) -> Any:
+    from export_airflow.ledger import server_ledger
     from export_lib.errors import ConfigError
-    from export_lib.ledger import open_ledger
     from export_lib.views.reports import run_filter, runs_page
 
     try:
         wanted = run_filter(**filters)
     except ConfigError as exc:
         raise HTTPException(status_code=422, detail=str(exc)) from exc
-    ledger = open_ledger()
+    ledger = server_ledger()  # one engine per api-server process, not per request
     ledger.ensure_schema()
     return runs_page(ledger.engine, wanted, now=datetime.now(UTC))
 

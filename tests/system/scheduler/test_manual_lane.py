@@ -171,3 +171,17 @@ def test_a_manual_export_starts_within_60s_during_a_7_day_catch_up(stack):
           f"then: export_catchup {pool_end['running_slots']} running, "
           f"{pool_end['scheduled_slots']} waiting, {backlog_end} backfill runs queued/running")
     assert pool_end["running_slots"] == 2 and backlog_end >= missed - 8
+
+
+def test_the_api_refuses_a_bad_window_before_a_run_exists(stack):
+    """The trigger form's checks (date-time fields, enums from the config; issue 24 item 5) are
+    the REST API's: a request the form would refuse creates no run."""
+    day = (now_utc() - timedelta(days=3)).replace(hour=0, minute=0, second=0, microsecond=0)
+    before = len(stack.dag_runs(MANUAL_DAG))
+    conf = {"company": "lane-manual", "base_export": "lane-manual/daily",
+            "window_start": "yesterday", "window_end": day.isoformat(), "reason": "bad window"}
+    status, body = stack.api.call("POST", f"/api/v2/dags/{MANUAL_DAG}/dagRuns",
+                                  {"logical_date": None, "conf": conf})
+    assert status == 400, body
+    assert "'yesterday' is not a 'date-time'" in str(body), body
+    assert len(stack.dag_runs(MANUAL_DAG)) == before
