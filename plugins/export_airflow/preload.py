@@ -41,7 +41,8 @@ log = logging.getLogger(__name__)
 MODULES = (
     "export_airflow.dag_factory", "export_airflow.operators", "export_airflow.sensors",
     "export_airflow.recovery", "export_airflow.restatement", "export_airflow.manual_dag",
-    "export_airflow.alerts", "export_airflow.connections",
+    "export_airflow.alerts", "export_airflow.connections", "export_airflow.ledger",
+    "export_airflow.assets", "export_lib.pipeline.asset_events",
     "export_lib.pipeline", "export_lib.delivery", "export_lib.ledger",
     "export_lib.ledger.seniority",
     "psycopg", "sqlalchemy.dialects.postgresql.psycopg",
