@@ -133,7 +133,9 @@ def cluster(request: pytest.FixtureRequest, fault_source: PostgresServer) -> Ite
 
 def _api(cluster: Cluster):
     api = cluster.api()
-    for dag_id in (LARGE_DAG, SMALL_DAG, MANUAL_DAG):
+    # The example consumer too: the company users' check expects it among acme's DAGs (a run
+    # on 3 Dec read the users' lists before the dag-processor had reached its file).
+    for dag_id in (LARGE_DAG, SMALL_DAG, MANUAL_DAG, "example_asset_consumer"):
         wait_for(lambda d=dag_id: api.call("GET", f"/api/v2/dags/{d}")[0] == 200, 180, 1,
                  what=f"{dag_id} to be parsed")
     return api
