@@ -194,3 +194,23 @@ def build_world(root: Path, ledger_url: str | None = None, *, days: int = 5,
     ledger.upgrade()
     ledger.engine.dispose()
     return world
+
+
+def acme_library_world(root: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Any, Any]:
+    """The library's view without the command line: acme's shipped files in ``root/config``,
+    10 days of demo rows up to :data:`SEEDED_AT` in ``root/demo.db`` (``AIRFLOW_CONN_DEMO_SOURCE``),
+    an upgraded SQLite ledger and a local store under ``root``. Returns (config, ledger, store)."""
+    from export_lib.ledger import open_ledger
+    from export_lib.source.demo import seed
+    from export_lib.storage.stores import LocalStore
+
+    config = root / "config"
+    config.mkdir()
+    for name in ("defaults.yaml", "acme.yaml"):
+        (config / name).write_text((REPO / "dags/config" / name).read_text())
+    monkeypatch.setenv("AIRFLOW_CONN_DEMO_SOURCE", f"sqlite:///{root}/demo.db")
+    monkeypatch.setenv("EXPORT_HOME", str(root))
+    seed(root / "demo.db", ["acme"], now=SEEDED_AT, days=10)
+    ledger = open_ledger(f"sqlite:///{root}/ledger.db")
+    ledger.upgrade()
+    return config, ledger, LocalStore(root / "artifacts")

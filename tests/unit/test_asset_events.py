@@ -13,7 +13,6 @@ import pytest
 
 from export_lib.config.loader import load_catalog
 from export_lib.errors import ArtifactValidationError, StorageError
-from export_lib.ledger import open_ledger
 from export_lib.pipeline import publish_run, register_run, render_run
 from export_lib.pipeline.asset_events import (
     check_announced,
@@ -21,9 +20,8 @@ from export_lib.pipeline.asset_events import (
     schedule_asset_name,
     schedule_asset_uri,
 )
-from export_lib.source.demo import seed
-from export_lib.storage.stores import LocalStore, root_uri
-from tests.conftest import REPO
+from export_lib.storage.stores import root_uri
+from tests.world import acme_library_world
 
 SLOT = datetime(2026, 3, 29, 5, 0, tzinfo=UTC)  # acme/daily-spend, window 2026-03-28 Berlin
 # What the manifest and the event's extra both carry, under the same names.
@@ -34,19 +32,11 @@ SHARED = ("run_key", "company", "schedule", "period", "timezone", "window_start_
 
 @pytest.fixture()
 def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    config = tmp_path / "config"
-    config.mkdir()
-    for name in ("defaults.yaml", "acme.yaml"):
-        (config / name).write_text((REPO / "dags/config" / name).read_text())
-    monkeypatch.setenv("AIRFLOW_CONN_DEMO_SOURCE", f"sqlite:///{tmp_path}/demo.db")
-    monkeypatch.setenv("EXPORT_HOME", str(tmp_path))
-    monkeypatch.setenv("EXPORT_ARTIFACT_ROOT", str(tmp_path / "artifacts"))
-    seed(tmp_path / "demo.db", ["acme"], now=datetime(2026, 3, 30, 12, tzinfo=UTC), days=10)
-    ledger = open_ledger(f"sqlite:///{tmp_path}/ledger.db")
-    ledger.upgrade()
+    config, ledger, store = acme_library_world(tmp_path, monkeypatch)
+    monkeypatch.setenv("EXPORT_ARTIFACT_ROOT", str(store.root))
     schedule = load_catalog(config).schedule("acme/daily-spend")
     key = register_run(ledger, schedule, SLOT, now=SLOT).run_key
-    return ledger, LocalStore(tmp_path / "artifacts"), key, tmp_path
+    return ledger, store, key, tmp_path
 
 
 def _publish(ledger, store, key, now, **kw):

@@ -10,27 +10,15 @@ import pytest
 import yaml
 
 from export_lib.config.loader import load_catalog
-from export_lib.ledger import open_ledger
 from export_lib.pipeline import publish_run, register_run, render_run, watermark_ready
-from export_lib.source.demo import seed
-from export_lib.storage.stores import LocalStore
-from tests.conftest import REPO
+from tests.world import acme_library_world
 
 SLOT = datetime(2026, 3, 29, 5, 0, tzinfo=UTC)  # acme/daily-spend, window 2026-03-28 Berlin
 
 
 @pytest.fixture()
 def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    config = tmp_path / "config"
-    config.mkdir()
-    for name in ("defaults.yaml", "acme.yaml"):
-        (config / name).write_text((REPO / "dags/config" / name).read_text())
-    monkeypatch.setenv("AIRFLOW_CONN_DEMO_SOURCE", f"sqlite:///{tmp_path}/demo.db")
-    monkeypatch.setenv("EXPORT_HOME", str(tmp_path))
-    seed(tmp_path / "demo.db", ["acme"], now=datetime(2026, 3, 30, 12, tzinfo=UTC), days=10)
-    ledger = open_ledger(f"sqlite:///{tmp_path}/ledger.db")
-    ledger.upgrade()
-    return config, ledger, LocalStore(tmp_path / "artifacts"), tmp_path
+    return (*acme_library_world(tmp_path, monkeypatch), tmp_path)
 
 
 def _edit(config: Path, **widget_fields) -> None:
