@@ -153,6 +153,11 @@ class LocalStore:
             tmp.unlink(missing_ok=True)
 
 
+def _unsupported(target: str, scheme: str) -> StorageError:
+    return StorageError(f"EXPORT_ARTIFACT_ROOT={target!r}: unsupported scheme {scheme!r}; use a "
+                        "local path, file://, s3://bucket/prefix or gs://bucket/prefix")
+
+
 def root_uri(uri: str | None = None) -> str:
     """The artifact root (``uri``, else ``EXPORT_ARTIFACT_ROOT``) as the URI its artifacts'
     URIs start with: ``file:///abs/path`` (resolved, as LocalStore names its artifacts),
@@ -165,10 +170,7 @@ def root_uri(uri: str | None = None) -> str:
     if parts.scheme in ("s3", "gs"):
         prefix = parts.path.strip("/")
         return f"{parts.scheme}://{parts.netloc}" + (f"/{prefix}" if prefix else "")
-    raise StorageError(
-        f"EXPORT_ARTIFACT_ROOT={target!r}: unsupported scheme {parts.scheme!r}; use a local path, "
-        "file://, s3://bucket/prefix or gs://bucket/prefix"
-    )
+    raise _unsupported(target, parts.scheme)
 
 
 def open_store(uri: str | None = None, *, resolver: ConnectionResolver | None = None
@@ -191,7 +193,4 @@ def open_store(uri: str | None = None, *, resolver: ConnectionResolver | None = 
         conn = resolve(settings.artifact_conn(default), resolver)
         cls = S3Store if parts.scheme == "s3" else GcsStore
         return cls(parts.netloc, parts.path.strip("/"), conn)
-    raise StorageError(
-        f"EXPORT_ARTIFACT_ROOT={target!r}: unsupported scheme {parts.scheme!r}; use a local path, "
-        "file://, s3://bucket/prefix or gs://bucket/prefix"
-    )
+    raise _unsupported(target, parts.scheme)
