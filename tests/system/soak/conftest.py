@@ -25,8 +25,14 @@ def soak_stack():
     root = scratch_dir("export-soak-")
     if os.geteuid() == 0:
         os.chmod(root, 0o700)
+    # The heartbeat timeout: test_scheduler_sigkill kills the scheduler with tasks running;
+    # their supervisors die with it, and the new scheduler fails those tasks (then retries
+    # them) only once their heartbeat is this old. Airflow's 300 s made that test 311 s of
+    # `make test` (3 Dec, 16:41 run) against 22 s alone; 60 s is still 30 missed heartbeats
+    # (every 2 s, scripts/airflow-env.sh) before a live task could be taken for dead.
     stack = Stack.in_copy(root / "project", local_pg=True,
-                          EXPORT_CATCHUP_LOOKBACK_HOURS=str(LOOKBACK_HOURS))
+                          EXPORT_CATCHUP_LOOKBACK_HOURS=str(LOOKBACK_HOURS),
+                          AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT="60")
     cluster = relocated_dir(stack.root / ".airflow") if os.geteuid() == 0 else None
     assert cluster is None or not cluster.exists(), f"{cluster} is left from another run"
     try:
