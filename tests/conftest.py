@@ -124,13 +124,57 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
     return scheduler(config, log) if config.getvalue("dist") == "loadfile" else None
 
 
+# The run's directory, made by the controlling process (xdist's controller, or the only
+# process) before any worker starts, so every worker inherits it: what the workers share.
+RUN_DIR_ENV = "EXPORT_TEST_RUN_DIR"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if hasattr(config, "workerinput"):  # an xdist worker: its controller made the run's dir
+        return
+    os.environ[RUN_DIR_ENV] = tempfile.mkdtemp(prefix="export-test-run-")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """The controller ends what the workers shared: the PostgreSQL server, the run's dir."""
+    if hasattr(config, "workerinput"):
+        return
+    run_dir = Path(os.environ.pop(RUN_DIR_ENV, "") or "/nonexistent")
+    try:
+        if (run_dir / "postgres.json").is_file():
+            stop_postgres(PostgresServer.from_json((run_dir / "postgres.json").read_text()))
+    finally:
+        shutil.rmtree(run_dir, ignore_errors=True)
+
+
 @pytest.fixture(scope="session")
 def postgres_server() -> Iterator[PostgresServer]:
-    server = start_postgres()
-    try:
-        yield server
-    finally:
-        stop_postgres(server)
+    """One PostgreSQL server for the whole run, every xdist worker included: the first worker
+    that needs it starts it, the others use it, the controller stops it (pytest_unconfigure).
+    A server per worker cost an ``initdb`` and a migration of the stacks' template databases
+    (``airflow db migrate``, ~14 CPU-s) in every worker that ran a stack. Tests never share a
+    database: each makes its own (uniquely named), and a test that reads ``pg_stat_activity``
+    looks at its own database only."""
+    run_dir = os.environ.get(RUN_DIR_ENV)
+    if not run_dir or not Path(run_dir).is_dir():  # not under this conftest's controller
+        server = start_postgres()
+        try:
+            yield server
+        finally:
+            stop_postgres(server)
+        return
+    import fcntl
+
+    state = Path(run_dir) / "postgres.json"
+    with open(Path(run_dir) / "postgres.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if state.is_file():
+            server = PostgresServer.from_json(state.read_text())
+        else:
+            server = start_postgres()
+            state.with_suffix(".part").write_text(server.to_json())
+            os.replace(state.with_suffix(".part"), state)
+    yield server
 
 
 @pytest.fixture(scope="session")

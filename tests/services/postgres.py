@@ -7,6 +7,8 @@ session (``postgres_server`` fixture) and by ``bench/render.py``.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 import pwd
 import shutil
@@ -51,6 +53,15 @@ class PostgresServer:
     def sqlalchemy_url(self) -> str:
         return self.dsn.replace("postgresql://", "postgresql+psycopg://", 1)
 
+    def to_json(self) -> str:
+        """What another process needs to use (and stop) this server: :meth:`from_json`."""
+        return json.dumps({**dataclasses.asdict(self), "datadir": str(self.datadir)})
+
+    @classmethod
+    def from_json(cls, text: str) -> PostgresServer:
+        fields = json.loads(text)
+        return cls(**{**fields, "datadir": Path(fields["datadir"])})
+
 
 def _run_as_owner(args: list[str], owner: str | None) -> None:
     if owner:
@@ -78,8 +89,10 @@ def start_postgres(extra_options: str = "") -> PostgresServer:
          "-A", "md5", "-E", "UTF8", "--no-locale"],
         owner,
     )
+    # 500 connections: the test session's server carries every Airflow stack of the run
+    # (two shared stacks, the tenants stack and the cluster at once, each with its pools).
     options = (f"-p {port} -h 127.0.0.1 -k {root} -c fsync=off -c full_page_writes=off "
-               f"-c max_connections=200 {extra_options}").strip()
+               f"-c max_connections=500 {extra_options}").strip()
     server = PostgresServer(port=port, datadir=datadir, options=options)
     resume_postgres(server)
     import psycopg

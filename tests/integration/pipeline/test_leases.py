@@ -53,6 +53,7 @@ class SourceQueries:
             while not self._stop.is_set():
                 self.seen.update(conn.execute(
                     "SELECT pid, query_start FROM pg_stat_activity WHERE state = 'active' "
+                    "AND datname = current_database() "
                     "AND application_name LIKE %s", (RENDER_APP_PREFIX + "%",)).fetchall())
                 time.sleep(0.02)
 

@@ -29,7 +29,7 @@ def sample_export_queries(dsn: str, stop: threading.Event, samples: list[Counter
         while not stop.is_set():
             rows = conn.execute(
                 "SELECT application_name FROM pg_stat_activity WHERE state = 'active' "
-                "AND backend_type = 'client backend' "
+                "AND backend_type = 'client backend' AND datname = current_database() "
                 "AND application_name LIKE %s", (RENDER_APP_PREFIX + "%",)).fetchall()
             samples.append(Counter(name.removeprefix(RENDER_APP_PREFIX) for (name,) in rows))
             time.sleep(0.02)

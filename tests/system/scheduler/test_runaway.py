@@ -210,7 +210,8 @@ def export_queries(dsn: str, day: str) -> list[tuple[int, str]]:
     with psycopg.connect(dsn, autocommit=True) as conn:
         return conn.execute(
             "SELECT coalesce(leader_pid, pid), state FROM pg_stat_activity "
-            "WHERE pid <> pg_backend_pid() AND query ILIKE %s AND query LIKE %s",
+            "WHERE pid <> pg_backend_pid() AND datname = current_database() "
+            "AND query ILIKE %s AND query LIKE %s",
             ("%big_metrics%", f"%{day}%")).fetchall()
 
 

@@ -94,7 +94,7 @@ def _server_url(server: PostgresServer) -> str:
 
 
 def session_templates() -> str:
-    """The prefix of the template databases on the session's server (``tmpl_<worker>_airflow``
+    """The prefix of the template databases on the session's server (``tmpl_airflow``
     migrated with ``airflow db migrate`` and the pools of deploy/pools.json, ``…_exports`` with
     ``exportctl ledger upgrade``, ``…_demo`` empty), made once per server: a stack's
     ``make run PG_TEMPLATE_PREFIX=…`` clones them, so its migrations find nothing to do.
@@ -108,7 +108,7 @@ def session_templates() -> str:
     assert server is not None, "no session PostgreSQL (use_session_postgres)"
     if server.port in _session_templates:
         return _session_templates[server.port]
-    prefix = f"tmpl_{os.environ.get('PYTEST_XDIST_WORKER', 'main')}_"
+    prefix = "tmpl_"  # one set per server: every xdist worker's stacks clone the same
     names = [prefix + db for db in DATABASES]
     with psycopg.connect(_server_url(server) + "/postgres", autocommit=True) as conn:
         conn.execute("SELECT pg_advisory_lock(hashtext(%s))", (prefix,))
