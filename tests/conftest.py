@@ -101,13 +101,17 @@ _TIMELINE = os.environ.get("EXPORT_TEST_TIMELINE")
 
 def _timeline(event: str, nodeid: str) -> None:
     """``EXPORT_TEST_TIMELINE=FILE``: one line per test start and end (time, worker, event,
-    test), for reading where a slow `make test` spent its wall time."""
+    test, the worker's CPU seconds so far with its finished children), for reading where a
+    slow `make test` spent its wall time and its workers' CPU."""
     if _TIMELINE:
         import time
 
         worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
         with open(_TIMELINE, "a") as out:
-            out.write(f"{time.time():.1f} {worker} {event} {nodeid}\n")
+            import resource
+            cpu = sum(getattr(resource.getrusage(w), f) for w in (resource.RUSAGE_SELF,
+                      resource.RUSAGE_CHILDREN) for f in ("ru_utime", "ru_stime"))
+            out.write(f"{time.time():.1f} {worker} {event} {nodeid} {cpu:.2f}\n")
 
 
 def pytest_runtest_logstart(nodeid: str, location: tuple) -> None:
