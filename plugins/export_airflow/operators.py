@@ -123,6 +123,28 @@ class ResolveWindowOperator(BaseOperator):
         return summary.as_xcom()
 
 
+class ReportsLineage:
+    """OpenLineage (ADR 0027): the provider asks for lineage as a task starts and ends; only
+    when OpenLineage is configured, so ``export_airflow.lineage`` is imported only then."""
+
+    def lineage(self) -> Any:
+        from export_airflow.lineage import export_facets
+
+        return export_facets(self.lineage_run_key())
+
+    def lineage_run_key(self) -> str:
+        raise NotImplementedError
+
+    def get_openlineage_facets_on_start(self) -> Any:
+        return self.lineage()
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        return self.lineage()
+
+    def get_openlineage_facets_on_failure(self, task_instance: Any) -> Any:
+        return self.lineage()
+
+
 class CancelsSourceQueries:
     """``on_kill`` cancels the query this task runs on a source (no runaway work, seed 002).
 
@@ -151,7 +173,7 @@ class CancelsSourceQueries:
                         "y" if count == 1 else "ies")
 
 
-class RenderCsvOperator(CancelsSourceQueries, BaseOperator):
+class RenderCsvOperator(ReportsLineage, CancelsSourceQueries, BaseOperator):
     """Render the run's captured query into a staging object (CSV or Parquet despite the name).
 
     :param run: the summary pushed by ResolveWindowOperator (templated / XComArg)
@@ -175,6 +197,11 @@ class RenderCsvOperator(CancelsSourceQueries, BaseOperator):
         self.config_dir = config_dir
         self.regenerate = regenerate
         self.channel_size = channel_size
+
+    def lineage_run_key(self) -> str:
+        from export_lib.pipeline import RunSummary
+
+        return RunSummary.from_xcom(self.run).run_key
 
     @scope
     def execute(self, context: Any) -> dict[str, Any]:
@@ -222,7 +249,7 @@ class RenderCsvOperator(CancelsSourceQueries, BaseOperator):
 SUMMARY = "summary"  # PublishOperator's XCom key for its PublishResult (deliver reads it)
 
 
-class PublishOperator(BaseOperator):
+class PublishOperator(ReportsLineage, BaseOperator):
     """Validate the staged object and publish it as an immutable artifact (fenced).
 
     Returns the run's captured destination ids (its ``return_value``, which ``deliver`` is
@@ -249,6 +276,11 @@ class PublishOperator(BaseOperator):
         self.rendered = rendered
         self.correction = correction
         self.asset_alias = asset_alias
+
+    def lineage_run_key(self) -> str:
+        from export_lib.pipeline import render_result_from_xcom
+
+        return render_result_from_xcom(self.rendered).run_key
 
     @scope
     def execute(self, context: Any) -> list[str]:
@@ -285,7 +317,7 @@ class PublishOperator(BaseOperator):
         return ids
 
 
-class DeliverOperator(BaseOperator):
+class DeliverOperator(ReportsLineage, BaseOperator):
     """Deliver the published artifact to one destination (map it over the destinations).
 
     :param published: the summary pushed by PublishOperator (templated / XComArg)
@@ -303,6 +335,13 @@ class DeliverOperator(BaseOperator):
         self.published = published
         self.destination_id = destination_id
         self.config_dir = config_dir
+
+    def lineage(self) -> Any:
+        from export_airflow.lineage import deliver_facets
+        from export_lib.pipeline import PublishResult
+
+        return deliver_facets(PublishResult.from_xcom(self.published).run_key,
+                              self.destination_id)
 
     @scope
     def execute(self, context: Any) -> dict[str, Any]:
