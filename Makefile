@@ -26,6 +26,9 @@ unexport PYTHONDONTWRITEBYTECODE
 $(VENV)/.installed: requirements.txt setup.cfg pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check pip==$(PIP_VERSION) uv==$(UV_VERSION)
+	@# A root egg-info (builds before ADR 0026 wrote it there; setup.py now uses build/) is a
+	@# second copy of the distribution to processes run from the root: plugins loaded twice.
+	@rm -rf airflow_scheduled_exports.egg-info
 	PYTHON=$(PY) bash scripts/install.sh lock requirements.txt -e .
 	@touch $@
 
