@@ -6,14 +6,15 @@ requirements.txt <wheel>``: the two RUN steps of the Dockerfile, in a plain ``py
 as the stock image's Python has pip. There is no Docker engine here; what the image adds beyond
 these steps is two COPY lines (checked in tests/unit/test_foundation.py).
 
-Then, in that venv only (no checkout on ``sys.path``, an empty plugins folder): both packages
+Then, in that venv only (no checkout on ``sys.path``, an empty plugins folder): ``pip install``
+of the wheel over the lock would add nothing else; both packages
 import, ``airflow plugins`` lists each of our plugins once, from the entry points; a DAG folder
 holding only the loaders and the company files parses; ``exportctl`` migrates a ledger with the
 shipped migrations. Airflow runs in subprocesses only (the integration tier never loads it).
 
-Cost (2 cores, warm uv cache, measured 3 Dec): 70 s wall and ~35 s of CPU for the module (the
-lock synced from the cache, two Airflow processes, one DAG folder parse); a cold cache downloads
-the lock once.
+Cost (2 cores, warm uv cache, measured 3 Dec): 81 s wall and ~44 s of CPU for the module (the
+lock synced from the cache, a pip dry run, two Airflow processes, one DAG folder parse); a cold
+cache downloads the lock once.
 """
 
 from __future__ import annotations
@@ -94,12 +95,20 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
     # installs the lock's uv with that pip, syncs the lock, adds the wheel, checks.
     subprocess.run(["python3.11", "-m", "venv", str(venv)], check=True, timeout=120)
     python = venv / "bin" / "python"
-    result = subprocess.run(
-        ["bash", str(src / "scripts" / "install.sh"), "lock", str(src / "requirements.txt"),
-         str(dist / WHEEL)], env=_machine_env(str(venv / "bin"), PYTHON=str(python)),
-        capture_output=True, text=True, timeout=600, check=False)
-    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
-    assert "All installed packages are compatible" in result.stdout + result.stderr
+    env = _machine_env(str(venv / "bin"), PYTHON=str(python))
+
+    def install(*wheel: str) -> None:
+        result = subprocess.run(["bash", str(src / "scripts" / "install.sh"), "lock",
+                                 str(src / "requirements.txt"), *wheel], env=env,
+                                capture_output=True, text=True, timeout=600, check=False)
+        assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+        assert "All installed packages are compatible" in result.stdout + result.stderr
+
+    install()  # the lock alone first: what pip would do with the wheel over it, then the wheel
+    subprocess.run([str(python), "-m", "pip", "install", "--dry-run", "--quiet",
+                    "--disable-pip-version-check", "--report", str(root / "pip-report.json"),
+                    str(dist / WHEEL)], env=env, check=True, timeout=300)
+    install(str(dist / WHEEL))
     shutil.copytree(REPO / "dags", root / "dags",
                     ignore=shutil.ignore_patterns("__pycache__"))
     for name in ("plugins", "home", "work"):
@@ -140,6 +149,15 @@ def test_the_environment_is_exactly_the_lock_and_the_wheel(installed):
 
 def _norm(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def test_pip_install_of_the_wheel_over_the_lock_would_install_nothing_else(installed):
+    """``pip install dist/*.whl`` with dependency resolution on, in the lock's environment (a
+    dry run before the fixture installs it): every requirement the wheel declares is met by the
+    lock, nothing up- or downgraded or added."""
+    report = json.loads((installed.root / "pip-report.json").read_text())
+    assert [(i["metadata"]["name"], i["metadata"]["version"]) for i in report["install"]] == [
+        ("airflow-scheduled-exports", "0.1.0")]
 
 
 def test_both_packages_import_from_the_installed_wheel(installed):
