@@ -3,14 +3,14 @@
 The module builds the wheel from a copy of the checkout's files (what a fresh clone has) with
 ``scripts/install.sh wheel`` and installs it into a fresh venv with ``scripts/install.sh lock
 requirements.txt <wheel>``: the two RUN steps of the Dockerfile, in a plain ``python -m venv``
-as the stock image's Python has pip. There is no Docker engine here; what the image adds beyond
-these steps is two COPY lines (checked in tests/unit/test_foundation.py).
+as the stock image's Python has pip. There is no Docker engine here; the rest of the Dockerfile
+only copies files (its RUN lines are checked in tests/unit/test_foundation.py).
 
 Then, in that venv only (no checkout on ``sys.path``, an empty plugins folder): ``pip install``
-of the wheel over the lock would add nothing else; both packages
-import, ``airflow plugins`` lists each of our plugins once, from the entry points; a DAG folder
-holding only the loaders and the company files parses; ``exportctl`` migrates a ledger with the
-shipped migrations. Airflow runs in subprocesses only (the integration tier never loads it).
+of the wheel over the lock would add nothing else; both packages import; ``airflow plugins``
+lists each of our plugins once, from the entry points; a DAG folder holding only the loaders and
+the company files parses; ``exportctl`` migrates a ledger with the shipped migrations. Airflow
+runs in subprocesses only (the integration tier never loads it).
 
 Cost (2 cores, warm uv cache, measured 3 Dec): 81 s wall and ~44 s of CPU for the module (the
 lock synced from the cache, a pip dry run, two Airflow processes, one DAG folder parse); a cold
