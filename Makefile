@@ -23,7 +23,7 @@ unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: roles venv dist setup run stop status env reset-db postgres-packages cluster cluster-stop test test-fast test-unit soak acceptance lint bench clean
 
-$(VENV)/.installed: requirements.txt setup.cfg pyproject.toml
+$(VENV)/.installed: requirements.txt setup.cfg setup.py pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check pip==$(PIP_VERSION) uv==$(UV_VERSION)
 	@# A root egg-info (builds before ADR 0026 wrote it there; setup.py now uses build/) is a
