@@ -15,10 +15,11 @@
 set -euo pipefail
 py="${PYTHON:-python}"
 mode="${1:-}"
-[ "$mode" = wheel ] || [ "$mode" = lock ] || {
-  echo "usage: scripts/install.sh wheel SRC OUT | lock LOCK [ARG...]" >&2; exit 2; }
+if ! { [ "$mode" = wheel ] && [ $# -eq 3 ]; } && ! { [ "$mode" = lock ] && [ $# -ge 2 ]; }; then
+  echo "usage: scripts/install.sh wheel SRC OUT | lock LOCK [ARG...] (got: $*)" >&2; exit 2
+fi
 
-lock_for_uv="${2:-}"
+lock_for_uv="$2"
 [ "$mode" = wheel ] && lock_for_uv="$(dirname "$0")/../requirements.txt"
 uv_version="$(sed -n 's/^uv==//p' "$lock_for_uv")"
 [ -n "$uv_version" ] || { echo "$lock_for_uv pins no uv (a line uv==<version>): add it" >&2; exit 2; }
