@@ -11,8 +11,9 @@ PY := $(VENV)/bin/python
 PIP_VERSION := 25.3
 # uv (pinned in the lock itself) installs the lock in ~15 s where pip took ~105 s on a fresh
 # 2-core machine; no bytecode is compiled ahead (~100 CPU-s), Python compiles what is imported.
-# The lock is installed with --no-deps and then checked (uv pip check): a package missing from
-# it fails the install with its name, instead of whatever version is newest being resolved in.
+# scripts/install.sh (the image's install steps too) makes the venv exactly the lock, without
+# resolving, then checks it (uv pip check): a package missing from the lock fails the install
+# with its name, instead of whatever version is newest being resolved in.
 UV_VERSION := $(shell sed -n 's/^uv==//p' requirements.txt)
 # ... so every process must be free to write the bytecode of what it imports: with
 # PYTHONDONTWRITEBYTECODE set (some CI images set it), each of the suite's hundreds of Airflow
@@ -20,19 +21,23 @@ UV_VERSION := $(shell sed -n 's/^uv==//p' requirements.txt)
 # scheduler's modules uncompiled, 2.9 s compiled).
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: roles venv setup run stop status env reset-db postgres-packages cluster cluster-stop test test-fast test-unit soak acceptance lint bench clean
+.PHONY: roles venv dist setup run stop status env reset-db postgres-packages cluster cluster-stop test test-fast test-unit soak acceptance lint bench clean
 
-$(VENV)/.installed: requirements.txt setup.cfg pyproject.toml
+$(VENV)/.installed: requirements.txt setup.cfg setup.py pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check pip==$(PIP_VERSION) uv==$(UV_VERSION)
-	$(VENV)/bin/uv pip install --quiet --python $(PY) --no-deps -r requirements.txt
-	$(VENV)/bin/uv pip install --quiet --python $(PY) --no-deps -e .
-	@$(VENV)/bin/uv pip check --python $(PY) || { echo "requirements.txt is incomplete or \
-	inconsistent: pin each package named above with == (the lock is installed as it is, \
-	without resolving: nothing unpinned is ever installed)" >&2; exit 1; }
+	@# A root egg-info (builds before ADR 0026 wrote it there; setup.py now uses build/) is a
+	@# second copy of the distribution to processes run from the root: plugins loaded twice.
+	@rm -rf airflow_scheduled_exports.egg-info
+	PYTHON=$(PY) bash scripts/install.sh lock requirements.txt -e .
 	@touch $@
 
 venv: $(VENV)/.installed
+
+## dist: the wheel (export_lib, export_airflow and their entry points) in dist/; install it into
+## an Airflow 3.3 environment with the lock: scripts/install.sh lock requirements.txt dist/*.whl
+dist: venv
+	PYTHON=$(PY) bash scripts/install.sh wheel . dist
 
 ## setup: venv, PostgreSQL cluster, metadata DB migration, pools, ledger, demo data (idempotent)
 setup: venv postgres-packages
@@ -71,7 +76,7 @@ reset-db:
 
 ## roles: make the company roles after adding a company file (FAB; ADR 0023); CLUSTER=1 too
 roles:
-	@bash -c 'source scripts/airflow-env.sh && PYTHONPATH="$$ROOT/plugins" "$$PY" -m export_airflow.access sync --config-dir dags/config'
+	@bash -c 'source scripts/airflow-env.sh && "$$PY" -m export_airflow.access sync --config-dir dags/config'
 
 postgres-packages:
 	@[ "$(DB)" = sqlite ] || bash scripts/ensure-debian-packages.sh run

@@ -108,7 +108,7 @@ t0 = clock()
 import airflow, airflow.sdk
 from airflow.dag_processing.dagbag import BundleDagBag, DagBag
 t_airflow = clock()
-import export_plugin
+import export_airflow.plugin
 import export_airflow.dag_factory
 import json
 t_import = clock()

@@ -16,6 +16,8 @@ if [ "${1:-}" != run ] && [ "${1:-}" != cluster ]; then
   command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 fi
 [ "${1:-}" = run ] || [ "${1:-}" = cluster ] || command -v docker-compose >/dev/null 2>&1 || docker compose version >/dev/null 2>&1 || missing+=(docker-compose)
+# kubectl's client-side dry run of deploy/kubernetes/ (tests/integration/test_kubectl.py).
+[ "${1:-}" = run ] || [ "${1:-}" = cluster ] || command -v kubectl >/dev/null 2>&1 || missing+=(kubernetes-client)
 [ ${#missing[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" = 0 ]; then
   echo "Installing missing Debian packages: ${missing[*]}"

@@ -1,9 +1,11 @@
 """The Airflow edge of the export library: operators, sensors, the export timetable, the DAG
 factory, deadline references, the retry and cluster policies, and the status page.
 
-``plugins/`` is on ``sys.path`` inside Airflow, so classes here are imported as
-``export_airflow.<module>.<Class>`` everywhere (DAG files, the plugins, the scheduler), which
-keeps the qualnames of registered timetables and deadline references identical.
+An installed package (``make venv`` installs it editable from ``plugins/``; the wheel and the
+image install it as is), so classes here are imported as ``export_airflow.<module>.<Class>``
+everywhere (DAG files, the plugins, the scheduler), which keeps the qualnames of registered
+timetables and deadline references identical. Its plugins (``plugin``, ``ui_plugin``) are
+registered by the distribution's ``airflow.plugins`` entry points only (ADR 0026).
 """
 
 from structlog.contextvars import bound_contextvars as _bound_contextvars

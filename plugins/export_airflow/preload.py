@@ -80,7 +80,7 @@ def preload() -> None:
             failed.append(f"{name} ({type(exc).__name__}: {exc})")
     try:
         # Every task process builds the Task SDK's listener manager at start-up, which loads
-        # every plugin of the plugins folder (our UI plugin brings FastAPI and the pages): ~1 s
+        # every plugin (our UI plugin's entry point brings FastAPI and the pages): ~1 s
         # of CPU per task on a Celery worker, whose pool children had not loaded them (bench/
         # cluster.py, py-spy). Built here, the forks find it cached.
         from airflow.sdk.listener import get_listener_manager

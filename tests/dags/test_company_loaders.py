@@ -114,7 +114,7 @@ def test_the_dag_processor_keeps_a_removed_companys_dags_as_failing_stand_ins(
 
 WORKER_PARSE = """
 import runpy, sys
-import export_plugin  # a task process loads the plugins before it parses the DAG file
+import export_airflow.plugin  # a task process loads the plugins before it parses the DAG file
 before = set(sys.modules)
 runpy.run_path(sys.argv[1])
 print(" ".join(sorted(set(sys.modules) - before)))

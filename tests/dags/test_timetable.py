@@ -100,7 +100,7 @@ def test_serialization_round_trip_through_airflow():
 
 
 def test_plugin_registers_the_timetable():
-    from export_plugin import ExportPlugin
+    from export_airflow.plugin import ExportPlugin
 
     assert ExportPlugin.name == "export_plugin"
     assert [t.__module__ + "." + t.__qualname__ for t in ExportPlugin.timetables] == [

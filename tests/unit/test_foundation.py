@@ -102,6 +102,47 @@ def test_compose_file_has_the_production_topology():
         spec["services"]["airflow-init"]["command"])
 
 
+def test_compose_runs_our_image_with_the_code_in_it_not_the_stock_image():
+    """Issue 23 item 4 / issue 24 item 4: every Airflow service builds and runs the Dockerfile's
+    image (the stock image made the lock plus our wheel); only the DAG folder is mounted, and
+    nothing installs packages at start."""
+    spec = yaml.safe_load((REPO / "docker-compose.yaml").read_text())
+    common = spec["x-airflow-common"]
+    assert common["build"] == {"context": ".",
+                               "args": {"AIRFLOW_IMAGE": "apache/airflow:3.3.2-python3.11"}}
+    assert common["image"] == "${EXPORT_IMAGE_NAME:-airflow-scheduled-exports:0.1.0}"
+    airflow_services = [name for name in spec["services"] if name.startswith("airflow-")]
+    assert len(airflow_services) == 8
+    for name in airflow_services:  # each merges the anchor: one image, built here
+        assert (spec["services"][name]["image"], spec["services"][name]["build"]) == (
+            common["image"], common["build"]), name
+    mounts = [volume.split(":")[0] for volume in common["volumes"]]
+    assert mounts == ["./dags", "./logs", "./exports"]
+    assert {"PYTHONPATH", "_PIP_ADDITIONAL_REQUIREMENTS"} & set(common["environment"]) == set()
+    assert "PYTHONPATH" not in " ".join(spec["services"]["airflow-init"]["command"])
+
+
+def test_the_image_extends_the_stock_airflow_of_the_lock_and_installs_by_the_script():
+    """The Dockerfile's base is the stock image of the Airflow the lock pins (the sync then
+    changes only what the lock pins differently), and its RUN steps are scripts/install.sh's two
+    steps, which tests/integration/test_install.py runs in a fresh venv."""
+    text = (REPO / "Dockerfile").read_text()
+    lines = [line for line in text.replace("\\\n", " ").splitlines()
+             if line and not line.startswith("#")]
+    (arg,) = [line for line in lines if line.startswith("ARG ")]
+    assert arg == f"ARG AIRFLOW_IMAGE=apache/airflow:{_lock()['apache-airflow']}-python3.11"
+    assert [line for line in lines if line.startswith("FROM ")] == [
+        "FROM ${AIRFLOW_IMAGE} AS wheel", "FROM ${AIRFLOW_IMAGE}"]
+    runs = [" ".join(line.split()) for line in lines if line.startswith("RUN ")]
+    assert runs == [
+        "RUN bash /opt/airflow/src/scripts/install.sh wheel /opt/airflow/src /opt/airflow/dist",
+        "RUN bash /opt/airflow/install/install.sh lock /opt/airflow/install/requirements.txt "
+        "/opt/airflow/install/dist/airflow_scheduled_exports-0.1.0-py3-none-any.whl "
+        "&& rm -rf /home/airflow/.cache"]
+    ignored = (REPO / ".dockerignore").read_text().split()
+    assert {".git", ".venv", ".airflow", "exports", "build", "dist"} <= set(ignored)
+
+
 def _compose_cmd() -> list[str] | None:
     if shutil.which("docker") and subprocess.run(["docker", "compose", "version"],
                                                  capture_output=True).returncode == 0:

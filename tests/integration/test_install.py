@@ -1,0 +1,224 @@
+"""The wheel and the image's install steps, for real (issue 24 item 4, ADR 0026).
+
+The module builds the wheel from a copy of the checkout's files (what a fresh clone has) with
+``scripts/install.sh wheel`` and installs it into a fresh venv with ``scripts/install.sh lock
+requirements.txt <wheel>``: the two RUN steps of the Dockerfile, in a plain ``python -m venv``
+as the stock image's Python has pip. There is no Docker engine here; the rest of the Dockerfile
+only copies files (its RUN lines are checked in tests/unit/test_foundation.py).
+
+Then, in that venv only (no checkout on ``sys.path``, an empty plugins folder): ``pip install``
+of the wheel over the lock would add nothing else; both packages import; ``airflow plugins``
+lists each of our plugins once, from the entry points; a DAG folder holding only the loaders and
+the company files parses; ``exportctl`` migrates a ledger with the shipped migrations. Airflow
+runs in subprocesses only (the integration tier never loads it).
+
+Cost (2 cores, warm uv cache, measured 3 Dec): 81 s wall and ~44 s of CPU for the module (the
+lock synced from the cache, a pip dry run, two Airflow processes, one DAG folder parse); a cold
+cache downloads the lock once.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import sqlite3
+import subprocess
+import sys
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from export_lib.ledger.migrations import VERSION_TABLE
+from tests.world import REPO
+
+WHEEL = "airflow_scheduled_exports-0.1.0-py3-none-any.whl"
+DISTRIBUTION = "airflow-scheduled-exports==0.1.0"
+ENTRY_POINTS = {
+    "export_plugin": "export_airflow.plugin:ExportPlugin",
+    "export_ui": "export_airflow.ui_plugin:ExportUiPlugin",
+}
+
+
+def _machine_env(path: str, **extra: str) -> dict[str, str]:
+    """The machine's environment (its package index and TLS settings) without what points at
+    this checkout or the session's Airflow: no PYTHONPATH, no venv, no AIRFLOW_*/EXPORT_*."""
+    kept = {k: v for k, v in os.environ.items()
+            if not k.startswith(("AIRFLOW", "EXPORT_", "PYTHON", "VIRTUAL_ENV", "PATH"))}
+    return {**kept, "PATH": f"{path}:/usr/bin:/bin", **extra}
+
+
+@dataclass(frozen=True)
+class Installed:
+    wheel: Path
+    python: Path
+    root: Path  # tmp: dags/ (loaders + config), plugins/ (empty), home/, work/
+
+    def env(self, **extra: str) -> dict[str, str]:
+        """Only what a deployment sets: no PYTHONPATH, no checkout anywhere."""
+        return _machine_env(
+            str(self.python.parent), AIRFLOW_HOME=str(self.root / "home"),
+            AIRFLOW__CORE__LOAD_EXAMPLES="False",
+            AIRFLOW__CORE__DAGS_FOLDER=str(self.root / "dags"),
+            AIRFLOW__CORE__PLUGINS_FOLDER=str(self.root / "plugins"),
+            EXPORT_HOME=str(self.root / "home"), **extra)
+
+    def run(self, *args: str, **extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(list(args), cwd=self.root / "work", env=self.env(**extra),
+                              capture_output=True, text=True, timeout=300, check=False)
+
+
+def _checkout_copy(target: Path) -> None:
+    """The files a clone of this checkout has (tracked and new, not ignored)."""
+    names = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                           cwd=REPO, capture_output=True, check=True).stdout.decode().split("\0")
+    for name in filter(None, names):
+        source = REPO / name
+        if source.is_file():
+            (target / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target / name)
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
+    root = tmp_path_factory.mktemp("install")
+    src, dist, venv = root / "src", root / "dist", root / "venv"
+    _checkout_copy(src)
+    # The Dockerfile's wheel stage (this venv already has the lock's uv: nothing to fetch).
+    subprocess.run(["bash", str(src / "scripts" / "install.sh"), "wheel", str(src), str(dist)],
+                   env=_machine_env("/usr/bin", PYTHON=sys.executable), check=True,
+                   timeout=300)
+    # Its runtime stage, in a fresh venv with pip (as the stock image's Python): the script
+    # installs the lock's uv with that pip, syncs the lock, adds the wheel, checks.
+    subprocess.run(["python3.11", "-m", "venv", str(venv)], check=True, timeout=120)
+    python = venv / "bin" / "python"
+    env = _machine_env(str(venv / "bin"), PYTHON=str(python))
+
+    def install(*wheel: str) -> None:
+        result = subprocess.run(["bash", str(src / "scripts" / "install.sh"), "lock",
+                                 str(src / "requirements.txt"), *wheel], env=env,
+                                capture_output=True, text=True, timeout=600, check=False)
+        assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+        assert "All installed packages are compatible" in result.stdout + result.stderr
+
+    install()  # the lock alone first: what pip would do with the wheel over it, then the wheel
+    subprocess.run([str(python), "-m", "pip", "install", "--dry-run", "--quiet",
+                    "--disable-pip-version-check", "--report", str(root / "pip-report.json"),
+                    str(dist / WHEEL)], env=env, check=True, timeout=300)
+    install(str(dist / WHEEL))
+    shutil.copytree(REPO / "dags", root / "dags",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("plugins", "home", "work"):
+        (root / name).mkdir()
+    return Installed(wheel=dist / WHEEL, python=python, root=root)
+
+
+def test_the_wheel_holds_both_packages_the_migrations_and_the_plugin_entry_points(installed):
+    with zipfile.ZipFile(installed.wheel) as wheel:
+        names = set(wheel.namelist())
+        entry_points = wheel.read("airflow_scheduled_exports-0.1.0.dist-info/entry_points.txt")
+    assert {"export_lib/__init__.py", "export_airflow/__init__.py", "export_airflow/plugin.py",
+            "export_airflow/ui_plugin.py", "export_airflow/dag_factory.py",
+            "export_lib/ledger/migrations/script.py.mako"} <= names
+    shipped = {n.rsplit("/", 1)[1] for n in names
+               if n.startswith("export_lib/ledger/migrations/versions/")}
+    assert shipped == {p.name for p in
+                       (REPO / "export_lib/ledger/migrations/versions").glob("*.py")}
+    assert not [n for n in names if n.startswith(("tests/", "dags/", "plugins/", "scripts/"))]
+    assert entry_points.decode().split("\n\n")[0].splitlines() == [
+        "[airflow.plugins]", *(f"{name} = {target}" for name, target in ENTRY_POINTS.items())]
+
+
+def test_the_environment_is_exactly_the_lock_and_the_wheel(installed):
+    """Every distribution is the lock's version or the wheel; only the venv's own pip and
+    setuptools (which uv pip sync leaves alone) are not pinned."""
+    listed = installed.run(str(installed.python), "-c",
+                           "import json, importlib.metadata as m; print(json.dumps("
+                           "[[d.metadata['Name'], d.version] for d in m.distributions()]))")
+    found = {_norm(name): version for name, version in json.loads(listed.stdout)}
+    pins = {_norm(name): version for name, _, version in
+            (line.partition("==") for line in (REPO / "requirements.txt").read_text().splitlines()
+             if "==" in line and not line.startswith("#"))}
+    assert set(found) - set(pins) == {"airflow-scheduled-exports", "pip", "setuptools"}
+    assert {name: found.get(name) for name in pins} == pins
+    assert found["airflow-scheduled-exports"] == "0.1.0"
+
+
+def _norm(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def test_pip_install_of_the_wheel_over_the_lock_would_install_nothing_else(installed):
+    """``pip install dist/*.whl`` with dependency resolution on, in the lock's environment (a
+    dry run before the fixture installs it): every requirement the wheel declares is met by the
+    lock, nothing up- or downgraded or added."""
+    report = json.loads((installed.root / "pip-report.json").read_text())
+    assert [(i["metadata"]["name"], i["metadata"]["version"]) for i in report["install"]] == [
+        ("airflow-scheduled-exports", "0.1.0")]
+
+
+def test_both_packages_import_from_the_installed_wheel(installed):
+    result = installed.run(str(installed.python), "-c",
+                           "import export_lib, export_airflow; "
+                           "print(export_lib.__file__); print(export_airflow.__file__)")
+    assert result.returncode == 0, result.stderr[-3000:]
+    site = installed.python.parent.parent / "lib" / "python3.11" / "site-packages"
+    assert result.stdout.split() == [str(site / "export_lib" / "__init__.py"),
+                                     str(site / "export_airflow" / "__init__.py")]
+
+
+def test_airflow_plugins_lists_each_of_ours_once_from_the_entry_points(installed):
+    result = installed.run(str(installed.python.parent / "airflow"), "plugins", "-o", "json")
+    assert result.returncode == 0, result.stderr[-3000:]
+    # The CLI may print log lines before the JSON (airflow-3.3-notes.md).
+    listed = json.loads(result.stdout[result.stdout.index("[{"):])
+    assert [(p["name"], p["source"]) for p in listed] == [
+        (name, f"{DISTRIBUTION}: EntryPoint(name='{name}', value='{target}', "
+               "group='airflow.plugins')") for name, target in ENTRY_POINTS.items()]
+    (export_plugin, export_ui) = listed
+    assert export_plugin["timetables"] == ["export_airflow.timetable.ExportTimetable"]
+    assert [v["href"] for v in export_ui["external_views"]] == [
+        "/exports/obligations", "/exports/"]
+    errors = installed.run(str(installed.python), "-c",
+                           "import json; from airflow import plugins_manager as m; "
+                           "print(json.dumps(m.get_import_errors()))")
+    assert errors.returncode == 0, errors.stderr[-3000:]
+    assert json.loads(errors.stdout.splitlines()[-1]) == {}
+
+
+def test_a_dag_folder_of_loaders_and_company_files_parses(installed):
+    """The DAG factory comes from the wheel: the folder holds only dags/ (loaders, config)."""
+    code = ("import json, sys; from airflow.dag_processing.dagbag import DagBag; "
+            "bag = DagBag(dag_folder=sys.argv[1]); "
+            "print(json.dumps({'dags': sorted(bag.dags), 'errors': bag.import_errors}))")
+    result = installed.run(str(installed.python), "-c", code, str(installed.root / "dags"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    parsed = json.loads(result.stdout.splitlines()[-1])
+    assert parsed["errors"] == {}
+    assert {"widget_export__acme__daily-spend", "manual_export__acme", "demo_feed",
+            "export_retention", "export_gap_audit"} <= set(parsed["dags"])
+
+
+def _migration_head() -> str:
+    revisions, parents = set(), set()
+    for path in (REPO / "export_lib/ledger/migrations/versions").glob("*.py"):
+        text = path.read_text()
+        revisions.add(re.search(r'^revision = "([^"]+)"', text, re.M).group(1))
+        parent = re.search(r'^down_revision = "([^"]+)"', text, re.M)
+        if parent:
+            parents.add(parent.group(1))
+    (head,) = revisions - parents
+    return head
+
+
+def test_exportctl_migrates_a_ledger_with_the_shipped_migrations(installed):
+    ledger = installed.root / "home" / "ledger-upgrade.db"
+    result = installed.run(str(installed.python.parent / "exportctl"), "ledger", "upgrade",
+                           EXPORT_LEDGER_URL=f"sqlite:///{ledger}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    with sqlite3.connect(ledger) as db:
+        assert db.execute(f"SELECT version_num FROM {VERSION_TABLE}").fetchall() == [
+            (_migration_head(),)]
