@@ -255,6 +255,54 @@ def test_a_retry_compares_with_the_contract_its_run_started_with(pg_world):
     assert ledger.artifacts(KEYS[1]) == []
 
 
+def test_exportctl_schema_shows_the_contract_and_its_history(pg_world):
+    world, dsn = pg_world
+    set_policy(world, "new_major")
+    empty = world.exportctl("schema", DAILY)
+    assert (empty.returncode, empty.stdout.strip()) == (
+        0, f"{DAILY}: no schema published yet (schema_policy new_major); its first published "
+           "file's schema becomes the contract")
+    export(world, 0)
+    alter(dsn, "ALTER TABLE widget_metrics ALTER COLUMN value TYPE double precision")
+    export(world, 1)
+    shown = world.exportctl("schema", DAILY)
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.splitlines() == [
+        f"{DAILY}: schema contract {fingerprint(AFTER)[:12]}, major 2 "
+        "(schema_policy new_major)",
+        f"  since 2026-03-29 (run {KEYS[1]}, recorded 2026-03-30T05:05Z)",
+        "  company_id  string           not null",
+        "  widget_id   string           not null",
+        "  event_time  timestamp        not null",
+        "  value       float64          not null",
+        "",
+        "history (oldest first):",
+        f"  #1 major 1  {fingerprint(BEFORE)[:12]}  initial    first period 2026-03-28  "
+        f"recorded 2026-03-29T05:05Z  run {KEYS[0]}",
+        f"  #2 major 2  {fingerprint(AFTER)[:12]}  new_major  first period 2026-03-29  "
+        f"recorded 2026-03-30T05:05Z  run {KEYS[1]}",
+        f"      {RETYPED}"]
+    as_json = json.loads(world.exportctl("schema", DAILY, "--json").stdout)
+    assert (as_json["schedule"], as_json["schema_policy"], as_json["current"]["major"],
+            as_json["current"]["columns"], [h["fingerprint"] for h in as_json["history"]]) == (
+        DAILY, "new_major", 2, AFTER, [fingerprint(BEFORE), fingerprint(AFTER)])
+    assert as_json["history"][1] == {
+        "seq": 2, "major": 2, "fingerprint": fingerprint(AFTER), "change": "new_major",
+        "previous_fingerprint": fingerprint(BEFORE), "diff": [RETYPED],
+        "first_run": KEYS[1], "first_period": "2026-03-29",
+        "first_slot_utc": "2026-03-30T05:00:00Z", "recorded_at_utc": "2026-03-30T05:05:00Z",
+        "columns": AFTER}
+
+
+def test_exportctl_schema_refuses_an_unknown_schedule(pg_world):
+    world, _ = pg_world
+    result = world.exportctl("schema", "acme/daily-spned")
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.startswith("exportctl: unknown schedule 'acme/daily-spned'")
+    assert "did you mean" in result.stderr and "'acme/daily-spend'" in result.stderr
+    assert result.stderr.rstrip().endswith("(and the ledger has no schema contract for it)")
+
+
 def test_exportctl_run_warns_of_a_published_change_and_fails_with_the_diff(pg_world):
     world, dsn = pg_world
     set_policy(world, "warn")
