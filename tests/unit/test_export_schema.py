@@ -1,27 +1,36 @@
 """The schema of an export's file (export_lib.source.export_schema, ADR 0025): a stable
-fingerprint, a diff a person can read, one type mapping for CSV and Parquet."""
+fingerprint, a diff a person can read, one type mapping for CSV and Parquet — and the table in
+docs/schema-contract.md is the one the code implements."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
 import sqlite3
+from datetime import UTC, date, datetime
+from decimal import Decimal
 from io import BytesIO
 from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
 
+from export_lib.render.csv_format import field_formatter
 from export_lib.render.engine import RenderOptions, render
+from export_lib.render.parquet_format import arrow_type
 from export_lib.source.connections import parse_connection
-from export_lib.source.database import describe_columns, open_source
+from export_lib.source.database import classify, describe_columns, open_source
 from export_lib.source.export_schema import (
     ExportSchema,
     SchemaColumn,
     observed_schema,
     schema_diff,
+    schema_type,
 )
 from tests.fixtures.render import CUTOFF, T0, T1, spec
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "schema-contract.md"
 
 
 def _schema(*columns: tuple[str, str, bool]) -> ExportSchema:
@@ -79,6 +88,47 @@ def test_a_schema_is_frozen_and_strict():
         SchemaColumn(name="a", type="int64", nullable=False, precision=3)
     with pytest.raises(ValidationError, match="at least 1 item"):
         ExportSchema(columns=())
+
+
+# --- the documented type table ---------------------------------------------------------------
+
+# One value of each schema type, as a database driver hands it to the CSV writer.
+SAMPLES = {
+    "int64": 42, "decimal(14,2)": Decimal("12.3"), "decimal(40,2)": Decimal("12.3"),
+    "decimal": Decimal("12.3456789012"), "float32": 0.1, "float64": 0.1, "bool": True,
+    "timestamptz": datetime(2026, 3, 1, 5, tzinfo=UTC), "timestamp": datetime(2026, 3, 1, 5),
+    "date": date(2026, 3, 1), "string": "spring, sale",
+}
+
+
+def _doc_rows() -> list[tuple[list[str], str, str, str]]:
+    """(source types, schema type, CSV example, Parquet type) of each row of the doc's table."""
+    text = DOC.read_text()
+    table = text.split("| PostgreSQL type | schema type | CSV field (example) | Parquet type |")[1]
+    rows = []
+    for line in table.strip().splitlines()[1:]:
+        if not line.startswith("|"):
+            break
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        sources = re.findall(r"`([^`]+)`", cells[0])
+        rows.append((sources, *(c.strip("`") for c in cells[1:])))
+    return rows
+
+
+def test_the_doc_table_lists_every_schema_type_once():
+    assert sorted(row[1] for row in _doc_rows()) == sorted(SAMPLES)
+
+
+@pytest.mark.parametrize("row", _doc_rows(), ids=lambda row: row[1])
+def test_each_documented_row_is_what_the_code_does(row):
+    sources, schema, csv_text, parquet = row
+    for source in sources:
+        sql_type = classify(source, "postgresql")
+        assert schema_type(sql_type) == schema, source
+        assert str(arrow_type(sql_type, "UTC")) == parquet, source
+        formatted = field_formatter(sql_type, zone=UTC, delimiter=",", single_column=False)(
+            SAMPLES[schema])
+        assert formatted == csv_text, source
 
 
 # --- what render reports -----------------------------------------------------------------------
