@@ -325,3 +325,54 @@ def test_exportctl_run_warns_of_a_published_change_and_fails_with_the_diff(pg_wo
         "  column value: not null → nullable\n"
         f"contract {fingerprint(AFTER)[:12]} (major 1, first published for 2026-03-29 by "
         f"{KEYS[1]})")
+
+
+def test_two_runs_publishing_one_change_at_once_record_it_once(pg_world):
+    """Both runs checked against contract 1 and publish the same new schema together: the
+    first holds the schedule's lock while it promotes (slowly here), the second waits and
+    publishes under the entry the first recorded — one entry, one alert to send."""
+    import threading
+    import time
+
+    from export_lib.storage.stores import LocalStore
+
+    world, dsn = pg_world
+    set_policy(world, "warn")
+    export(world, 0)
+    alter(dsn, "ALTER TABLE widget_metrics ALTER COLUMN value TYPE double precision")
+    ledger = world.ledger()
+    promoting = threading.Event()
+
+    class SlowStore(LocalStore):
+        def promote(self, staging_uri, key, manifest):
+            if not promoting.is_set():  # the first promotion holds its transaction open
+                promoting.set()
+                time.sleep(1.5)
+            return super().promote(staging_uri, key, manifest)
+
+    store = SlowStore(world.artifacts)
+    staged = []
+    for index in (1, 2):
+        now = SLOTS[index] + timedelta(minutes=5)
+        key = register_run(ledger, world.schedule(DAILY), SLOTS[index], now=now).run_key
+        staged.append((key, render_run(ledger, store, key, now=now).attempt_id, now))
+    outcomes: dict[str, object] = {}
+
+    def publish(key: str, attempt_id: str, now: datetime) -> None:
+        try:
+            outcomes[key] = publish_run(ledger, store, key, attempt_id, now=now)
+        except Exception as exc:  # noqa: BLE001 - reported by the assertion below
+            outcomes[key] = exc
+
+    first = threading.Thread(target=publish, args=staged[0])
+    first.start()
+    assert promoting.wait(30)
+    second = threading.Thread(target=publish, args=staged[1])
+    second.start()
+    first.join(60)
+    second.join(60)
+    assert all(not isinstance(o, Exception) for o in outcomes.values()), outcomes
+    assert [(e.seq, e.change, e.run_key) for e in history(ledger.engine, DAILY)] == [
+        (1, "initial", KEYS[0]), (2, "warn", KEYS[1])]
+    assert [manifest(ledger, k)["schema_change"] for k in KEYS[1:]] == ["warn", "warn"]
+    assert [e.seq for e in pending_schema_alerts(ledger, DAILY)] == [2]
