@@ -61,6 +61,7 @@ class ContractEntry:
 
     @classmethod
     def from_row(cls, row: Any) -> ContractEntry:
+        """The entry of an ``export_schemas`` row (timestamps in UTC on every backend)."""
         data = dict(row._mapping)
         return cls(
             schedule_id=data["schedule_id"], company=data["company"], seq=data["seq"],

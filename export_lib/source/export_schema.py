@@ -54,11 +54,13 @@ class ExportSchema(BaseModel):
 
     @classmethod
     def from_json(cls, columns: list[dict[str, object]]) -> ExportSchema:
+        """The schema back from :meth:`as_json` (a manifest's ``schema``, a ledger row)."""
         return cls(columns=tuple(SchemaColumn.model_validate(c) for c in columns))
 
-    def describe(self) -> str:
-        """``company_id string not null, value decimal(14,2) nullable, …``: one line."""
-        return ", ".join(f"{c.name} {c.type} {_nullability(c.nullable)}" for c in self.columns)
+
+# Rendering kinds whose schema type is spelled otherwise (the rest keep their kind's name:
+# bool, timestamptz, timestamp, date, string).
+_NAMES = {"int": "int64", "float4": "float32", "float8": "float64"}
 
 
 def schema_type(sql_type: SqlType) -> str:
@@ -68,11 +70,6 @@ def schema_type(sql_type: SqlType) -> str:
             return f"decimal({sql_type.precision},{sql_type.scale or 0})"
         return "decimal"
     return _NAMES.get(sql_type.kind, sql_type.kind)
-
-
-# Rendering kinds whose schema type is spelled otherwise (the rest keep their kind's name:
-# bool, timestamptz, timestamp, date, string).
-_NAMES = {"int": "int64", "float4": "float32", "float8": "float64"}
 
 
 def observed_schema(columns: dict[str, tuple[str, bool]], names: tuple[str, ...],
