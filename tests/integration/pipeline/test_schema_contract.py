@@ -376,3 +376,24 @@ def test_two_runs_publishing_one_change_at_once_record_it_once(pg_world):
         (1, "initial", KEYS[0]), (2, "warn", KEYS[1])]
     assert [manifest(ledger, k)["schema_change"] for k in KEYS[1:]] == ["warn", "warn"]
     assert [e.seq for e in pending_schema_alerts(ledger, DAILY)] == [2]
+
+
+def test_a_manual_export_has_no_contract_but_its_manifest_has_the_schema(pg_world):
+    from export_lib.pipeline import RunContext, start_manual
+
+    world, dsn = pg_world
+    export(world, 0)  # the schedule's contract: value decimal(14,2)
+    alter(dsn, "ALTER TABLE widget_metrics ALTER COLUMN value TYPE double precision")
+    ledger, now = world.ledger(), SLOTS[1]
+    params = {"company": "acme", "base_export": DAILY, "reason": "audit request 42",
+              "columns": ["widget_id", "value"], "window_start": "2026-03-28T00:00:00Z",
+              "window_end": "2026-03-29T00:00:00Z"}
+    key = start_manual(ledger, str(world.config), params, run_id="manual__audit",
+                       requested_at=now, now=now, ctx=RunContext()).run_key
+    rendered = render_run(ledger, world.store, key, now=now)  # fail does not apply
+    publish_run(ledger, world.store, key, rendered.attempt_id, now=now)
+    columns = [AFTER[1], AFTER[3]]
+    got = manifest(ledger, key)
+    assert (got["schema"], got["schema_fingerprint"], got["schema_major"],
+            got["schema_change"]) == (columns, fingerprint(columns), None, None)
+    assert [e.fingerprint for e in history(ledger.engine, DAILY)] == [fingerprint(BEFORE)]
