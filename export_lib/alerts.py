@@ -6,6 +6,9 @@ risk** (nothing delivered at its risk point, ADR 0020) or it missed its **deadli
 announced once per (run, reason[, destination]) — the key of
 :func:`alert_key`, claimed in the ledger (``export_notices``) before anything is sent — so
 Airflow retries, a clear that fails the same way again, or two processes at once add nothing.
+A **schema change** published under ``schema_policy: warn`` (ADR 0025) is announced once per
+change instead (:func:`schema_change_alert`: keyed by the schedule's contract entry, so the
+later runs that publish under the new schema send nothing).
 The Airflow edge (``export_airflow.alerts``) sends it through an Airflow notifier.
 """
 
@@ -18,6 +21,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from export_lib.config.models import AlertsConfig
+    from export_lib.ledger.contracts import ContractEntry
 
 MAX_DETAIL = 1500
 UNRESOLVED_PERIOD = "not resolved (the run failed before its window was recorded)"
@@ -29,6 +33,7 @@ class AlertReason(StrEnum):
     DEADLINE = "deadline"
     AT_RISK = "at_risk"  # not delivered past its risk point, deadline ahead (ADR 0020)
     UNRECOVERABLE = "unrecoverable"  # the gap audit: a missed period the source no longer has
+    SCHEMA_CHANGE = "schema_change"  # published under schema_policy: warn (ADR 0025)
 
 
 HEADLINES = {
@@ -37,6 +42,7 @@ HEADLINES = {
     AlertReason.DEADLINE: "deadline missed",
     AlertReason.AT_RISK: "at risk of missing its deadline",
     AlertReason.UNRECOVERABLE: "period unrecoverable",
+    AlertReason.SCHEMA_CHANGE: "published with a changed schema",
 }
 
 
@@ -73,10 +79,18 @@ class Alert:
     period: str | None = None
     destination: str | None = None
     where: str | None = None
+    once_per: str | None = None
+    """The dedupe key when it is not the run's (a schema change: once per change)."""
 
     @property
     def key(self) -> str:
-        return alert_key(self.run_key, self.reason, self.destination)
+        return self.once_per or alert_key(self.run_key, self.reason, self.destination)
+
+    @property
+    def notice_reason(self) -> str:
+        """The ``reason`` recorded with the claim (``delivery:<destination>`` for a delivery)."""
+        return self.key.removeprefix(f"alert:{self.run_key}:") if self.once_per is None \
+            else self.reason.value
 
     def log_context(self) -> dict[str, str | None]:
         """The run's log fields (``period`` None before the run was registered)."""
@@ -102,6 +116,8 @@ class Alert:
         if self.reason is AlertReason.DELIVERY:
             cmds.append(f"exportctl requeue {self.run_key} --destination {self.destination} "
                         "--reason '...'  # once the destination is fixed")
+        if self.reason is AlertReason.SCHEMA_CHANGE:
+            cmds.insert(0, f"exportctl schema {self.schedule_id}")
         return cmds
 
     def text(self) -> str:
@@ -121,9 +137,11 @@ class Alert:
         lines.append(f"reason:  {detail}")
         if self.where:
             lines.append(f"airflow: {self.where}")
-        lines += ["", "Investigate:", *(f"  {c}" for c in self.commands()), "",
-                  "This alert is sent once per run and reason; retries and clears that fail "
-                  "the same way send nothing more."]
+        once = ("This alert is sent once per schema change; later runs that publish under the "
+                "new schema send nothing more." if self.once_per else
+                "This alert is sent once per run and reason; retries and clears that fail "
+                "the same way send nothing more.")
+        lines += ["", "Investigate:", *(f"  {c}" for c in self.commands()), "", once]
         return "\n".join(lines)
 
     def html(self) -> str:
@@ -131,3 +149,18 @@ class Alert:
         from html import escape
 
         return f"<pre>{escape(self.text())}</pre>"
+
+
+def schema_change_alert(entry: ContractEntry) -> Alert:
+    """The one alert of a schema change published under ``schema_policy: warn`` (ADR 0025):
+    about the run that first published it, keyed by the change
+    (:func:`export_lib.ledger.contracts.schema_notice_key`)."""
+    from export_lib.ledger.contracts import schema_notice_key
+
+    detail = (f"the file's schema changed and was published under schema_policy: warn; it is "
+              f"the schedule's contract now ({entry.fingerprint[:12]}, was "
+              f"{(entry.previous_fingerprint or '?')[:12]}): {'; '.join(entry.diff)}")
+    return Alert(reason=AlertReason.SCHEMA_CHANGE, company=entry.company,
+                 schedule_id=entry.schedule_id, run_key=entry.run_key, slot=entry.slot,
+                 detail=detail, period=entry.period,
+                 once_per=schema_notice_key(entry.schedule_id, entry.seq))

@@ -50,6 +50,17 @@ class SchemaDriftError(ExportError):
     """The source no longer matches the config (a column was dropped). Not retryable."""
 
 
+class SchemaContractError(SchemaDriftError):
+    """The file's schema differs from the schedule's published contract under ``schema_policy:
+    fail`` (ADR 0025): nothing is published. The message is the diff, one change per line
+    (added, removed, retyped and nullability columns, old → new), and the fix; ``diff`` holds
+    those lines. Not retryable: a retry compares against the same contract."""
+
+    def __init__(self, message: str, *, diff: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.diff = diff
+
+
 class RenderError(ExportError):
     """Rendering the artifact failed for a reason a retry will not fix."""
 

@@ -119,6 +119,12 @@ def run_one(config_dir: str, schedule_id: str, slot_text: str, *, now: datetime,
                             columns=list(fresh.columns) if fresh else None)
     deliveries = [deliver_run(ledger, key, dest.id, now=now, config_dir=config_dir)
                   for dest in schedule_of(ledger.get_run(key)).destinations]
+    artifact = ledger.latest_artifact(key)
+    if published.created and artifact.schema_change:  # ADR 0025: say so, not only in the log
+        outcome = outcome.model_copy(update={"warnings": (
+            f"published v{artifact.version} under a changed schema (schema_policy "
+            f"{artifact.schema_change}, schema major {artifact.schema_major}): "
+            f"{'; '.join((artifact.schema_diff or '').splitlines())}",)})
     return outcome.model_copy(update={
         "state": ledger.get_run(key).state,
         "artifact": ArtifactLine(uri=published.uri, version=published.version,
@@ -131,6 +137,8 @@ def run_one(config_dir: str, schedule_id: str, slot_text: str, *, now: datetime,
 def cmd_run(args: argparse.Namespace) -> int:
     result = run_one(args.config_dir, args.schedule, args.slot, now=_now(),
                      regenerate=args.regenerate)
+    for warning in result.warnings:
+        print(f"exportctl: warning: {warning}", file=sys.stderr)
     if args.json:
         print(json.dumps(result.as_xcom(), indent=2))
     else:

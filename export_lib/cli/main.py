@@ -321,6 +321,13 @@ def add_reschedule_parser(subparsers: argparse._SubParsersAction) -> None:
     reschedule_command.register(subparsers)
 
 
+def add_schema_parser(subparsers: argparse._SubParsersAction) -> None:
+    """``schema`` (export_lib.cli.schema_command)."""
+    from export_lib.cli import schema_command
+
+    schema_command.register(subparsers)
+
+
 SUBCOMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     add_validate_parser,
     add_loaders_parser,
@@ -329,6 +336,7 @@ SUBCOMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     add_audit_parsers,
     add_control_parsers,
     add_reschedule_parser,
+    add_schema_parser,
 ]
 
 

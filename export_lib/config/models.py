@@ -50,6 +50,7 @@ from export_lib.config.operational import (
 )
 from export_lib.config.query import SOURCE_NAME, QuerySpec, check_identifier, check_not_system
 from export_lib.config.risk import AtRisk
+from export_lib.config.schema_policy import SchemaPolicy
 from export_lib.config.timing import (
     DstFold,
     DstGap,
@@ -123,6 +124,8 @@ class PolicyFields(FrozenModel):
     timeouts: TaskTimeouts | None = None
     catchup: Catchup | None = None
     at_risk: AtRisk | None = None  # ADR 0020; None: the automatic risk point, alerting
+    # ADR 0025: what a run does when the file's schema differs from the published contract.
+    schema_policy: SchemaPolicy = "fail"
 
     @field_validator("deadline")
     @classmethod
@@ -469,6 +472,10 @@ class Schedule(FrozenModel):
         for destination in data["destinations"]:
             if destination.get("retry_window") == default_window:
                 del destination["retry_window"]
+        # The default schema policy is left out, so configs written before the field existed
+        # keep their version (``fail`` written out means what leaving it out means).
+        if data["policies"].get("schema_policy") == "fail":
+            del data["policies"]["schema_policy"]
         return data
 
     def snapshot(self, *, operational: bool = True) -> dict[str, Any]:

@@ -61,6 +61,9 @@ class RunRecord:
     current_generation: int
     created_at: datetime
     updated_at: datetime
+    schema_baseline: int | None = None
+    """The schema contract (``export_schemas.seq``, 0: none yet) the run compares its file
+    with, captured at its first check (ADR 0025); None until then."""
 
     def as_dict(self, *, with_snapshot: bool = False) -> dict[str, Any]:
         data = {k: _iso(v) for k, v in asdict(self).items()}
@@ -91,6 +94,8 @@ class AttemptRecord:
     error: str | None
     started_at: datetime
     finished_at: datetime | None
+    file_schema: list[dict[str, Any]] | None = None
+    """The schema of the staged file (``ExportSchema.as_json()``); None before revision 0008."""
 
     def as_dict(self) -> dict[str, Any]:
         return {k: _iso(v) for k, v in asdict(self).items()}
@@ -118,6 +123,12 @@ class ArtifactRecord:
     revoked_reason: str | None = None
     deleted_at: datetime | None = None
     deleted_reason: str | None = None
+    schema_fingerprint: str | None = None
+    schema_major: int | None = None
+    schema_change: str | None = None
+    """``warn`` or ``new_major`` when this file was published under a schema change its run
+    did not start with (ADR 0025); None otherwise."""
+    schema_diff: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {k: _iso(v) for k, v in asdict(self).items()}

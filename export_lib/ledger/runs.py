@@ -30,11 +30,13 @@ from export_lib.errors import (
 )
 from export_lib.ledger.access import LedgerAccess
 from export_lib.ledger.budget import RenderBudget, check_budget, live_renders, lock_budget
+from export_lib.ledger.contracts import publish_under_contract
 from export_lib.ledger.database import ledger_url, make_engine, masked
 from export_lib.ledger.records import ArtifactRecord, AttemptRecord, RunRecord, RunRegistration
 from export_lib.ledger.schema import artifacts, attempts, events, runs
 from export_lib.ledger.states import RUN_STATES, AttemptState, RunState, check_transition
 from export_lib.logfmt import get_logger
+from export_lib.source.export_schema import ExportSchema
 
 if TYPE_CHECKING:
     from sqlalchemy import Row
@@ -259,14 +261,17 @@ class Ledger(LedgerAccess):
             self._move(conn, run, target, now, attempt_id=attempt_id)
 
     def record_staged(self, run_key: str, attempt_id: str, *, rows: int, nbytes: int,
-                      sha256: str, now: datetime) -> None:
-        """Record what the attempt staged. Fenced: an attempt that was superseded while it
-        rendered stays abandoned (its object remains staging garbage) and gets FencingError."""
+                      sha256: str, now: datetime,
+                      file_schema: list[dict[str, Any]] | None = None) -> None:
+        """Record what the attempt staged (``file_schema``: its file's schema, ADR 0025).
+        Fenced: an attempt that was superseded while it rendered stays abandoned (its object
+        remains staging garbage) and gets FencingError."""
         with self._tx() as conn:
             run = self._lock_run(conn, run_key)
             self._fence(conn, run, attempt_id)
             conn.execute(update(attempts).where(attempts.c.attempt_id == attempt_id)
-                         .values(state=AttemptState.STAGED.value, rows=rows, bytes=nbytes, sha256=sha256))
+                         .values(state=AttemptState.STAGED.value, rows=rows, bytes=nbytes,
+                                 sha256=sha256, file_schema=file_schema))
 
     def fail(self, run_key: str, attempt_id: str | None, error: str, now: datetime) -> None:
         """Record a failed attempt; the run goes to FAILED if that attempt still owns it."""
@@ -291,7 +296,8 @@ class Ledger(LedgerAccess):
     # -- publication ----------------------------------------------------------------------
     def publish(
         self, run_key: str, attempt_id: str, *, now: datetime, fmt: str,
-        promote: Callable[[int], tuple[str, str]], correction: bool = False,
+        promote: Callable[..., tuple[str, str]], correction: bool = False,
+        schema_policy: str | None = None,
     ) -> tuple[ArtifactRecord, bool]:
         """Fenced publication. Returns (artifact, created).
 
@@ -299,6 +305,11 @@ class Ledger(LedgerAccess):
         compare with the newest artifact (identical sha256 → no-op, that artifact is returned),
         else call ``promote(version)`` to make the object visible under its immutable name
         and record version N+1 superseding N. The run becomes READY.
+
+        With ``schema_policy`` and an attempt that recorded its file's schema, the schema
+        contract is applied first (:func:`export_lib.ledger.contracts.publish_under_contract`,
+        ADR 0025): ``promote(version, publication)`` gets the contract the file is published
+        under, and ``fail`` on a changed schema raises SchemaContractError, nothing recorded.
         """
         with self._tx() as conn:
             run = self._lock_run(conn, run_key)
@@ -314,13 +325,23 @@ class Ledger(LedgerAccess):
                 created, record = False, latest
             else:
                 version = (latest.version if latest else 0) + 1
-                uri, manifest_uri = promote(version)
+                observed = (ExportSchema.from_json(att.file_schema)
+                            if att.file_schema is not None else None)
+                publication = (publish_under_contract(conn, run, observed, schema_policy, now)
+                               if schema_policy is not None and observed is not None else None)
+                uri, manifest_uri = (promote(version) if publication is None
+                                     else promote(version, publication))
                 values = dict(
                     run_id=run.id, version=version, uri=uri, manifest_uri=manifest_uri,
                     sha256=att.sha256, rows=att.rows, bytes=att.bytes, format=fmt,
                     window_start=run.window_start, window_end=run.window_end,
                     config_version=run.config_version, attempt_id=attempt_id, generated_at=now,
                     supersedes=latest.version if latest else None, correction=int(correction),
+                    schema_fingerprint=observed.fingerprint if observed else None,
+                    schema_major=publication.entry.major if publication else None,
+                    schema_change=publication.change if publication else None,
+                    schema_diff="\n".join(publication.diff) if publication and publication.diff
+                    else None,
                 )
                 taken = conn.execute(select(artifacts.c.run_id).where(
                     artifacts.c.uri == uri)).first()

@@ -1,6 +1,7 @@
 """All ledger tables (SQLAlchemy Core) on one ``metadata``: runs, attempts, artifacts, events,
 deliveries and delivery_attempts, and the operator controls (revision 0005): operator_actions
-(the audit trail), export_pauses and export_holds.
+(the audit trail), export_pauses and export_holds; the schema contracts (revision 0008):
+export_schemas.
 
 This is the *live* description the code reads and writes. The Alembic revisions in
 ``migrations/versions`` spell the same DDL out literally (frozen), and a test compares a freshly
@@ -79,6 +80,9 @@ runs = Table(
     Index("ix_export_runs_company_schedule", "company", "schedule_id", "slot"),
     # Revision 0007: a run's period is looked up before it exports (export_lib.ledger.periods).
     Index("ix_export_runs_period", "schedule_id", "window_start"),
+    # Revision 0008: the schema contract the run compares its file with (export_schemas.seq;
+    # 0: none was published yet), captured at its first check and never rewritten (ADR 0025).
+    Column("schema_baseline", Integer, nullable=True),
 )
 
 attempts = Table(
@@ -101,6 +105,8 @@ attempts = Table(
     Column("started_at", UtcDateTime, nullable=False),
     Column("finished_at", UtcDateTime, nullable=True),
     UniqueConstraint("run_id", "generation", name="uq_export_attempts_generation"),
+    # Revision 0008: the schema of the file the attempt staged (ExportSchema.as_json()).
+    Column("file_schema", JSON, nullable=True),
 )
 
 artifacts = Table(
@@ -131,6 +137,13 @@ artifacts = Table(
     UniqueConstraint("run_id", "version", name="uq_export_artifacts_version"),
     # One object, one artifact: a URI can never be recorded for two runs (revision 0004).
     Index("uq_export_artifacts_uri", "uri", unique=True),
+    # Revision 0008 (ADR 0025): the file's schema fingerprint, the major version it is published
+    # under, and the schema policy that published a change (warn, new_major; NULL: none) with
+    # its diff, one change per line. NULL on artifacts published before 0008.
+    Column("schema_fingerprint", String(64), nullable=True),
+    Column("schema_major", Integer, nullable=True),
+    Column("schema_change", String(16), nullable=True),
+    Column("schema_diff", Text, nullable=True),
 )
 
 events = Table(
@@ -221,6 +234,30 @@ notices = Table(
     Column("sent_at", UtcDateTime, nullable=True),
     Index("uq_export_notices_key", "notice_key", unique=True),
     Index("ix_export_notices_run_key", "run_key"),
+)
+
+# Each schedule's schema contracts, in order (revision 0008, ADR 0025): ``seq`` 1 is the schema
+# of its first published file (change ``initial``); a later one is a change a run published
+# under ``warn`` or ``new_major`` (``major`` counts the new_major changes from 1). The newest is
+# the current contract. ``run_key``/``period``/``slot``: the run that first published it.
+schemas = Table(
+    "export_schemas",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("schedule_id", String(200), nullable=False),
+    Column("company", String(100), nullable=False),
+    Column("seq", Integer, nullable=False),
+    Column("major", Integer, nullable=False),
+    Column("fingerprint", String(64), nullable=False),
+    Column("columns", JSON, nullable=False),
+    Column("change", String(16), nullable=False),
+    Column("previous_fingerprint", String(64), nullable=True),
+    Column("diff", Text, nullable=True),
+    Column("run_key", String(300), nullable=False),
+    Column("period", String(100), nullable=False),
+    Column("slot", UtcDateTime, nullable=False),
+    Column("recorded_at", UtcDateTime, nullable=False),
+    UniqueConstraint("schedule_id", "seq", name="uq_export_schemas_seq"),
 )
 
 # -- operator controls (revision 0005) --------------------------------------------------------

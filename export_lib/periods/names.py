@@ -13,7 +13,9 @@ Generation time lives only in the manifest. Several runs can report the same per
 calendar-day window on a 6-hourly schedule, the previous business day on Saturday, Sunday and
 Monday), so the name also carries the run's slot:
 ``acme__daily-spend__2026-03-28__slot-20260329T0500Z__v1.csv``. Every run thus owns its names
-and a published version is never overwritten by another run.
+and a published version is never overwritten by another run. From a schedule's second schema
+major version on (``schema_policy: new_major``, ADR 0025) the name also carries it, before the
+version: ``acme__daily-spend__2026-03-28__slot-20260329T0500Z__schema-2__v1.csv``.
 
 The parts are joined by ``__``, a separator no id can contain (ids are slugs: ``-`` and ``_``
 only *between* letters and digits, never doubled), so a name splits back into its parts in one
@@ -92,9 +94,17 @@ def slot_tag(slot: datetime) -> str:
 
 
 def artifact_key(company: str, schedule_id: str, period: str, slot: datetime, version: int,
-                 ext: str) -> str:
-    """``<company>/<slug>/<company>__<slug>__<period>__<slot tag>__v<N>.<ext>``: unambiguous
-    (see the module docstring) and unique per run and version."""
+                 ext: str, *, major: int | None = None) -> str:
+    """``<company>/<slug>/<company>__<slug>__<period>__<slot tag>[__schema-<M>]__v<N>.<ext>``:
+    unambiguous (see the module docstring) and unique per run and version.
+
+    ``major`` is the schedule's schema major version (ADR 0025): from 2 on it is in the name,
+    so a consumer parsing by name never mistakes a file of the new schema for one of the old;
+    major 1 (and a file without a contract) keeps the name it always had. ``v<N>`` stays the
+    run's artifact version (a correction of the period is v2 whatever its major)."""
     slug = schedule_slug(schedule_id)
-    name = SEPARATOR.join((company, slug, period, slot_tag(slot), f"v{version}"))
+    parts = [company, slug, period, slot_tag(slot)]
+    if major is not None and major > 1:
+        parts.append(f"schema-{major}")
+    name = SEPARATOR.join((*parts, f"v{version}"))
     return f"{company}/{slug}/{name}.{ext}"

@@ -7,7 +7,10 @@ every *new* artifact version is one event on it. A re-run that finds its artifac
 published (a cleared publish, an Airflow retry after the commit, unchanged content) makes no
 event, so a consumer scheduled on the asset runs once per published period and version. The
 event's extra is the manifest's: what a consumer needs to find, check and date the file without
-reading our ledger. Airflow-free: ``export_airflow.assets`` turns it into an Airflow asset event.
+reading our ledger — its schema too (ADR 0025): ``schema`` (the columns), ``schema_fingerprint``,
+``schema_major``, and ``schema_change`` (``warn`` or ``new_major`` when the file was published
+under a schema change, with ``schema_diff``; None otherwise). Airflow-free:
+``export_airflow.assets`` turns it into an Airflow asset event.
 """
 
 from __future__ import annotations
@@ -66,16 +69,33 @@ def published_event(ledger: Ledger, published: PublishResult, *,
         "format": artifact.format, "artifact_uri": artifact.uri,
         "manifest_uri": artifact.manifest_uri,
         "generated_at": artifact.generated_at.isoformat(),
+        "schema": ledger.get_attempt(artifact.attempt_id).file_schema,
+        "schema_fingerprint": artifact.schema_fingerprint,
+        "schema_major": artifact.schema_major, "schema_change": artifact.schema_change,
+        "schema_diff": (artifact.schema_diff or "").splitlines(),
     }
     return AssetEvent(name=schedule_asset_name(run.schedule_id),
                       uri=schedule_asset_uri(run.company, run.schedule_id, root), extra=extra)
 
 
-def check_announced(store: ArtifactStore, extra: dict[str, Any]) -> dict[str, Any]:
+def check_announced(store: ArtifactStore, extra: dict[str, Any], *,
+                    schema_major: int | None = None) -> dict[str, Any]:
     """What a consumer does first with an event: read the artifact it names and check its
     sha256 and size against the event (a file replaced or truncated after the event is
-    refused, naming both digests). Returns the fields a load would record."""
+    refused, naming both digests). Returns the fields a load would record.
+
+    :param schema_major: the schema major version the consumer was written for (ADR 0025): a
+        file of another major is refused before it is read (None: any major)
+    """
     uri = extra["artifact_uri"]
+    announced = extra.get("schema_major")
+    if schema_major is not None and announced is not None and announced != schema_major:
+        diff = "; ".join(extra.get("schema_diff") or ())
+        raise ArtifactValidationError(
+            f"{uri}: {extra['schedule']} {extra['period']} v{extra['version']} was published "
+            f"under schema major {announced}{f' ({diff})' if diff else ''}, this consumer "
+            f"reads major {schema_major}: update it for the new schema before loading this "
+            "file")
     with store.read(uri) as fh:
         digest, size = sha256_stream(fh)
     if (digest, size) != (extra["sha256"], extra["bytes"]):
@@ -84,5 +104,8 @@ def check_announced(store: ArtifactStore, extra: dict[str, Any]) -> dict[str, An
             f"{extra['schedule']} {extra['period']} v{extra['version']} announced "
             f"{str(extra['sha256'])[:16]}… and {extra['bytes']} bytes; the object changed after "
             "it was published: do not load it, ask the exports team")
-    return {key: extra[key] for key in ("run_key", "schedule", "period", "version", "correction",
-                                        "rows", "sha256", "artifact_uri")}
+    loaded = {key: extra[key] for key in ("run_key", "schedule", "period", "version",
+                                          "correction", "rows", "sha256", "artifact_uri")}
+    # Events announced before the schema contract (ADR 0025) carry no schema fields.
+    return {**loaded, **{key: extra.get(key) for key in ("schema_fingerprint", "schema_major",
+                                                         "schema_change")}}

@@ -197,7 +197,9 @@ class DeliveryLine(ResultModel):
 
 class RunOutcome(ResultModel):
     """What ``exportctl run`` (``cli.commands.run_one``: start, render, publish, deliver) did
-    with one slot; ``--json`` prints :meth:`as_xcom`, with ``skipped`` only when it was."""
+    with one slot; ``--json`` prints :meth:`as_xcom`, with ``skipped`` only when it was and
+    ``warnings`` only when there are some (a schema change published under ``warn`` or
+    ``new_major``, ADR 0025)."""
 
     run_key: str
     state: str
@@ -206,9 +208,12 @@ class RunOutcome(ResultModel):
     skipped: str | None = None
     artifact: ArtifactLine | None = None
     deliveries: tuple[DeliveryLine, ...] = ()
+    warnings: tuple[str, ...] = ()
 
     def as_xcom(self) -> dict[str, Any]:
-        return self.model_dump(mode="json", exclude={"skipped"} if self.skipped is None else None)
+        left_out = {name for name, empty in (("skipped", self.skipped is None),
+                                             ("warnings", not self.warnings)) if empty}
+        return self.model_dump(mode="json", exclude=left_out or None)
 
 
 __all__ = [

@@ -27,6 +27,7 @@ from export_lib.errors import (
     DeliveryError,
     ExportError,
     PublishError,
+    SchemaContractError,
 )
 from export_lib.ledger import Ledger, RunState
 from export_lib.ledger.budget import RenderBudget
@@ -41,6 +42,7 @@ from export_lib.pipeline.results import (
     RenderResult,
     RenderSkipped,
 )
+from export_lib.pipeline.schema_contract import manifest_fields, render_check, schema_policy_of
 from export_lib.source.connections import ConnectionResolver
 from export_lib.storage.stores import ArtifactStore
 
@@ -48,6 +50,7 @@ if TYPE_CHECKING:
     from export_lib.config.destinations import Destination
     from export_lib.config.loader import Allowlist
     from export_lib.config.models import Schedule
+    from export_lib.ledger.contracts import SchemaPublication
 
 log = get_logger(__name__)
 
@@ -132,10 +135,11 @@ def render_run(ledger: Ledger, store: ArtifactStore, run_key: str, *, now: datet
             result = render(
                 source, schedule.query, company_id=run.company, window_start=run.window_start,
                 window_end=run.window_end, cutoff=run.source_cutoff, options=options, sink=sink,
-                schedule_id=run.schedule_id,
+                schedule_id=run.schedule_id, check_schema=render_check(ledger, run, schedule),
             )
         ledger.record_staged(run_key, attempt.attempt_id, rows=result.rows, nbytes=result.bytes,
-                             sha256=result.sha256, now=now)
+                             sha256=result.sha256, now=now,
+                             file_schema=result.export_schema.as_json())
     except BaseException as exc:  # a task timeout or kill too: give the budget place back
         reason = str(exc) if isinstance(exc, ExportError) else f"interrupted: {exc!r}"
         ledger.fail(run_key, attempt.attempt_id, reason, now)
@@ -234,7 +238,7 @@ def publish_run(ledger: Ledger, store: ArtifactStore, run_key: str, attempt_id: 
         raise
     period = period_label(run.window_start, run.window_end, run.timezone)
 
-    def promote(version: int) -> tuple[str, str]:
+    def promote(version: int, publication: SchemaPublication | None = None) -> tuple[str, str]:
         manifest = {
             "run_key": run.run_key, "company": run.company, "schedule": run.schedule_id,
             "window_start_utc": run.window_start.isoformat(), "timezone": run.timezone,
@@ -247,12 +251,23 @@ def publish_run(ledger: Ledger, store: ArtifactStore, run_key: str, attempt_id: 
             "generated_at": now.isoformat(), "version": version,
             "supersedes": version - 1 if version > 1 else None,
             "correction": bool(correction and version > 1),
+            **manifest_fields(attempt, publication),
         }
-        key = artifact_key(run.company, run.schedule_id, period, run.slot, version, EXT[fmt])
+        key = artifact_key(run.company, run.schedule_id, period, run.slot, version, EXT[fmt],
+                           major=publication.entry.major if publication else None)
         return store.promote(attempt.staging_uri, key, manifest)
 
-    artifact, created = ledger.publish(run_key, attempt_id, now=now, fmt=fmt, promote=promote,
-                                       correction=correction)
+    try:
+        artifact, created = ledger.publish(run_key, attempt_id, now=now, fmt=fmt,
+                                           promote=promote, correction=correction,
+                                           schema_policy=schema_policy_of(schedule))
+    except SchemaContractError as exc:  # another run's contract came first (ADR 0025)
+        ledger.fail(run_key, attempt_id, str(exc), now)
+        raise
+    if created and artifact.schema_change:
+        log.warning("published v%d under a changed schema (schema_policy %s, schema major "
+                    "%d): %s", artifact.version, artifact.schema_change, artifact.schema_major,
+                    "; ".join((artifact.schema_diff or "").splitlines()))
     if not created:
         store.delete(attempt.staging_uri)
     log.info("%s v%d %s (%d rows, sha256 %s)",

@@ -16,6 +16,7 @@ Hashing and writing run on a writer thread (:mod:`export_lib.render.sink`), off 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any, BinaryIO, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -26,7 +27,8 @@ from export_lib.config.query import QuerySpec, validate_spec
 from export_lib.errors import RenderError, WindowError
 from export_lib.logfmt import get_logger
 from export_lib.render.sink import HashingSink
-from export_lib.source.database import Source, SqlType, classify, source_columns
+from export_lib.source.database import Source, SqlType, classify, describe_columns
+from export_lib.source.export_schema import ExportSchema, observed_schema
 from export_lib.source.sql import Bounds, ColumnExpr, build_postgres, build_sqlite, total_order
 
 log = get_logger(__name__)
@@ -71,7 +73,8 @@ class RenderOptions(BaseModel):
 
 class RenderResult(BaseModel):
     """What was written. ``reproducible`` is False when the spec has no ``ingested_column``
-    (a retry may then see late rows the first attempt did not)."""
+    (a retry may then see late rows the first attempt did not); ``export_schema`` is the file's
+    schema (names, types, nullability; ADR 0025), the same for CSV and Parquet."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -82,6 +85,7 @@ class RenderResult(BaseModel):
     format: Literal["csv", "parquet"]
     reproducible: bool
     engine: Engine
+    export_schema: ExportSchema
 
     def as_xcom(self) -> dict[str, Any]:
         return self.model_dump(mode="json")
@@ -99,16 +103,23 @@ def render(
     sink: BinaryIO,
     schedule_id: str = "",
     engine: Literal["auto", "generic"] = "auto",
+    check_schema: Callable[[ExportSchema], None] | None = None,
 ) -> RenderResult:
     """Stream the company's rows of ``[window_start, window_end)`` into ``sink``.
 
     Raises SchemaDriftError (a configured column left the source), SourceError (retryable:
     the source went away), RenderError, WindowError (naive or empty window). ``engine``
     "generic" forces the DB-API path (used by tests to prove both engines agree).
+    ``check_schema`` is called with the file's schema before any row is read (the schema
+    contract's check, ADR 0025): whatever it raises ends the render before the query runs.
     """
     _check_bounds(company_id, window_start, window_end, cutoff)
-    columns = source_columns(source, spec.table, spec.table_schema)
+    described = describe_columns(source, spec.table, spec.table_schema)
+    columns = {name: declared for name, (declared, _) in described.items()}
     validate_spec(spec, columns, schedule_id=schedule_id)
+    schema = observed_schema(described, spec.columns, source.dialect)
+    if check_schema is not None:
+        check_schema(schema)
     naive = frozenset(c for c, t in columns.items() if classify(t, source.dialect).kind
                       == "timestamp")
     bounds = Bounds(company_id, window_start, window_end, cutoff, naive)
@@ -131,7 +142,7 @@ def render(
     result = RenderResult(
         rows=rows, bytes=out.bytes, sha256=out.sha256, columns=spec.columns,
         format=options.format, reproducible=spec.ingested_column is not None,
-        engine="postgres_copy" if fast else "generic",
+        engine="postgres_copy" if fast else "generic", export_schema=schema,
     )
     log.info("company=%s schedule=%s period=%s: rendered %s rows, %s bytes of %s (%s), sha256 %s",
              company_id, schedule_id, period, result.rows, result.bytes, result.format,

@@ -209,22 +209,31 @@ def _open_sqlite(conn: Connection) -> Source:
 
 def source_columns(source: Source, table: str, schema: str | None = None) -> dict[str, str]:
     """Column name → declared type, in table order; empty when the table does not exist."""
+    return {name: declared for name, (declared, _) in
+            describe_columns(source, table, schema).items()}
+
+
+def describe_columns(source: Source, table: str, schema: str | None = None
+                     ) -> dict[str, tuple[str, bool]]:
+    """Column name → (declared type, nullable), in table order; empty when the table does not
+    exist. A column is nullable unless the source declares it NOT NULL (a view's columns
+    always are: neither PostgreSQL nor SQLite carries NOT NULL through a view)."""
     with source.guarded(f"reading the columns of {table!r}"):
         if source.dialect == "sqlite":
             prefix = f"{quote_sqlite(schema)}." if schema else ""
             rows = source.connection.execute(
                 f"PRAGMA {prefix}table_info({quote_sqlite(table)})").fetchall()
-            return {r[1]: (r[2] or "").lower() for r in rows}
+            return {r[1]: ((r[2] or "").lower(), not r[3]) for r in rows}
         from psycopg import sql
 
         pg = source.connection
         name = (sql.Identifier(schema, table) if schema else sql.Identifier(table)).as_string(pg)
         rows = pg.execute(
-            "SELECT a.attname, format_type(a.atttypid, a.atttypmod) FROM pg_attribute a "
-            "WHERE a.attrelid = to_regclass(%s) AND a.attnum > 0 AND NOT a.attisdropped "
-            "ORDER BY a.attnum", (name,)).fetchall()
+            "SELECT a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull "
+            "FROM pg_attribute a WHERE a.attrelid = to_regclass(%s) AND a.attnum > 0 "
+            "AND NOT a.attisdropped ORDER BY a.attnum", (name,)).fetchall()
         pg.rollback()
-        return {r[0]: r[1] for r in rows}
+        return {r[0]: (r[1], not r[2]) for r in rows}
 
 
 _NUMERIC = re.compile(r"^(?:numeric|decimal)\s*(?:\(\s*(\d+)\s*(?:,\s*(-?\d+)\s*)?\))?$")

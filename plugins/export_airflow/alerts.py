@@ -74,6 +74,8 @@ class ExportAlertNotifier(BaseNotifier):
     def alert(self, context: Any) -> Alert | None:
         from export_lib.periods.names import period_label, run_key
 
+        if context.get("export_alert") is not None:  # decided by the library (send_schema_alerts)
+            return context["export_alert"]
         if self.manual:
             return self._manual_alert(context)
         slot = _slot(context)
@@ -231,11 +233,10 @@ class ExportAlertNotifier(BaseNotifier):
                 self.company)
             owner = company.owner if company is not None else owner
         to = recipients(config, owner)
-        ledger = _ledger()
+        ledger = context.get("export_ledger") or _ledger()
         if ledger is not None:
             claim = claim_notice(ledger.engine, key=alert.key, kind="alert",
-                                 run_key=alert.run_key,
-                                 reason=alert.key.removeprefix(f"alert:{alert.run_key}:"),
+                                 run_key=alert.run_key, reason=alert.notice_reason,
                                  recipients=",".join(to), now=_now())
             if not claim.granted:
                 log.info("company=%s schedule=%s run=%s period=%s: %s already alerted (%s, "
@@ -318,6 +319,33 @@ def deadline_kwargs(schedule: Any, config_dir: str) -> dict[str, Any]:
     return {"reason": AlertReason.DEADLINE.value, "schedule_id": schedule.schedule_id,
             "owner": schedule.owner, "config_dir": config_dir,
             "deadline": str(schedule.deadline)}
+
+
+def send_schema_alerts(ledger: Any, schedule_id: str, owner: str, config_dir: str) -> int:
+    """After a publication: send the one alert of each ``warn`` schema change of the schedule
+    not alerted yet (ADR 0025; the library decides which, :func:`export_lib.pipeline.
+    schema_contract.pending_schema_alerts`). A send that fails is logged and left to the
+    schedule's next publication (its claim is ``failed``); the publication stands. Returns how
+    many were sent."""
+    from export_lib.alerts import schema_change_alert
+    from export_lib.pipeline.schema_contract import pending_schema_alerts
+
+    sent = 0
+    for entry in pending_schema_alerts(ledger, schedule_id):
+        alert = schema_change_alert(entry)
+        notifier = ExportAlertNotifier(reason=AlertReason.SCHEMA_CHANGE.value,
+                                       schedule_id=schedule_id, owner=owner,
+                                       config_dir=config_dir)
+        try:
+            notifier.notify({"export_alert": alert, "export_ledger": ledger})
+        except Exception as exc:  # noqa: BLE001 - recorded in export_notices; next publication
+            log.error("company=%s schedule=%s run=%s period=%s: schema change alert not sent "
+                      "(%s: %s); the schedule's next publication tries again", alert.company,
+                      schedule_id, alert.run_key, alert.period, type(exc).__name__, exc,
+                      extra=alert.log_context())
+            continue
+        sent += 1
+    return sent
 
 
 def notify_unrecoverable(config_dir: str, audited_by: str) -> Any:

@@ -54,12 +54,15 @@ def announce(context: Any, alias: str, event: AssetEvent | None) -> None:
              event.extra["period"], event.name, event.uri)
 
 
-def consumer_dag(company: str, schedule_id: str, dag_id: str | None = None) -> DAG:
+def consumer_dag(company: str, schedule_id: str, dag_id: str | None = None,
+                 schema_major: int | None = None) -> DAG:
     """An example downstream job (``consumer__<schedule id with __>`` unless ``dag_id``): runs
     on each new artifact version of ``schedule_id`` and checks the file it was told about
     (sha256 and size against the event) before "loading" it. Events that arrive while a run is
     already queued reach that run together (Airflow's asset scheduling): ``load`` takes each
-    once. ``dags/example_asset_consumer.py`` follows acme/daily-spend in ``make run``."""
+    once. ``dags/example_asset_consumer.py`` follows acme/daily-spend in ``make run``.
+    ``schema_major``: the schema major version the job reads (ADR 0025); a file of another
+    is refused (None: any, a schema change is logged)."""
     dag_id = dag_id or f"consumer__{schedule_id.replace('/', '__')}"
     with quiet_access_control():
         dag = DAG(dag_id=dag_id, schedule=[schedule_asset(company, schedule_id)],
@@ -85,7 +88,13 @@ def consumer_dag(company: str, schedule_id: str, dag_id: str | None = None) -> D
                     extra = dict(event.extra)
                     key = (extra["run_key"], extra["version"])
                     if key not in loaded:
-                        loaded[key] = check_announced(store, extra)
+                        loaded[key] = check_announced(store, extra, schema_major=schema_major)
+                        if extra.get("schema_change"):
+                            log.warning("%s v%s of %s has a changed schema (%s, schema major "
+                                        "%s): %s", extra["period"], extra["version"],
+                                        extra["schedule"], extra["schema_change"],
+                                        extra.get("schema_major"),
+                                        "; ".join(extra.get("schema_diff") or ()))
                         log.info("loaded %s v%s of %s (%s rows) from %s", extra["period"],
                                  extra["version"], extra["schedule"], extra["rows"],
                                  extra["artifact_uri"])

@@ -212,6 +212,7 @@ def build_dag(schedule: Any, config_dir: str) -> DAG:
         # A new artifact version is an event on the schedule's asset (ADR 0024).
         published = PublishOperator(task_id="publish", rendered=rendered.output,
                                     asset_alias=publish_alias(schedule.schedule_id),
+                                    config_dir=config_dir,
                                     execution_timeout=timeout_for(schedule, "publish"))
         # Mapped over the run's own captured destinations, which publish pushes (not today's
         # config): a destination added later applies to later slots only (ADR 0005).

@@ -260,13 +260,17 @@ class PublishOperator(ReportsLineage, BaseOperator):
     :param correction: mark a new version as a correction (late-data restatement)
     :param asset_alias: announce a new artifact version on the schedule's asset through this
         alias (its outlet; export_airflow.assets, ADR 0024); None: announce nothing
+    :param config_dir: the config catalog (its ``alerts:``): the schedule's schema changes
+        published under ``schema_policy: warn`` are alerted once each (ADR 0025; templated;
+        None: no schema alert, a manual export)
     """
 
-    template_fields: Sequence[str] = ("rendered",)
+    template_fields: Sequence[str] = ("rendered", "config_dir")
     ui_color = "#eefde8"
 
     def __init__(self, *, rendered: Any, correction: bool = False,
-                 asset_alias: str | None = None, **kwargs: Any) -> None:
+                 asset_alias: str | None = None, config_dir: str | None = None,
+                 **kwargs: Any) -> None:
         kwargs.setdefault("execution_timeout", task_timeout("publish"))
         if asset_alias:
             from airflow.sdk import AssetAlias
@@ -276,6 +280,7 @@ class PublishOperator(ReportsLineage, BaseOperator):
         self.rendered = rendered
         self.correction = correction
         self.asset_alias = asset_alias
+        self.config_dir = config_dir
 
     def lineage_run_key(self) -> str:
         from export_lib.pipeline import render_result_from_xcom
@@ -312,6 +317,11 @@ class PublishOperator(ReportsLineage, BaseOperator):
                 from export_lib.pipeline.asset_events import published_event
 
                 announce(context, self.asset_alias, published_event(ledger, published))
+            if self.config_dir:
+                from export_airflow.alerts import send_schema_alerts
+
+                run = ledger.get_run(rendered.run_key)
+                send_schema_alerts(ledger, run.schedule_id, run.owner, self.config_dir)
         context["ti"].xcom_push(key=SUMMARY, value=published.as_xcom())
         log.info("delivering to its captured destinations %s", ids)
         return ids

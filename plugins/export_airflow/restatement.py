@@ -116,7 +116,8 @@ def build_restatement_dag(config_dir: str, company: str) -> DAG:
         again = RenderCsvOperator(task_id="restate_render", run=due.output,
                                   regenerate=True, pool="export_catchup")
         corrected = PublishOperator(task_id="restate_publish", rendered=again.output,
-                                    correction=True, asset_alias=corrections_alias(company))
+                                    correction=True, asset_alias=corrections_alias(company),
+                                    config_dir=config_dir)
         # The run's captured destinations (pushed by publish), retried like the export's own
         # deliveries (inside the default retry window; the ledger decides when a delivery's
         # window has closed).

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from pydantic import ValidationError
 
-from export_lib.alerts import Alert, AlertReason, alert_key, recipients
+from export_lib.alerts import Alert, AlertReason, alert_key, recipients, schema_change_alert
 from export_lib.config.models import AlertsConfig
 from export_lib.ledger import open_ledger
 from export_lib.ledger.notices import claim_notice, confirm_notice, fail_notice, list_notices
@@ -82,6 +82,36 @@ def test_a_run_that_failed_before_its_window_says_so():
     assert alert.subject.endswith("slot 2026-03-29T05:00Z")
     assert "period:  not resolved" in alert.text()
     assert len(alert.text()) < 2500  # the detail is cut
+
+
+def test_a_schema_change_alert_is_keyed_by_the_change_not_the_run():
+    from export_lib.ledger.contracts import ContractEntry
+    from export_lib.source.export_schema import ExportSchema, SchemaColumn
+
+    entry = ContractEntry(
+        schedule_id="acme/daily-spend", company="acme", seq=2, major=1,
+        fingerprint="b" * 64, schema=ExportSchema(columns=(SchemaColumn(
+            name="value", type="float64", nullable=False),)), change="warn",
+        previous_fingerprint="a" * 64, diff=("column value: type decimal(14,2) → float64",),
+        run_key=RUN, period="2026-03-28", slot=SLOT, recorded_at=NOW)
+    alert = schema_change_alert(entry)
+    # Once per change of the schedule: a later run publishing the same schema asks the same key.
+    assert alert.key == "alert:acme/daily-spend:schema_change:2"
+    assert alert.notice_reason == "schema_change"
+    assert alert.subject == ("[exports] published with a changed schema: acme/daily-spend "
+                             "2026-03-28")
+    lines = alert.text().splitlines()
+    assert lines[0] == "Published with a changed schema for acme/daily-spend (company acme)."
+    assert ("reason:  the file's schema changed and was published under schema_policy: warn; "
+            "it is the schedule's contract now (bbbbbbbbbbbb, was aaaaaaaaaaaa): column value: "
+            "type decimal(14,2) → float64") in lines
+    assert lines[lines.index("Investigate:") + 1] == "  exportctl schema acme/daily-spend"
+    assert lines[-1].startswith("This alert is sent once per schema change")
+    # The run-keyed alerts keep their keys and reasons.
+    failed = Alert(reason=AlertReason.DELIVERY, company="acme", schedule_id="acme/daily-spend",
+                   run_key=RUN, slot=SLOT, detail="x", destination="sftp-a")
+    assert (failed.key, failed.notice_reason) == (f"alert:{RUN}:delivery:sftp-a",
+                                                  "delivery:sftp-a")
 
 
 def test_a_notice_is_claimed_once_retaken_after_a_failure_or_a_stale_claim(tmp_path):

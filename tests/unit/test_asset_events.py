@@ -24,10 +24,17 @@ from export_lib.storage.stores import root_uri
 from tests.world import acme_library_world
 
 SLOT = datetime(2026, 3, 29, 5, 0, tzinfo=UTC)  # acme/daily-spend, window 2026-03-28 Berlin
+NEXT = SLOT + timedelta(days=1)
+# The demo source's widget_metrics (SQLite: TIMESTAMP holds UTC text, hence timestamptz).
+COLUMNS = [{"name": "company_id", "type": "string", "nullable": False},
+           {"name": "widget_id", "type": "string", "nullable": False},
+           {"name": "event_time", "type": "timestamptz", "nullable": False},
+           {"name": "value", "type": "decimal(14,2)", "nullable": False}]
 # What the manifest and the event's extra both carry, under the same names.
 SHARED = ("run_key", "company", "schedule", "period", "timezone", "window_start_utc",
           "window_end_utc", "config_version", "version", "supersedes", "correction", "rows",
-          "bytes", "sha256", "format", "generated_at")
+          "bytes", "sha256", "format", "generated_at", "schema", "schema_fingerprint",
+          "schema_major", "schema_change", "schema_diff")
 
 
 @pytest.fixture()
@@ -64,6 +71,9 @@ def test_a_new_version_is_one_event_whose_extra_is_the_manifest(world):
         artifact.uri, artifact.manifest_uri)
     assert (event.extra["period"], event.extra["version"], event.extra["rows"],
             event.extra["correction"]) == ("2026-03-28", 1, 72, False)
+    # The file's schema (ADR 0025): the first file of the schedule sets its contract, major 1.
+    assert (event.extra["schema"], event.extra["schema_major"], event.extra["schema_change"],
+            event.extra["schema_diff"]) == (COLUMNS, 1, None, [])
     assert json.loads(json.dumps(event.extra)) == event.extra  # plain JSON, as Airflow stores it
 
 
@@ -125,3 +135,36 @@ def test_a_relative_root_is_made_absolute_and_an_unknown_scheme_is_refused(tmp_p
     with pytest.raises(StorageError, match=r"EXPORT_ARTIFACT_ROOT='ftp://host/x': unsupported "
                                            r"scheme 'ftp'; use a local path"):
         root_uri("ftp://host/x")
+
+
+def test_a_new_schema_major_is_announced_on_the_same_asset_with_its_diff(tmp_path, monkeypatch):
+    """schema_policy new_major on the SQLite world: the value column becomes TEXT between two
+    runs; the second file is announced on the schedule's asset as major 2, with the diff."""
+    config, ledger, store = acme_library_world(tmp_path, monkeypatch)
+    monkeypatch.setenv("EXPORT_ARTIFACT_ROOT", str(store.root))
+    company = config / "acme.yaml"
+    company.write_text(company.read_text().replace(
+        "    recovery: each\n", "    recovery: each\n    schema_policy: new_major\n", 1))
+    schedule = load_catalog(config).schedule("acme/daily-spend")
+    assert schedule.policies.schema_policy == "new_major"
+    first = register_run(ledger, schedule, SLOT, now=SLOT).run_key
+    before = published_event(ledger, _publish(ledger, store, first, SLOT))
+    with sqlite3.connect(tmp_path / "demo.db") as conn:  # SQLite cannot ALTER a column's type
+        conn.executescript(
+            "ALTER TABLE widget_metrics RENAME TO widget_metrics_old;"
+            "CREATE TABLE widget_metrics (company_id TEXT NOT NULL, widget_id TEXT NOT NULL, "
+            "event_time TIMESTAMP NOT NULL, value TEXT NOT NULL, ingested_at TIMESTAMP NOT NULL,"
+            " PRIMARY KEY (company_id, widget_id, event_time));"
+            "INSERT INTO widget_metrics SELECT * FROM widget_metrics_old;")
+    second = register_run(ledger, schedule, NEXT, now=NEXT).run_key
+    after = published_event(ledger, _publish(ledger, store, second, NEXT))
+    assert (after.name, after.uri) == (before.name, before.uri)  # one asset per schedule
+    assert after.extra["artifact_uri"].endswith(
+        "__2026-03-29__slot-20260330T0500Z__schema-2__v1.csv")
+    assert (after.extra["schema_major"], after.extra["schema_change"],
+            after.extra["schema_diff"], after.extra["schema"][3]) == (
+        2, "new_major", ["column value: type decimal(14,2) → string"],
+        {"name": "value", "type": "string", "nullable": False})
+    assert before.extra["schema_fingerprint"] != after.extra["schema_fingerprint"]
+    manifest = _manifest(after.extra["manifest_uri"])
+    assert {k: manifest[k] for k in SHARED} == {k: after.extra[k] for k in SHARED}

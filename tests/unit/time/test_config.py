@@ -103,7 +103,7 @@ def test_config_version_changes_with_content_but_not_with_pause(config_dir):
                  "'export_hour'? allowed keys: at_risk, catchup, csv, deadline, destinations, dst_fold, "
                  "dst_gap, effective_from, export_hour, format, history, id, interval_hours, "
                  "late_data, late_start, legal_hold, owner, query, recovery, retention_days, "
-                 "retries, skip_empty, timeouts, timezone, window", id="unknown-key"),
+                 "retries, schema_policy, skip_empty, timeouts, timezone, window", id="unknown-key"),
     pytest.param("export_hour: 7", "dst_fold: twice",
                  "widget_exports[0].dst_fold: Input should be 'first', 'second' or 'both' "
                  "(got 'twice')", id="bad-fold-policy"),
