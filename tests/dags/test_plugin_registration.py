@@ -20,6 +20,7 @@ SOURCE = ("airflow-scheduled-exports==0.1.0: EntryPoint(name='{name}', value='{v
           "group='airflow.plugins')")
 OURS = {"export_plugin": "export_airflow.plugin:ExportPlugin",
         "export_ui": "export_airflow.ui_plugin:ExportUiPlugin"}
+PROVIDER_PLUGIN = "OpenLineageProviderPlugin"  # apache-airflow-providers-openlineage's
 IMPORT_ERRORS = ("import json; from airflow import plugins_manager as m; "
                  "print(json.dumps(m.get_import_errors()))")
 
@@ -34,8 +35,10 @@ def test_airflow_plugins_lists_each_of_ours_once_in_the_dev_setup():
     result = _airflow(str(Path(sys.executable).parent / "airflow"), "plugins", "-o", "json")
     assert result.returncode == 0, result.stderr[-3000:]
     listed = json.loads(result.stdout[result.stdout.index("[{"):])
-    assert [(p["name"], p["source"]) for p in listed] == [
+    # Besides ours, only the OpenLineage provider's plugin (listed even while it is off).
+    assert [(p["name"], p["source"]) for p in listed if p["name"] != PROVIDER_PLUGIN] == [
         (name, SOURCE.format(name=name, value=value)) for name, value in OURS.items()]
+    assert [p["name"] for p in listed].count(PROVIDER_PLUGIN) == 1
 
 
 def test_no_plugin_import_error_with_the_checkout_on_sys_path():

@@ -175,6 +175,10 @@ def test_airflow_plugins_lists_each_of_ours_once_from_the_entry_points(installed
     assert result.returncode == 0, result.stderr[-3000:]
     # The CLI may print log lines before the JSON (airflow-3.3-notes.md).
     listed = json.loads(result.stdout[result.stdout.index("[{"):])
+    # Besides ours, only the OpenLineage provider's plugin (listed even while it is off).
+    assert sorted(p["name"] for p in listed if p["name"] not in ENTRY_POINTS) == [
+        "OpenLineageProviderPlugin"]
+    listed = [p for p in listed if p["name"] != "OpenLineageProviderPlugin"]
     assert [(p["name"], p["source"]) for p in listed] == [
         (name, f"{DISTRIBUTION}: EntryPoint(name='{name}', value='{target}', "
                "group='airflow.plugins')") for name, target in ENTRY_POINTS.items()]
