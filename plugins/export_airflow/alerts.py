@@ -292,11 +292,11 @@ def build_notifier(config: Any, to: tuple[str, ...], alert: Alert) -> BaseNotifi
 def _ledger() -> Any:
     """The ledger, or None if it cannot be reached (the alert is then sent without dedupe:
     better twice than never)."""
+    from export_airflow.ledger import callback_ledger
     from export_lib.errors import LedgerError
-    from export_lib.ledger import open_ledger
 
     try:
-        return open_ledger()
+        return callback_ledger()
     except LedgerError as exc:
         log.error("alerts: the ledger is unreachable (%s); sending without deduplication", exc)
         return None

@@ -155,14 +155,14 @@ class AtRiskDeadline(BaseDeadlineReference):
 
 
 def _median(schedule_id: str, now: datetime) -> timedelta | None:
+    from export_airflow.ledger import callback_ledger
     from export_lib.errors import ExportError
-    from export_lib.ledger import open_ledger
     from export_lib.views.risk import median_delivery
 
     # A schedule's line, no run's: the words come from the fields (logfmt).
     fields = {"company": schedule_id.split("/", 1)[0], "schedule": schedule_id}
     try:
-        ledger = open_ledger()
+        ledger = callback_ledger()  # one per process, kept (not disposed after each read)
     except ExportError as exc:
         log.warning("ledger unreachable (%s); its risk point is half the deadline", exc,
                     extra=fields)
@@ -173,8 +173,6 @@ def _median(schedule_id: str, now: datetime) -> timedelta | None:
         log.warning("median delivery time not read (%s: %s); its risk point is half the "
                     "deadline", type(exc).__name__, exc, extra=fields)
         return None
-    finally:
-        ledger.engine.dispose()
 
 
 def risk_alert(schedule: Any, config_dir: str) -> DeadlineAlert | None:

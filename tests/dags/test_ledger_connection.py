@@ -70,3 +70,30 @@ def test_a_forked_child_opens_its_own(export_world, tmp_path, monkeypatch):
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
     assert module._OPEN  # the parent's stays
+
+
+def test_alerts_and_the_risk_point_read_the_connections_ledger(export_world, tmp_path,
+                                                               monkeypatch):
+    """The failure and deadline notifiers deduplicate in the ledger the runs are in: with only
+    the connection pointing at it, not in EXPORT_LEDGER_URL's (a second ledger)."""
+    from export_airflow import alerts
+    from export_airflow.ledger import callback_ledger
+
+    url = _connection_ledger(tmp_path, monkeypatch)
+    assert url != export_world.ledger_url
+    assert alerts._ledger().url == url
+    assert callback_ledger().url == url and callback_ledger() is alerts._ledger()
+
+
+def test_a_callback_where_no_connection_lookup_answers_uses_the_environment(
+        export_world, tmp_path, monkeypatch):
+    from export_airflow import ledger
+
+    _connection_ledger(tmp_path, monkeypatch)
+
+    def refused() -> str:
+        raise RuntimeError("no supervisor to ask")
+
+    monkeypatch.setattr(ledger, "_task_connection_url", refused)
+    monkeypatch.setattr(ledger, "_server_connection_url", refused)
+    assert ledger.callback_ledger().url == export_world.ledger_url
