@@ -58,6 +58,9 @@ class LineageDataset:
     name: str
     columns: tuple[str, ...] = ()
     columns_from: LineageDataset | None = None
+    # The file's type of each column (the schema contract's, ADR 0025), once a render of the
+    # run has staged a file; empty before.
+    types: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -92,10 +95,20 @@ def split_uri(uri: str) -> tuple[str, str]:
 
 def artifacts_dataset(run: RunRecord, columns: tuple[str, ...] = (),
                       source: LineageDataset | None = None,
-                      root: str | None = None) -> LineageDataset:
+                      root: str | None = None, types: tuple[str, ...] = ()) -> LineageDataset:
     """The schedule's artifacts: its folder in the artifact store, i.e. its Airflow asset."""
     namespace, name = split_uri(schedule_asset_uri(run.company, run.schedule_id, root))
-    return LineageDataset(namespace, name, columns, source if columns else None)
+    return LineageDataset(namespace, name, columns, source if columns else None, types)
+
+
+def file_types(ledger: Ledger, run_key: str, columns: tuple[str, ...]) -> tuple[str, ...]:
+    """The column types of the run's newest staged file (empty before any render staged one,
+    or when its columns are not the captured ones)."""
+    staged = [a.file_schema for a in ledger.attempts(run_key) if a.file_schema]
+    if not staged:
+        return ()
+    types = {str(c["name"]): str(c["type"]) for c in staged[-1]}
+    return tuple(types[c] for c in columns) if set(columns) <= set(types) else ()
 
 
 def _authority(conn: Connection, scheme: str) -> str:
@@ -160,7 +173,8 @@ def export_lineage(ledger: Ledger, run_key: str, *,
     if artifact is not None:
         facts.update(version=str(artifact.version), sha256=artifact.sha256,
                      artifact_uri=artifact.uri)
-    return RunLineage((source,), (artifacts_dataset(run, source.columns, source, root),), facts)
+    return RunLineage((source,), (artifacts_dataset(
+        run, source.columns, source, root, file_types(ledger, run_key, source.columns)),), facts)
 
 
 def deliver_lineage(ledger: Ledger, run_key: str, destination_id: str, *,

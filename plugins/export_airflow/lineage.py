@@ -61,8 +61,10 @@ class ExportRunFacet(RunFacet):
 def dataset(item: LineageDataset) -> Dataset:
     facets: dict[str, Any] = {}
     if item.columns:
-        facets["schema"] = SchemaDatasetFacet(
-            fields=[SchemaDatasetFacetFields(name=column) for column in item.columns])
+        types = item.types or (None,) * len(item.columns)
+        facets["schema"] = SchemaDatasetFacet(fields=[
+            SchemaDatasetFacetFields(name=column, type=kind)
+            for column, kind in zip(item.columns, types, strict=True)])
     if item.columns_from is not None:
         origin = item.columns_from
         facets["columnLineage"] = ColumnLineageDatasetFacet(fields={

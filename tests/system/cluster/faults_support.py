@@ -53,7 +53,9 @@ class SourceSampler:
         while not self._stop.is_set():
             rows = conn.execute(
                 "SELECT pid, query_start, application_name, query FROM pg_stat_activity "
-                f"WHERE state = 'active' AND application_name LIKE '{RENDER_APP}%'").fetchall()
+                f"WHERE state = 'active' AND application_name LIKE '{RENDER_APP}%' "
+                # its own database: the session's server also carries other stacks' sources
+                "AND datname = current_database()").fetchall()
             self.samples.append(Counter(app.rsplit(" ", 1)[-1] for _, _, app, _ in rows))
             for pid, start, app, query in rows:
                 if (pid, start) not in self._seen:

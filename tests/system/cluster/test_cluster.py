@@ -18,8 +18,10 @@ import os
 import re
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -35,6 +37,7 @@ from tests.services.postgres import (
     stop_postgres,
 )
 from tests.system.cluster.faults_support import (
+    RENDER_APP,
     SCAN_LOG_OPTIONS,
     SourceSampler,
     descendants,
@@ -243,22 +246,20 @@ def test_large_renders_run_on_the_large_worker_and_manual_work_on_its_queue(clus
 
 def test_two_dag_runs_of_one_slot_scan_the_source_once(cluster):
     """Two DAG runs standing for the same slot (logical dates 06:00 and 06:01 UTC of one day)
-    render at the same time on the default worker (acme's query slowed to 20 s): one holds the
-    run's lease and scans, the other's render reschedules ("holds the run") and finds the
-    artifact when it comes back."""
+    render at the same time on the default worker (acme's scan held 20 s): one holds the run's
+    lease and scans, the other's render reschedules ("holds the run") and finds the artifact
+    when it comes back.
+
+    The scan is held by a lock on the table, released 20 s after the scan started waiting: a
+    view that sleeps (as before) makes every column nullable, a schema change that the
+    default ``schema_policy: fail`` refuses (ADR 0025), while the table keeps acme's contract."""
     api = _api(cluster)
     demo = cluster.database_url("demo")
-    with psycopg.connect(demo, autocommit=True) as conn:
-        conn.execute("ALTER TABLE widget_metrics RENAME TO widget_metrics_base")
-        conn.execute(
-            "CREATE VIEW widget_metrics AS SELECT * FROM widget_metrics_base WHERE (SELECT 1 "
-            f"FROM pg_sleep(CASE WHEN current_setting('application_name') LIKE '%acme%' THEN "
-            f"{SLOW_RENDER_S} ELSE 0 END)) = 1")
     slot = datetime.now(UTC).replace(hour=6, minute=0, second=0, microsecond=0) - timedelta(
         days=4)
     key = f"acme/daily-spend/{slot:%Y-%m-%dT%H:%MZ}"
     _wait_for_no_other_run(api, SMALL_DAG)
-    with SourceSampler(demo) as source:
+    with SourceSampler(demo) as source, _held_scans(demo, "widget_metrics", SLOW_RENDER_S):
         run_ids = [_trigger(api, SMALL_DAG, slot), _trigger(api, SMALL_DAG,
                                                             slot + timedelta(minutes=1))]
         for run_id in run_ids:
@@ -279,6 +280,34 @@ def test_two_dag_runs_of_one_slot_scan_the_source_once(cluster):
     assert "holds the run, running" in logs and "rescheduling at" in logs
     print(f"one slot, two DAG runs: attempts {cluster.ledger_attempts(key)}, source scans "
           f"{dict(source.scans)} (all periods)")
+
+
+@contextmanager
+def _held_scans(dsn: str, table: str, seconds: float) -> Iterator[None]:
+    """An ACCESS EXCLUSIVE lock on ``table`` for the block, released ``seconds`` after an export
+    query first waits on it (or at the block's end): that scan takes as long."""
+    holder = psycopg.connect(dsn)
+    holder.execute(f"LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE")
+    done = threading.Event()
+
+    def release() -> None:
+        with psycopg.connect(dsn, autocommit=True) as watch:
+            while not done.is_set() and not watch.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                    f"AND application_name LIKE '{RENDER_APP}%' AND datname = current_database()"
+                    ).fetchone()[0]:
+                time.sleep(0.2)
+        done.wait(seconds)
+        holder.rollback()
+
+    releaser = threading.Thread(target=release, daemon=True)
+    releaser.start()
+    try:
+        yield
+    finally:
+        done.set()
+        releaser.join(timeout=30)
+        holder.close()
 
 
 def _wait_for_no_other_run(api, dag_id: str, margin: timedelta = timedelta(minutes=4)) -> None:
