@@ -100,6 +100,10 @@ def test_compose_file_has_the_production_topology():
     assert "SIMPLE_AUTH_MANAGER_USERS" not in str(spec)
     assert "python -m export_airflow.access sync" in " ".join(
         spec["services"]["airflow-init"]["command"])
+    # The ledger the Airflow way (issue 24 item 5) and, for exportctl, the same database.
+    assert env["AIRFLOW_CONN_EXPORT_LEDGER"].replace("postgresql://", "postgresql+psycopg://"
+                                                     ).replace(":5432/", "/") == env[
+        "EXPORT_LEDGER_URL"]
 
 
 def test_compose_runs_our_image_with_the_code_in_it_not_the_stock_image():
