@@ -51,6 +51,9 @@ SECONDS = {
     "tests/system/soak/test_run_inputs.py": 5,
     # The fast tiers' longest files (make test-fast, 4 workers, 2 Dec 08:15): handed out first,
     # so no 40 s file starts last and holds the run's end.
+    "tests/integration/test_install.py": 84,  # a fresh venv with the lock and the wheel, 3 Dec
+    "tests/integration/pipeline/test_schema_contract.py": 35,  # 3 Dec
+    "tests/dags/test_plugin_registration.py": 32,  # 3 Dec
     "tests/integration/pipeline/test_reschedule.py": 44,
     "tests/integration/cli/test_run.py": 32,
     "tests/integration/cli/test_controls.py": 25,
