@@ -4,34 +4,22 @@ named with its file, field and the fix, and part of ``config_version`` only when
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
 import yaml
 
 from export_lib.config.loader import load_catalog
-
-SHIPPED = Path(__file__).resolve().parents[2] / "dags" / "config"
-
-COMPANY = """\
-company: {id: t, name: Test, timezone: Europe/Berlin, owner: o@x.example}
-widget_exports:
-  - id: daily
-    export_hour: 7
-    query: {table: widget_metrics, columns: [a], timestamp_column: a, tenant_column: company_id}
-    destinations: [{id: d, type: local, path: outbox/t}]
-%s"""
+from tests.support.one_company import company_yaml, config_dir_with_defaults
 
 
 @pytest.fixture()
 def config_dir(tmp_path: Path) -> Path:
-    shutil.copy(SHIPPED / "defaults.yaml", tmp_path / "defaults.yaml")
-    return tmp_path
+    return config_dir_with_defaults(tmp_path)
 
 
 def _catalog(config_dir: Path, extra: str = ""):
-    (config_dir / "t.yaml").write_text(COMPANY % extra)
+    (config_dir / "t.yaml").write_text(company_yaml(extra))
     return load_catalog(config_dir)
 
 

@@ -3,7 +3,6 @@ value and fix, merged over ``defaults.yaml`` key by key, never part of ``config_
 
 from __future__ import annotations
 
-import shutil
 from datetime import timedelta
 from pathlib import Path
 
@@ -11,28 +10,17 @@ import pytest
 
 from export_lib.config.loader import load_catalog
 from export_lib.config.risk import AtRisk
-
-SHIPPED = Path(__file__).resolve().parents[3] / "dags" / "config"
-COMPANY = """\
-company: {id: t, name: Test, timezone: Europe/Berlin, owner: o@x.example}
-widget_exports:
-  - id: daily
-    export_hour: 7
-    deadline: 2h
-    query: {table: widget_metrics, columns: [a], timestamp_column: a, tenant_column: company_id}
-    destinations: [{id: d, type: local, path: outbox/t}]
-%s"""
+from tests.support.one_company import company_yaml, config_dir_with_defaults
 
 
 @pytest.fixture()
 def config_dir(tmp_path: Path) -> Path:
-    shutil.copy(SHIPPED / "defaults.yaml", tmp_path / "defaults.yaml")
-    return tmp_path
+    return config_dir_with_defaults(tmp_path)
 
 
 def _load(config_dir: Path, extra: str = ""):
     path = config_dir / "t.yaml"
-    path.write_text(COMPANY % extra)
+    path.write_text(company_yaml("    deadline: 2h\n" + extra))
     return path, load_catalog(config_dir)
 
 

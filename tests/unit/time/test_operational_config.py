@@ -15,28 +15,17 @@ from pydantic import ValidationError
 from export_lib.config.loader import load_catalog
 from export_lib.config.models import Schedule
 from export_lib.config.operational import Catchup, DeliveryRetry, TaskRetries, TaskTimeouts
-
-SHIPPED = Path(__file__).resolve().parents[3] / "dags" / "config"
-
-COMPANY = """\
-company: {id: t, name: Test, timezone: Europe/Berlin, owner: o@x.example}
-widget_exports:
-  - id: daily
-    export_hour: 7
-    query: {table: widget_metrics, columns: [a], timestamp_column: a, tenant_column: company_id}
-    destinations: [{id: d, type: local, path: outbox/t%(retry)s}]
-%(extra)s"""
+from tests.support.one_company import SHIPPED, company_yaml, config_dir_with_defaults
 
 
 @pytest.fixture()
 def config_dir(tmp_path: Path) -> Path:
-    shutil.copy(SHIPPED / "defaults.yaml", tmp_path / "defaults.yaml")
-    return tmp_path
+    return config_dir_with_defaults(tmp_path)
 
 
 def _write(config_dir: Path, extra: str = "", retry: str = "") -> Path:
     path = config_dir / "t.yaml"
-    path.write_text(COMPANY % {"extra": extra, "retry": retry})
+    path.write_text(company_yaml(extra, path_suffix=retry))
     return path
 
 
