@@ -14,10 +14,14 @@ export, the admin kiwi-outdoors'. Then:
 * ``/exports/docs`` and ``/exports/openapi.json`` need a login;
 * no test secret occurs in the ledger (every table), the Airflow metadata database (XCom
   included, every table), the task and component logs, or the page and ``runs.json``;
+* the OpenLineage provider reports to a local receiver (issue 24 item 2): acme's run with the
+  source table in and acme's artifacts out, and no secret in any event;
 * last, the same stack as `make run` on an existing PostgreSQL server (``PG_SERVER``,
   ``PG_DB_PREFIX``, no template: its databases migrated from scratch): `make stop` leaves the
   server running, `make reset-db` drops only its databases (once a stack of its own,
   tests/system/soak/test_pg_server.py).
+
+Over 400 lines on purpose: every check here shares one `make run` stack (a boot per module).
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ import sqlalchemy as sa
 import yaml
 
 from tests.services.http import WebhookReceiver, start_receiver, stop_receiver
+from tests.services.lineage import LineageReceiver, start_lineage_receiver, stop_lineage_receiver
 from tests.services.tls import make_certificates
 from tests.support.browser import headless_chromium
 from tests.system.scheduler.harness import grant_connection
@@ -73,6 +78,7 @@ class World:
     viewer: Api
     ok: WebhookReceiver
     down: WebhookReceiver
+    lineage: LineageReceiver
     acme_run: dict
     kiwi_run: dict
 
@@ -100,6 +106,7 @@ def world() -> Iterator[World]:
     down.state.token = "not-what-the-connection-sends"
     down.state.echo_secret = SECRETS["echoed by the refusing receiver"]
     ca = quote(str(certs.ca_file), safe="")
+    lineage = start_lineage_receiver()
     stack = Stack.in_copy(
         root / "project",
         EXPORT_CATCHUP_LOOKBACK_HOURS="1",
@@ -113,6 +120,11 @@ def world() -> Iterator[World]:
         AIRFLOW_CONN_ACME_HOOK_DOWN=(
             f"https://127.0.0.1:{down.port}/x/{SECRETS['down path']}"
             f"?token={SECRETS['down token']}&ca_file={ca}"),
+        # OpenLineage (ADR 0027) on a running scheduler: every task reports to this receiver,
+        # and the events are one more place no secret may appear.
+        AIRFLOW__OPENLINEAGE__TRANSPORT=lineage.transport(),
+        AIRFLOW__OPENLINEAGE__NAMESPACE="exports-tenants",
+        AIRFLOW__OPENLINEAGE__EXECUTE_IN_THREAD="True",
     )
     # The stack is also the test of `make run` on an existing server (issue 21 item 3; once
     # tests/system/soak/test_pg_server.py, a stack of its own): no template, so its databases
@@ -159,7 +171,7 @@ def world() -> Iterator[World]:
         acme_run = wait_for(lambda: _terminal(admin, acme_run), 400, what="acme's manual run")
         kiwi_run = wait_for(lambda: _terminal(admin, kiwi_run), 400, what="kiwi's manual run")
         print(f"stack up and both manual runs terminal after {time.monotonic() - started:.0f} s")
-        yield World(stack, admin, analyst, viewer, ok, down, acme_run, kiwi_run)
+        yield World(stack, admin, analyst, viewer, ok, down, lineage, acme_run, kiwi_run)
     finally:
         try:
             stop_and_sweep(stack)
@@ -168,6 +180,7 @@ def world() -> Iterator[World]:
                 conn.execute(f'DROP DATABASE IF EXISTS "{NEIGHBOUR}" WITH (FORCE)')
             stop_receiver(ok)
             stop_receiver(down)
+            stop_lineage_receiver(lineage)
             shutil.rmtree(root, ignore_errors=True)
 
 
@@ -332,12 +345,35 @@ def test_no_secret_in_ledger_xcom_logs_or_page_after_good_and_bad_deliveries(wor
              world.analyst.ok("GET", "/exports/runs.json?limit=500")]
     places = {"ledger": ledger, "airflow metadata db (xcom included)": airflow_db,
               "page and runs.json": json.dumps(pages),
+              "openlineage events": b"\n".join(world.lineage.raw).decode(errors="replace"),
               **{f"log {p.relative_to(world.stack.root)}": text for p, text in logs.items()}}
     found = {(what, where): text.count(secret) for what, secret in SECRETS.items()
              for where, text in places.items() if secret in text}
     print(f"scanned {len(places)} places ({sum(map(len, places.values()))} characters) "
           f"for {len(SECRETS)} secrets: {sum(found.values())} occurrences")
     assert found == {}
+
+
+def test_openlineage_reports_acmes_run_on_the_running_scheduler(world: World) -> None:
+    """The provider's events of acme's manual run (issue 24 item 2, on a `make run` stack):
+    render and publish START and COMPLETE with the source table in and acme's artifacts out;
+    deliver's to the accepting webhook names its host and configured endpoint, nothing of
+    its connection's path, login or token (the secrets test scans every event too)."""
+    job = world.acme_run["dag_id"]
+    server = world.stack.pg_server.rsplit("@", 1)[1]
+    source = {"namespace": f"postgres://{server}", "name": f"{PG_PREFIX}demo.public.widget_metrics"}
+    for task in ("render", "publish"):
+        events = [e for e in world.lineage.of_job(f"{job}.{task}")
+                  if e["run"]["facets"].get("exportRun", {}).get("company") == "acme"]
+        assert sorted(e["eventType"] for e in events) == ["COMPLETE", "START"], (task, events)
+        for event in events:
+            assert [{k: i[k] for k in ("namespace", "name")} for i in event["inputs"]] == [
+                source], task
+            (out,) = event["outputs"]
+            assert out["namespace"] == "file" and "/artifacts/acme/" in out["name"], out
+    delivered = {o["namespace"] + o["name"] for e in world.lineage.of_job(f"{job}.deliver")
+                 if e["eventType"] in ("COMPLETE", "FAIL") for o in e["outputs"]}
+    assert f"https://127.0.0.1:{world.ok.port}/exports" in delivered, delivered
 
 
 # -- `make run` on an existing PostgreSQL server (issue 21 item 3), on the same stack: last,
