@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from airflow.sdk import DAG, Param, get_parsing_context
+from airflow.sdk import DAG, get_parsing_context
 
 from export_airflow.access import access_control, quiet_access_control
 from export_airflow.alerts import failure_notifier
@@ -27,6 +27,7 @@ from export_airflow.operators import (
     RenderCsvOperator,
     ResolveWindowOperator,
 )
+from export_airflow.params import param, with_form
 from export_airflow.retry_policy import DeliveryWindowPolicy
 from export_airflow.sensors import WatermarkSensor, poke_interval
 from export_airflow.timetable import ExportTimetable
@@ -153,6 +154,11 @@ def doc_for(schedule: Any) -> str:
 
 def build_dag(schedule: Any, config_dir: str) -> DAG:
     tags = [f"company:{schedule.company.id}", f"kind:{schedule.kind}"]
+    # A task that fails for good (after its last retry) alerts the exports team and the owner,
+    # once per run and reason (export_airflow.alerts, ADR 0010); retries are silent. Given to
+    # each task, not in default_args: Airflow stores a callable in the DAG's default_args as
+    # its class's source code, serialised again on every parse (issue 25 item 3).
+    alerting = {"on_failure_callback": failure_notifier(schedule, config_dir)}
     if schedule.channel:
         tags.append(f"channel:{schedule.channel}")
     with quiet_access_control(), DAG(
@@ -170,20 +176,15 @@ def build_dag(schedule: Any, config_dir: str) -> DAG:
         # The company's roles (ADR 0023): FAB grants them this DAG and no other company's.
         access_control=access_control(schedule.company.id),
         doc_md=doc_for(schedule),
-        # A task that fails for good (after its last retry) alerts the exports team and the
-        # owner, once per run and reason (export_airflow.alerts, ADR 0010); retries are silent.
-        default_args={"owner": schedule.owner, **retry_args(schedule),
-                      "on_failure_callback": failure_notifier(schedule, config_dir)},
-        params={"regenerate": Param(False, type="boolean",
-                                    description="Publish a new artifact version even if this "
-                                                "period already has one.")},
+        default_args={"owner": schedule.owner, **retry_args(schedule)},
         is_paused_upon_creation=schedule.company.status == "paused",
         # The missed deadline and the risk point (ADR 0020); Airflow 3.3 takes a list.
         deadline=deadline_alerts(schedule, config_dir),
     ) as dag:
         resolve = ResolveWindowOperator(task_id="resolve_window",
                                         schedule_id=schedule.schedule_id, config_dir=config_dir,
-                                        execution_timeout=timeout_for(schedule, "resolve"))
+                                        execution_timeout=timeout_for(schedule, "resolve"),
+                                        **alerting)
         if schedule.policies.recovery == "each":
             from export_airflow.recovery import RecoverMissedOperator, catchup_lookback
 
@@ -197,7 +198,8 @@ def build_dag(schedule: Any, config_dir: str) -> DAG:
             wait = WatermarkSensor(task_id="wait_for_watermark", run=resolve.output,
                                    timeout=schedule.deadline.total_seconds() + 3600,
                                    execution_timeout=timeout_for(schedule, "sensor"),
-                                   poke_interval=poke_interval(schedule).total_seconds())
+                                   poke_interval=poke_interval(schedule).total_seconds(),
+                                   **alerting)
             resolve >> wait
             last = wait
         else:
@@ -207,19 +209,21 @@ def build_dag(schedule: Any, config_dir: str) -> DAG:
                                      channel_size=schedule.size or "small",
                                      regenerate="{{ params.regenerate }}",
                                      config_dir=config_dir,
-                                     execution_timeout=timeout_for(schedule, "render"))
+                                     execution_timeout=timeout_for(schedule, "render"),
+                                     **alerting)
         last >> rendered
         # A new artifact version is an event on the schedule's asset (ADR 0024).
         published = PublishOperator(task_id="publish", rendered=rendered.output,
                                     asset_alias=publish_alias(schedule.schedule_id),
                                     config_dir=config_dir,
-                                    execution_timeout=timeout_for(schedule, "publish"))
+                                    execution_timeout=timeout_for(schedule, "publish"),
+                                    **alerting)
         # Mapped over the run's own captured destinations, which publish pushes (not today's
         # config): a destination added later applies to later slots only (ADR 0005).
         delivered = DeliverOperator.partial(task_id="deliver", published=published.output[SUMMARY],
                                             pool="export_deliver", config_dir=config_dir,
                                             execution_timeout=timeout_for(schedule, "deliver"),
-                                            **deliver_args(schedule)).expand(
+                                            **alerting, **deliver_args(schedule)).expand(
             destination_id=published.output)
         if late_data.policy == "restate":
             # Imported here: its TriggerDagRunOperator base pulls in ~25 modules of Airflow
@@ -230,7 +234,11 @@ def build_dag(schedule: Any, config_dir: str) -> DAG:
             # with the first delivery and holds no max_active_runs slot meanwhile.
             delivered >> RestateLaterOperator(task_id="restate_later", run=resolve.output,
                                               grace_seconds=late_data.grace.total_seconds(),
-                                              execution_timeout=timeout_for(schedule, "small"))
+                                              execution_timeout=timeout_for(schedule, "small"),
+                                              **alerting)
+    with_form(dag, {"regenerate": param(False, type="boolean",
+                                        description="Publish a new artifact version even if "
+                                                    "this period already has one.")})
     return dag
 
 

@@ -34,6 +34,7 @@ from export_airflow.operators import (
     RenderCsvOperator,
     ResolveWindowOperator,
 )
+from export_airflow.params import param, with_form
 from export_airflow.retry_policy import MANUAL_RETRY
 
 DOC = """### Manual export of company `{company}`
@@ -58,32 +59,32 @@ def manual_params(company: str, schedules: Sequence[Any] | None) -> dict[str, Pa
     destinations = sorted({d.id for s in schedules for d in s.destinations})
     columns = sorted({c for s in schedules for c in s.query.columns})
     return {
-        "company": Param(company, type="string", enum=[company], title="Company",
+        "company": param(company, type="string", enum=[company], title="Company",
                          description="This DAG exports this company's data only."),
-        "base_export": Param(exports[0] if exports else "", type="string", enum=exports or [""],
+        "base_export": param(exports[0] if exports else "", type="string", enum=exports or [""],
                              title="Based on export",
                              description="A configured export of this company (schedule id)."),
         # Date-time pickers in the form, no default: the API and the form refuse a run
         # without both, or with a value that is not an RFC 3339 date-time (with its offset),
         # before the run exists. resolve_window checks the rest (order, span, retention).
-        "window_start": Param(type="string", format="date-time", title="Window start",
+        "window_start": param(type="string", format="date-time", title="Window start",
                               description="Inclusive, with its UTC offset, e.g. "
                                           "2026-11-01T00:00:00+01:00"),
-        "window_end": Param(type="string", format="date-time", title="Window end",
+        "window_end": param(type="string", format="date-time", title="Window end",
                             description="Exclusive, with its UTC offset; after the start."),
-        "columns": Param([], type="array", items={"type": "string", "enum": columns or [""]},
+        "columns": param([], type="array", items={"type": "string", "enum": columns or [""]},
                          uniqueItems=True, title="Columns",
                          description="Leave empty for the export's configured columns; else a "
                                      "subset of the base export's (checked when the run starts)."),
-        "format": Param("csv", type="string", enum=["csv", "parquet"], title="Format"),
-        "destinations": Param([], type="array",
+        "format": param("csv", type="string", enum=["csv", "parquet"], title="Format"),
+        "destinations": param([], type="array",
                               items={"type": "string", "enum": destinations or [""]},
                               title="Destinations",
                               description="A subset of the export's configured destinations "
                                           "(empty: all of them)."),
-        "reason": Param("", type="string", minLength=3, title="Reason",
+        "reason": param("", type="string", minLength=3, title="Reason",
                         description="Why this export is needed (kept in the run's history)."),
-        "regenerate": Param(False, type="boolean", title="Regenerate",
+        "regenerate": param(False, type="boolean", title="Regenerate",
                             description="Publish a new version even if this run has one."),
     }
 
@@ -91,14 +92,14 @@ def manual_params(company: str, schedules: Sequence[Any] | None) -> dict[str, Pa
 def _open_params(company: str) -> dict[str, Param]:
     text = {"type": "string"}
     return {
-        "company": Param(company, type="string", enum=[company]),
-        "base_export": Param("", **text),
-        "window_start": Param("", **text), "window_end": Param("", **text),
-        "columns": Param([], type="array", items=text),
-        "format": Param("csv", type="string", enum=["csv", "parquet"]),
-        "destinations": Param([], type="array", items=text),
-        "reason": Param("", type="string", minLength=3),
-        "regenerate": Param(False, type="boolean"),
+        "company": param(company, type="string", enum=[company]),
+        "base_export": param("", **text),
+        "window_start": param("", **text), "window_end": param("", **text),
+        "columns": param([], type="array", items=text),
+        "format": param("csv", type="string", enum=["csv", "parquet"]),
+        "destinations": param([], type="array", items=text),
+        "reason": param("", type="string", minLength=3),
+        "regenerate": param(False, type="boolean"),
     }
 
 
@@ -115,23 +116,25 @@ def build_manual_dag(config_dir: Path, company: str, schedules: Sequence[Any] | 
         # Only the company's operators (and admins) may trigger it (ADR 0023).
         access_control=access_control(company),
         doc_md=DOC.format(company=company),
-        params=manual_params(company, schedules),
         default_args={"owner": "exports", "retries": 3, "retry_delay": timedelta(seconds=30),
-                      "retry_policy": MANUAL_RETRY,
-                      "on_failure_callback": manual_failure_notifier(company, str(config_dir)),
                       # The lane: every task, the mapped deliveries included (module docstring).
                       "pool": MANUAL_POOL, "priority_weight": MANUAL_PRIORITY,
                       "weight_rule": "absolute"},
         max_active_runs=4,
     ) as dag:
+        # Objects go to each task, not default_args: Airflow stores a callable there as its
+        # class's source code, serialised on every parse (issue 25 item 3).
+        task_args = {"retry_policy": MANUAL_RETRY,
+                     "on_failure_callback": manual_failure_notifier(company, str(config_dir))}
         resolve = ResolveWindowOperator(task_id="resolve_window", schedule_id=None,
-                                        config_dir=str(config_dir), company=company)
+                                        config_dir=str(config_dir), company=company, **task_args)
         rendered = RenderCsvOperator(task_id="render", run=resolve.output,
                                      regenerate="{{ params.regenerate }}",
-                                     config_dir=str(config_dir))
-        published = PublishOperator(task_id="publish", rendered=rendered.output)
+                                     config_dir=str(config_dir), **task_args)
+        published = PublishOperator(task_id="publish", rendered=rendered.output, **task_args)
         DeliverOperator.partial(task_id="deliver", published=published.output[SUMMARY],
                                 execution_timeout=task_timeout("deliver"),
-                                config_dir=str(config_dir)).expand(
+                                config_dir=str(config_dir), **task_args).expand(
             destination_id=published.output)  # the validated requested ones
+    with_form(dag, manual_params(company, schedules))
     return dag

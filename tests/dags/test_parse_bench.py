@@ -20,7 +20,9 @@ def test_parse_bench_prints_the_documented_figures_for_three_companies():
     figures = json.loads(result.stdout)
 
     assert set(figures) == {"dags", "parse_seconds", "ms_per_dag", "import_seconds",
-                            "plugin_import_seconds", "serialize_seconds", "worker_parse_seconds"}
+                            "plugin_import_seconds", "serialize_seconds", "worker_parse_seconds",
+                            "serialize_ms_per_dag", "child_plugin_import_seconds",
+                            "child_file_seconds", "child_serialize_seconds"}
     # 2 widget exports + 3 channels x 2 kinds each + manual_export__<company>, plus one DAG per
     # other shipped DAG file
     # (config_check.py defines none: it only fails when a company file lacks its loader)
@@ -33,3 +35,25 @@ def test_parse_bench_prints_the_documented_figures_for_three_companies():
     assert figures["serialize_seconds"] > 0
     per_dag = (figures["parse_seconds"] - figures["import_seconds"]) / figures["dags"] * 1000
     assert figures["ms_per_dag"] == pytest.approx(per_dag, abs=0.05)  # inputs rounded to ms
+    assert figures["serialize_ms_per_dag"] == pytest.approx(
+        figures["serialize_seconds"] / figures["dags"] * 1000, abs=0.05)
+    # A parse child forked after the dag-processor's preload (export_airflow.preload) finds the
+    # plugin and the factory imported: far below a fresh process's import of them.
+    assert 0 <= figures["child_plugin_import_seconds"] < figures["plugin_import_seconds"] / 5
+    assert figures["child_file_seconds"] > figures["child_plugin_import_seconds"]
+    assert 0 < figures["child_serialize_seconds"] < figures["child_file_seconds"]
+
+
+def test_parse_bench_times_a_real_dag_processor_pass_end_to_end(airflow_db):
+    result = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "parse.py"), "--companies", "2", "--repeat", "1",
+         "--dag-processor", "--metadata-db", str(airflow_db / "airflow.db"), "--json"],
+        capture_output=True, text=True, timeout=600, check=False)
+    assert result.returncode == 0, result.stderr[-3000:]
+    run = json.loads(result.stdout)["dag_processor"]
+    others = [p for p in (REPO / "dags").glob("*.py")
+              if not p.name.startswith("company_") and p.name != "config_check.py"]
+    assert run["dags"] == 2 * 9 + len(others)  # every DAG stored by the dag-processor
+    assert run["pass_cpu_seconds"] > 0 and run["pass_wall_seconds"] > 0
+    assert run["cpu_ms_per_dag"] == pytest.approx(
+        run["pass_cpu_seconds"] / run["dags"] * 1000, rel=0.05)
