@@ -56,9 +56,11 @@ from bench.cluster_figures import (  # noqa: E402
     cpu_ratios,
     executions,
     extrapolate,
+    lighter_tasks_checks,
     loop_figures,
     ratio,
     run_figures,
+    table,
     task_figures,
     worker_figures,
 )
@@ -282,11 +284,35 @@ def catch_up(api, cid: str, days: list[int], target: int, timeout: float) -> dic
     say(f"catch-up: {len(days)} slots of {export_dag(cid)}, then of {floor_dag(cid)}")
     exports = backfill(api, export_dag(cid), days, timeout)
     floor = backfill(api, floor_dag(cid), days, timeout)
-    return {"slots_measured": len(days), "budget_max_active_runs": CATCHUP_BUDGET,
+    return {"slots_measured": len(days), "target_slots": target,
+            "budget_max_active_runs": CATCHUP_BUDGET,
             "exports": exports, "floor": floor,
             "export_to_floor": ratio(exports["runs"]["span_s"], floor["runs"]["span_s"]),
             "target": {"exports": extrapolate(exports["runs"]["span_s"], len(days), target),
                        "floor": extrapolate(floor["runs"]["span_s"], len(days), target)}}
+
+
+def worker_rss(stack: Cluster) -> dict[str, dict[str, float]]:
+    """Each Celery worker's memory at the end of the run, main process and pool children
+    together (MB): resident now (``VmRSS``) and the sum of each process's peak (``VmHWM``)."""
+    found: dict[str, dict[str, float]] = {}
+    for pid in stack.processes():
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+            status = dict(line.split(":", 1) for line in
+                          Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line)
+        except OSError:
+            continue
+        name = next((w for w in ("worker-default", "worker-manual", "worker-large",
+                                 EXTRA_WORKER) if w in cmd), None)
+        if name is None or "celery" not in cmd:
+            continue
+        mb = found.setdefault(name, {"processes": 0, "rss": 0.0, "peak": 0.0})
+        mb["processes"] += 1
+        mb["rss"] += int(status.get("VmRSS", "0 kB").split()[0]) / 1024
+        mb["peak"] += int(status.get("VmHWM", "0 kB").split()[0]) / 1024
+    return {k: {"processes": v["processes"], "rss": round(v["rss"]), "peak": round(v["peak"])}
+            for k, v in sorted(found.items())}
 
 
 def outbox_counts(stack: Cluster, ids: list[str], ledger_runs: list[dict]) -> dict:
@@ -362,6 +388,8 @@ def measure(args: argparse.Namespace) -> dict:
                                      "acknowledged delivery per destination, one ledger run "
                                      "per export DAG run", "value": problems,
                                      "passed": not problems})
+        result["acceptance"] += lighter_tasks_checks(result)
+        result["worker_rss_mb"] = worker_rss(stack)
         result["outbox"] = outbox_counts(stack, ids, ledger_runs)
         result["acceptance"].append({"check": "one file per exported period in each outbox",
                                      "value": result["outbox"]["mismatched"],
@@ -415,6 +443,8 @@ def main(argv: list[str] | None = None) -> int:
     args.timeout = args.timeout or max(1200.0, args.catchup_slots * 6.0)  # ~5 s a slot seen
     result = measure(args)
     print(json.dumps(result, indent=None if args.json else 2))
+    # The short table on stderr, so stdout stays one JSON object.
+    print(table(result), file=sys.stderr)
     passed = "error" not in result and all(c["passed"] for c in result["acceptance"])
     return 0 if passed else 1
 

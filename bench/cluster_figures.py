@@ -205,3 +205,72 @@ def acceptance(phases: Mapping[int, dict]) -> list[dict]:
                        "value": {"1": one_rate, "2": two_rate},
                        "passed": bool(one_rate and two_rate and two_rate >= one_rate)})
     return checks
+
+
+# Issue 25's bars, each against Airflow's floor measured in the same run.
+CATCHUP_BAR, BURST_BAR, TASK_CPU_BAR = 1.25, 1.25, 1.2
+BURST_MIN_SCHEDULES = 40
+CPU_TASKS = ("render", "publish", "deliver")
+
+
+def lighter_tasks_checks(result: Mapping) -> list[dict]:
+    """Issue 25's acceptance from one run's figures: a 365-slot catch-up *measured* within
+    1.25 x the floor's, an hourly burst of >= 40 schedules drained within 1.25 x the floor's,
+    and render/publish/deliver each within 1.2 x a no-op task's CPU."""
+    checks = []
+    catchup = result.get("catchup") or {}
+    measured = catchup.get("slots_measured", 0) >= catchup.get("target_slots", 365)
+    value = catchup.get("export_to_floor")
+    checks.append({"check": f"365-slot catch-up measured, <= {CATCHUP_BAR} x the floor",
+                   "value": {"slots_measured": catchup.get("slots_measured"), "ratio": value},
+                   "passed": bool(measured and value is not None and value <= CATCHUP_BAR)})
+    phases = result.get("phases") or {}
+    burst = phases.get("1") or next(iter(phases.values()), None)
+    if burst is not None:
+        schedules = result.get("companies", 0) * result.get("runs_per_company", 1)
+        value = burst.get("export_to_floor_span")
+        checks.append({"check": f"burst of >= {BURST_MIN_SCHEDULES} schedules drained in <= "
+                                f"{BURST_BAR} x the floor's time",
+                       "value": {"schedules": schedules, "ratio": value},
+                       "passed": bool(schedules >= BURST_MIN_SCHEDULES and value is not None
+                                      and value <= BURST_BAR)})
+        ratios = burst.get("task_cpu_to_noop") or {}
+        for task in CPU_TASKS:
+            value = ratios.get(task)
+            checks.append({"check": f"{task} CPU <= {TASK_CPU_BAR} x a no-op task's",
+                           "value": value,
+                           "passed": value is not None and value <= TASK_CPU_BAR})
+    return checks
+
+
+def table(result: Mapping) -> str:
+    """The figures people quote, as a short text table (the JSON has everything)."""
+    rows = [("figure", "exports", "floor", "ratio")]
+    phases = result.get("phases") or {}
+    for count, phase in phases.items():
+        exp, flo = phase["exports"], phase["floor"]
+        rows.append((f"burst: {exp['runs']['runs']} runs, {count} worker(s), drain s",
+                     exp["runs"]["span_s"], flo["runs"]["span_s"],
+                     phase.get("export_to_floor_span")))
+        noop = percentile([v for v in flo["cpu"]["median_cpu_s_by_task"].values()
+                           if v is not None], 0.5)
+        for task, cpu in exp["cpu"]["median_cpu_s_by_task"].items():
+            rows.append((f"  CPU s per task: {task}", cpu, _round(noop, 3),
+                         phase["task_cpu_to_noop"].get(task)))
+        for task, mb in exp["cpu"]["median_rss_mb_by_task"].items():
+            rows.append((f"  task process peak RSS MB: {task}", mb, "", ""))
+    catchup = result.get("catchup")
+    if catchup:
+        label = ("measured" if catchup.get("slots_measured", 0) >= catchup.get("target_slots", 0)
+                 else f"{catchup.get('slots_measured')} measured, extrapolated")
+        rows.append((f"catch-up {catchup.get('target_slots')} slots ({label}), s",
+                     catchup["exports"]["runs"]["span_s"], catchup["floor"]["runs"]["span_s"],
+                     catchup.get("export_to_floor")))
+    for name, mb in (result.get("worker_rss_mb") or {}).items():
+        rows.append((f"worker {name}: RSS / peak MB", mb.get("rss"), mb.get("peak"), ""))
+    def cell(value: object) -> str:
+        return str(_round(value) if isinstance(value, float) else value)
+
+    width = max(len(str(r[0])) for r in rows)
+    return "\n".join(f"{a:<{width}}  {cell(b):>9}  {cell(c):>9}  {cell(d):>6}"
+                     for a, b, c, d in rows)

@@ -10,10 +10,12 @@ from bench.cluster_figures import (
     cpu_ratios,
     executions,
     extrapolate,
+    lighter_tasks_checks,
     loop_figures,
     ratio,
     run_figures,
     statsd_samples,
+    table,
     task_figures,
     worker_figures,
 )
@@ -123,3 +125,57 @@ def test_cpu_ratios_divide_each_export_task_by_the_median_noop_task():
     floor = {"noop_0": 0.5, "noop_1": 0.4, "noop_2": 0.4, "noop_3": 0.6}
     assert cpu_ratios({"render": 0.6, "publish": 0.44, "deliver": None}, floor) == {
         "render": 1.5, "publish": 1.1, "deliver": None}
+
+
+def _bench_result(companies: int = 40, slots: int = 365, catchup: float = 1.2,
+                  burst: float = 1.1, cpu: dict | None = None) -> dict:
+    cpu = cpu or {"render": 1.1, "publish": 1.0, "deliver": 1.19, "resolve_window": 1.5}
+    runs = {"runs": companies, "span_s": 100.0}
+    return {"companies": companies, "runs_per_company": 1,
+            "phases": {"1": {"exports": {"runs": {**runs, "span_s": 100.0 * burst},
+                                         "cpu": {"median_cpu_s_by_task": {"render": 0.55},
+                                                 "median_rss_mb_by_task": {"render": 180.0}}},
+                             "floor": {"runs": runs,
+                                       "cpu": {"median_cpu_s_by_task": {"noop_0": 0.5},
+                                               "median_rss_mb_by_task": {"noop_0": 120.0}}},
+                             "export_to_floor_span": burst, "task_cpu_to_noop": cpu}},
+            "catchup": {"slots_measured": slots, "target_slots": 365,
+                        "export_to_floor": catchup,
+                        "exports": {"runs": {"span_s": 1200.0 * catchup}},
+                        "floor": {"runs": {"span_s": 1200.0}}},
+            "worker_rss_mb": {"worker-default": {"processes": 3, "rss": 610, "peak": 700}}}
+
+
+def test_lighter_tasks_checks_pass_a_run_within_every_bar():
+    checks = lighter_tasks_checks(_bench_result())
+    assert [c["passed"] for c in checks] == [True] * 5
+    assert checks[0]["value"] == {"slots_measured": 365, "ratio": 1.2}
+    assert checks[1]["value"] == {"schedules": 40, "ratio": 1.1}
+
+
+@pytest.mark.parametrize(("changes", "failing"), [
+    ({"slots": 10}, "365-slot catch-up measured"),      # extrapolated figures never pass
+    ({"catchup": 1.3}, "365-slot catch-up measured"),
+    ({"companies": 39}, "burst of >= 40 schedules"),
+    ({"burst": 1.26}, "burst of >= 40 schedules"),
+    ({"cpu": {"render": 1.1, "publish": 1.21, "deliver": 1.0}}, "publish CPU"),
+    ({"cpu": {"render": 1.1, "publish": 1.0}}, "deliver CPU"),  # not measured: not passed
+])
+def test_lighter_tasks_checks_fail_the_bar_that_is_missed(changes, failing):
+    checks = lighter_tasks_checks(_bench_result(**changes))
+    assert [c["check"] for c in checks if not c["passed"]] == [
+        next(c["check"] for c in checks if c["check"].startswith(failing))]
+
+
+def test_table_lists_burst_cpu_catchup_and_worker_memory():
+    text = table(_bench_result())
+    lines = text.splitlines()
+    assert lines[0].split() == ["figure", "exports", "floor", "ratio"]
+    assert any(line.startswith("burst: 40 runs, 1 worker(s), drain s") and
+               line.split()[-3:] == ["110.0", "100.0", "1.1"] for line in lines)
+    assert any("CPU s per task: render" in line and line.split()[-3:] == ["0.55", "0.5", "1.1"]
+               for line in lines)
+    assert any(line.startswith("catch-up 365 slots (measured), s") and
+               line.split()[-3:] == ["1440.0", "1200.0", "1.2"] for line in lines)
+    assert any(line.startswith("worker worker-default: RSS / peak MB") and
+               line.split()[-2:] == ["610", "700"] for line in lines)
