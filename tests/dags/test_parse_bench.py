@@ -57,3 +57,6 @@ def test_parse_bench_times_a_real_dag_processor_pass_end_to_end(airflow_db):
     assert run["pass_cpu_seconds"] > 0 and run["pass_wall_seconds"] > 0
     assert run["cpu_ms_per_dag"] == pytest.approx(
         run["pass_cpu_seconds"] / run["dags"] * 1000, rel=0.05)
+    assert run["steady_pass_cpu_seconds"] > 0
+    assert run["steady_cores_at_600s"] == pytest.approx(
+        run["steady_pass_cpu_seconds"] / 600, abs=0.001)
