@@ -407,3 +407,33 @@ def test_doc_md_states_a_local_schedule_in_utc_too(shipped_exports):
         assert "UTC" in dag.doc_md, dag.dag_id
     berlin = next(dag for s, dag in local if s.schedule_id == "acme/daily-spend")
     assert "= 06:00 UTC in standard time (+01:00), 05:00 UTC in daylight time (+02:00)" in berlin.doc_md
+
+
+def test_every_task_alerts_on_final_failure_and_no_task_copies_the_form(shipped_bag):
+    """The failure notifier is given to each task (not default_args, ADR 0028): every task of
+    every export and manual DAG carries it, except recover_missed (its failure is not the
+    export's); the trigger form is the DAG's only, and the manual lane's retry policy is on
+    each of its tasks."""
+    from export_airflow.alerts import ExportAlertNotifier
+    from export_airflow.retry_policy import MANUAL_RETRY
+
+    dags = [d for d in shipped_bag.dags.values()
+            if d.dag_id.startswith(("widget_export__", "data_export__", "manual_export__"))]
+    assert dags
+    for dag in dags:
+        assert "on_failure_callback" not in dag.default_args, dag.dag_id
+        assert "regenerate" in dag.params, dag.dag_id
+        for task in dag.tasks:
+            callbacks = task.partial_kwargs.get("on_failure_callback") if hasattr(
+                task, "partial_kwargs") else task.on_failure_callback
+            if task.task_id == "recover_missed":
+                assert not callbacks, dag.dag_id
+                continue
+            callbacks = callbacks if isinstance(callbacks, list) else [callbacks]
+            assert any(isinstance(c, ExportAlertNotifier) for c in callbacks), (
+                dag.dag_id, task.task_id)
+            assert not task.params, (dag.dag_id, task.task_id)
+            if dag.dag_id.startswith("manual_export__"):
+                policy = (task.partial_kwargs.get("retry_policy")
+                          if hasattr(task, "partial_kwargs") else task.retry_policy)
+                assert policy is MANUAL_RETRY, (dag.dag_id, task.task_id)
