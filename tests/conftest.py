@@ -122,6 +122,11 @@ def pytest_runtest_logfinish(nodeid: str, location: tuple) -> None:
     _timeline("end", nodeid)
 
 
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    _timeline("session-finish", "-")
+    session.config.stash[_FAILED] = session.testsfailed
+
+
 def pytest_xdist_make_scheduler(config: pytest.Config, log):
     """``--dist loadfile`` hands out whole files, and each group of shared-stack scheduler
     modules as one unit (tests/support/workload.py)."""
@@ -131,6 +136,8 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
 # The run's directory, made by the controlling process (xdist's controller, or the only
 # process) before any worker starts, so every worker inherits it: what the workers share.
 RUN_DIR_ENV = "EXPORT_TEST_RUN_DIR"
+SHARED_STATE = "shared-stack.json"  # tests/system/scheduler/shared.py: the run's shared stack
+_FAILED = pytest.StashKey[int]()
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -144,11 +151,25 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     if hasattr(config, "workerinput"):
         return
     run_dir = Path(os.environ.pop(RUN_DIR_ENV, "") or "/nonexistent")
+    _timeline("unconfigure", "-")
+    try:
+        if (run_dir / SHARED_STATE).is_file():
+            from tests.system.scheduler.shared import stop_shared_stack
+
+            stop_shared_stack(run_dir, failed=config.stash.get(_FAILED, 0) > 0)
+            _timeline("shared-stack-stopped", "-")
+    finally:
+        _stop_run_servers(run_dir)
+
+
+def _stop_run_servers(run_dir: Path) -> None:
     try:
         if (run_dir / "postgres.json").is_file():
             stop_postgres(PostgresServer.from_json((run_dir / "postgres.json").read_text()))
     finally:
+        _timeline("postgres-stopped", "-")
         shutil.rmtree(run_dir, ignore_errors=True)
+        _timeline("run-dir-removed", "-")
 
 
 @pytest.fixture(scope="session")

@@ -24,12 +24,14 @@ def wait_for_port(port: int, *, timeout: float = 30.0, what: str = "server") -> 
 
 
 def stop_process(process) -> None:
-    """Terminate a server subprocess; kill it if it does not exit within 10 s."""
+    """Terminate a server subprocess; kill it if it does not exit within 3 s (a test server
+    keeps nothing worth a graceful stop, and a threaded server waiting on a client's idle
+    keep-alive connection would hold the session's end for the whole wait)."""
     import subprocess
 
     process.terminate()
     try:
-        process.wait(timeout=10)
+        process.wait(timeout=3)
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait()

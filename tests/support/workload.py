@@ -6,11 +6,12 @@ api-server, triggerer) costs CPU all the same: in a run with one shared stack pe
 stacks stayed up until the session ended, whether their worker had scheduler modules left or
 not. So:
 
-* the scheduler modules on the shared stack (``SHARED_STACK_MODULES``) go into
-  ``EXPORT_TEST_SHARED_STACKS`` groups (balanced by the measured seconds below): each group is
-  one unit of work for xdist, so it runs on one worker, one module after the other, and
-  ``shared_stack`` is package-scoped, so a group's stack starts with its first module and stops
-  after its last, instead of at the session's end;
+* the scheduler modules (``SHARED_STACK_MODULES``) all run on the run's one shared stack
+  (tests/system/scheduler/shared.py), in ``EXPORT_TEST_SHARED_STACKS`` groups (balanced by
+  the measured seconds below, ``TOGETHER`` modules in one group): each group is one unit of
+  work for xdist, so it runs on one worker, one module after the other, and the groups run at
+  the same time on different workers against the same stack (two stacks, one per group, cost
+  a second boot and ~0.1 of a core for the whole run);
 * every other file is a unit of its own (what ``--dist loadfile`` does: module fixtures such as
   a Celery cluster are set up once);
 * the units go out longest first (xdist hands them out in collection order when
@@ -94,6 +95,10 @@ SHARED_STACK_MODULES = tuple(f"tests/system/scheduler/test_{name}.py" for name i
     "alerts", "assets", "catchup", "clear_and_retry", "connections", "controls", "delivery_window",
     "gap_audit", "manual_lane", "operations_page", "outages_and_risk", "runaway"))
 SHARED_FIXTURES = frozenset({"shared_stack", "scheduler_stack"})
+# Modules that must not run at the same time on the shared stack, so they share a group (one
+# after the other on one worker): both fill the stack's export_catchup pool and assert on it.
+TOGETHER = (("tests/system/scheduler/test_catchup.py",
+             "tests/system/scheduler/test_manual_lane.py"),)
 
 
 def uses_shared_stack(item: pytest.Item) -> bool:
@@ -106,7 +111,7 @@ def uses_shared_stack(item: pytest.Item) -> bool:
 
 def shared_stacks() -> int:
     """``EXPORT_TEST_SHARED_STACKS`` (default 2): how many groups the shared-stack modules form,
-    i.e. how many shared stacks a run starts."""
+    i.e. how many workers use the run's one shared stack at once."""
     value = os.environ.get("EXPORT_TEST_SHARED_STACKS", "2")
     if not value.isdigit() or int(value) < 1:
         raise pytest.UsageError(f"EXPORT_TEST_SHARED_STACKS={value!r}: give a whole number "
@@ -120,13 +125,20 @@ def path_of(item: pytest.Item) -> str:
 
 def stack_groups(paths: list[str], count: int) -> dict[str, str]:
     """Shared-stack module → its group (``shared-stack-1`` …), longest first onto the
-    lightest group; deterministic, so every worker's collection agrees."""
+    lightest group (the modules of a ``TOGETHER`` set as one block); deterministic, so every
+    worker's collection agrees."""
+    blocks: dict[str, list[str]] = {}
+    for path in paths:
+        key = next((together[0] for together in TOGETHER if path in together), path)
+        blocks.setdefault(key, []).append(path)
+    seconds = {key: sum(SECONDS.get(p, DEFAULT_SECONDS) for p in members)
+               for key, members in blocks.items()}
     load = {f"shared-stack-{n + 1}": 0 for n in range(count)}
     groups = {}
-    for path in sorted(paths, key=lambda p: (-SECONDS.get(p, DEFAULT_SECONDS), p)):
+    for key in sorted(blocks, key=lambda k: (-seconds[k], k)):
         group = min(load, key=lambda g: (load[g], g))
-        groups[path] = group
-        load[group] += SECONDS.get(path, DEFAULT_SECONDS)
+        groups.update(dict.fromkeys(blocks[key], group))
+        load[group] += seconds[key]
     return groups
 
 

@@ -21,6 +21,14 @@ def test_every_shared_stack_module_is_in_exactly_one_of_two_balanced_groups(monk
                                                                       for p in groups)
 
 
+@pytest.mark.parametrize("count", [1, 2, 3, 4])
+def test_modules_that_fill_the_catchup_pool_share_a_group_whatever_the_count(count):
+    groups = stack_groups(list(SHARED_STACK_MODULES), count)
+    for together in workload.TOGETHER:
+        assert len({groups[path] for path in together}) == 1, (count, groups)
+    assert len(set(groups.values())) == count
+
+
 def test_a_shared_stack_module_runs_in_its_group_and_every_other_file_alone(monkeypatch):
     monkeypatch.setenv("EXPORT_TEST_SHARED_STACKS", "1")
     assert unit_of("tests/system/scheduler/test_alerts.py::test_x") == "shared-stack-1"

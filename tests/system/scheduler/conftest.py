@@ -1,6 +1,7 @@
-"""Scheduler tests: shared `make run` stacks (``EXPORT_TEST_SHARED_STACKS``, 2 by default, each
-serving a group of modules one after the other on one pytest worker; tests/support/workload.py),
-each module with its own uniquely named companies in it.
+"""Scheduler tests: one shared `make run` stack per test run (tests/system/scheduler/shared.py),
+used at once by the pytest workers that run the modules' groups (``EXPORT_TEST_SHARED_STACKS``,
+2 by default, each a group of modules one after the other on one worker;
+tests/support/workload.py), each module with its own uniquely named companies in it.
 
 A module declares what it needs and uses the ``scheduler_stack`` fixture::
 
@@ -21,7 +22,8 @@ until Airflow has serialised their DAGs; afterwards they are paused and removed.
 module needs go into its companies' files (``retries``, ``catchup``, ``timeouts``, a
 destination's ``retry``), never into the stack's environment, so every module shares one stack.
 The stack itself offers what modules read from the environment: an SMTP relay
-(``AIRFLOW_CONN_SMTP_DEFAULT``), a StatsD listener, ``broken_source`` (nothing listens there)
+(``AIRFLOW_CONN_SMTP_DEFAULT``) and a StatsD listener (processes of their own, readable from
+every worker: tests/services/spool.py), ``broken_source`` (nothing listens there)
 and ``fixture_source`` (a database of the session's PostgreSQL the module fills;
 :class:`SharedStack`). A module whose stack must differ in executor or auth manager starts its
 own (``test_tenants_and_secrets.py``: another auth manager; ``test_runaway.py``: a source seeded
@@ -31,89 +33,23 @@ before the stack starts). See ``harness.py``.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 import pytest
 
-from tests.services.ports import free_port
-from tests.services.postgres import PostgresServer, scratch_database
-from tests.services.smtp import SmtpRelay, start_smtp, stop_smtp
-from tests.system.scheduler.harness import (
-    SchedulerStack,
-    SlotClock,
-    StatsdListener,
-    dag_ids,
-    keep_or_remove,
-    report_slot,
-)
-from tests.system.soak.stack import scratch_dir
+from tests.services.postgres import PostgresServer
+from tests.system.scheduler.harness import SchedulerStack, SlotClock, dag_ids, report_slot
+from tests.system.scheduler.shared import SharedStack, shared_stack_for_run
 
 # A company id belongs to one module: two modules writing the same company would see each
 # other's runs in the ledger.
 _OWNERS: dict[str, str] = {}
 
 
-@dataclass
-class SharedStack:
-    """The worker's stack and the servers it was started with."""
-
-    stack: SchedulerStack
-    relay: SmtpRelay
-    statsd: StatsdListener
-    fixture_dsn: str
-
-
-# Package scope: the stack stops after the last module of its group (tests/support/workload.py
-# keeps a group's modules together on one worker), not at the session's end.
-@pytest.fixture(scope="package")
-def shared_stack(request: pytest.FixtureRequest, postgres_server: PostgresServer
-                 ) -> Iterator[SharedStack]:
-    relay, statsd = start_smtp(), StatsdListener()
-    root = scratch_dir("export-shared-")
-    try:
-        with scratch_database(postgres_server, "fixtures") as dsn:
-            env = {
-                "AIRFLOW_CONN_SMTP_DEFAULT": f"smtp://127.0.0.1:{relay.port}/?from_email=airflow"
-                                            "%40example.com&disable_ssl=true&disable_tls=true"
-                                            "&retry_limit=0&timeout=10",
-                "AIRFLOW_CONN_BROKEN_SOURCE": f"postgresql://exports:exports@127.0.0.1:"
-                                              f"{free_port()}/demo?connect_timeout=3",
-                "AIRFLOW_CONN_FIXTURE_SOURCE": dsn,
-                "AIRFLOW__METRICS__STATSD_ON": "True",
-                "AIRFLOW__METRICS__STATSD_HOST": "127.0.0.1",
-                "AIRFLOW__METRICS__STATSD_PORT": str(statsd.port),
-                "AIRFLOW__METRICS__STATSD_PREFIX": "airflow",
-                # New files are found within 5 s; a changed company's loader is touched
-                # (harness.write_company; every loader when defaults.yaml changes). Otherwise
-                # every 30 s as in make run: re-parsing every file every 10 s cost CPU the suite
-                # is short of. 300 s failed test_delivery_window (3 Dec: "the edited config to
-                # be parsed" not within 60 s): the touch alone does not bring the re-parse.
-                "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "30",
-                "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
-                # Our task log lines carry company/schedule/run/period as keys of Airflow's
-                # records (issue 22 item 5; test_clear_and_retry reads them back). The
-                # messages stay as in text mode, so every other module reads the same logs.
-                "EXPORT_LOG_FORMAT": "json",
-                # Modules write companies into the running stack: under FAB each would wait
-                # for its roles (python -m export_airflow.access sync). Company scoping is
-                # tested on the FAB stacks of test_tenants_and_secrets and the cluster.
-                "AIRFLOW__CORE__AUTH_MANAGER": "airflow.api_fastapi.auth.managers.simple."
-                                               "simple_auth_manager.SimpleAuthManager",
-                "EXPORT_UI_ALLOW_UNSCOPED_AUTH": "true",
-            }
-            stack = SchedulerStack.prepare(root / "project", {}, env)
-            stack.add_sources(broken_source={"widget_metrics": "company_id"})
-            failed_before = request.session.testsfailed
-            try:
-                yield SharedStack(stack.start(), relay, statsd, dsn)
-            finally:
-                try:
-                    stack.stop()
-                finally:
-                    keep_or_remove(root, failed=request.session.testsfailed > failed_before)
-    finally:
-        statsd.stop()
-        stop_smtp(relay)
+@pytest.fixture(scope="session")
+def shared_stack(postgres_server: PostgresServer) -> SharedStack:
+    """The run's one shared stack (started by the first worker that asks, stopped by the
+    controlling process at the run's end: tests/system/scheduler/shared.py)."""
+    return shared_stack_for_run(postgres_server)
 
 
 @pytest.fixture(scope="module")

@@ -23,14 +23,14 @@ start: ``scheduler_stack.clock``).
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
-import socket
 import subprocess
-import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -112,12 +112,33 @@ class SlotClock:
 def grant_connection(config_dir: Path, conn_id: str, use: str, companies: Iterable[str]) -> None:
     """Add ``companies`` and ``use`` to the grant of ``conn_id`` in ``config_dir``'s
     defaults.yaml (``connections:``)."""
+    with edited_defaults(config_dir) as data:
+        grant = data.setdefault("connections", {}).setdefault(conn_id,
+                                                              {"use": [], "companies": []})
+        grant["use"] = sorted({*grant["use"], use})
+        grant["companies"] = sorted({*grant["companies"], *companies})
+
+
+@contextmanager
+def edited_defaults(config_dir: Path) -> Iterator[dict[str, Any]]:
+    """``config_dir``'s defaults.yaml as a dict to change in the block, then written back:
+    under a lock and replaced whole, because modules running at once on the shared stack edit
+    the same file and every task and parse of the stack reads it."""
     defaults = config_dir / "defaults.yaml"
-    data = yaml.safe_load(defaults.read_text())
-    grant = data.setdefault("connections", {}).setdefault(conn_id, {"use": [], "companies": []})
-    grant["use"] = sorted({*grant["use"], use})
-    grant["companies"] = sorted({*grant["companies"], *companies})
-    defaults.write_text(yaml.safe_dump(data, sort_keys=False))
+    with open(config_dir.parent / ".defaults.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        data = yaml.safe_load(defaults.read_text())
+        yield data
+        replace_text(defaults, yaml.safe_dump(data, sort_keys=False))
+
+
+def replace_text(path: Path, text: str) -> None:
+    """Write ``path`` whole or not at all: the stack's dag-processor, tasks and the other
+    modules' commands read the config directory while a module edits it (a dot-name is
+    skipped by every config listing)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
 
 
 def report_slot(module: str, clock: SlotClock) -> None:
@@ -168,44 +189,6 @@ def dag_ids(company: str, config: str | dict[str, Any]) -> list[str]:
     return ids
 
 
-class StatsdListener:
-    """A UDP socket that keeps every StatsD line it receives."""
-
-    def __init__(self) -> None:
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.settimeout(0.5)
-        self.port = self.sock.getsockname()[1]
-        self.lines: list[str] = []
-        self.stopped = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-
-    def _run(self) -> None:
-        while not self.stopped.is_set():
-            try:
-                data = self.sock.recv(65535)
-            except OSError:
-                continue
-            self.lines.extend(data.decode(errors="replace").splitlines())
-
-    def values(self, name: str) -> list[tuple[float, str]]:
-        """``(value, type)`` of every line for metric ``name`` (prefix included)."""
-        out = []
-        for line in list(self.lines):
-            metric, _, rest = line.partition(":")
-            if metric == name:
-                value, _, kind = rest.partition("|")
-                out.append((float(value), kind.split("|")[0]))
-        return out
-
-    def stop(self) -> None:
-        self.stopped.set()
-        self.thread.join(5)
-        self.sock.close()
-
-
-
 def _yaml(config: str | dict[str, Any]) -> str:
     return config if isinstance(config, str) else yaml.safe_dump(config, sort_keys=False)
 
@@ -248,6 +231,15 @@ class SchedulerStack:
         harness.sync_loaders()
         return harness
 
+    @classmethod
+    def attach(cls, stack: Stack) -> SchedulerStack:
+        """A running stack started elsewhere (another pytest worker: tests/system/scheduler/
+        shared.py)."""
+        harness = cls(stack)
+        harness._env = stack.stack_environ()
+        harness.api = stack.api()
+        return harness
+
     def start(self) -> SchedulerStack:
         self.stack.start()
         self._env = self.stack.stack_environ()
@@ -285,7 +277,7 @@ class SchedulerStack:
     def write_company(self, company: str, config: str | dict[str, Any], *,
                       sync_loaders: bool = True) -> Path:
         path = self.config_dir / f"{company}.yaml"
-        path.write_text(_yaml(config))
+        replace_text(path, _yaml(config))
         if sync_loaders:
             self.sync_loaders()
         self._touch_loader(company)
@@ -302,13 +294,11 @@ class SchedulerStack:
 
     def add_sources(self, **sources: dict[str, str]) -> None:
         """Allow ``sources`` (name → {table: tenant column}) in the stack's defaults.yaml."""
-        defaults = self.config_dir / "defaults.yaml"
-        data = yaml.safe_load(defaults.read_text())
-        for name, tables in sources.items():
-            entry = data["sources"].setdefault(name, {"retention_days": 400, "tables": {}})
-            entry.setdefault("tables", {}).update(
-                {table: {"tenant_column": column} for table, column in tables.items()})
-        defaults.write_text(yaml.safe_dump(data, sort_keys=False))
+        with edited_defaults(self.config_dir) as data:
+            for name, tables in sources.items():
+                entry = data["sources"].setdefault(name, {"retention_days": 400, "tables": {}})
+                entry.setdefault("tables", {}).update(
+                    {table: {"tenant_column": column} for table, column in tables.items()})
         self._touch_loaders()
 
     def grant_connection(self, conn_id: str, use: str, companies: Iterable[str]) -> None:

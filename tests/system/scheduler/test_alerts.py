@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from tests.services.smtp import SmtpRelay
+from tests.services.spool import SpoolRelay
 from tests.system.scheduler.harness import SchedulerStack, SlotClock, company_file, widget_export
 
 FAILING, METERED = "widget_export__alertco__daily", "widget_export__meterco__daily"
@@ -63,17 +63,17 @@ def servers(shared_stack):
     return SERVERS
 
 
-def _mails(relay: SmtpRelay) -> list[tuple[str, list[str], str]]:
+def _mails(relay: SpoolRelay) -> list[tuple[str, list[str], str]]:
     """``(subject, recipients, body)`` of every accepted message."""
     out = []
-    for message, (_, rcpts) in zip(relay.messages, relay.handler.envelopes, strict=True):
+    for message, (_, rcpts) in relay.received():
         part = next((p for p in message.walk() if p.get_content_type() == "text/html"), message)
         body = part.get_payload(decode=True).decode()
         out.append((str(message["Subject"]), sorted(rcpts), body))
     return out
 
 
-def _per_recipient(relay: SmtpRelay, word: str, run_key: str) -> dict[str, int]:
+def _per_recipient(relay: SpoolRelay, word: str, run_key: str) -> dict[str, int]:
     """Messages about alertco's run ``run_key`` with ``word`` in the subject, per recipient
     (the relay is the shared stack's: other modules' failures reach the exports team too, and
     a later slot of alertco may fall due mid-test)."""

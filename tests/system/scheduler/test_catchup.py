@@ -125,8 +125,8 @@ def test_a_deadline_miss_shows_in_browse_deadlines_and_catch_up_runs_do_not(catc
     slot = catchup.slot
 
     def missed() -> list[dict]:
-        return catchup.api.ok("GET", "/ui/dags/~/dagRuns/~/deadlines?missed=true&limit=100"
-                              )["deadlines"]
+        return catchup.api.ok("GET", f"/ui/dags/{MISSER}/dagRuns/~/deadlines?missed=true"
+                                     "&limit=100")["deadlines"]
 
     # The deadline's own alert (ADR 0003), not the at-risk one at half of it (ADR 0020): both
     # show in Browse → Deadlines, told apart by their names.
@@ -140,8 +140,13 @@ def test_a_deadline_miss_shows_in_browse_deadlines_and_catch_up_runs_do_not(catc
     # Every deadline row of catchup-co (missed or not; the shared stack holds other modules')
     # belongs to a run created before its deadline: none for yesterday's catch-up runs, none
     # for backfill runs.
-    every = [d for d in catchup.api.ok("GET", "/ui/dags/~/dagRuns/~/deadlines?limit=100"
-                                       )["deadlines"] if f"__{COMPANY}__" in d["dag_id"]]
+    # Asked DAG by DAG: other modules' rows (their modules run at the same time) could push
+    # catchup-co's past a page of every DAG's.
+    dags = [d["dag_id"] for d in catchup.api.ok(
+        "GET", f"/api/v2/dags?limit=100&dag_id_pattern=__{COMPANY}__")["dags"]]
+    assert {ONTIME, MISSER, BACKFILLED} <= set(dags), dags
+    every = [d for dag in dags for d in catchup.api.ok(
+        "GET", f"/ui/dags/{dag}/dagRuns/~/deadlines?limit=100")["deadlines"]]
     assert {(d["dag_id"], d["dag_run_id"]) for d in every if d["dag_id"] != BACKFILLED} <= {
         (d, r["dag_run_id"]) for d in (ONTIME, MISSER) for r in catchup.runs(d)
         if _t(r["logical_date"]) == slot}

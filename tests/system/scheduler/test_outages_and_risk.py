@@ -136,7 +136,7 @@ def test_an_outage_shows_as_expected_and_missing_before_any_run_exists(stack):
 
 def _mails(run_key: str) -> dict[str, int]:
     relay, counts = STATE["relay"], {TEAM: 0, OWNER: 0}
-    for message, (_, rcpts) in zip(relay.messages, relay.handler.envelopes, strict=True):
+    for message, (_, rcpts) in relay.received():
         part = next((p for p in message.walk() if p.get_content_type() == "text/html"), message)
         if "at risk" in str(message["Subject"]) and run_key in part.get_payload(decode=True).decode():
             for rcpt in rcpts:
