@@ -25,12 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from export_lib.config.claims import (
-    FileClaims,
-    Seniority,
-    directory_claims,
-    shared_destination_issues,
-)
+from export_lib.config.claims import FileClaims, Seniority, shared_destination_issues
+from export_lib.config.claims_index import directory_claims
 from export_lib.config.grants import Allowlist, ConnectionGrant
 from export_lib.config.isolation import company_issues, export_versions, source_issues, with_company
 from export_lib.config.limits import shown
@@ -175,8 +171,8 @@ def load_catalog(config_dir: str | Path, only: str | None = None, *,
 
 def _every_claim(root: Path, defaults: DefaultsFile, now: datetime,
                  own: dict[str, FileClaims]) -> dict[str, FileClaims]:
-    """``own`` (the one loaded file's claims) and every other company file's, from the claims
-    index (parsing only the files changed since it was written)."""
+    """``own`` (the one loaded file's claims) and those of every other company file nested with
+    them, from the claims index (parsing only the files changed since it was written)."""
     def read(path: Path) -> FileClaims | None:
         parsed, _, issues = _load_company(path, defaults, now)
         if issues or parsed is None:

@@ -9,8 +9,9 @@ old name-order rule refused oldco, whose customers already receive its files.
 
 from __future__ import annotations
 
-import json
 import shutil
+import sqlite3
+from contextlib import closing
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from export_lib.config.loader import load_catalog
 from export_lib.ledger import Ledger, open_ledger
 from export_lib.ledger.records import RunRegistration
 from export_lib.ledger.seniority import first_seen, open_catalog
+from tests.support.claims_index import indexed
 from tests.world import REPO, clean_env, exportctl
 
 MOUNTS = 'local_mounts: ["/srv/exports", "/srv/exports/oldco"]\n'
@@ -140,25 +142,23 @@ def test_a_one_company_load_sees_another_files_edit_through_the_claims_index(
     monkeypatch.setenv("EXPORT_DAG_INDEX_DIR", str(index_base))
     (config / "oldco.yaml").write_text(COMPANY.format(id="oldco", path="/srv/exports/oldco/old"))
     assert load_catalog(config, only="newco").ok
-    (index,) = (index_base / "claims").iterdir()
-    entries = json.loads(index.read_text())["files"]
+    (index,) = (index_base / "claims").glob("*.sqlite")
     label = "data_exports[channel=google-ads].{}.destinations[0]"
-    assert {name: e["claims"] for name, e in entries.items()} == {
-        "newco.yaml": [[label.format(kind), "local/srv/exports/oldco/newco/in"]
+    assert indexed(index) == {
+        "newco.yaml": [(label.format(kind), "local/srv/exports/oldco/newco/in")
                        for kind in ("primary", "secondary")],
-        "oldco.yaml": [[label.format(kind), "local/srv/exports/oldco/old"]
+        "oldco.yaml": [(label.format(kind), "local/srv/exports/oldco/old")
                        for kind in ("primary", "secondary")]}
 
     # An unchanged file is not parsed again: its claims come from the index (planted here).
-    planted = json.loads(index.read_text())
-    planted["files"]["oldco.yaml"]["claims"] = [["planted", "local/srv/exports/oldco"]]
-    index.write_text(json.dumps(planted))
+    with closing(sqlite3.connect(index)) as db, db:
+        db.execute("UPDATE claims SET label = 'planted', loc = 'local/srv/exports/oldco' "
+                   "WHERE name = 'oldco.yaml'")
     assert not load_catalog(config, only="newco").ok
-    index.write_text(json.dumps({**planted, "format": 0}))  # an unknown format is rebuilt
+    with closing(sqlite3.connect(index)) as db, db:  # an unknown format is rebuilt
+        db.execute("UPDATE meta SET v = 0 WHERE k = 'format'")
     assert load_catalog(config, only="newco").ok
-    planted["files"]["oldco.yaml"]["claims"] = [["planted", ["not", "a", "string"]]]
-    index.write_text(json.dumps(planted))  # a malformed entry is parsed afresh, never trusted
-    assert load_catalog(config, only="newco").ok
+    assert indexed(index)["oldco.yaml"][0][1] == "local/srv/exports/oldco/old"
 
     # oldco widens to its whole directory: newco's next load (its own file unchanged) sees it.
     (config / "oldco.yaml").write_text(COMPANY.format(id="oldco", path="/srv/exports/oldco"))
@@ -170,11 +170,13 @@ def test_a_one_company_load_sees_another_files_edit_through_the_claims_index(
     assert load_catalog(config, only="oldco", seniority=lambda _: oldco_first).ok
     assert not load_catalog(config, only="oldco").ok  # order unknown: both refused
 
-    # A broken other file claims nothing (its own loader reports it); defaults.yaml changing
-    # empties the index.
+    # A broken other file claims nothing (its own loader reports it).
     (config / "oldco.yaml").write_text("company: [not, a, mapping\n")
     assert load_catalog(config, only="newco").ok
-    assert json.loads(index.read_text())["files"]["oldco.yaml"]["company"] is None
+    with closing(sqlite3.connect(index)) as db:
+        assert db.execute("SELECT company FROM files WHERE name = 'oldco.yaml'").fetchall() == [
+            (None,)]
+    assert "oldco.yaml" not in indexed(index)
 
 
 def test_the_shipped_config_has_no_overlap_and_loads_each_company_alone(tmp_path: Path,

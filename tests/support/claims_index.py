@@ -1,0 +1,24 @@
+"""Reading the claims index (``export_lib.config.claims_index``) as the tests check it."""
+
+from __future__ import annotations
+
+import sqlite3
+from contextlib import closing
+from pathlib import Path
+
+
+def indexed(index: Path) -> dict[str, list[tuple[str, str]]]:
+    """File name → its indexed (label, location) claims, in the order they were stored (a file
+    that claims nothing is left out)."""
+    with closing(sqlite3.connect(index)) as db:
+        rows = db.execute("SELECT name, label, loc FROM claims ORDER BY name, rowid").fetchall()
+    found: dict[str, list[tuple[str, str]]] = {}
+    for name, label, loc in rows:
+        found.setdefault(name, []).append((label, loc))
+    return found
+
+
+def meta(index: Path) -> dict[str, object]:
+    """The index's ``meta`` table: format, defaults key, gen (writes so far), digest."""
+    with closing(sqlite3.connect(index)) as db:
+        return dict(db.execute("SELECT k, v FROM meta").fetchall())
