@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Collection, Iterable
+from collections.abc import Iterable
 
 import pytest
 
@@ -169,24 +169,15 @@ def is_stack_unit(unit: str) -> bool:
     return unit.startswith("shared-stack-") or unit.startswith("tests/system/")
 
 
-def stack_of(unit: str) -> str:
-    """The stack a stack unit runs on: every shared-stack group the run's one shared stack
-    (tests/system/scheduler/shared.py), any other system file its own."""
-    return "shared-stack" if unit.startswith("shared-stack-") else unit
-
-
-def next_unit(queue: Iterable[str], node_has_stack: bool, stacks_up: Collection[str],
-              limit: int) -> str | None:
-    """The unit a worker takes next: the first in the queue, unless it is a stack unit whose
-    stack is not up yet while ``limit`` stacks are (``stacks_up``: what the other workers'
-    units run on; the worker then takes the first other unit). A shared-stack group joins the
-    shared stack when it is up, whatever the count. A worker that holds a stack unit may queue
-    the next one behind it: they run one after the other, so the number of stacks up does not
-    grow."""
-    may_start_stack = node_has_stack or len(set(stacks_up)) < limit
+def next_unit(queue: Iterable[str], node_has_stack: bool, stacks_up: int, limit: int
+              ) -> str | None:
+    """The unit a worker takes next: the first in the queue, unless it is a stack unit and
+    ``limit`` other workers already hold one (the worker then takes the first other unit).
+    A worker that holds a stack unit may queue the next one behind it: they run one after the
+    other, so the number of stacks up does not grow."""
+    may_start_stack = node_has_stack or stacks_up < limit
     for unit in queue:
-        if (may_start_stack or not is_stack_unit(unit)
-                or stack_of(unit) in stacks_up):
+        if may_start_stack or not is_stack_unit(unit):
             return unit
     return None
 
@@ -217,9 +208,7 @@ def _scheduling_class() -> type:
                        for unit, done in self.assigned_work.get(node, {}).items())
 
         def _pick(self, node) -> str | None:
-            stacks_up = {stack_of(unit) for n, units in self.assigned_work.items()
-                         if n is not node for unit, done in units.items()
-                         if is_stack_unit(unit) and not all(done.values())}
+            stacks_up = sum(self._holds_stack(n) for n in self.assigned_work if n is not node)
             return next_unit(self.workqueue, self._holds_stack(node), stacks_up, self.limit)
 
         def _assign_work_unit(self, node) -> None:

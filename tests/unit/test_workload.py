@@ -84,32 +84,15 @@ QUEUE = ["tests/system/cluster/test_cluster.py", "shared-stack-1",
          "tests/integration/cli/test_run.py", "tests/unit/test_tiers.py"]
 
 
-UP2, UP3 = {"tests/system/soak/test_soak.py", "x"}, {"tests/system/soak/test_soak.py", "x", "y"}
-
-
 def test_a_worker_starts_a_stack_only_while_fewer_than_the_limit_are_up():
-    assert workload.next_unit(QUEUE, node_has_stack=False, stacks_up=UP2, limit=3) == QUEUE[0]
+    assert workload.next_unit(QUEUE, node_has_stack=False, stacks_up=2, limit=3) == QUEUE[0]
     # Three up: the worker takes the first unit without a stack.
-    assert workload.next_unit(QUEUE, node_has_stack=False, stacks_up=UP3, limit=3) == QUEUE[2]
+    assert workload.next_unit(QUEUE, node_has_stack=False, stacks_up=3, limit=3) == QUEUE[2]
     # A worker holding a stack queues the next stack unit behind it (one after the other).
-    assert workload.next_unit(QUEUE, node_has_stack=True, stacks_up=UP3, limit=3) == QUEUE[0]
+    assert workload.next_unit(QUEUE, node_has_stack=True, stacks_up=3, limit=3) == QUEUE[0]
     # Only stack units left and the limit reached: nothing for this worker.
-    assert workload.next_unit(QUEUE[:2], node_has_stack=False, stacks_up=UP3, limit=3) is None
-    assert workload.next_unit([], node_has_stack=True, stacks_up=set(), limit=3) is None
-
-
-def test_a_shared_stack_group_joins_the_shared_stack_when_it_is_up_whatever_the_limit():
-    # Another worker runs shared-stack-1: the run's one shared stack is up, so shared-stack-2
-    # adds no stack; the cluster would, and waits.
-    up = {"shared-stack", "tests/system/cluster/test_cluster.py", "tests/system/soak/test_soak.py"}
-    queue = ["tests/system/scheduler/test_tenants_and_secrets.py", "shared-stack-2",
-             "tests/unit/test_tiers.py"]
-    assert workload.next_unit(queue, node_has_stack=False, stacks_up=up, limit=3) == queue[1]
-    assert workload.stack_of("shared-stack-2") == workload.stack_of("shared-stack-1")
-    assert workload.stack_of("tests/system/soak/test_soak.py") == "tests/system/soak/test_soak.py"
-    # Not up yet: a shared group is a stack like any other.
-    assert workload.next_unit(queue, node_has_stack=False, stacks_up=up - {"shared-stack"} | {
-        "z"}, limit=3) == queue[2]
+    assert workload.next_unit(QUEUE[:2], node_has_stack=False, stacks_up=3, limit=3) is None
+    assert workload.next_unit([], node_has_stack=True, stacks_up=0, limit=3) is None
 
 
 def test_every_system_file_and_shared_group_counts_as_a_stack_and_nothing_else_does():
