@@ -96,9 +96,14 @@ SHARED_STACK_MODULES = tuple(f"tests/system/scheduler/test_{name}.py" for name i
     "gap_audit", "manual_lane", "operations_page", "outages_and_risk", "runaway"))
 SHARED_FIXTURES = frozenset({"shared_stack", "scheduler_stack"})
 # Modules that must not run at the same time on the shared stack, so they share a group (one
-# after the other on one worker): both fill the stack's export_catchup pool and assert on it.
+# after the other on one worker): catchup and manual_lane both fill the stack's export_catchup
+# pool and assert on it; connections runs `exportctl loaders dags` as an operator does, which
+# removes every orphan loader in the folder, and clear_and_retry keeps one on purpose (a
+# removed company's loader, whose stand-in DAGs its cleared task must find).
 TOGETHER = (("tests/system/scheduler/test_catchup.py",
-             "tests/system/scheduler/test_manual_lane.py"),)
+             "tests/system/scheduler/test_manual_lane.py"),
+            ("tests/system/scheduler/test_clear_and_retry.py",
+             "tests/system/scheduler/test_connections.py"))
 
 
 def uses_shared_stack(item: pytest.Item) -> bool:

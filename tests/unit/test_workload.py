@@ -22,7 +22,7 @@ def test_every_shared_stack_module_is_in_exactly_one_of_two_balanced_groups(monk
 
 
 @pytest.mark.parametrize("count", [1, 2, 3, 4])
-def test_modules_that_fill_the_catchup_pool_share_a_group_whatever_the_count(count):
+def test_modules_listed_together_share_a_group_whatever_the_count(count):
     groups = stack_groups(list(SHARED_STACK_MODULES), count)
     for together in workload.TOGETHER:
         assert len({groups[path] for path in together}) == 1, (count, groups)
