@@ -122,8 +122,11 @@ export AIRFLOW__API__PORT="$PORT"
 export AIRFLOW__API__BASE_URL="http://localhost:$PORT"
 # Moving the API port without this makes every task die with "connection refused".
 export AIRFLOW__CORE__EXECUTION_API_SERVER_URL="http://localhost:$PORT/execution/"
-export AIRFLOW__SCHEDULER__MIN_FILE_PROCESS_INTERVAL=30
-export AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL=30
+# Each file re-parsed every 30 s; the dags folder listed every 30 s for new, removed and
+# changed files. A value already set wins (the test suite's shared stack lists every 5 s, so a
+# company file a test writes is parsed within seconds instead of up to 30 s later).
+export AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL="${AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL:-30}"
+export AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL="${AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL:-30}"
 # A scheduler that was killed leaves queued/running task instances behind; its successor resets
 # them after it has seen the dead one miss its heartbeat (30 s), checked every 30 s (default 300).
 export AIRFLOW__SCHEDULER__ORPHANED_TASKS_CHECK_INTERVAL=30

@@ -160,3 +160,20 @@ def test_an_orphaned_celery_worker_is_a_leftover_of_its_stack(tmp_path: Path):
         for proc in procs:
             proc.send_signal(signal.SIGKILL)
             proc.wait(timeout=10)
+
+
+@pytest.mark.parametrize(("preset", "listed", "reparsed"), [
+    ({}, "30", "30"),  # make run / make cluster: every 30 s
+    # the test suite's shared stack: a company file a module writes is found within 5 s
+    ({"AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
+      "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "45"}, "5", "45"),
+])
+def test_the_dags_folder_intervals_default_to_30s_and_a_preset_value_wins(
+        tmp_path: Path, preset: dict[str, str], listed: str, reparsed: str):
+    script = f"PGPORT=5999 PORT=8999 source " \
+             f"{shlex.quote(str(REPO / 'scripts' / 'airflow-env.sh'))} && env -0"
+    out = subprocess.run(["bash", "-c", script], capture_output=True, check=True,
+                         env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), **preset}).stdout
+    env = dict(item.split("=", 1) for item in out.decode().split("\0") if "=" in item)
+    assert env["AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL"] == listed
+    assert env["AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL"] == reparsed

@@ -31,24 +31,25 @@ from collections.abc import Iterable
 
 import pytest
 
-# Measured seconds of one pytest worker per unit (junit, `make test`, 2 Dec); a new file gets
+# Measured seconds of one pytest worker per unit (`make test`: 2 Dec; the system units 4 Dec,
+# fresh clone of 875d221, EXPORT_TEST_TIMELINE); a new file gets
 # DEFAULT_SECONDS until it is measured. Only the order and the balance depend on them.
 SECONDS = {
-    "tests/system/cluster/test_cluster.py": 454,
-    "tests/system/soak/test_soak.py": 340,  # test_home_dir's checks since 3 Dec
-    "tests/system/scheduler/test_catchup.py": 240,  # 314 with its group's stack start
-    "tests/system/scheduler/test_alerts.py": 204,
+    "tests/system/cluster/test_cluster.py": 402,
+    "tests/system/soak/test_soak.py": 157,
+    "tests/system/scheduler/test_catchup.py": 240,  # 329 with the shared stack's start
+    "tests/system/scheduler/test_alerts.py": 180,  # 256 with the shared stack's start
     "tests/system/scheduler/test_delivery_window.py": 159,
-    "tests/system/scheduler/test_clear_and_retry.py": 141,
-    "tests/system/scheduler/test_runaway.py": 133,
-    "tests/system/scheduler/test_tenants_and_secrets.py": 130,  # + test_pg_server's, 3 Dec
-    "tests/system/scheduler/test_manual_lane.py": 61,  # alone, 2 Dec: not yet in a make test
-    "tests/system/scheduler/test_operations_page.py": 53,
-    "tests/system/scheduler/test_gap_audit.py": 90,  # + the hand edit, 3 Dec
-    "tests/system/scheduler/test_connections.py": 36,
-    "tests/system/scheduler/test_outages_and_risk.py": 41,  # after test_controls, 2 Dec
-    "tests/system/scheduler/test_controls.py": 33,
-    "tests/system/scheduler/test_assets.py": 60,  # estimate, 3 Dec: not yet in a make test
+    "tests/system/scheduler/test_clear_and_retry.py": 70,
+    "tests/system/scheduler/test_runaway.py": 129,
+    "tests/system/scheduler/test_tenants_and_secrets.py": 73,
+    "tests/system/scheduler/test_manual_lane.py": 17,
+    "tests/system/scheduler/test_operations_page.py": 41,
+    "tests/system/scheduler/test_gap_audit.py": 77,
+    "tests/system/scheduler/test_connections.py": 42,
+    "tests/system/scheduler/test_outages_and_risk.py": 32,
+    "tests/system/scheduler/test_controls.py": 27,
+    "tests/system/scheduler/test_assets.py": 53,
     "tests/system/soak/test_run_inputs.py": 5,
     # The fast tiers' longest files (make test-fast, 4 workers, 2 Dec 08:15): handed out first,
     # so no 40 s file starts last and holds the run's end.
