@@ -6,6 +6,16 @@ import sqlite3
 from contextlib import closing
 from pathlib import Path
 
+# The hostile-config tests' world: two local mounts, one nested in the other, and a company
+# file with one local destination at ``path`` (format with id= and path=).
+MOUNTS = 'local_mounts: ["/srv/exports", "/srv/exports/oldco"]\n'
+COMPANY = """company: {{id: {id}, name: {id}, timezone: UTC, owner: o@{id}.example}}
+data_exports:
+  - channel: google-ads
+    destinations:
+      - {{id: d, type: local, path: {path}}}
+"""
+
 
 def indexed(index: Path) -> dict[str, list[tuple[str, str]]]:
     """File name → its indexed (label, location) claims, in the order they were stored (a file

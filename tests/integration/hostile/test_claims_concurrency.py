@@ -16,17 +16,10 @@ import pytest
 
 from export_lib.config.claims_index import claims_index
 from export_lib.config.loader import load_catalog
-from tests.support.claims_index import indexed
+from tests.support.claims_index import COMPANY, MOUNTS, indexed
 from tests.world import REPO
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
-MOUNTS = 'local_mounts: ["/srv/exports", "/srv/exports/oldco"]\n'
-COMPANY = """company: {{id: {id}, name: {id}, timezone: UTC, owner: o@{id}.example}}
-data_exports:
-  - channel: google-ads
-    destinations:
-      - {{id: d, type: local, path: {path}}}
-"""
 PROCESSES = 4
 FILLERS = [f"co{n:02d}" for n in range(22)]
 

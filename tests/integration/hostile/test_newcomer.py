@@ -21,16 +21,9 @@ from export_lib.config.loader import load_catalog
 from export_lib.ledger import Ledger, open_ledger
 from export_lib.ledger.records import RunRegistration
 from export_lib.ledger.seniority import first_seen, open_catalog
-from tests.support.claims_index import indexed
+from tests.support.claims_index import COMPANY, MOUNTS, indexed
 from tests.world import REPO, clean_env, exportctl
 
-MOUNTS = 'local_mounts: ["/srv/exports", "/srv/exports/oldco"]\n'
-COMPANY = """company: {{id: {id}, name: {id}, timezone: UTC, owner: o@{id}.example}}
-data_exports:
-  - channel: google-ads
-    destinations:
-      - {{id: d, type: local, path: {path}}}
-"""
 NEW_PATH = "/srv/exports/oldco/newco/in"
 SEEN = datetime(2026, 11, 2, 9, 30, tzinfo=UTC)
 
