@@ -27,6 +27,7 @@ import sqlite3
 import subprocess
 import sys
 import zipfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -83,7 +84,7 @@ def _checkout_copy(target: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
     root = tmp_path_factory.mktemp("install")
     src, dist, venv = root / "src", root / "dist", root / "venv"
     _checkout_copy(src)
@@ -113,7 +114,12 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
                     ignore=shutil.ignore_patterns("__pycache__"))
     for name in ("plugins", "home", "work"):
         (root / name).mkdir()
-    return Installed(wheel=dist / WHEEL, python=python, root=root)
+    yield Installed(wheel=dist / WHEEL, python=python, root=root)
+    # The venv is ~70,000 files (1.9 GB): left in pytest's temporary directory, a later session
+    # deleted it while rotating old directories out, ~7 s on the controller after the last
+    # test (py-spy, 4 Dec), and three kept sessions held 5.7 GB of /tmp. Deleted here, on the
+    # worker, while the others still run.
+    shutil.rmtree(venv, ignore_errors=True)
 
 
 def test_the_wheel_holds_both_packages_the_migrations_and_the_plugin_entry_points(installed):
