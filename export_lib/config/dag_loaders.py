@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -91,16 +91,29 @@ def check_loaders(dags_dir: Path | str) -> LoaderCheck:
     )
 
 
-def sync_loaders(dags_dir: Path | str) -> tuple[list[Path], list[Path], list[Path]]:
+def sync_loaders(dags_dir: Path | str, companies: Collection[str] | None = None
+                 ) -> tuple[list[Path], list[Path], list[Path]]:
     """Write the missing loaders; remove orphans that are exactly a generated loader (a loader
-    someone edited is kept and reported). Returns (written, removed, kept)."""
+    someone edited is kept and reported). Returns (written, removed, kept).
+
+    ``companies`` limits both to those companies' loaders: a caller that owns only some
+    companies of a shared folder leaves the others' alone (an orphan kept there on purpose,
+    e.g. a removed company whose cleared tasks must still find their stand-in DAGs).
+    A loader is written whole (renamed into place), so a parse never reads half of one."""
     check = check_loaders(dags_dir)
+    wanted = None if companies is None else set(companies)
     written, removed, kept = [], [], []
     for config in check.missing:
+        if wanted is not None and config.stem not in wanted:
+            continue
         path = loader_path(check.dags_dir, config.stem)
-        path.write_text(LOADER_TEMPLATE.format(company=config.stem, config=config.name))
+        part = path.with_name(path.name + ".part")
+        part.write_text(LOADER_TEMPLATE.format(company=config.stem, config=config.name))
+        os.replace(part, path)
         written.append(path)
     for loader in check.orphans:
+        if wanted is not None and company_of(loader) not in wanted:
+            continue
         generated = {LOADER_TEMPLATE.format(company=company_of(loader), config=company_of(loader)
                                             + suffix) for suffix in CONFIG_SUFFIXES}
         if loader.read_text() in generated:

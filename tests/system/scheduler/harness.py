@@ -38,7 +38,7 @@ from typing import Any
 
 import yaml
 
-from export_lib.config.dag_loaders import LOADER_TEMPLATE, loader_path
+from export_lib.config.dag_loaders import sync_loaders
 from tests.support.cli import exportctl as run_exportctl
 from tests.system.soak.stack import Api, Stack, ledger_runs_at, stop_and_sweep
 
@@ -366,16 +366,8 @@ class SchedulerStack:
         under that module's feet (CI, 4 Dec: "Dag not found during start up")."""
         if self.scope is None:
             self.exportctl("loaders", "dags")
-            return
-        dags = self.root / "dags"
-        for company in sorted(self.scope):
-            loader = loader_path(dags, company)
-            if (self.config_dir / f"{company}.yaml").is_file():
-                if not loader.exists():
-                    replace_text(loader, LOADER_TEMPLATE.format(company=company,
-                                                                config=f"{company}.yaml"))
-            else:
-                loader.unlink(missing_ok=True)
+        else:
+            sync_loaders(self.root / "dags", companies=self.scope)
 
     # -- command lines ------------------------------------------------------------------------
     def run_cli(self, *argv: str, check: bool = True, timeout: float = 180,
