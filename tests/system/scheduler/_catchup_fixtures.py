@@ -114,6 +114,7 @@ class Gate:
         with psycopg.connect(self.dsn, autocommit=True) as conn:
             conn.execute("DROP VIEW IF EXISTS catchup_metrics")  # the module run twice
             conn.execute("DROP TABLE IF EXISTS catchupco_rows, catchupco_gate")
+            conn.execute("DROP FUNCTION IF EXISTS catchupco_wait()")
             conn.execute("CREATE TABLE catchupco_rows (company_id text, channel text, "
                          "metric_date date, impressions bigint, clicks bigint, "
                          "spend numeric(12, 2), updated_at timestamp)")

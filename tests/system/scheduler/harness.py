@@ -409,7 +409,7 @@ class SchedulerStack:
                           if self._api().call("GET", f"/api/v2/dags/{d}")[0] != 200]
             return not missing
 
-        _wait(parsed, timeout, 1, lambda: f"DAGs {missing} to be parsed; "
+        wait_until(parsed, timeout, 1, lambda: f"DAGs {missing} to be parsed; "
                                           f"import errors: {self.import_errors()}")
 
     def import_errors(self) -> dict[str, str]:
@@ -476,7 +476,7 @@ class SchedulerStack:
             first[:] = [r["dag_run_id"] for r in page["dag_runs"]]
             return bool(first)
 
-        _wait(created, timeout, 1, lambda: f"a run of {dag_id}")
+        wait_until(created, timeout, 1, lambda: f"a run of {dag_id}")
         return first[0]
 
     def dag_run(self, dag_id: str, run_id: str) -> dict[str, Any] | None:
@@ -505,8 +505,17 @@ class SchedulerStack:
             found.update(run or {})
             return bool(run) and run["state"] in ("success", "failed")
 
-        _wait(finished, timeout, 1, lambda: self._describe(dag_id, found.get("dag_run_id"),
-                                                          f"run to reach {state}"))
+        def progress() -> object:
+            """The run's tasks' states and tries: while they move, a loaded machine is slow,
+            not stuck (CI, 4 Dec: alertco's 4th render attempt failed at 240 s of a wait)."""
+            if not found.get("dag_run_id"):
+                return None
+            return sorted((_label(ti), ti["state"] or "", ti.get("try_number") or 0)
+                          for ti in self.task_instances(dag_id, found["dag_run_id"]))
+
+        wait_until(finished, timeout, 1, lambda: self._describe(dag_id, found.get("dag_run_id"),
+                                                          f"run to reach {state}"),
+              progress=progress)
         if found["state"] != state:
             raise AssertionError(self._describe(dag_id, found["dag_run_id"],
                                                 f"run to end {state}, it ended {found['state']}"))
@@ -529,7 +538,7 @@ class SchedulerStack:
                     dag_id, run_id, f"{task_id} to reach {wanted}; it is {found['state']}"))
             return False
 
-        _wait(reached, timeout, interval,
+        wait_until(reached, timeout, interval,
               lambda: self._describe(dag_id, run_id, f"{task_id} to reach {wanted}"))
         return found
 
@@ -542,7 +551,7 @@ class SchedulerStack:
             assert run is not None, f"{dag_id} has no run {run_id}"
             return run["state"] in ("success", "failed")
 
-        _wait(done, timeout, 1, lambda: self._describe(dag_id, run_id, "the run to finish"))
+        wait_until(done, timeout, 1, lambda: self._describe(dag_id, run_id, "the run to finish"))
         states = self.task_states(dag_id, run_id)
         bad = {lbl: s for lbl, s in states.items() if s != "success"}
         if bad:
@@ -645,12 +654,26 @@ def _label(ti: dict[str, Any]) -> str:
     return ti["task_id"] + (f"[{ti['map_index']}]" if ti.get("map_index", -1) >= 0 else "")
 
 
-def _wait(predicate: Callable[[], bool], timeout: float, interval: float,
-          describe: Callable[[], str]) -> None:
-    deadline = time.monotonic() + timeout
+def wait_until(predicate: Callable[[], bool], timeout: float, interval: float,
+          describe: Callable[[], str], *, progress: Callable[[], object] | None = None,
+          extensions: int = 2) -> None:
+    """Until ``predicate()``; fails after ``timeout`` s. With ``progress``, read at the start
+    and at each deadline: a deadline at which it changed since the last reading is moved on by
+    ``timeout`` (at most ``extensions`` times), so only a wait that stopped moving fails early."""
+    start = time.monotonic()
+    deadline, extended = start + timeout, 0
+    if predicate():
+        return
+    seen = progress() if progress is not None else None  # after the predicate: it may set state
     while not predicate():
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s: " + describe())
+            now = progress() if progress is not None else seen
+            if now == seen or extended >= extensions:
+                stalled = (" (no progress since the last check)"
+                           if progress is not None and now == seen else "")
+                raise AssertionError(f"timed out after {time.monotonic() - start:.0f} s"
+                                     f"{stalled}: " + describe())
+            seen, extended, deadline = now, extended + 1, deadline + timeout
         time.sleep(interval)
 
 
