@@ -16,7 +16,7 @@ from airflow.sdk import DAG, get_parsing_context
 
 from export_airflow.access import access_control, quiet_access_control
 from export_airflow.alerts import failure_notifier
-from export_airflow.assets import publish_alias
+from export_airflow.assets import publish_alias, schedule_asset
 from export_airflow.deadlines import deadline_alerts
 from export_airflow.limits import timeout_for
 from export_airflow.operators import (
@@ -220,7 +220,13 @@ def build_dag(schedule: Any, config_dir: str) -> DAG:
                                     **alerting)
         # Mapped over the run's own captured destinations, which publish pushes (not today's
         # config): a destination added later applies to later slots only (ADR 0005).
+        # deliver reads what publish announced: the schedule's asset is its inlet, which also
+        # makes the dag-processor register the asset before its first event (else Airflow
+        # creates it on that event, and two runs publishing their first versions at once race
+        # to insert it).
         delivered = DeliverOperator.partial(task_id="deliver", published=published.output[SUMMARY],
+                                            inlets=[schedule_asset(schedule.company.id,
+                                                                   schedule.schedule_id)],
                                             pool="export_deliver", config_dir=config_dir,
                                             execution_timeout=timeout_for(schedule, "deliver"),
                                             **alerting, **deliver_args(schedule)).expand(

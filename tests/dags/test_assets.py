@@ -16,6 +16,7 @@ def _task(dag, task_id):
 def test_publish_announces_through_the_schedules_alias_and_manual_exports_do_not(
         export_world, tmp_path):
     from airflow.sdk import AssetAlias
+    from export_airflow.assets import schedule_asset
     from export_airflow.dag_factory import company_dags
 
     dags = {d.dag_id: d for d in company_dags(tmp_path / "dags" / "config", "acme")}
@@ -24,6 +25,9 @@ def test_publish_announces_through_the_schedules_alias_and_manual_exports_do_not
     assert _task(dags["data_export__acme__google-ads__primary"], "publish").outlets == [
         AssetAlias("export-alias:acme/google-ads/primary")]
     assert _task(dags["manual_export__acme"], "publish").outlets == []
+    # deliver reads the announced artifact: the asset is its inlet (registered when parsed).
+    assert _task(dags["widget_export__acme__daily-spend"], "deliver").inlets == [
+        schedule_asset("acme", "acme/daily-spend")]
 
 
 def test_restatements_announce_corrections_through_their_own_alias(export_world):

@@ -255,3 +255,24 @@ def test_a_backfill_range_without_a_slot_creates_nothing_and_says_so(catchup):
     assert result.returncode == 1
     assert f"No runs to create for Dag {BACKFILLED}" in result.stdout + result.stderr
     assert len(catchup.runs(BACKFILLED)) == before
+
+
+def test_every_schedules_asset_exists_before_its_first_publication(catchup):
+    """The dag-processor creates each schedule's asset when it parses the DAG (deliver's inlet,
+    ADR 0024): the secondaries (in force from 2030) never ran, and their assets are there.
+    Created on the first publication instead, Airflow inserted it inside the task's state
+    update, and two backfill runs of one new schedule publishing at once raced: one publish was
+    failed after its artifact was published ("duplicate key … idx_asset_name_uri_unique" in
+    the api-server's log, adjust's backfill, 4 Dec)."""
+    schedules = {f"{COMPANY}/{channel}/{kind}" for channel in ("google-ads", "facebook", "adjust")
+                 for kind in ("primary", "secondary")}
+    assets = catchup.api.ok("GET", f"/api/v2/assets?name_pattern=export:{COMPANY}/&limit=50"
+                            )["assets"]
+    by_schedule = {a["name"].removeprefix("export:"): a for a in assets}
+    assert set(by_schedule) == schedules, sorted(by_schedule)
+    for schedule, asset in by_schedule.items():
+        dag_id = f"data_export__{schedule.replace('/', '__')}"
+        assert [(t["dag_id"], t["task_id"]) for t in asset["consuming_tasks"]] == [
+            (dag_id, "deliver")], asset
+        assert asset["uri"].endswith(f"/{COMPANY}/{schedule.split('/', 1)[1].replace('/', '__')}"
+                                     ), asset
