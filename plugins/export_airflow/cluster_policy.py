@@ -4,10 +4,15 @@ manual exports get a lane of their own so neither delays them.
 Installed by ``make setup`` as ``$AIRFLOW_HOME/config/airflow_local_settings.py`` (see
 ``deploy/airflow_local_settings.py``). Airflow calls ``task_instance_mutation_hook`` in the
 scheduler when it creates a task instance. Render tasks of backfill runs (the recovery of missed
-slots, ADR 0006, and operators' backfills), and of scheduled runs queued long after their slot,
-move to the ``export_catchup`` pool, while on-time renders share ``export_render``. Every task of
-such a catch-up run also loses priority, so when executor slots are scarce an on-time task is
-queued first (Airflow breaks priority ties by the older logical date, i.e. the catch-up run).
+slots, ADR 0006, and operators' backfills) move to the ``export_catchup`` pool, while the renders
+of scheduled runs share ``export_render``. Every task of a backfill run also loses priority, so
+when executor slots are scarce today's task is queued first (Airflow breaks priority ties by
+the older logical date, i.e. the backlog's). A scheduled run is always a schedule's newest due
+slot (``catchup=False``), however late it was created (a new company, a scheduler back from an
+outage): today's report, which seed 001 says catch-up must not block. Until 4 Dec a scheduled
+run queued over an hour after its slot counted as catch-up, and a new company's first export
+waited behind another company's backlog in the 2-slot catch-up pool (3–4 min on the test
+suite's shared stack, while one module's backfill renders were held at their source).
 ``recover_missed`` is created skipped outside scheduled runs. Tasks of a
 ``manual_export__<company>`` DAG are never touched here: they run in their own lane (below).
 
@@ -30,7 +35,7 @@ keep the lane (sizing: ``scripts/airflow-env.sh``).
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 RENDER_POOL = "export_render"
@@ -40,7 +45,6 @@ MANUAL_POOL = "export_manual"
 # far above catch-up's (penalised by CATCHUP_PRIORITY_PENALTY): a freed executor slot goes to
 # a waiting manual task first. Absolute, so it does not depend on the manual DAG's shape.
 MANUAL_PRIORITY = 1000
-CATCHUP_AFTER = timedelta(hours=1)
 EXPORT_DAG_PREFIXES = ("widget_export__", "data_export__")
 CATCHUP_PRIORITY_PENALTY = 100
 RECOVER_TASK = "recover_missed"
@@ -103,14 +107,9 @@ def large_pod_override() -> Any:
     return ApiClient().deserialize(_Response(), V1Pod)
 
 
-def is_catch_up(run_type: str, logical_date: datetime | None, queued_at: datetime | None,
-                now: datetime) -> bool:
-    kind = str(run_type).split(".")[-1].lower()
-    if kind == "backfill":
-        return True
-    if kind != "scheduled" or logical_date is None:
-        return False
-    return (queued_at or now) - logical_date > CATCHUP_AFTER
+def is_catch_up(run_type: str) -> bool:
+    """A backfill run's tasks are catch-up work; a scheduled or manual run's are not."""
+    return str(run_type).split(".")[-1].lower() == "backfill"
 
 
 def task_instance_mutation_hook(task_instance: Any, dag_run: Any = None) -> None:
@@ -121,8 +120,7 @@ def task_instance_mutation_hook(task_instance: Any, dag_run: Any = None) -> None
     if task_instance.task_id == RECOVER_TASK:
         _skip_recovery_outside_scheduled_runs(task_instance, dag_run)
         return
-    if not is_catch_up(dag_run.run_type, dag_run.logical_date, dag_run.queued_at,
-                       datetime.now(UTC)):
+    if not is_catch_up(dag_run.run_type):
         return
     task_instance.priority_weight = (task_instance.priority_weight or 1) - CATCHUP_PRIORITY_PENALTY
     if task_instance.task_id == "render":
