@@ -276,6 +276,11 @@ class PublishOperator(ReportsLineage, BaseOperator):
             from airflow.sdk import AssetAlias
 
             kwargs.setdefault("outlets", [AssetAlias(asset_alias)])
+            # One announcing publish of a DAG at a time: Airflow links the alias to the asset
+            # on their first event, inside the task's state update, check-then-insert; two runs
+            # of one schedule announcing first versions at once (a catch-up) raced, and the
+            # loser was failed after publishing ("asset_alias_asset_pkey", 4 Dec; ADR 0024).
+            kwargs.setdefault("max_active_tis_per_dag", 1)
         super().__init__(**kwargs)
         self.rendered = rendered
         self.correction = correction

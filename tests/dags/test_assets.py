@@ -25,6 +25,11 @@ def test_publish_announces_through_the_schedules_alias_and_manual_exports_do_not
     assert _task(dags["data_export__acme__google-ads__primary"], "publish").outlets == [
         AssetAlias("export-alias:acme/google-ads/primary")]
     assert _task(dags["manual_export__acme"], "publish").outlets == []
+    # Announcing publishes of one DAG run one at a time: Airflow's first alias→asset link is
+    # check-then-insert (two concurrent first announcements failed one publish, 4 Dec).
+    assert [_task(dags[d], "publish").max_active_tis_per_dag for d in (
+        "widget_export__acme__daily-spend", "data_export__acme__google-ads__primary",
+        "manual_export__acme")] == [1, 1, None]
     # deliver reads the announced artifact: the asset is its inlet (registered when parsed).
     assert _task(dags["widget_export__acme__daily-spend"], "deliver").inlets == [
         schedule_asset("acme", "acme/daily-spend")]
@@ -36,6 +41,7 @@ def test_restatements_announce_corrections_through_their_own_alias(export_world)
 
     dag = build_restatement_dag(str(export_world.config), "acme")
     assert _task(dag, "restate_publish").outlets == [AssetAlias("export-alias:acme/corrections")]
+    assert _task(dag, "restate_publish").max_active_tis_per_dag == 1
 
 
 def test_the_example_consumer_follows_the_asset_publish_announces_on(export_world):
