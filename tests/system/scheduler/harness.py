@@ -410,7 +410,7 @@ class SchedulerStack:
             return not missing
 
         wait_until(parsed, timeout, 1, lambda: f"DAGs {missing} to be parsed; "
-                                          f"import errors: {self.import_errors()}")
+                                               f"import errors: {self.import_errors()}")
 
     def import_errors(self) -> dict[str, str]:
         """The DAG files Airflow could not import (file name → the error's last line)."""
@@ -513,9 +513,9 @@ class SchedulerStack:
             return sorted((_label(ti), ti["state"] or "", ti.get("try_number") or 0)
                           for ti in self.task_instances(dag_id, found["dag_run_id"]))
 
-        wait_until(finished, timeout, 1, lambda: self._describe(dag_id, found.get("dag_run_id"),
-                                                          f"run to reach {state}"),
-              progress=progress)
+        wait_until(finished, timeout, 1,
+                   lambda: self._describe(dag_id, found.get("dag_run_id"), f"run to reach {state}"),
+                   progress=progress)
         if found["state"] != state:
             raise AssertionError(self._describe(dag_id, found["dag_run_id"],
                                                 f"run to end {state}, it ended {found['state']}"))
@@ -539,7 +539,7 @@ class SchedulerStack:
             return False
 
         wait_until(reached, timeout, interval,
-              lambda: self._describe(dag_id, run_id, f"{task_id} to reach {wanted}"))
+                   lambda: self._describe(dag_id, run_id, f"{task_id} to reach {wanted}"))
         return found
 
     def wait_for_clear(self, dag_id: str, run_id: str, *, timeout: float = 180) -> None:
@@ -655,8 +655,8 @@ def _label(ti: dict[str, Any]) -> str:
 
 
 def wait_until(predicate: Callable[[], bool], timeout: float, interval: float,
-          describe: Callable[[], str], *, progress: Callable[[], object] | None = None,
-          extensions: int = 2) -> None:
+               describe: Callable[[], str], *, progress: Callable[[], object] | None = None,
+               extensions: int = 2) -> None:
     """Until ``predicate()``; fails after ``timeout`` s. With ``progress``, read at the start
     and at each deadline: a deadline at which it changed since the last reading is moved on by
     ``timeout`` (at most ``extensions`` times), so only a wait that stopped moving fails early."""

@@ -113,14 +113,15 @@ def test_one_failure_is_one_email_per_recipient_after_three_retries_and_a_clear(
 
     # The same failure again: cleared, retried 3 times, failed for good again.
     stack.clear(FAILING, run_id, ["render"], downstream=True)
+
     def render_try() -> tuple[str, int]:
         render = stack.task_instance(FAILING, run_id, "render")
         return render["state"] or "", render["try_number"]
 
     # Its retries on a loaded shared stack: more time while the tries move (harness.wait_until).
     wait_until(lambda: render_try() == ("failed", 8), 150, 1,
-          lambda: f"the cleared render to fail through its retries again: {render_try()}",
-          progress=render_try)
+               lambda: f"the cleared render to fail through its retries again: {render_try()}",
+               progress=render_try)
     stack.wait_for_run(FAILING, run_id, state="failed", timeout=60)
     # The second final failure's callback claimed the alert (and found it sent): no new mail.
     _until(lambda: _notices(stack, run_key).get(f"alert:{run_key}:failed", {}).get("claims") == 2,
