@@ -195,3 +195,50 @@ def test_support_sees_late_and_missed_filters_drills_down_and_releases(scheduler
     wait.until(ec.text_to_be_present_in_element((By.ID, "facts"), "delivered late"))
     shot("08-released-run-delivered")
     print(f"done after {time.monotonic() - started:.0f} s")
+
+
+def test_the_manual_export_trigger_form_renders_the_draft7_params(scheduler_stack, browser):
+    """Airflow's trigger form (the "Trigger" button on the DAG's page) builds its fields from
+    the params' JSON Schema, which declares Draft 7 (export_airflow/params.py, issue 25 item 3):
+    every param a field with its title, description and required mark, the company and the
+    base export as selects holding this company's values, the missing window and reason shown
+    as required, the Trigger button disabled until they are filled; no schema text leaks."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    stack, d = scheduler_stack, browser
+    wait = WebDriverWait(d, 30)
+    d.get(f"http://localhost:{stack.env['PORT']}/dags/manual_export__pageco")
+    if d.find_elements(By.NAME, "username"):  # run alone: log in first
+        d.find_element(By.NAME, "username").send_keys("admin")
+        d.find_element(By.NAME, "password").send_keys("admin")
+        d.find_element(By.CSS_SELECTOR, "[type=submit]").click()
+        d.get(f"http://localhost:{stack.env['PORT']}/dags/manual_export__pageco")
+    wait.until(ec.element_to_be_clickable(
+        (By.XPATH, "//button[normalize-space()='Trigger']"))).click()
+    wait.until(ec.presence_of_element_located((By.ID, "element_reason")))
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    d.save_screenshot(str(SHOTS / "09-manual-export-trigger-form.png"))
+
+    labels = d.execute_script("return Array.from(document.querySelectorAll("
+                              "'[role=dialog] label')).map(l => l.innerText.trim())")
+    start = labels.index("Company\n*")
+    assert labels[start:start + 9] == [f"{title}\n*" for title in (
+        "Company", "Based on export", "Window start", "Window end", "Columns", "Format",
+        "Destinations", "Reason", "Regenerate")]
+
+    def value(name: str) -> str:
+        return d.find_element(By.CSS_SELECTOR, f"input[name='element_{name}']").get_attribute(
+            "value")
+
+    assert (value("company"), value("format")) == ("pageco", "csv")
+    assert value("base_export") in {"pageco/late-daily", "pageco/held-daily"}
+    dialog = d.find_element(By.TAG_NAME, "body").text
+    assert "This DAG exports this company's data only." in dialog
+    assert "Why this export is needed (kept in the run's history)." in dialog
+    assert dialog.count("This field is required") == 3  # window start, window end, reason
+    assert "$schema" not in d.page_source and "draft-07" not in d.page_source
+    # The page's own Trigger button opened the form; the form's is the last one, disabled.
+    triggers = [b for b in d.find_elements(By.TAG_NAME, "button") if b.text.strip() == "Trigger"]
+    assert len(triggers) == 2 and triggers[-1].get_attribute("disabled") is not None
