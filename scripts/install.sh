@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The install steps shared by `make venv`, `make dist` and the image (Dockerfile), so the image's
-# steps are the ones tests/integration/test_install.py runs in a fresh venv (no Docker engine is
+# steps are the ones tests/system/deploy/test_install.py runs in a fresh venv (no Docker engine is
 # needed to prove them). Python: $PYTHON (default `python`); uv: the version the lock pins,
 # installed with that Python's pip when missing (the stock Airflow image has pip).
 #

@@ -70,7 +70,7 @@ SERVER_FIXTURES = frozenset({
 # The tiers, cheapest first: the folder a test lives in is its tier and its marker.
 TIERS = ("unit", "integration", "dags", "system")
 # tests/system/<kind>/: a second marker, so `pytest -m soak` still picks one kind.
-SYSTEM_KINDS = ("scheduler", "soak", "cluster")
+SYSTEM_KINDS = ("scheduler", "soak", "cluster", "deploy")
 
 
 # pytest-timeout's ceiling for a system test without its own (a hang still ends the run).
@@ -96,7 +96,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """The folder is the tier: ``tests/unit`` (plain Python, no server, no Airflow),
     ``tests/integration`` (real servers started by the session), ``tests/dags`` (Airflow:
     DagBag, ``dag.test()``), ``tests/system`` (real scheduler stacks, the Celery cluster, the
-    soak). ``make test-fast`` runs the first three, ``make test`` all four."""
+    soak, and in ``deploy`` what a deployment runs outside a stack: fresh venvs from the wheel
+    and the lock, ``make setup`` in a copy, a real dag-processor's passes). ``make test-fast``
+    runs the first three, ``make test`` all four."""
     for item in items:
         tier, kind = tier_of(item)
         servers = sorted(SERVER_FIXTURES & set(getattr(item, "fixturenames", ())))

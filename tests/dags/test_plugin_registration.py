@@ -3,7 +3,7 @@ dev setup too (ADR 0026): ``make venv`` installs the project editable, and ``mak
 stacks and this session point Airflow's plugins folder at ``plugins/``, so Airflow sees both
 sources. The folder holds no plugin file; were one to register a plugin of the same name again,
 Airflow would keep the first and report the second as a plugin import error (checked below, so
-the checks above it can fail). tests/integration/test_install.py checks the same in a wheel
+the checks above it can fail). tests/system/deploy/test_install.py checks the same in a wheel
 install."""
 
 from __future__ import annotations

@@ -51,9 +51,12 @@ SECONDS = {
     "tests/system/scheduler/test_controls.py": 27,
     "tests/system/scheduler/test_assets.py": 53,
     "tests/system/soak/test_run_inputs.py": 5,
+    # Moved from the fast tiers (4 Dec; wall at -n 4 of make test-fast).
+    "tests/system/deploy/test_install.py": 84,  # a fresh venv with the lock and the wheel
+    "tests/system/deploy/test_dag_processor_bench.py": 21,
+    "tests/system/deploy/test_lock.py": 20,
     # The fast tiers' longest files (make test-fast, 4 workers, 2 Dec 08:15): handed out first,
     # so no 40 s file starts last and holds the run's end.
-    "tests/integration/test_install.py": 84,  # a fresh venv with the lock and the wheel, 3 Dec
     "tests/integration/pipeline/test_schema_contract.py": 35,  # 3 Dec
     "tests/dags/test_plugin_registration.py": 32,  # 3 Dec
     "tests/integration/pipeline/test_reschedule.py": 44,

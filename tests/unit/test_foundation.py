@@ -129,7 +129,7 @@ def test_compose_runs_our_image_with_the_code_in_it_not_the_stock_image():
 def test_the_image_extends_the_stock_airflow_of_the_lock_and_installs_by_the_script():
     """The Dockerfile's base is the stock image of the Airflow the lock pins (the sync then
     changes only what the lock pins differently), and its RUN steps are scripts/install.sh's two
-    steps, which tests/integration/test_install.py runs in a fresh venv."""
+    steps, which tests/system/deploy/test_install.py runs in a fresh venv."""
     text = (REPO / "Dockerfile").read_text()
     lines = [line for line in text.replace("\\\n", " ").splitlines()
              if line and not line.startswith("#")]
