@@ -174,8 +174,10 @@ def max_stacks() -> int:
 
 
 def is_stack_unit(unit: str) -> bool:
-    """A unit that runs on an Airflow stack of its own: a shared-stack group or a system file."""
-    return unit.startswith("shared-stack-") or unit.startswith("tests/system/")
+    """A unit that runs on an Airflow stack of its own: a shared-stack group or a system file
+    (tests/system/deploy's start no stack: fresh venvs, one dag-processor pass at a time)."""
+    return unit.startswith("shared-stack-") or (
+        unit.startswith("tests/system/") and not unit.startswith("tests/system/deploy/"))
 
 
 def next_unit(queue: Iterable[str], node_has_stack: bool, stacks_up: int, limit: int

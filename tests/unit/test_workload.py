@@ -95,8 +95,9 @@ def test_a_worker_starts_a_stack_only_while_fewer_than_the_limit_are_up():
     assert workload.next_unit([], node_has_stack=True, stacks_up=0, limit=3) is None
 
 
-def test_every_system_file_and_shared_group_counts_as_a_stack_and_nothing_else_does():
+def test_shared_groups_and_system_files_with_a_stack_count_as_stacks_and_nothing_else_does():
     assert workload.is_stack_unit("shared-stack-2")
     assert workload.is_stack_unit("tests/system/soak/test_soak.py")
     assert not workload.is_stack_unit("tests/dags/test_ui.py")
+    assert not workload.is_stack_unit("tests/system/deploy/test_install.py")  # no stack
     assert not workload.is_stack_unit("tests/integration/pipeline/test_reschedule.py")
