@@ -85,7 +85,8 @@ postgres-packages:
 ## stops) PostgreSQL and the other servers. Four pytest workers; xdist hands out whole files,
 ## longest first, and the shared-stack scheduler modules as EXPORT_TEST_SHARED_STACKS groups (2),
 ## each on one worker and one stack; at most EXPORT_TEST_MAX_STACKS (3) system units at once,
-## the other workers take the fast tiers meanwhile (tests/support/workload.py).
+## the other workers take the fast tiers meanwhile; tests/dags (Airflow in the worker) on at most
+## EXPORT_TEST_AIRFLOW_WORKERS (2) workers (tests/support/workload.py).
 ## TEST_WORKERS=0 runs it in one process.
 TEST_WORKERS ?= 4
 PYTEST := $(PY) -m pytest --dist loadfile --no-loadscope-reorder

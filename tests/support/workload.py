@@ -14,6 +14,9 @@ not. So:
   a second boot and ~0.1 of a core for the whole run);
 * every other file is a unit of its own (what ``--dist loadfile`` does: module fixtures such as
   a Celery cluster are set up once);
+* the files of tests/dags, which import Airflow into their worker (``dag.test()``'s
+  in-process Execution API, DagBags, the metadata DB's copy: ~4–5 CPU-s the first time), run on
+  at most ``EXPORT_TEST_AIRFLOW_WORKERS`` workers (2): once loaded, Airflow stays in a worker;
 * the units go out longest first (xdist hands them out in collection order when
   ``--no-loadscope-reorder``), so the long ones start at once and the short files fill the end.
 
@@ -180,15 +183,37 @@ def is_stack_unit(unit: str) -> bool:
         unit.startswith("tests/system/") and not unit.startswith("tests/system/deploy/"))
 
 
-def next_unit(queue: Iterable[str], node_has_stack: bool, stacks_up: int, limit: int
-              ) -> str | None:
+def loads_airflow(unit: str) -> bool:
+    """A unit that imports Airflow into its worker (tests/dags: DagBags, ``dag.test()``'s
+    in-process Execution API): every worker that runs one pays that once, ~17 CPU-s."""
+    return unit.startswith("tests/dags/")
+
+
+def airflow_workers() -> int:
+    """``EXPORT_TEST_AIRFLOW_WORKERS`` (default 2): how many workers run the units that load
+    Airflow (:func:`loads_airflow`); the others never import it."""
+    value = os.environ.get("EXPORT_TEST_AIRFLOW_WORKERS", "2")
+    if not value.isdigit() or int(value) < 1:
+        raise pytest.UsageError(f"EXPORT_TEST_AIRFLOW_WORKERS={value!r}: give a whole number "
+                                "of workers, 1 or more (default 2)")
+    return int(value)
+
+
+def next_unit(queue: Iterable[str], node_has_stack: bool, stacks_up: int, limit: int,
+              node_has_airflow: bool = True, airflow_nodes: int = 0,
+              airflow_limit: int | None = None) -> str | None:
     """The unit a worker takes next: the first in the queue, unless it is a stack unit and
-    ``limit`` other workers already hold one (the worker then takes the first other unit).
+    ``limit`` other workers already hold one, or it loads Airflow and ``airflow_limit`` other
+    workers already have (the worker then takes the first unit it may).
     A worker that holds a stack unit may queue the next one behind it: they run one after the
-    other, so the number of stacks up does not grow."""
+    other, so the number of stacks up does not grow; a worker that has loaded Airflow keeps
+    it, so it may take every unit that loads Airflow."""
     may_start_stack = node_has_stack or stacks_up < limit
+    may_load_airflow = (node_has_airflow or airflow_limit is None
+                        or airflow_nodes < airflow_limit)
     for unit in queue:
-        if may_start_stack or not is_stack_unit(unit):
+        if ((may_start_stack or not is_stack_unit(unit))
+                and (may_load_airflow or not loads_airflow(unit))):
             return unit
     return None
 
@@ -201,6 +226,7 @@ def scheduler(config: pytest.Config, log):
     had a slow machine at load 12-13 and its system tests past their timeouts (CI, 2 Dec)."""
     scheduling = _scheduling_class()(config, log)
     scheduling.limit = max_stacks()
+    scheduling.airflow_limit = airflow_workers()
     return scheduling
 
 
@@ -210,6 +236,7 @@ def _scheduling_class() -> type:
 
     class WorkloadScheduling(LoadScopeScheduling):
         limit = 3
+        airflow_limit = 2
 
         def _split_scope(self, nodeid: str) -> str:
             return unit_of(nodeid)
@@ -218,9 +245,15 @@ def _scheduling_class() -> type:
             return any(is_stack_unit(unit) and not all(done.values())
                        for unit, done in self.assigned_work.get(node, {}).items())
 
+        def _has_airflow(self, node) -> bool:
+            return any(loads_airflow(unit) for unit in self.assigned_work.get(node, {}))
+
         def _pick(self, node) -> str | None:
-            stacks_up = sum(self._holds_stack(n) for n in self.assigned_work if n is not node)
-            return next_unit(self.workqueue, self._holds_stack(node), stacks_up, self.limit)
+            others = [n for n in self.assigned_work if n is not node]
+            return next_unit(self.workqueue, self._holds_stack(node),
+                             sum(map(self._holds_stack, others)), self.limit,
+                             self._has_airflow(node), sum(map(self._has_airflow, others)),
+                             self.airflow_limit)
 
         def _assign_work_unit(self, node) -> None:
             unit = self._pick(node)
@@ -239,7 +272,8 @@ def _scheduling_class() -> type:
                                       and self._pending_of(self.assigned_work[node]) > 1):
                 return
             if self._pick(node) is None:
-                # Nothing left, or only stack units and enough workers run them: done.
+                # Nothing left, or only units that enough other workers run (stacks, Airflow):
+                # done.
                 node.shutdown()
                 return
             self._assign_work_unit(node)

@@ -42,13 +42,27 @@ def test_a_shared_stack_module_runs_in_its_group_and_every_other_file_alone(monk
 
 @pytest.mark.parametrize(("variable", "read", "default"), [
     ("EXPORT_TEST_SHARED_STACKS", workload.shared_stacks, 2),
-    ("EXPORT_TEST_MAX_STACKS", workload.max_stacks, 3)])
+    ("EXPORT_TEST_MAX_STACKS", workload.max_stacks, 3),
+    ("EXPORT_TEST_AIRFLOW_WORKERS", workload.airflow_workers, 2)])
 @pytest.mark.parametrize("value", ["0", "two", "-1", ""])
 def test_a_bad_stack_count_is_refused_with_the_fix(monkeypatch, variable, read, default, value):
     monkeypatch.setenv(variable, value)
+    what = "workers" if variable == "EXPORT_TEST_AIRFLOW_WORKERS" else "stacks"
     with pytest.raises(pytest.UsageError, match=rf"{variable}='{value}': give a whole number "
-                                                rf"of stacks, 1 or more \(default {default}\)"):
+                                                rf"of {what}, 1 or more \(default {default}\)"):
         read()
+
+
+@pytest.mark.parametrize(("variable", "read", "default"), [
+    ("EXPORT_TEST_SHARED_STACKS", workload.shared_stacks, 2),
+    ("EXPORT_TEST_MAX_STACKS", workload.max_stacks, 3),
+    ("EXPORT_TEST_AIRFLOW_WORKERS", workload.airflow_workers, 2)])
+def test_each_count_has_its_default_and_takes_a_whole_number(monkeypatch, variable, read,
+                                                              default):
+    monkeypatch.delenv(variable, raising=False)
+    assert read() == default
+    monkeypatch.setenv(variable, "5")
+    assert read() == 5
 
 
 class _Item:
@@ -93,6 +107,36 @@ def test_a_worker_starts_a_stack_only_while_fewer_than_the_limit_are_up():
     # Only stack units left and the limit reached: nothing for this worker.
     assert workload.next_unit(QUEUE[:2], node_has_stack=False, stacks_up=3, limit=3) is None
     assert workload.next_unit([], node_has_stack=True, stacks_up=0, limit=3) is None
+
+
+AIRFLOW_QUEUE = ["tests/dags/test_start_parity.py", "tests/integration/cli/test_run.py",
+                 "tests/dags/test_ui.py", "tests/unit/test_tiers.py"]
+
+
+def test_a_worker_loads_airflow_only_while_fewer_than_the_limit_have():
+    def pick(queue, has, others, limit=2):
+        return workload.next_unit(queue, node_has_stack=False, stacks_up=0, limit=3,
+                                  node_has_airflow=has, airflow_nodes=others,
+                                  airflow_limit=limit)
+    assert pick(AIRFLOW_QUEUE, has=False, others=1) == AIRFLOW_QUEUE[0]
+    # Two other workers have Airflow: this one takes the first unit that does not load it.
+    assert pick(AIRFLOW_QUEUE, has=False, others=2) == AIRFLOW_QUEUE[1]
+    # A worker that has loaded Airflow takes the next unit that loads it, whatever the count.
+    assert pick(AIRFLOW_QUEUE, has=True, others=3) == AIRFLOW_QUEUE[0]
+    # Only Airflow units left and the limit reached: nothing for this worker (it shuts down).
+    assert pick(AIRFLOW_QUEUE[::2], has=False, others=2) is None
+    assert pick(AIRFLOW_QUEUE[::2], has=False, others=2, limit=3) == AIRFLOW_QUEUE[0]
+    # Without a limit (the default), any worker takes them.
+    assert workload.next_unit(AIRFLOW_QUEUE, node_has_stack=False, stacks_up=0, limit=3,
+                              node_has_airflow=False, airflow_nodes=9) == AIRFLOW_QUEUE[0]
+
+
+def test_only_the_dags_tier_counts_as_loading_airflow():
+    assert workload.loads_airflow("tests/dags/test_ui.py")
+    for unit in ("tests/unit/test_tiers.py", "tests/integration/cli/test_run.py",
+                 "tests/system/deploy/test_install.py", "shared-stack-1",
+                 "tests/system/soak/test_soak.py"):
+        assert not workload.loads_airflow(unit), unit
 
 
 def test_shared_groups_and_system_files_with_a_stack_count_as_stacks_and_nothing_else_does():
