@@ -30,6 +30,9 @@ $(VENV)/.installed: requirements.txt setup.cfg setup.py pyproject.toml
 	@# second copy of the distribution to processes run from the root: plugins loaded twice.
 	@rm -rf airflow_scheduled_exports.egg-info
 	PYTHON=$(PY) bash scripts/install.sh lock requirements.txt -e .
+	@# uv compiles no bytecode: compile what our processes import once, one process per core,
+	@# before processes started together each compile it (scripts/precompile.py)
+	$(PY) scripts/precompile.py
 	@touch $@
 
 venv: $(VENV)/.installed
