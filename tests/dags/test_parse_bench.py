@@ -31,12 +31,14 @@ def test_parse_bench_prints_the_documented_figures_for_three_companies():
     others = [p for p in (REPO / "dags").glob("*.py")
               if not p.name.startswith("company_") and p.name != "config_check.py"]
     assert figures["dags"] == 3 * 9 + len(others)
-    assert figures["parse_seconds"] > 0 and figures["import_seconds"] > 0
+    # Import and parse are read in one subprocess: the parse includes the import.
+    assert figures["parse_seconds"] > figures["import_seconds"] > 0
     assert figures["worker_parse_seconds"] > 0
     assert 0 < figures["plugin_import_seconds"] < figures["import_seconds"]
     assert figures["serialize_seconds"] > 0
     per_dag = (figures["parse_seconds"] - figures["import_seconds"]) / figures["dags"] * 1000
     assert figures["ms_per_dag"] == pytest.approx(per_dag, abs=0.05)  # inputs rounded to ms
+    assert figures["ms_per_dag"] > 0
     assert figures["serialize_ms_per_dag"] == pytest.approx(
         figures["serialize_seconds"] / figures["dags"] * 1000, abs=0.05)
     # A parse child forked after the dag-processor's preload (export_airflow.preload) finds the
