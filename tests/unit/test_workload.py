@@ -40,12 +40,14 @@ def test_a_shared_stack_module_runs_in_its_group_and_every_other_file_alone(monk
         "tests/unit/time/test_window.py")
 
 
-@pytest.mark.parametrize(("variable", "read", "default"), [
-    ("EXPORT_TEST_SHARED_STACKS", workload.shared_stacks, 2),
-    ("EXPORT_TEST_MAX_STACKS", workload.max_stacks, 3),
-    ("EXPORT_TEST_AIRFLOW_WORKERS", workload.airflow_workers, 2)])
+COUNTS = [("EXPORT_TEST_SHARED_STACKS", workload.shared_stacks, 2),
+          ("EXPORT_TEST_MAX_STACKS", workload.max_stacks, 3),
+          ("EXPORT_TEST_AIRFLOW_WORKERS", workload.airflow_workers, 2)]
+
+
+@pytest.mark.parametrize(("variable", "read", "default"), COUNTS)
 @pytest.mark.parametrize("value", ["0", "two", "-1", ""])
-def test_a_bad_stack_count_is_refused_with_the_fix(monkeypatch, variable, read, default, value):
+def test_a_bad_count_is_refused_with_the_fix(monkeypatch, variable, read, default, value):
     monkeypatch.setenv(variable, value)
     what = "workers" if variable == "EXPORT_TEST_AIRFLOW_WORKERS" else "stacks"
     with pytest.raises(pytest.UsageError, match=rf"{variable}='{value}': give a whole number "
@@ -53,10 +55,7 @@ def test_a_bad_stack_count_is_refused_with_the_fix(monkeypatch, variable, read, 
         read()
 
 
-@pytest.mark.parametrize(("variable", "read", "default"), [
-    ("EXPORT_TEST_SHARED_STACKS", workload.shared_stacks, 2),
-    ("EXPORT_TEST_MAX_STACKS", workload.max_stacks, 3),
-    ("EXPORT_TEST_AIRFLOW_WORKERS", workload.airflow_workers, 2)])
+@pytest.mark.parametrize(("variable", "read", "default"), COUNTS)
 def test_each_count_has_its_default_and_takes_a_whole_number(monkeypatch, variable, read,
                                                               default):
     monkeypatch.delenv(variable, raising=False)
