@@ -93,8 +93,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"precompile: listed {record(root)} directories of {root} in {LIST}")
         return 0
     started = time.monotonic()
-    total, ok, missing = compile_listed(root, listed(), args.workers)
-    print(f"precompile: {total} files of {len(listed()) - len(missing)} directories of {root} "
+    directories = listed()
+    total, ok, missing = compile_listed(root, directories, args.workers)
+    print(f"precompile: {total} files of {len(directories) - len(missing)} directories of {root} "
           f"compiled or already current in {time.monotonic() - started:.1f} s "
           f"({total - ok} did not compile)"
           + (f"; {len(missing)} listed directories are not installed (first: {missing[0]}): "

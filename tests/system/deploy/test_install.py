@@ -10,7 +10,7 @@ Then, in that venv only (no checkout on ``sys.path``, an empty plugins folder): 
 of the wheel over the lock would add nothing else; both packages import; ``airflow plugins``
 lists each of our plugins once, from the entry points; a DAG folder holding only the loaders and
 the company files parses; ``exportctl`` migrates a ledger with the shipped migrations. Airflow
-runs in subprocesses only (the integration tier never loads it).
+runs in subprocesses only (the worker running this module never loads it).
 
 Cost (2 cores, warm uv cache, measured 3 Dec): 81 s wall and ~44 s of CPU for the module (the
 lock synced from the cache, a pip dry run, two Airflow processes, one DAG folder parse); a cold
