@@ -12,7 +12,6 @@ import uuid
 from datetime import UTC, datetime
 
 import pytest
-from airflow.secrets import BaseSecretsBackend
 
 from export_lib.errors import ConfigError
 from tests.services.gcs import PROJECT as GCS_PROJECT
@@ -186,19 +185,6 @@ def test_the_gcs_client_is_the_hooks(gcs_server: GcsServer, monkeypatch):
     assert gcs_server.client().bucket(bucket).blob("k").download_as_bytes() == b"via GCSHook"
 
 
-class DenyingBackend(BaseSecretsBackend):
-    """A secrets backend (configured as ``[secrets] backend``) that refuses every lookup, the
-    way a Vault policy or an IAM deny answers."""
-
-    def get_connection(self, conn_id: str):
-        from airflow.sdk.exceptions import AirflowSecretsBackendAccessDenied
-
-        raise AirflowSecretsBackendAccessDenied(f"policy denies reading {conn_id}")
-
-    def get_variable(self, key: str):
-        return None
-
-
 def test_a_secrets_backend_that_denies_access_fails_the_task_for_good():
     """Airflow's own chain with a custom backend; a subprocess, so the configured backend
     (cached per process by the SDK) does not leak into other tests."""
@@ -214,7 +200,7 @@ def test_a_secrets_backend_that_denies_access_fails_the_task_for_good():
             "except ExportError as exc:\n"
             "    print(type(exc).__name__, exc.retryable, exc, sep='|')\n")
     env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{REPO / 'plugins'}",
-           "AIRFLOW__SECRETS__BACKEND": f"{__name__}.DenyingBackend",
+           "AIRFLOW__SECRETS__BACKEND": "tests.support.secrets.DenyingBackend",
            "AIRFLOW_CONN_VAULT_PG": "postgresql://u:p@db.example/x"}  # denied before env
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                          text=True, timeout=120, check=True).stdout.strip().splitlines()[-1]

@@ -10,7 +10,6 @@ import json
 import logging
 
 import structlog
-from airflow.sdk._shared.logging.structlog import drop_positional_args, structlog_processors
 
 from export_lib import logfmt
 from export_lib.logfmt import get_logger, installed, run_context
@@ -21,6 +20,8 @@ RUN = {"company": "acme", "schedule": "acme/daily-spend",
 
 def _task_log(mode: str) -> list[dict]:
     """What a task process sends its supervisor for one line of ours and one of Airflow's."""
+    from airflow.sdk._shared.logging.structlog import drop_positional_args, structlog_processors
+
     shared, for_stdlib, _ = structlog_processors(json_output=True)
     stream = io.StringIO()
     handler = logging.StreamHandler(stream)
