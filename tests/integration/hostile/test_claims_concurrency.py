@@ -5,7 +5,6 @@ a fresh one would."""
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import sqlite3
 from contextlib import closing
@@ -16,6 +15,7 @@ import pytest
 
 from export_lib.config.claims_index import claims_index
 from export_lib.config.loader import load_catalog
+from tests.support import children
 from tests.support.claims_index import COMPANY, MOUNTS, indexed
 from tests.world import REPO
 
@@ -29,7 +29,7 @@ def _company(config: Path, company: str, path: str) -> None:
 
 
 def _load_each(config: str, index_dir: str, companies: list[str], start, results) -> None:
-    """One process: wait for the others, then load each company alone (in a spawned child)."""
+    """One process: wait for the others, then load each company alone (in a child process)."""
     os.environ["EXPORT_DAG_INDEX_DIR"] = index_dir
     start.wait()
     results.put({company: dict(load_catalog(config, only=company, now=NOW).errors)
@@ -38,10 +38,10 @@ def _load_each(config: str, index_dir: str, companies: list[str], start, results
 
 def _all_at_once(config: Path, index_dir: Path) -> dict[str, dict[str, tuple[str, ...]]]:
     companies = sorted(path.stem for path in config.glob("*.yaml") if path.stem != "defaults")
-    ctx = multiprocessing.get_context("spawn")  # no fork of a process with pytest's threads
+    ctx = children.context()
     start, results = ctx.Barrier(PROCESSES), ctx.Queue()
-    workers = [ctx.Process(target=_load_each, args=(str(config), str(index_dir),
-                                                    companies[n::PROCESSES], start, results))
+    workers = [children.process(ctx, _load_each, (str(config), str(index_dir),
+                                                  companies[n::PROCESSES], start, results))
                for n in range(PROCESSES)]
     for worker in workers:
         worker.start()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import multiprocessing as mp
 from datetime import timedelta
 
 import pytest
@@ -10,6 +9,7 @@ import pytest
 from export_lib.errors import FencingError, IllegalTransitionError, LedgerError, PublishError
 from export_lib.ledger import RUN_STATES, RunState, check_transition, open_ledger
 from tests.fixtures.ledger import NOW, registration
+from tests.support import children
 
 
 def _staged(ledger, run_key, sha, *, now=NOW):
@@ -30,10 +30,10 @@ def _register_in_process(url: str, run_key: str, barrier, out) -> None:
 
 
 def test_two_processes_registering_the_same_slot_make_one_run(pg_ledger, pg_database):
-    ctx = mp.get_context("spawn")
+    ctx = children.context()
     barrier, out = ctx.Barrier(4), ctx.Queue()
-    procs = [ctx.Process(target=_register_in_process,
-                         args=(pg_database, "acme/daily-spend/2026-03-29T05:00Z", barrier, out))
+    procs = [children.process(ctx, _register_in_process,
+                              (pg_database, "acme/daily-spend/2026-03-29T05:00Z", barrier, out))
              for _ in range(4)]
     for p in procs:
         p.start()

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import csv
 import json
-import multiprocessing as mp
 from datetime import timedelta
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from export_lib.ledger import open_ledger
 from export_lib.pipeline import collect_staging_garbage, publish_run, register_run, render_run
 from export_lib.storage.stores import LocalStore
 from tests.fixtures.ledger import DAILY_SLOT
+from tests.support import children
 from tests.world import World
 
 NOW = DAILY_SLOT + timedelta(minutes=5)
@@ -42,9 +42,9 @@ def test_stale_attempt_publish_run_moves_nothing_to_a_final_name(
     assert (old["generation"], new["generation"]) == (1, 2)
     assert old["sha256"] == new["sha256"]  # same content: only the generation tells them apart
 
-    ctx = mp.get_context("spawn")
+    ctx = children.context()
     out = ctx.Queue()
-    proc = ctx.Process(target=_publish_in_process, args=(
+    proc = children.process(ctx, _publish_in_process, (
         pg_database, str(world.store.root), key, old["attempt_id"], out))
     proc.start()
     outcome, message = out.get(timeout=60)
