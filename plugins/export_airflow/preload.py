@@ -98,6 +98,14 @@ def preload() -> None:
         DagSerialization.to_dict(DAG("export_airflow_preload", schedule=None))
     except Exception as exc:  # noqa: BLE001 - the parse children load them themselves
         failed.append(f"the DAG serialiser ({type(exc).__name__}: {exc})")
+    try:
+        # botocore's data for an S3 client (~60 ms of JSON per boto3 session): render, publish
+        # and deliver each open one (export_lib.storage.clients.share_loader).
+        from export_lib.storage.clients import warm_s3
+
+        warm_s3()
+    except Exception as exc:  # noqa: BLE001 - the tasks load it themselves
+        failed.append(f"botocore's S3 data ({type(exc).__name__}: {exc})")
     if failed:
         log.warning("export_airflow.preload: could not import %s; the tasks import them "
                     "themselves", "; ".join(failed))
