@@ -36,8 +36,8 @@ log = logging.getLogger(__name__)
 # recover_missed's module and the pipeline behind it (0.27 s, every parse of a `recovery: each`
 # DAG), the Postgres hook and pyarrow's CSV reader (renders), the S3 hook (the artifact store
 # of `make cluster` and compose). ~1.0 s of CPU and ~60 MB once per forking process (its log
-# line says), shared by its forks. Not the GCS hook (1.3 s, 54 MB of google-cloud for the few
-# exports that use it).
+# line says), shared by its forks. The GCS hook (1.3 s, 54 MB of google-cloud) is not listed
+# here, but building an Asset imports it (the providers' asset URI handlers, below).
 MODULES = (
     "export_airflow.dag_factory", "export_airflow.operators", "export_airflow.sensors",
     "export_airflow.recovery", "export_airflow.restatement", "export_airflow.manual_dag",
@@ -98,6 +98,17 @@ def preload() -> None:
         DagSerialization.to_dict(DAG("export_airflow_preload", schedule=None))
     except Exception as exc:  # noqa: BLE001 - the parse children load them themselves
         failed.append(f"the DAG serialiser ({type(exc).__name__}: {exc})")
+    try:
+        # The first Asset a process builds (every export DAG has one: export_airflow.assets)
+        # initialises the providers' asset URI handlers, which imports each provider's asset
+        # module, the Google provider's GCS hook and google-cloud-storage among them: in every
+        # task process and parse child, while parsing its loader (cProfile, bench/cluster.py:
+        # the largest part of an export task's start-up). Built here, the forks have them.
+        from export_airflow.assets import schedule_asset
+
+        schedule_asset("preload", "preload/asset")
+    except Exception as exc:  # noqa: BLE001 - the parse builds them itself
+        failed.append(f"the providers' asset URI handlers ({type(exc).__name__}: {exc})")
     try:
         # botocore's data for an S3 client (~60 ms of JSON per boto3 session): render, publish
         # and deliver each open one (export_lib.storage.clients.share_loader).

@@ -33,7 +33,11 @@ if pid == 0:
     share_loader(session)
     session.client("s3")  # what render, publish and deliver each do
     loaded = all(m in sys.modules for m in MODULES) and cached
-    os.write(w, f"{loaded} {'reads' if reads else 'no-reads'}".encode())
+    before_asset = set(sys.modules)
+    from export_airflow.assets import schedule_asset
+    schedule_asset("acme", "acme/daily-spend")  # what parsing any export DAG builds
+    assets = "asset-imports" if set(sys.modules) - before_asset else "no-asset-imports"
+    os.write(w, f"{loaded} {'reads' if reads else 'no-reads'} {assets}".encode())
     os._exit(0)
 os.waitpid(pid, 0)
 print(component, before, os.read(r, 64).decode())
@@ -57,11 +61,15 @@ def test_only_the_forking_components_preload(argv, component):
 
 
 @pytest.mark.parametrize(("argv", "expected"), [
-    ("airflow scheduler", "scheduler False True no-reads"),  # botocore's S3 data loaded too
-    ("airflow dags list", "None False False reads"),
+    # botocore's S3 data and the providers' asset URI handlers loaded too
+    ("airflow scheduler", "scheduler False True no-reads no-asset-imports"),
+    ("airflow dags list", "None False False reads asset-imports"),
 ])
 def test_a_fork_of_the_scheduler_has_the_modules_and_plugins_loaded(argv, expected):
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "plugins")])}
+    # Artifacts on S3 (make cluster, compose): an asset's s3:// URI is normalised by the
+    # providers' asset URI handlers (file:// needs none).
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "plugins")]),
+           "EXPORT_ARTIFACT_ROOT": "s3://exports-artifacts/exports"}
     out = subprocess.run([sys.executable, "-c", FORK, *argv.split()], capture_output=True,
                          text=True, env=env, timeout=120, check=False)
     assert out.returncode == 0, out.stderr[-2000:]
