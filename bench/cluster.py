@@ -98,7 +98,8 @@ widget_exports:
     destinations:
       - {{id: {cid}-dir, type: local, path: outbox/{cid}/{export}}}
 """
-FLOOR_DAGS = '''"""bench/cluster.py's floor: per company, 4 chained no-op tasks (Airflow's own cost)."""
+FLOOR_DAGS = '''"""bench/cluster.py's floor: per company, 4 chained no-op tasks (Airflow's own cost),
+and one task doing the least I/O an export task does (the lowest CPU an export task can reach)."""
 from datetime import datetime, timezone
 
 from airflow.providers.standard.operators.python import PythonOperator
@@ -109,6 +110,30 @@ def noop():
     return None
 
 
+def io_floor():
+    """The least I/O an export task does, and no export code: the artifact connection's S3
+    client (the hook's session, the worker's shared botocore loader) and one 1 KB PUT; the
+    ledger connection and one statement."""
+    import os
+
+    import psycopg
+    from airflow.providers.amazon.aws.hooks.s3 import S3Hook
+    from airflow.sdk import BaseHook
+    from export_lib.storage.clients import share_loader
+
+    hook = S3Hook(aws_conn_id=os.environ["EXPORT_ARTIFACT_CONN"])
+    session = hook.get_session()
+    share_loader(session)
+    client = session.client("s3", endpoint_url=hook.conn_config.get_service_endpoint_url("s3"),
+                            region_name=hook.conn_config.region_name, verify=hook.verify)
+    bucket = os.environ["EXPORT_ARTIFACT_ROOT"].removeprefix("s3://").partition("/")[0]
+    client.put_object(Bucket=bucket, Key=f"bench-io-floor/{{os.getpid()}}", Body=b"x" * 1024)
+    ledger = BaseHook.get_connection("export_ledger")
+    with psycopg.connect(host=ledger.host, port=ledger.port, user=ledger.login,
+                         password=ledger.password, dbname=ledger.schema) as conn:
+        conn.execute("SELECT 1").fetchone()
+
+
 for cid in {companies!r}:
     with DAG(dag_id="bench_floor__" + cid, schedule="0 {hour} * * *",
              start_date=datetime(2020, 1, 1, tzinfo=timezone.utc), catchup=False,
@@ -116,6 +141,11 @@ for cid in {companies!r}:
         a, b, c, d = (PythonOperator(task_id=f"noop_{{i}}", python_callable=noop)
                       for i in range(4))
         a >> b >> c >> d
+    globals()[dag.dag_id] = dag
+    with DAG(dag_id="bench_io_floor__" + cid, schedule=None,
+             start_date=datetime(2020, 1, 1, tzinfo=timezone.utc), catchup=False,
+             max_active_runs=2) as dag:
+        PythonOperator(task_id="io_floor", python_callable=io_floor)
     globals()[dag.dag_id] = dag
 '''
 
@@ -130,6 +160,10 @@ def export_dag(cid: str) -> str:
 
 def floor_dag(cid: str) -> str:
     return f"bench_floor__{cid}"
+
+
+def io_floor_dag(cid: str) -> str:
+    return f"bench_io_floor__{cid}"
 
 
 def write_companies(root: Path, count: int) -> list[str]:
@@ -251,6 +285,8 @@ def phase(stack: Cluster, api, ids: list[str], days: list[int], timeout: float) 
     exp_runs, exp_tis = batch(api, [export_dag(c) for c in ids], days, timeout)
     say(f"floor: {len(ids) * len(days)} runs")
     floor_runs, floor_tis = batch(api, [floor_dag(c) for c in ids], days, timeout)
+    say(f"least I/O: {len(ids) * len(days)} runs")
+    io_runs, _ = batch(api, [io_floor_dag(c) for c in ids], days, timeout)
     executed = executions(worker_logs(stack))
     exports = with_cpu(stack, {"runs": run_figures(exp_runs), "tasks": task_figures(exp_tis)},
                        exp_runs)
@@ -258,9 +294,11 @@ def phase(stack: Cluster, api, ids: list[str], days: list[int], timeout: float) 
                      floor_runs)
     say(f"exports {exports['runs']['runs_per_minute']}/min, floor "
         f"{floor['runs']['runs_per_minute']}/min")
-    return {"exports": exports, "floor": floor,
+    least_io = with_cpu(stack, {}, io_runs)["cpu"]
+    return {"exports": exports, "floor": floor, "least_io": least_io,
             "export_to_floor_span": ratio(exports["runs"]["span_s"], floor["runs"]["span_s"]),
-            "task_cpu_to_noop": cpu_ratios(exports["cpu"]["median_cpu_s_by_task"],
+            "task_cpu_to_noop": cpu_ratios({**exports["cpu"]["median_cpu_s_by_task"],
+                                            **least_io["median_cpu_s_by_task"]},
                                            floor["cpu"]["median_cpu_s_by_task"]),
             "workers": worker_figures(exp_tis + floor_tis, executed),
             "workers_exports_only": worker_figures(exp_tis, executed)}
@@ -351,7 +389,7 @@ def measure(args: argparse.Namespace) -> dict:
         stack.start()
         result["cluster_up_s"] = round(time.monotonic() - started, 1)
         api = stack.api()
-        wanted = {f(c) for c in ids for f in (export_dag, floor_dag)}
+        wanted = {f(c) for c in ids for f in (export_dag, floor_dag, io_floor_dag)}
         wait_for(lambda: wanted <= {d["dag_id"] for d in pages(api, "/api/v2/dags", "dags")},
                  300, 2, what="every benchmark DAG to be parsed")
         for dag_id in sorted(wanted):

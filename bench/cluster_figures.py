@@ -257,6 +257,11 @@ def table(result: Mapping) -> str:
         for task, cpu in exp["cpu"]["median_cpu_s_by_task"].items():
             rows.append((f"  CPU s per task: {task}", cpu, _round(noop, 3),
                          phase["task_cpu_to_noop"].get(task)))
+        # The lowest an export task's CPU can be: one S3 write and one ledger statement, no
+        # export code (bench/cluster.py io_floor), over the same no-op median.
+        for task, cpu in ((phase.get("least_io") or {}).get("median_cpu_s_by_task") or {}).items():
+            rows.append((f"  CPU s per task: {task} (least I/O, no export code)", cpu,
+                         _round(noop, 3), phase["task_cpu_to_noop"].get(task)))
         for task, mb in exp["cpu"]["median_rss_mb_by_task"].items():
             rows.append((f"  task process peak RSS MB: {task}", mb, "", ""))
     catchup = result.get("catchup")

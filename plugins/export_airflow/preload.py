@@ -38,13 +38,18 @@ log = logging.getLogger(__name__)
 # of `make cluster` and compose). ~1.0 s of CPU and ~60 MB once per forking process (its log
 # line says), shared by its forks. The GCS hook (1.3 s, 54 MB of google-cloud) is not listed
 # here, but building an Asset imports it (the providers' asset URI handlers, below).
+# The stages' own lazy imports come last: the render engine (its pydantic models: ~10 ms of
+# CPU in every render), the S3 artifact store (~4 ms, render, publish and deliver with
+# artifacts on S3), the delivery metrics and the lease (cProfile of the task processes of
+# bench/cluster.py, 4 Dec).
 MODULES = (
     "export_airflow.dag_factory", "export_airflow.operators", "export_airflow.sensors",
     "export_airflow.recovery", "export_airflow.restatement", "export_airflow.manual_dag",
     "export_airflow.alerts", "export_airflow.connections", "export_airflow.ledger",
     "export_airflow.assets", "export_lib.pipeline.asset_events",
     "export_lib.pipeline", "export_lib.delivery", "export_lib.ledger",
-    "export_lib.ledger.seniority",
+    "export_lib.ledger.seniority", "export_lib.render.engine", "export_lib.render.copy",
+    "export_lib.storage.cloud", "export_lib.views.run_metrics", "export_lib.pipeline.lease",
     "psycopg", "sqlalchemy.dialects.postgresql.psycopg",
     "airflow.providers.postgres.hooks.postgres", "airflow.providers.amazon.aws.hooks.s3",
     "pyarrow", "pyarrow.csv",

@@ -138,7 +138,9 @@ def _bench_result(companies: int = 40, slots: int = 365, catchup: float = 1.2,
                              "floor": {"runs": runs,
                                        "cpu": {"median_cpu_s_by_task": {"noop_0": 0.5},
                                                "median_rss_mb_by_task": {"noop_0": 120.0}}},
-                             "export_to_floor_span": burst, "task_cpu_to_noop": cpu}},
+                             "least_io": {"median_cpu_s_by_task": {"io_floor": 0.6}},
+                             "export_to_floor_span": burst,
+                             "task_cpu_to_noop": {**cpu, "io_floor": 1.2}}},
             "catchup": {"slots_measured": slots, "target_slots": 365,
                         "export_to_floor": catchup,
                         "exports": {"runs": {"span_s": 1200.0 * catchup}},
@@ -175,6 +177,8 @@ def test_table_lists_burst_cpu_catchup_and_worker_memory():
                line.split()[-3:] == ["110.0", "100.0", "1.1"] for line in lines)
     assert any("CPU s per task: render" in line and line.split()[-3:] == ["0.55", "0.5", "1.1"]
                for line in lines)
+    assert any("CPU s per task: io_floor (least I/O, no export code)" in line and
+               line.split()[-3:] == ["0.6", "0.5", "1.2"] for line in lines)
     assert any(line.startswith("catch-up 365 slots (measured), s") and
                line.split()[-3:] == ["1440.0", "1200.0", "1.2"] for line in lines)
     assert any(line.startswith("worker worker-default: RSS / peak MB") and
