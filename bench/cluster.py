@@ -9,7 +9,9 @@ A copy of the project (tests/system/cluster/stack.py) gets ``--companies`` gener
 daily widget export each, 06:00 UTC, one local destination; the shipped companies removed; the
 demo source seeded with hourly rows back past the oldest slot measured, at least 21 days)
 and one "floor" DAG per company: 4 chained no-op ``PythonOperator`` tasks, same schedule and
-``max_active_runs``.
+``max_active_runs``; and one least-I/O DAG per company (one task: the artifact connection's S3
+client and one PUT, the ledger connection and one statement, no export code), run after the
+floor runs of each phase: its CPU over a no-op task's is the lowest an export task can reach.
 Everything starts paused; then each DAG is unpaused (the export DAGs create their newest slot)
 and runs one warm-up run (not measured).
 
@@ -32,6 +34,10 @@ the time for ``--catchup-target`` slots (365) is extrapolated from K and marked 
 Afterwards the ledger is checked (tests/system/soak/stack.py check_ledger: one artifact version per
 period, one acknowledged delivery per destination, one ledger run per export DAG run) and the
 files in each company's outbox are counted. Prints one JSON object with ``--json``.
+
+The files it writes into the copy are bench/cluster_dags.py's, its figures bench/
+cluster_figures.py's. Just over 400 lines on purpose: the steps of one run share the cluster it
+starts, and reading them in order is reading the benchmark.
 """
 
 from __future__ import annotations
@@ -44,16 +50,18 @@ import signal
 import subprocess
 import sys
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "plugins")]
 
+from bench.cluster_dags import COMPANY_YAML, FLOOR_DAGS, IO_FLOOR_DAGS  # noqa: E402
 from bench.cluster_figures import (  # noqa: E402
     acceptance,
     cpu_figures,
     cpu_ratios,
+    daily_slot,
     executions,
     extrapolate,
     lighter_tasks_checks,
@@ -77,89 +85,6 @@ ENV = {
     "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",
     "EXPORT_CATCHUP_LOOKBACK_HOURS": "1",  # the warm-up runs recover nothing
 }
-COMPANY_YAML = """\
-company:
-  id: {cid}
-  name: Bench company {n}
-  timezone: UTC
-  owner: data@{cid}.example
-  authorized: [analytics@{cid}.example]
-
-widget_exports:
-  - id: {export}
-    export_hour: {hour}
-    window: {{kind: calendar_day}}
-    query:
-      source: demo_source
-      table: widget_metrics
-      columns: [company_id, widget_id, event_time, value]
-      timestamp_column: event_time
-      tenant_column: company_id
-    destinations:
-      - {{id: {cid}-dir, type: local, path: outbox/{cid}/{export}}}
-"""
-FLOOR_DAGS = '''"""bench/cluster.py's floor: per company, 4 chained no-op tasks (Airflow's own cost)."""
-from datetime import datetime, timezone
-
-from airflow.providers.standard.operators.python import PythonOperator
-from airflow.sdk import DAG
-
-
-def noop():
-    return None
-
-
-for cid in {companies!r}:
-    with DAG(dag_id="bench_floor__" + cid, schedule="0 {hour} * * *",
-             start_date=datetime(2020, 1, 1, tzinfo=timezone.utc), catchup=False,
-             max_active_runs=2) as dag:
-        a, b, c, d = (PythonOperator(task_id=f"noop_{{i}}", python_callable=noop)
-                      for i in range(4))
-        a >> b >> c >> d
-    globals()[dag.dag_id] = dag
-'''
-# In a file of their own: a no-op task parses only the floor's file, as before they existed.
-IO_FLOOR_DAGS = '''"""bench/cluster.py's least I/O: per company, one task doing the I/O every export task
-does and no export code (the lowest CPU an export task can reach)."""
-from datetime import datetime, timezone
-
-from airflow.providers.standard.operators.python import PythonOperator
-from airflow.sdk import DAG
-
-
-def io_floor():
-    """The least I/O an export task does, and no export code: the artifact connection's S3
-    client (the hook's session, the worker's shared botocore loader) and one 1 KB PUT; the
-    ledger connection and one statement."""
-    import os
-
-    import psycopg
-    from airflow.providers.amazon.aws.hooks.s3 import S3Hook
-    from airflow.sdk import BaseHook
-    from export_lib.storage.clients import share_loader
-
-    hook = S3Hook(aws_conn_id=os.environ["EXPORT_ARTIFACT_CONN"])
-    session = hook.get_session()
-    share_loader(session)
-    client = session.client("s3", endpoint_url=hook.conn_config.get_service_endpoint_url("s3"),
-                            region_name=hook.conn_config.region_name, verify=hook.verify)
-    bucket = os.environ["EXPORT_ARTIFACT_ROOT"].removeprefix("s3://").partition("/")[0]
-    client.put_object(Bucket=bucket, Key=f"bench-io-floor/{{os.getpid()}}", Body=b"x" * 1024)
-    ledger = BaseHook.get_connection("export_ledger")
-    with psycopg.connect(host=ledger.host, port=ledger.port, user=ledger.login,
-                         password=ledger.password, dbname=ledger.schema) as conn:
-        conn.execute("SELECT 1").fetchone()
-
-
-for cid in {companies!r}:
-    with DAG(dag_id="bench_io_floor__" + cid, schedule=None,
-             start_date=datetime(2020, 1, 1, tzinfo=timezone.utc), catchup=False,
-             max_active_runs=2) as dag:
-        PythonOperator(task_id="io_floor", python_callable=io_floor)
-    globals()[dag.dag_id] = dag
-'''
-
-
 def say(message: str) -> None:
     print(f"[{datetime.now(UTC):%H:%M:%S}] {message}", file=sys.stderr, flush=True)
 
@@ -204,8 +129,7 @@ def task_cpu_records(stack: Cluster) -> list[dict]:
 
 
 def slot(days_ago: int) -> datetime:
-    today = datetime.now(UTC).replace(hour=SLOT_HOUR, minute=0, second=0, microsecond=0)
-    return today - timedelta(days=days_ago)
+    return daily_slot(datetime.now(UTC), SLOT_HOUR, days_ago)
 
 
 def worker_logs(stack: Cluster) -> dict[str, list[str]]:

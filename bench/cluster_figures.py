@@ -9,7 +9,7 @@ import math
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from datetime import datetime
+from datetime import datetime, timedelta
 
 # "Executing workload in Celery: … ti=TaskInstanceDTO(id=…, task_id='render',
 #  dag_id='widget_export__…', run_id='manual__…', try_number=1, dag_version_id=…, map_index=-1, …"
@@ -36,6 +36,17 @@ def executions(logs: Mapping[str, Iterable[str]]) -> dict[TaskKey, list[tuple[in
 
 def instant(value: str | None) -> datetime | None:
     return datetime.fromisoformat(value.replace("Z", "+00:00")) if value else None
+
+
+def daily_slot(now: datetime, hour: int, days_ago: int) -> datetime:
+    """The daily ``hour``:00 slot ``days_ago`` days before the newest one already due at
+    ``now``: the newest is the run a daily DAG creates when it is unpaused, so the bench's own
+    runs (``days_ago`` >= 1) never take its logical date, at any hour (before ``hour`` the
+    newest is yesterday's)."""
+    newest = now.replace(hour=hour, minute=0, second=0, microsecond=0)
+    if newest > now:
+        newest -= timedelta(days=1)
+    return newest - timedelta(days=days_ago)
 
 
 def percentile(values: list[float], q: float) -> float | None:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
 import pytest
 
 from bench.cluster_figures import (
     acceptance,
     cpu_figures,
     cpu_ratios,
+    daily_slot,
     executions,
     extrapolate,
     lighter_tasks_checks,
@@ -183,3 +186,17 @@ def test_table_lists_burst_cpu_catchup_and_worker_memory():
                line.split()[-3:] == ["1440.0", "1200.0", "1.2"] for line in lines)
     assert any(line.startswith("worker worker-default: RSS / peak MB") and
                line.split()[-2:] == ["610", "700"] for line in lines)
+
+
+@pytest.mark.parametrize(("now", "expected"), [
+    # After the day's slot: the newest due is today's, the bench's runs start yesterday.
+    (datetime(2026, 12, 4, 23, 0, tzinfo=UTC), datetime(2026, 12, 3, 6, 0, tzinfo=UTC)),
+    (datetime(2026, 12, 4, 6, 0, tzinfo=UTC), datetime(2026, 12, 3, 6, 0, tzinfo=UTC)),
+    # Before it (00:00-05:59 UTC): the newest due is yesterday's, so one day earlier (the
+    # 00:15 run of 5 Dec took the newest scheduled run's date: HTTP 409).
+    (datetime(2026, 12, 5, 0, 15, tzinfo=UTC), datetime(2026, 12, 3, 6, 0, tzinfo=UTC)),
+    (datetime(2026, 12, 5, 5, 59, tzinfo=UTC), datetime(2026, 12, 3, 6, 0, tzinfo=UTC)),
+])
+def test_daily_slot_one_day_back_is_never_the_newest_slot_due(now, expected):
+    assert daily_slot(now, 6, 1) == expected
+    assert daily_slot(now, 6, 3) == expected - timedelta(days=2)
