@@ -4,18 +4,33 @@ in the Airflow UI as Browse → Export obligations and Browse → Export runs.
 Registered by the ``airflow.plugins`` entry point of the installed distribution (setup.cfg),
 like ``export_airflow.plugin`` (ADR 0026). A module of its own so that importing the timetable's
 plugin never imports FastAPI and the pages.
+
+Airflow loads every plugin in every process that needs one (the scheduler, the dag-processor,
+workers, task processes and CLI commands resolving the timetable), but reads ``fastapi_apps``
+only in the api-server and in plugin listings (``airflow plugins``, ``/api/v2/plugins``). So
+the pages are imported when that attribute is read: importing them with the plugin cost every
+such process ~0.7 s of CPU (FastAPI, Airflow's api_fastapi app behind its auth dependencies,
+the pages' read models; `python -X importtime`, 5 Dec), a task process of the Kubernetes
+executor or `airflow tasks test` included.
 """
 
 from __future__ import annotations
 
 from airflow.plugins_manager import AirflowPlugin
 
-from export_airflow.ui import app
+
+class _Pages:
+    """``fastapi_apps``, built on first read (a descriptor: the plugin stays a plain class)."""
+
+    def __get__(self, plugin: object, owner: type | None = None) -> list[dict]:
+        from export_airflow.ui import app
+
+        return [{"app": app, "url_prefix": "/exports", "name": "Export runs"}]
 
 
 class ExportUiPlugin(AirflowPlugin):
     name = "export_ui"
-    fastapi_apps = [{"app": app, "url_prefix": "/exports", "name": "Export runs"}]
+    fastapi_apps = _Pages()
     external_views = [
         {"name": "Export obligations", "href": "/exports/obligations",
          "url_route": "export-obligations", "destination": "nav", "category": "browse"},

@@ -23,6 +23,12 @@ OURS = {"export_plugin": "export_airflow.plugin:ExportPlugin",
 PROVIDER_PLUGIN = "OpenLineageProviderPlugin"  # apache-airflow-providers-openlineage's
 IMPORT_ERRORS = ("import json; from airflow import plugins_manager as m; "
                  "print(json.dumps(m.get_import_errors()))")
+# Then which page modules loading every plugin imported, and the pages' app as the api-server
+# asks for it (export_airflow.ui_plugin: only reading ``fastapi_apps`` imports them).
+PAGES = ("import sys; pages = ('fastapi', 'export_airflow.ui', 'export_airflow.obligations_ui'); "
+         "print(json.dumps([p for p in pages if p in sys.modules])); "
+         "apps = m.get_fastapi_plugins()[0]; "
+         "print(json.dumps([(a['name'], a['url_prefix'], type(a['app']).__name__) for a in apps]))")
 
 
 def _airflow(*args: str, cwd: Path = REPO, **env: str) -> subprocess.CompletedProcess[str]:
@@ -45,9 +51,15 @@ def test_no_plugin_import_error_with_the_checkout_on_sys_path():
     """``python -m …`` from the root and pytest put the checkout first on ``sys.path``: a build's
     ``*.egg-info`` there would be a second copy of the distribution, its entry points loaded
     twice (setup.py writes it to build/)."""
-    result = _airflow(sys.executable, "-c", IMPORT_ERRORS, PYTHONPATH=f"{REPO}:{REPO}/plugins")
+    result = _airflow(sys.executable, "-c", f"{IMPORT_ERRORS}; {PAGES}",
+                      PYTHONPATH=f"{REPO}:{REPO}/plugins")
     assert result.returncode == 0, result.stderr[-3000:]
-    assert json.loads(result.stdout.splitlines()[-1]) == {}
+    errors, pages_imported, apps = (json.loads(line) for line in result.stdout.splitlines()[-3:])
+    assert errors == {}
+    # Loading the plugins (what the scheduler, workers, task processes and CLI commands do) left
+    # FastAPI and the pages out; the api-server's read of ``fastapi_apps`` builds them.
+    assert pages_imported == []
+    assert apps == [["Export runs", "/exports", "FastAPI"]]
     assert sorted(p.name for p in REPO.glob("*.egg-info")) == []
 
 
