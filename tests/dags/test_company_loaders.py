@@ -158,7 +158,7 @@ HEAVY = {"pyarrow", "pandas", "numpy", "boto3", "botocore", "s3transfer", "param
 
 
 def test_a_newcomer_writing_into_an_existing_companys_directory_is_its_own_import_error(
-        dags_copy, pg_database, monkeypatch):
+        dags_copy, pg_ledger_database, monkeypatch):
     """newco writes inside acme's directory (both legal alone: /srv/exports/acme is a mount
     too). acme has exported (a run in the ledger), so only newco's loader is a Broken DAG, with
     the line exportctl validate prints; every acme DAG still loads."""
@@ -182,7 +182,7 @@ def test_a_newcomer_writing_into_an_existing_companys_directory_is_its_own_impor
         "      - {id: nas, type: local, path: /srv/exports/acme/newco/in}\n")
     subprocess.run([sys.executable, "-m", "export_lib", "loaders", str(dags_copy)], check=True,
                    capture_output=True)
-    ledger = open_ledger(pg_database)
+    ledger = open_ledger(pg_ledger_database)
     ledger.upgrade()
     seen = datetime(2026, 11, 2, 9, 30, tzinfo=UTC)
     ledger.register(RunRegistration(
@@ -191,7 +191,7 @@ def test_a_newcomer_writing_into_an_existing_companys_directory_is_its_own_impor
         window_end=seen, timezone="Europe/Berlin", window_kind="calendar_day",
         config_version="v1", config_snapshot={"version": "v1"}, owner="o@acme.example",
         source_cutoff=seen, deadline=seen + timedelta(hours=2)), seen)
-    monkeypatch.setenv("EXPORT_LEDGER_URL", pg_database)
+    monkeypatch.setenv("EXPORT_LEDGER_URL", pg_ledger_database)
 
     bag = _dag_bag(dags_copy)
     loader = str(dags_copy / "company_newco.py")

@@ -23,13 +23,13 @@ NOW = D29 + timedelta(hours=6)
 
 
 @pytest.fixture()
-def ledger(tmp_path, monkeypatch, pg_database):
+def ledger(tmp_path, monkeypatch, pg_ledger_database):
     from export_lib.cli.commands import run_one
     from export_lib.config.loader import load_catalog
     from export_lib.ledger import open_ledger
     from export_lib.pipeline import RunContext, start_run
 
-    world = build_world(tmp_path, pg_database, days=10).use(monkeypatch)
+    world = build_world(tmp_path, pg_ledger_database, days=10).use(monkeypatch)
     acme = world.config / "acme.yaml"
     acme.write_text(acme.read_text().replace("    deadline: 30m\n",
                                              "    deadline: 30m\n    late_start: hold\n", 1))

@@ -23,14 +23,14 @@ MIN = timedelta(minutes=1)
 
 
 @pytest.fixture()
-def world(tmp_path, monkeypatch, pg_database):
+def world(tmp_path, monkeypatch, pg_ledger_database):
     from export_lib.cli.commands import run_one
     from export_lib.config.loader import load_catalog
     from export_lib.ledger import open_ledger
     from export_lib.ledger.schema import runs
     from export_lib.pipeline import RunContext, start_run
 
-    world = build_world(tmp_path, pg_database, days=10).use(monkeypatch)
+    world = build_world(tmp_path, pg_ledger_database, days=10).use(monkeypatch)
     config = str(world.config)
     for slot, took in (("2026-03-26T06:00Z", 80), ("2026-03-27T06:00Z", 100)):
         start = datetime.fromisoformat(slot.replace("Z", "+00:00"))

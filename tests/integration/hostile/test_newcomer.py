@@ -37,8 +37,8 @@ def _lines(config: Path, mine: str, theirs: str, loc: str, why: str) -> tuple[st
 
 
 @pytest.fixture()
-def pg_ledger(pg_database: str) -> Ledger:
-    ledger = open_ledger(pg_database)
+def pg_ledger(pg_ledger_database: str) -> Ledger:
+    ledger = open_ledger(pg_ledger_database)
     ledger.upgrade()
     return ledger
 

@@ -107,12 +107,12 @@ def _kill_mid_render(world: World) -> tuple[Path, int]:
 
 
 def test_sigkill_mid_render_then_retry_publishes_one_identical_artifact(
-        tmp_path: Path, pg_database: str, big_source):
+        tmp_path: Path, pg_ledger_database: str, big_source):
     clean = _big_world(tmp_path / "clean", f"sqlite:///{tmp_path / 'clean.db'}", big_source)
     reference = clean.run("bigco/daily", SLOT)["artifact"]
     assert reference["rows"] == ROWS
 
-    world = _big_world(tmp_path / "killed", pg_database, big_source)
+    world = _big_world(tmp_path / "killed", pg_ledger_database, big_source)
     staged, seen = _kill_mid_render(world)
     partial = staged.read_bytes()
     rows_before_kill = partial.count(b"\n") - 1  # minus the header

@@ -12,6 +12,22 @@ from tests.fixtures.ledger import NOW, registration
 from tests.support import children
 
 
+def test_a_ledger_database_is_a_copy_at_the_newest_revision_and_pg_database_is_empty(
+        pg_ledger_database, pg_database):
+    """The fixtures' contract (tests/conftest.py): ``pg_ledger_database`` is a copy of the
+    template the migrations built (its tables, no rows), ``pg_database`` has no table."""
+    from export_lib.ledger.migrations import current, head
+
+    ledger, empty = open_ledger(pg_ledger_database), open_ledger(pg_database)
+    assert current(ledger.engine) == head() is not None
+    assert ledger.count("runs") == 0  # the template holds tables, no rows
+    ledger.register(registration(), NOW)
+    assert ledger.count("runs") == 1
+    assert current(empty.engine) is None
+    for each in (ledger, empty):
+        each.engine.dispose()
+
+
 def _staged(ledger, run_key, sha, *, now=NOW):
     attempt = ledger.claim_attempt(run_key, origin="test", now=now,
                                    staging_uri=lambda a: f"file:///tmp/staging/{a}.csv",
@@ -29,11 +45,11 @@ def _register_in_process(url: str, run_key: str, barrier, out) -> None:
     out.put((run.id, created))
 
 
-def test_two_processes_registering_the_same_slot_make_one_run(pg_ledger, pg_database):
+def test_two_processes_registering_the_same_slot_make_one_run(pg_ledger, pg_ledger_database):
     ctx = children.context()
     barrier, out = ctx.Barrier(4), ctx.Queue()
     procs = [children.process(ctx, _register_in_process,
-                              (pg_database, "acme/daily-spend/2026-03-29T05:00Z", barrier, out))
+                              (pg_ledger_database, "acme/daily-spend/2026-03-29T05:00Z", barrier, out))
              for _ in range(4)]
     for p in procs:
         p.start()

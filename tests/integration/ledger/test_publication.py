@@ -34,7 +34,7 @@ def _publish_in_process(url: str, root: str, run_key: str, attempt_id: str, out)
 
 
 def test_stale_attempt_publish_run_moves_nothing_to_a_final_name(
-        pg_ledger, pg_database, world: World):
+        pg_ledger, pg_ledger_database, world: World):
     key = register_run(pg_ledger, world.schedule(), DAILY_SLOT, now=NOW).run_key
     old = render_run(pg_ledger, world.store, key, now=NOW)
     # The old attempt stalled past its render lease (5 min): a new attempt takes the run over.
@@ -45,7 +45,7 @@ def test_stale_attempt_publish_run_moves_nothing_to_a_final_name(
     ctx = children.context()
     out = ctx.Queue()
     proc = children.process(ctx, _publish_in_process, (
-        pg_database, str(world.store.root), key, old["attempt_id"], out))
+        pg_ledger_database, str(world.store.root), key, old["attempt_id"], out))
     proc.start()
     outcome, message = out.get(timeout=60)
     proc.join(timeout=60)

@@ -19,8 +19,8 @@ OUTBOX = "exports/outbox/acme/daily-spend/acme__daily-spend__2026-03-28__slot-20
 
 
 @pytest.fixture()
-def world(tmp_path, monkeypatch, pg_database):
-    return build_world(tmp_path, pg_database, days=10).use(monkeypatch)
+def world(tmp_path, monkeypatch, pg_ledger_database):
+    return build_world(tmp_path, pg_ledger_database, days=10).use(monkeypatch)
 
 
 def _actions(ledger, target=None):
@@ -194,7 +194,7 @@ def test_a_schedule_pause_leaves_the_other_schedules_alone(world):
 
 
 def test_revoke_withdraws_from_s3_and_local_and_records_that_a_webhook_cannot(
-        tmp_path, monkeypatch, pg_database, s3_server, webhook):  # noqa: F811 - the fixture
+        tmp_path, monkeypatch, pg_ledger_database, s3_server, webhook):  # noqa: F811 - the fixture
     """Three destinations acknowledged v1: the S3 object and the local file are deleted, the
     webhook call cannot be taken back (recorded); revoke still succeeds."""
     import uuid
@@ -204,7 +204,7 @@ def test_revoke_withdraws_from_s3_and_local_and_records_that_a_webhook_cannot(
 
     bucket = f"acme-in-{uuid.uuid4().hex[:10]}"
     s3_server.client().create_bucket(Bucket=bucket)
-    world = build_world(tmp_path, pg_database, days=10, AIRFLOW_CONN_ACME_S3=
+    world = build_world(tmp_path, pg_ledger_database, days=10, AIRFLOW_CONN_ACME_S3=
                         s3_server.connection_uri(), AIRFLOW_CONN_ACME_HOOK=
                         webhook.connection_uri()).use(monkeypatch)
     world.grant_connection("acme_s3", "s3")

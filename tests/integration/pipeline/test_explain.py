@@ -13,8 +13,8 @@ from tests.world import DAILY_SLOT, build_world
 
 
 @pytest.fixture()
-def world(tmp_path, pg_database, monkeypatch):
-    return build_world(tmp_path / "w", pg_database.replace("+psycopg", "")).use(monkeypatch)
+def world(tmp_path, pg_ledger_database, monkeypatch):
+    return build_world(tmp_path / "w", pg_ledger_database.replace("+psycopg", "")).use(monkeypatch)
 
 
 def _explain(world, catalog, slot, now=NOW, schedule_id="gapco/each", **kw):

@@ -36,8 +36,8 @@ def _company(*exports: dict, status: str = "active") -> dict:
 
 
 @pytest.fixture()
-def world(tmp_path, pg_database, monkeypatch):
-    return build_world(tmp_path / "w", pg_database.replace("+psycopg", "")).use(monkeypatch)
+def world(tmp_path, pg_ledger_database, monkeypatch):
+    return build_world(tmp_path / "w", pg_ledger_database.replace("+psycopg", "")).use(monkeypatch)
 
 
 def _write(world, *exports, status="active", retention_days=None):

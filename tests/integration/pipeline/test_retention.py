@@ -20,19 +20,19 @@ EXPORTED = datetime(2026, 3, 29, 6, 0, tzinfo=UTC)
 LATER = EXPORTED + timedelta(days=31)  # past the default 30 days
 
 
-def exported_world(tmp_path, monkeypatch, pg_database):
-    """A world on ``pg_database`` whose acme/daily-spend exported and delivered ``SLOTS``."""
+def exported_world(tmp_path, monkeypatch, pg_ledger_database):
+    """A world on ``pg_ledger_database`` whose acme/daily-spend exported and delivered ``SLOTS``."""
     from export_lib.cli.commands import run_one
 
-    world = build_world(tmp_path, pg_database, days=10).use(monkeypatch)
+    world = build_world(tmp_path, pg_ledger_database, days=10).use(monkeypatch)
     for slot in SLOTS:
         run_one(str(world.config), DAILY, slot, now=EXPORTED)
     return world
 
 
 @pytest.fixture()
-def world(tmp_path, monkeypatch, pg_database):
-    return exported_world(tmp_path, monkeypatch, pg_database)
+def world(tmp_path, monkeypatch, pg_ledger_database):
+    return exported_world(tmp_path, monkeypatch, pg_ledger_database)
 
 
 def _path(uri: str) -> Path:

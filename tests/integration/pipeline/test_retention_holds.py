@@ -28,8 +28,8 @@ POLICIES = "    deadline: 2h\n    recovery: each\n"  # the end of acme/daily-spe
 
 
 @pytest.fixture()
-def world(tmp_path, monkeypatch, pg_database):
-    return exported_world(tmp_path, monkeypatch, pg_database)
+def world(tmp_path, monkeypatch, pg_ledger_database):
+    return exported_world(tmp_path, monkeypatch, pg_ledger_database)
 
 
 def _edit(world, old: str, new: str) -> None:

@@ -46,12 +46,12 @@ def fingerprint(columns: list[dict]) -> str:
 
 
 @pytest.fixture()
-def pg_world(tmp_path, monkeypatch, postgres_server, pg_database):
+def pg_world(tmp_path, monkeypatch, postgres_server, pg_ledger_database):
     """A world whose demo source and ledger are one PostgreSQL database, and its DSN."""
     from export_lib.source.connections import parse_connection
 
-    dsn = postgres_server.dsn.rsplit("/", 1)[0] + "/" + pg_database.rsplit("/", 1)[1]
-    world = build_world(tmp_path, pg_database, days=3, AIRFLOW_CONN_DEMO_SOURCE=dsn)
+    dsn = postgres_server.dsn.rsplit("/", 1)[0] + "/" + pg_ledger_database.rsplit("/", 1)[1]
+    world = build_world(tmp_path, pg_ledger_database, days=3, AIRFLOW_CONN_DEMO_SOURCE=dsn)
     seed_source(parse_connection("demo_source", dsn), COMPANIES, now=SEEDED_AT + timedelta(
         days=1), days=4)
     monkeypatch.setenv("EXPORT_ARTIFACT_ROOT", str(world.artifacts))
