@@ -97,8 +97,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     ``tests/integration`` (real servers started by the session), ``tests/dags`` (Airflow:
     DagBag, ``dag.test()``), ``tests/system`` (real scheduler stacks, the Celery cluster, the
     soak, and in ``deploy`` what a deployment runs outside a stack: fresh venvs from the wheel
-    and the lock, ``make setup`` in a copy, a real dag-processor's passes). ``make test-fast``
-    runs the first three, ``make test`` all four."""
+    and the lock, ``make setup`` in a copy, the parse bench's fresh processes and a real
+    dag-processor's passes). ``make test-fast`` runs the first three, ``make test`` all four."""
     for item in items:
         tier, kind = tier_of(item)
         servers = sorted(SERVER_FIXTURES & set(getattr(item, "fixturenames", ())))

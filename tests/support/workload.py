@@ -58,6 +58,7 @@ SECONDS = {
     "tests/system/deploy/test_install.py": 84,  # a fresh venv with the lock and the wheel
     "tests/system/deploy/test_dag_processor_bench.py": 21,
     "tests/system/deploy/test_lock.py": 20,
+    "tests/system/deploy/test_parse_bench.py": 16,  # 5 Dec, beside its --dag-processor sibling
     # The fast tiers' longest files (make test-fast, 4 workers, 2 Dec 08:15): handed out first,
     # so no 40 s file starts last and holds the run's end.
     "tests/integration/pipeline/test_schema_contract.py": 35,  # 3 Dec
@@ -75,7 +76,6 @@ SECONDS = {
     "tests/dags/test_outages_ui.py": 17,
     "tests/integration/ledger/test_kill.py": 17,
     "tests/dags/test_reruns.py": 17,
-    "tests/dags/test_parse_bench.py": 16,
     "tests/integration/pipeline/test_retention_holds.py": 16,
     "tests/dags/test_ui.py": 16,
     "tests/integration/pipeline/test_leases.py": 15,

@@ -1,7 +1,8 @@
 """Smoke test of ``bench/parse.py --dag-processor`` (a benchmark, so nothing here asserts on
 speed): two passes of a real ``airflow dag-processor -n 1`` over a generated folder, writing to
 a copy of the session's migrated metadata database. In the system tier, as a real Airflow
-component run as deployed (~10 CPU-s); the in-process figures are tests/dags/test_parse_bench.py.
+component run as deployed (~10 CPU-s); the figures of fresh processes and parse children are
+test_parse_bench.py beside it.
 """
 
 from __future__ import annotations

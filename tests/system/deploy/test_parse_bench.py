@@ -1,6 +1,8 @@
-"""Smoke test of ``bench/parse.py`` (a benchmark, so nothing here asserts on speed); its
-``--dag-processor`` mode, a real dag-processor's passes, is tests/system/deploy/
-test_dag_processor_bench.py."""
+"""Smoke test of ``bench/parse.py`` (a benchmark, so nothing here asserts on speed): its probes
+are fresh Airflow processes importing and parsing a generated folder, and a parse child forked
+after the dag-processor's preload (~9 CPU-s). Its ``--dag-processor`` mode, a real
+dag-processor's passes, is test_dag_processor_bench.py beside it; both in the deploy tier since
+5 Dec (this one was in tests/dags, the gate before a commit, until then)."""
 
 from __future__ import annotations
 
