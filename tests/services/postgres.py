@@ -146,15 +146,21 @@ def scratch_database(server: PostgresServer, prefix: str = "db",
             conn.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
 
 
+_templates: set[tuple[int, str]] = set()  # (server port, name): built or found, this process
+
+
 def template_database(server: PostgresServer, name: str, build: Callable[[str], None]) -> str:
     """The template database ``name`` on ``server``, built once per server by ``build(dsn)``
     (every xdist worker shares the server): copying it is ~0.02 s of the server's CPU where
     building a database again may cost ten times that (the ledger's migrations: ~0.2 s of
     DDL each, 5 Dec). Under an advisory lock, one builder per server; marked ``IS_TEMPLATE``
     and closed to connections once complete (``CREATE DATABASE … TEMPLATE`` fails while
-    anyone is connected to it); a leftover of an interrupted build is built again."""
+    anyone is connected to it); a leftover of an interrupted build is built again. Asked once
+    per process and server (a test asks each time)."""
     import psycopg
 
+    if (server.port, name) in _templates:
+        return name
     with psycopg.connect(server.dsn.rsplit("/", 1)[0] + "/postgres", autocommit=True) as conn:
         conn.execute("SELECT pg_advisory_lock(hashtext(%s))", (name,))
         try:
@@ -167,4 +173,5 @@ def template_database(server: PostgresServer, name: str, build: Callable[[str], 
                 conn.execute(f'ALTER DATABASE "{name}" IS_TEMPLATE true ALLOW_CONNECTIONS false')
         finally:
             conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (name,))
+    _templates.add((server.port, name))
     return name
