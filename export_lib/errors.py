@@ -29,6 +29,15 @@ class ConfigError(ExportError):
         self.issues: list[str] = list(issues) if issues else [message]
 
 
+class FormError(ConfigError):
+    """A value typed into one of the export pages' forms is wrong: ``field`` names the form
+    field, the message its bad value and the fix. Nothing was changed."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+
+
 class WindowError(ExportError):
     """A slot or reporting window cannot be resolved (e.g. a slot that is not on the schedule)."""
 

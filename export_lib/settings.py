@@ -65,6 +65,7 @@ DAG_INDEX_ENV = "EXPORT_DAG_INDEX_DIR"
 UI_SECRET_ENV = "EXPORT_UI_SECRET"
 UI_TOKEN_MINUTES_ENV = "EXPORT_UI_TOKEN_MINUTES"
 UI_ALLOW_UNSCOPED_ENV = "EXPORT_UI_ALLOW_UNSCOPED_AUTH"
+CONFIG_READ_ONLY_ENV = "EXPORT_CONFIG_READ_ONLY"
 UI_TOKEN_TTL = timedelta(hours=1)
 
 
@@ -113,6 +114,19 @@ def ledger_url(environ: Environ | None = None) -> str | None:
 def config_dir(environ: Environ | None = None) -> str | None:
     """``EXPORT_CONFIG_DIR``: the config catalog directory, when the caller names none."""
     return _read("EXPORT_CONFIG_DIR", environ)
+
+
+def config_read_only(environ: Environ | None = None) -> bool:
+    """``EXPORT_CONFIG_READ_ONLY`` (true/false, default false): the config directory is managed
+    elsewhere (in git, by a deploy) even where this process could write it, so the company
+    page shows a timing change as the change to commit and never writes the file."""
+    raw = _read(CONFIG_READ_ONLY_ENV, environ)
+    if raw is None or raw.lower() in ("false", "0", "no"):
+        return False
+    if raw.lower() in ("true", "1", "yes"):
+        return True
+    raise ConfigError(f"{CONFIG_READ_ONLY_ENV}: {raw!r} is not true or false; unset it for the "
+                      "default (false: the company page writes the config file where it can)")
 
 
 def artifact_root(environ: Environ | None = None) -> str | None:

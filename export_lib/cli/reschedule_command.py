@@ -14,7 +14,7 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
-from export_lib.errors import ConfigError, LedgerError
+from export_lib.errors import LedgerError
 
 
 def _now() -> datetime:
@@ -47,54 +47,39 @@ def _newest_run(schedule_id: str) -> tuple[datetime | None, str | None]:
 
 def cmd_reschedule(args: argparse.Namespace) -> int:
     from export_lib.cli.audit_commands import _config_dir
-    from export_lib.config.edits import timing_edit_text, write_validated
     from export_lib.ledger.seniority import open_catalog
     from export_lib.periods.instants import parse_instant
-    from export_lib.pipeline.reschedule import new_timing, plan_reschedule
+    from export_lib.pipeline.reschedule_edit import apply_reschedule, prepare_reschedule
 
     config_dir = Path(_config_dir(args.config))
-    catalog = open_catalog(config_dir)
-    schedule = catalog.schedule(args.schedule_id)
-    company_errors = catalog.errors.get(str(config_dir / f"{schedule.company.id}.yaml"))
-    if company_errors:
-        raise ConfigError("fix the company file first:\n" + "\n".join(company_errors))
+    schedule = open_catalog(config_dir).schedule(args.schedule_id)
     changes = {"export_hour": args.export_hour, "interval_hours": args.interval_hours,
                "timezone": args.timezone, "cron": args.cron, "dst_gap": args.dst_gap,
                "dst_fold": args.dst_fold}
-    timing = new_timing(schedule, **changes)
     newest, unread = _newest_run(schedule.schedule_id)
     if unread:
         print(f"warning: the ledger could not be read ({unread}); planning from now only",
               file=sys.stderr)
     start = parse_instant(args.start, "--from") if args.start else None
-    plan = plan_reschedule(schedule, timing, now=_now(), newest_run=newest, effective_from=start)
+    # The same path as the company page's "Change the export time" (pipeline.reschedule_edit).
+    edit = prepare_reschedule(config_dir, schedule.schedule_id, changes, now=_now(),
+                              newest_run=newest, effective_from=start)
+    plan = edit.plan
     if args.json:
-        print(json.dumps({
-            "schedule": schedule.schedule_id,
-            "changes": {k: {"old": o, "new": n} for k, (o, n) in plan.changes.items()},
-            "effective_from": plan.effective_from.strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "old_next": [f"{s:%Y-%m-%dT%H:%M:%SZ}" for s in plan.old_next],
-            "new_next": [f"{s:%Y-%m-%dT%H:%M:%SZ}" for s in plan.new_next],
-            "periods": [{"slot": f"{p.slot:%Y-%m-%dT%H:%M:%SZ}", "timing": p.timing,
-                         "period": p.period, "outcome": p.outcome} for p in plan.periods],
-            "uncovered": list(plan.holes), "applied": bool(args.apply)}, indent=2))
+        data = edit.as_json()
+        print(json.dumps({**{k: data[k] for k in ("schedule", "changes", "effective_from",
+                                                  "old_next", "new_next", "periods",
+                                                  "uncovered")},
+                          "applied": bool(args.apply)}, indent=2))
     else:
         print("\n".join(plan.lines()))
     if not args.apply:
         if not args.json:
             print("\nnothing written; add --apply to write the file")
         return 0
-    path = next(p for p in (config_dir / f"{schedule.company.id}.yaml",
-                            config_dir / f"{schedule.company.id}.yml") if p.exists())
-    text = timing_edit_text(
-        path.read_text(), kind=schedule.kind, ident=(schedule.export_id or schedule.channel
-                                                      or ""),
-        data_kind=None if schedule.kind == "widget" else schedule.kind,
-        new={k: n for k, (_, n) in plan.changes.items()},
-        old={k: o for k, (o, _) in plan.changes.items()}, effective_from=plan.effective_from)
-    write_validated(config_dir, path, text)
+    apply_reschedule(config_dir, edit)
     if not args.json:
-        print(f"\nwrote {path}: the new timing from {plan.effective_from:%Y-%m-%dT%H:%M:%SZ}, "
+        print(f"\nwrote {edit.path}: the new timing from {plan.effective_from:%Y-%m-%dT%H:%M:%SZ}, "
               "the old one in its history; Airflow follows at the next parse of the DAG")
     return 0
 

@@ -98,9 +98,9 @@ def timing_edit_text(text: str, *, kind: str, ident: str, data_kind: str | None,
     return out.getvalue()
 
 
-def write_validated(config_dir: Path, path: Path, text: str) -> None:
-    """Replace ``path`` (in ``config_dir``) by ``text`` if the directory validates with it;
-    else raise ``ConfigError`` with the file's errors and leave it untouched."""
+def validate_edit(config_dir: Path, path: Path, text: str) -> None:
+    """Raise ``ConfigError`` with the file's errors unless ``config_dir`` validates with
+    ``path`` replaced by ``text`` (checked on a copy: nothing is written)."""
     from export_lib.config.loader import load_catalog
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -112,6 +112,12 @@ def write_validated(config_dir: Path, path: Path, text: str) -> None:
         lines = [line.replace(str(trial), str(config_dir)) for line in errors]
         raise ConfigError(f"the edit of {path} does not validate; nothing written:\n"
                           + "\n".join(lines), issues=lines)
+
+
+def write_validated(config_dir: Path, path: Path, text: str) -> None:
+    """Replace ``path`` (in ``config_dir``) by ``text`` if the directory validates with it;
+    else raise ``ConfigError`` with the file's errors and leave it untouched."""
+    validate_edit(config_dir, path, text)
     staged = path.with_name(f".{path.name}.reschedule")
     staged.write_text(text)
     staged.replace(path)

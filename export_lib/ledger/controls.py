@@ -19,6 +19,7 @@ from export_lib.ledger.schema import (
     artifacts,
     attempts,
     deliveries,
+    form_tokens,
     holds,
     operator_actions,
     pauses,
@@ -78,6 +79,20 @@ def list_actions(ledger: Ledger, *, company: str | None = None, target_id: str |
     return [Action(**{k: v for k, v in row.items() if k != "id"} | {"changed": bool(row["changed"]),
                                                                     "at": utc(row["at"])})
             for row in rows]
+
+
+def spend_form_token(ledger: Ledger, mac: str, *, who: str, now: datetime,
+                     expires_at: datetime) -> bool:
+    """Spend a form token once: True the first time, False when it was spent before (a
+    replayed form). Expired rows are dropped on the way (their tokens are refused anyway)."""
+    try:
+        with ledger._tx() as conn:
+            conn.execute(sa.delete(form_tokens).where(form_tokens.c.expires_at < now))
+            conn.execute(sa.insert(form_tokens).values(mac=mac, who=who, spent_at=now,
+                                                       expires_at=expires_at))
+    except sa.exc.IntegrityError:
+        return False
+    return True
 
 
 # -- pauses --------------------------------------------------------------------------------------

@@ -312,3 +312,16 @@ holds = Table(
     Column("released_at", UtcDateTime, nullable=True),
     Index("ix_export_holds_run", "run_id"),
 )
+
+# -- spent form tokens (revision 0009) --------------------------------------------------------
+
+# The token (its HMAC) of every change made on the company page, spent once: a replayed form
+# is refused. ``expires_at`` lets a clean-up drop rows whose token could not be used anyway.
+form_tokens = Table(
+    "export_form_tokens",
+    metadata,
+    Column("mac", String(64), primary_key=True),
+    Column("who", String(200), nullable=False),
+    Column("spent_at", UtcDateTime, nullable=False),
+    Column("expires_at", UtcDateTime, nullable=False),
+)

@@ -65,3 +65,29 @@ def check_token(secret: str | None, user: str, run_key: str, token: str | None, 
     if expires > (now + ttl).timestamp() + 60:
         raise ActionTokenError("the form token claims to be valid for longer than forms are: "
                                "reload the page; nothing was changed")
+
+
+# -- the company page's forms: one token per form, spent once ---------------------------------
+
+def make_form_token(secret: str | None, user: str, scope: str, *, now: datetime,
+                    ttl: timedelta, nonce: str) -> str:
+    """A token for one change form of ``scope`` (``company/<id>``): ``<nonce>.<expires>.<mac>``,
+    bound to the user, the scope and a fresh random ``nonce``, so that each rendered form has
+    its own token and the ledger can spend it once (``ledger.controls.spend_form_token``)."""
+    if not nonce.isalnum() or len(nonce) > 32:
+        raise ActionTokenError("a form nonce is up to 32 letters and digits")
+    return f"{nonce}.{make_token(secret, user, f'{scope}/{nonce}', now=now, ttl=ttl)}"
+
+
+def check_form_token(secret: str | None, user: str, scope: str, token: str | None, *,
+                     now: datetime, ttl: timedelta) -> tuple[str, datetime]:
+    """The token's MAC (what the ledger spends) and its expiry; ActionTokenError naming why
+    unless ``token`` is one :func:`make_form_token` made for ``user`` and ``scope`` that has
+    not expired."""
+    nonce, _, rest = (token or "").partition(".")
+    if not nonce.isalnum() or len(nonce) > 32:
+        raise ActionTokenError("missing or malformed form token: reload the page and try "
+                               "again; nothing was changed")
+    check_token(secret, user, f"{scope}/{nonce}", rest, now=now, ttl=ttl)
+    expires, _, mac = rest.partition(".")
+    return mac, datetime.fromtimestamp(int(expires), tz=now.tzinfo)

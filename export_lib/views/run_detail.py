@@ -80,6 +80,14 @@ def run_detail(engine: Engine, run_key: str, *, now: datetime) -> dict[str, Any]
     }
 
 
+def one_off(detail: dict[str, Any]) -> bool:
+    """Is this run a one-off (manual) export, ``<company>/manual/<tag>`` of the pseudo-schedule
+    ``<company>/manual-<tag>`` (``config.manual``)?"""
+    company = detail["company"]
+    return (detail["run_key"].startswith(f"{company}/manual/")
+            and detail["schedule"].startswith(f"{company}/manual-"))
+
+
 def available_actions(detail: dict[str, Any]) -> dict[str, list[str]]:
     """What an operator may do to this run now: ``release`` (a held run), ``requeue`` (the
     destinations whose delivery of the newest artifact gave up), ``revoke`` (published
@@ -89,6 +97,9 @@ def available_actions(detail: dict[str, Any]) -> dict[str, list[str]]:
     from export_lib.pipeline.requeue import REQUEUABLE
 
     newest = max((a["version"] for a in detail["artifacts"]), default=None)
+    # A one-off (manual) export's schedule is a pseudo-schedule of that run alone: pausing it
+    # would stop nothing, so neither pause nor resume is offered.
+    schedule = [] if one_off(detail) else [detail["schedule"]]
     unfinished = detail["state"] in ("registered", "reading", "rendering", "validating",
                                      "failed")
     return {
@@ -98,8 +109,8 @@ def available_actions(detail: dict[str, Any]) -> dict[str, list[str]]:
         "revoke": [str(a["version"]) for a in detail["artifacts"]
                    if not a["revoked"] and not a["deleted_at_utc"]],
         "cancel": ["run"] if unfinished else [],
-        "pause": [] if detail.get("paused") else [detail["schedule"]],
-        "unpause": [detail["schedule"]] if detail.get("paused") else [],
+        "pause": [] if detail.get("paused") else schedule,
+        "unpause": schedule if detail.get("paused") else [],
     }
 
 
@@ -133,4 +144,4 @@ def requeue_delivery(ledger: Ledger, run_key: str, destination_id: str, *, who: 
             "task in Airflow (or run 'exportctl requeue') to send it now")
 
 
-__all__ = ["available_actions", "release_held", "requeue_delivery", "run_detail"]
+__all__ = ["available_actions", "one_off", "release_held", "requeue_delivery", "run_detail"]

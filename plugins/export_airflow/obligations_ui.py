@@ -56,15 +56,19 @@ def _ledger() -> Iterator[Any]:
     yield ledger
 
 
-def _catalog_schedules() -> list[Any]:
-    """The configured schedules (``EXPORT_CONFIG_DIR``, else ``<dags folder>/config``)."""
+def config_directory() -> Path:
+    """The config catalog directory: ``EXPORT_CONFIG_DIR``, else ``<dags folder>/config``."""
     from airflow.configuration import conf
 
+    return Path(settings.config_dir() or Path(conf.get("core", "dags_folder")) / "config")
+
+
+def _catalog_schedules() -> list[Any]:
+    """The configured schedules (:func:`config_directory`)."""
     from export_lib.ledger.seniority import open_catalog
 
-    directory = settings.config_dir() or str(
-        Path(conf.get("core", "dags_folder")) / "config")
-    return list(open_catalog(directory).schedules) if Path(directory).is_dir() else []
+    directory = config_directory()
+    return list(open_catalog(directory).schedules) if directory.is_dir() else []
 
 
 def _day(text: str | None, field: str) -> datetime | None:
@@ -211,6 +215,11 @@ def _pause(ledger: Any, run_key: str, form: dict[str, str], who: str, now: datet
     from export_lib.pipeline import controls
 
     run = ledger.get_run(run_key)
+    if run.trigger == "manual" and run.window_kind == "manual":
+        from export_lib.errors import WindowError
+
+        raise WindowError(f"run {run_key} is a one-off export: its schedule {run.schedule_id} "
+                          "is this run alone, so there is nothing to pause; nothing changed")
     control = controls.unpause if form.get("verb") == "unpause" else controls.pause
     return _controlled(control(ledger, run.company, run.schedule_id, who=who, now=now,
                                why=_why(form, f"{form.get('verb') or 'pause'}d from the "

@@ -25,6 +25,7 @@ from fastapi import FastAPI, HTTPException, Query, Request
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse, JSONResponse
 
+from export_airflow.company_ui import router as company_router
 from export_airflow.obligations_ui import router as obligations_router
 from export_airflow.ui_access import Visible, visible_companies
 
@@ -32,10 +33,9 @@ from export_airflow.ui_access import Visible, visible_companies
 app = FastAPI(title="Export runs", docs_url=None, redoc_url=None, openapi_url=None)
 # The obligations page and its actions (obligations_ui.py), on the same app under /exports.
 app.include_router(obligations_router)
+# The company view (company_ui.py): a customer's schedules, export time, Export now, why.
+app.include_router(company_router)
 __all__ = ["app", "visible_companies"]
-
-
-
 
 @app.get("/openapi.json", include_in_schema=False)
 def openapi(_: frozenset[str] | None = Visible) -> JSONResponse:

@@ -1,5 +1,6 @@
 """The export pages plugin: ``export_airflow.ui`` (and ``obligations_ui``) under /exports, shown
-in the Airflow UI as Browse → Export obligations and Browse → Export runs.
+in the Airflow UI as Browse → Export obligations, Browse → Export runs and Browse → Export
+companies, and as an "Export company" tab on each DAG's and DAG run's page.
 
 Registered by the ``airflow.plugins`` entry point of the installed distribution (setup.cfg),
 like ``export_airflow.plugin`` (ADR 0026). A module of its own so that importing the timetable's
@@ -36,4 +37,12 @@ class ExportUiPlugin(AirflowPlugin):
          "url_route": "export-obligations", "destination": "nav", "category": "browse"},
         {"name": "Export runs", "href": "/exports/", "url_route": "exports",
          "destination": "nav", "category": "browse"},
+        {"name": "Export companies", "href": "/exports/companies", "url_route": "export-companies",
+         "destination": "nav", "category": "browse"},
+        # A tab on every DAG's and DAG run's page (Airflow fills in {DAG_ID}); a DAG that is not
+        # an export DAG answers that it has no company.
+        {"name": "Export company", "href": "/exports/companies/for-dag/{DAG_ID}",
+         "url_route": "export-company", "destination": "dag"},
+        {"name": "Export company", "href": "/exports/companies/for-dag/{DAG_ID}",
+         "url_route": "export-company-run", "destination": "dag_run"},
     ]

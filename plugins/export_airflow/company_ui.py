@@ -1,0 +1,521 @@
+"""The company view (Browse → Export companies; a tab on every export DAG and DAG run): a
+customer's schedules, changing their export time, a one-off export, why a period is missing.
+
+Pages: ``GET /exports/companies`` (the companies the reader may see) and ``GET
+/exports/companies/<company>``; a DAG's or run's tab opens ``GET
+/exports/companies/for-dag/<dag id>``, which sends the reader to the DAG's company. JSON, the
+same data the page shows (listed in ``/exports/docs``): ``…/<company>/schedules.json``,
+``plan.json`` (a timing change's plan, nothing written), ``window.json`` (a local period in
+UTC), ``explain.json``, ``gaps.json``. Changes, each a POST answered in JSON when asked for
+(``Accept: application/json``), else as the page: ``reschedule``, ``export-now``, ``recover``.
+
+Who: the company's viewers read (``ui_access.Visible``; any other company is a 404 that says no
+more than an unknown one); only those who may edit its DAGs (its operators) change anything,
+each change with the same-origin check and a form token spent once (a replayed form is
+refused). Bad input is a 422 naming the field and the fix; nothing is written then. The logic is
+``export_lib`` (views.company, pipeline.reschedule_edit, pipeline.explain, pipeline.audit_apply,
+config.manual); this module only wires it to Airflow.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from urllib.parse import parse_qs, urlencode
+
+from airflow.api_fastapi.core_api.security import GetUserDep
+from fastapi import APIRouter, HTTPException, Query, Request
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
+from starlette.concurrency import run_in_threadpool
+
+from export_airflow import company_html as ch
+from export_airflow.obligations_ui import _catalog_schedules, _ledger, _now, config_directory
+from export_airflow.ui_access import Visible, check_same_origin, may_edit, secret
+from export_lib import settings
+from export_lib.errors import ActionTokenError, ConfigError, ExportError, FormError
+from export_lib.logfmt import get_logger
+
+router = APIRouter(prefix="/companies", tags=["company view"])
+log = get_logger(__name__)
+COMPANY = re.compile(r"^[a-z0-9]+(?:[-_][a-z0-9]+)*$")
+MAX_FORM = 16_384  # bytes: every form of the page is far smaller
+
+
+def _schedules(company: str, visible: frozenset[str] | None) -> list[Any]:
+    """The company's schedules, or 404 — the same answer for an unknown company and for one
+    the reader may not see, so a user of another company learns nothing."""
+    if not COMPANY.match(company or "") or len(company) > 64 or (
+            visible is not None and company not in visible):
+        raise HTTPException(status_code=404, detail="no company by that id that you may see")
+    found = [s for s in _catalog_schedules() if s.company.id == company]
+    if not found:
+        raise HTTPException(status_code=404, detail="no company by that id that you may see")
+    return found
+
+
+def _schedule(schedules: list[Any], schedule_id: str | None, field: str = "schedule") -> Any:
+    for s in schedules:
+        if s.schedule_id == schedule_id:
+            return s
+    raise FormError(field, f"{(schedule_id or '')[:80]!r} is not an export of this company; "
+                           f"choose one of {', '.join(s.schedule_id for s in schedules)}")
+
+
+def _raw(company: str) -> dict[str, Any]:
+    import yaml
+
+    from export_lib.pipeline.reschedule_edit import company_path
+
+    try:
+        return yaml.safe_load(company_path(config_directory(), company).read_text()) or {}
+    except (ConfigError, OSError, yaml.YAMLError):
+        return {}  # the page still shows the timing; only "default" marks are unknown
+
+
+def _scope(company: str) -> str:
+    return f"company/{company}"
+
+
+def form_token(user: Any, company: str) -> str | None:
+    """A fresh token for one change form (None: no secret, so no change is possible)."""
+    from export_lib.views.action_tokens import make_form_token
+
+    try:
+        return make_form_token(secret(), user.get_name(), _scope(company), now=_now(),
+                               ttl=settings.ui_token_ttl(), nonce=secrets.token_hex(8))
+    except ActionTokenError:
+        return None
+
+
+def _may_change(user: Any, schedules: list[Any]) -> bool:
+    return all(may_edit(user, s.dag_id) for s in schedules[:1])
+
+
+def view_data(company: str, user: Any, visible: frozenset[str] | None) -> dict[str, Any]:
+    """What the company page shows, as data."""
+    from export_lib.pipeline.reschedule_edit import writable
+    from export_lib.views.company import company_history, last_delivered, schedule_card
+
+    schedules = _schedules(company, visible)
+    now, raw = _now(), _raw(company)
+    with _ledger() as ledger:
+        delivered = last_delivered(ledger.engine, [s.schedule_id for s in schedules])
+        history = company_history(ledger, company)
+    first = schedules[0].company
+    return {"company": company, "name": first.name, "timezone": first.timezone,
+            "status": first.status, "now_utc": f"{now:%Y-%m-%dT%H:%M:%SZ}",
+            "may_change": _may_change(user, schedules),
+            "config_writable": writable(config_directory()),
+            "schedules": [schedule_card(s, raw, delivered.get(s.schedule_id, {}), now=now)
+                          for s in schedules],
+            "history": history}
+
+
+# -- reading ------------------------------------------------------------------------------------
+
+@router.get("", response_class=HTMLResponse, summary="The companies you may see (HTML)")
+def companies_page(visible: frozenset[str] | None = Visible) -> str:
+    return ch.companies(_visible_companies(visible))
+
+
+@router.get(".json", summary="The companies you may see")
+def companies_json(visible: frozenset[str] | None = Visible) -> dict[str, Any]:
+    return {"companies": _visible_companies(visible)}
+
+
+def _visible_companies(visible: frozenset[str] | None) -> list[dict[str, str]]:
+    seen: dict[str, Any] = {}
+    for s in _catalog_schedules():
+        if visible is None or s.company.id in visible:
+            seen.setdefault(s.company.id, s.company)
+    return [{"company": c.id, "name": c.name, "timezone": c.timezone} for c in
+            sorted(seen.values(), key=lambda c: c.id)]
+
+
+@router.get("/for-dag/{dag_id}", summary="The company page of an export DAG (its tab)")
+def for_dag(dag_id: str, run: str | None = None,
+            visible: frozenset[str] | None = Visible) -> RedirectResponse:
+    from export_lib.views.visibility import company_of_dag
+
+    company = company_of_dag(dag_id)
+    if company is None:
+        raise HTTPException(status_code=404, detail=f"{dag_id[:120]!r} is not an export DAG: "
+                            "the company view belongs to export DAGs only")
+    _schedules(company, visible)
+    return RedirectResponse(f"../{company}", status_code=303)
+
+
+@router.get("/{company}", response_class=HTMLResponse, summary="The company page (HTML)")
+def company_page(company: str, user: GetUserDep, request: Request,
+                 visible: frozenset[str] | None = Visible) -> str:
+    data = view_data(company, user, visible)
+    q = request.query_params
+    extra = _extras(company, visible, q)
+    return ch.company_page(data, form_token(user, company) if data["may_change"] else None,
+                           done=(q.get("done"), q.get("run")), **extra)
+
+
+def _extras(company: str, visible: frozenset[str] | None, q: Any) -> dict[str, Any]:
+    """The page's optional panels, from its query: an explained day, the gaps."""
+    out: dict[str, Any] = {"explained": None, "gaps": None, "error": None}
+    try:
+        if q.get("explain_schedule") and q.get("explain_day"):
+            out["explained"] = explain(company, q.get("explain_schedule"), q.get("explain_day"),
+                                       visible)
+        days = q.get("gap_days")
+        out["gaps"] = gaps(company, int(days) if days and days.isdigit() else 7, visible)
+    except FormError as exc:
+        out["error"] = str(exc)
+    return out
+
+
+@router.get("/{company}/schedules.json", summary="Schedules at a glance")
+def schedules_json(company: str, user: GetUserDep,
+                   visible: frozenset[str] | None = Visible) -> dict[str, Any]:
+    """Per export: timing as configured (each key's ``source``: company file, company timezone
+    or default) and resolved (the next 5 runs, local and UTC, with windows and deadlines), the
+    last period delivered per destination, the config version and its history; the company's
+    history of changes; ``may_change``; ``config_writable`` (else a change is shown as the
+    change to commit)."""
+    return view_data(company, user, visible)
+
+
+def _plan(company: str, form: dict[str, str], visible: frozenset[str] | None) -> Any:
+    from export_lib.ledger.periods import latest_runs
+    from export_lib.pipeline.reschedule_edit import prepare_reschedule
+    from export_lib.views.company import timing_changes
+
+    schedule = _schedule(_schedules(company, visible), form.get("schedule"))
+    changes = timing_changes(schedule, form)
+    with _ledger() as ledger:
+        newest = latest_runs(ledger).get(schedule.schedule_id)
+    try:
+        return prepare_reschedule(config_directory(), schedule.schedule_id, changes,
+                                  now=_now(), newest_run=newest.slot if newest else None)
+    except FormError:
+        raise
+    except ConfigError as exc:  # the new timing as a whole (e.g. it changes nothing)
+        raise FormError(next(iter(changes)), str(exc)) from None
+
+
+@router.get("/{company}/plan.json", summary="Plan a timing change (nothing written)")
+def plan_json(company: str, schedule: str, export_hour: str | None = None,
+              interval_hours: str | None = None, timezone: str | None = None,
+              cron: str | None = None,
+              visible: frozenset[str] | None = Visible) -> Any:
+    """The same plan as ``exportctl reschedule``: old and new next runs, each period around
+    the switch and what happens to it, and the change to the company file as a diff."""
+    form = {k: v for k, v in {"schedule": schedule, "export_hour": export_hour,
+                              "interval_hours": interval_hours, "timezone": timezone,
+                              "cron": cron}.items() if v is not None}
+    return _guarded_json(lambda: _plan(company, form, visible).as_json())
+
+
+@router.get("/{company}/plan", response_class=HTMLResponse, summary="Plan a timing change (HTML)")
+def plan_page(company: str, request: Request, user: GetUserDep,
+              visible: frozenset[str] | None = Visible) -> Any:
+    from export_lib.pipeline.reschedule_edit import writable
+
+    form = dict(request.query_params)
+    schedules = _schedules(company, visible)
+    try:
+        edit = _plan(company, form, visible)
+    except FormError as exc:
+        return _error_page(company, user, visible, exc)
+    may = _may_change(user, schedules)
+    return ch.plan_page(company, edit.as_json(), edit.plan.lines(), form,
+                        form_token(user, company) if may else None,
+                        writable(config_directory()))
+
+
+@router.get("/{company}/window.json", summary="A local period as UTC (Export now)")
+def window_json(company: str, base_export: str, preset: str | None = None,
+                start: str | None = None, end: str | None = None,
+                visible: frozenset[str] | None = Visible) -> Any:
+    """The period picked in the company's local time (``preset`` yesterday, last_week or
+    last_month, else ``start``/``end`` as YYYY-MM-DD or YYYY-MM-DDTHH:MM), its UTC window, and
+    what "Based on export" decides (query, format, columns, destinations)."""
+    from export_lib.views.company import based_on
+
+    def answer() -> dict[str, Any]:
+        schedule = _schedule(_schedules(company, visible), base_export, "base_export")
+        lo, hi = _window(schedule, {"preset": preset or "", "start": start or "",
+                                    "end": end or ""})
+        return {"window_start": lo.isoformat(), "window_end": hi.isoformat(),
+                "window_start_utc": f"{lo.astimezone(UTC):%Y-%m-%dT%H:%M:%SZ}",
+                "window_end_utc": f"{hi.astimezone(UTC):%Y-%m-%dT%H:%M:%SZ}",
+                "timezone": schedule.company.timezone, "based_on": based_on(schedule)}
+
+    return _guarded_json(answer)
+
+
+def _window(schedule: Any, form: dict[str, str]) -> tuple[datetime, datetime]:
+    from export_lib.views.company import form_text, local_instant, preset_window
+
+    tz = schedule.company.timezone
+    preset = form_text(form, "preset")
+    if preset:
+        return preset_window(preset, tz, _now())
+    start, end = form_text(form, "start"), form_text(form, "end")
+    if not start or not end:
+        raise FormError("start" if not start else "end", "give the period's start and end in "
+                        f"local time ({tz}), or pick a preset")
+    return local_instant(start, "start", tz), local_instant(end, "end", tz)
+
+
+@router.get("/{company}/explain.json", summary="Why / what happened to a period")
+def explain_json(company: str, schedule: str, day: str,
+                 visible: frozenset[str] | None = Visible) -> Any:
+    """``exportctl explain`` for each slot of the local ``day`` (YYYY-MM-DD), with the run,
+    its render attempts and links to their Airflow task logs."""
+    return _guarded_json(lambda: explain(company, schedule, day, visible))
+
+
+def explain(company: str, schedule_id: str, day: str,
+            visible: frozenset[str] | None) -> list[dict[str, Any]]:
+    from datetime import date
+
+    from export_lib.periods.names import run_key
+    from export_lib.pipeline.explain import explain_facts, explain_period, slots_of_day
+    from export_lib.views.company import log_links
+
+    schedule = _schedule(_schedules(company, visible), schedule_id)
+    try:
+        wanted = date.fromisoformat((day or "")[:10]) if len(day or "") == 10 else None
+    except ValueError:
+        wanted = None
+    if wanted is None:
+        raise FormError("day", f"{(day or '')[:20]!r} is not a date; write YYYY-MM-DD, the "
+                               "customer's local day")
+    now, out = _now(), []
+    with _ledger() as ledger:
+        for slot in slots_of_day(schedule, wanted):
+            facts = explain_facts(ledger, schedule.schedule_id, slot)
+            key = run_key(schedule.schedule_id, slot)
+            out.append({"slot_utc": f"{slot:%Y-%m-%dT%H:%M:%SZ}", "run_key": key,
+                        "answer": explain_period(schedule, slot, facts, now=now),
+                        "in_ledger": facts.run is not None,
+                        "logs": log_links(facts.attempts) if facts.run is not None else []})
+    return out
+
+
+@router.get("/{company}/gaps.json", summary="Gaps of the last N days (the gap audit's plan)")
+def gaps_json(company: str, days: int = Query(7, ge=1, le=90),
+              visible: frozenset[str] | None = Visible) -> Any:
+    """Expected slots without a run, each with what the audit (``exportctl audit``) would do:
+    backfill, skip, unrecoverable or leave untouched."""
+    return gaps(company, days, visible)
+
+
+def gaps(company: str, days: int, visible: frozenset[str] | None) -> dict[str, Any]:
+    from export_lib.ledger.seniority import open_catalog
+    from export_lib.pipeline.audit_apply import run_audit
+
+    _schedules(company, visible)
+    now = _now()
+    days = max(1, min(days, 90))
+    with _ledger() as ledger:
+        result = run_audit(open_catalog(config_directory()), ledger,
+                           since=now - timedelta(days=days), until=now, now=now,
+                           company=company, dry_run=True)
+    return {"days": days, **result.plan.as_dict()}
+
+
+# -- changing -----------------------------------------------------------------------------------
+
+async def _posted(request: Request) -> dict[str, str]:
+    body = await request.body()
+    if len(body) > MAX_FORM:
+        raise HTTPException(status_code=413, detail=f"the form is larger than {MAX_FORM} bytes; "
+                            "nothing was changed")
+    try:
+        return {k: v[0] for k, v in parse_qs(body.decode(), keep_blank_values=True).items()}
+    except UnicodeDecodeError:
+        raise HTTPException(status_code=422, detail="the form is not UTF-8 text; nothing was "
+                            "changed") from None
+
+
+def _wants_json(request: Request) -> bool:
+    return "application/json" in request.headers.get("accept", "")
+
+
+def _guarded_json(answer: Callable[[], Any]) -> Any:
+    try:
+        return answer()
+    except FormError as exc:
+        return JSONResponse({"detail": str(exc), "field": exc.field}, status_code=422)
+    except ConfigError as exc:
+        return JSONResponse({"detail": str(exc), "field": None}, status_code=422)
+
+
+def _error_page(company: str, user: Any, visible: frozenset[str] | None,
+                exc: Exception, status: int = 422) -> HTMLResponse:
+    data = view_data(company, user, visible)
+    token = form_token(user, company) if data["may_change"] else None
+    return HTMLResponse(ch.company_page(data, token, error=str(exc), explained=None,
+                                        gaps=None), status_code=status)
+
+
+def _check(request: Request, user: Any, company: str, form: dict[str, str],
+           visible: frozenset[str] | None) -> tuple[list[Any], str, datetime]:
+    """Same origin, a company the user may see, operator rights, a valid form token: the
+    schedules, and the token's MAC and expiry to spend. 403/404 and nothing changed else."""
+    from export_lib.views.action_tokens import check_form_token
+
+    check_same_origin(request)
+    schedules = _schedules(company, visible)
+    if not _may_change(user, schedules):
+        raise HTTPException(status_code=403, detail=f"{user.get_name()} may read company "
+                            f"{company} but not change it (its operators may); nothing was "
+                            "changed")
+    try:
+        mac, expires = check_form_token(secret(), user.get_name(), _scope(company),
+                                        form.get("token"), now=_now(),
+                                        ttl=settings.ui_token_ttl())
+    except ActionTokenError as exc:
+        raise HTTPException(status_code=403, detail=str(exc)) from None
+    return schedules, mac, expires
+
+
+def _spend(ledger: Any, mac: str, who: str, expires: datetime) -> None:
+    from export_lib.ledger.controls import spend_form_token
+
+    if not spend_form_token(ledger, mac, who=who, now=_now(), expires_at=expires):
+        raise HTTPException(status_code=403, detail="this form was already used (a replayed "
+                            "request): reload the page for a new form; nothing was changed")
+
+
+async def _change(name: str, company: str, request: Request, user: Any,
+                  visible: frozenset[str] | None, work: Callable[..., dict[str, Any]]) -> Any:
+    form = await _posted(request)
+    schedules, mac, expires = _check(request, user, company, form, visible)
+    try:
+        result = await run_in_threadpool(work, company, schedules, form, user, mac, expires)
+    except FormError as exc:
+        if _wants_json(request):
+            return JSONResponse({"detail": str(exc), "field": exc.field}, status_code=422)
+        return _error_page(company, user, visible, exc)
+    except ExportError as exc:
+        if _wants_json(request):
+            return JSONResponse({"detail": str(exc), "field": None}, status_code=409)
+        return _error_page(company, user, visible, exc, status=409)
+    if _wants_json(request):
+        return result
+    if result.get("applied") is False:  # read-only config: the change to commit, on the page
+        data = view_data(company, user, visible)
+        return HTMLResponse(ch.company_page(data, form_token(user, company), note=result["note"],
+                                            explained=None, gaps=None))
+    done = {"done": name, **({"run": result["run_id"]} if "run_id" in result else {})}
+    return RedirectResponse(f"../{company}?{urlencode(done)}", status_code=303)
+
+
+@router.post("/{company}/reschedule", summary="Change an export's timing (operators)")
+async def reschedule(company: str, request: Request, user: GetUserDep,
+                     visible: frozenset[str] | None = Visible) -> Any:
+    """Form fields: ``schedule``, ``export_hour`` / ``interval_hours`` / ``timezone`` / ``cron``
+    (empty: unchanged), ``why``, ``token``. Plans, validates and writes the company file like
+    ``exportctl reschedule --apply`` and records who, when, before and after; where the config
+    directory is read-only nothing is written and the answer is the change to commit."""
+    return await _change("reschedule", company, request, user, visible, _reschedule)
+
+
+def _reschedule(company: str, schedules: list[Any], form: dict[str, str], user: Any,
+                mac: str, expires: datetime) -> dict[str, Any]:
+    from export_lib.pipeline.reschedule_edit import apply_reschedule, check_edit, writable
+    from export_lib.views.company import form_text
+
+    why = form_text(form, "why") or "export time changed on the company page"
+    edit = _plan(company, form, visible=None)  # the company was checked against the reader
+    check_edit(config_directory(), edit)  # validated before anything is written or spent
+    who = f"{user.get_name()} (company page)"
+    now = _now()
+    with _ledger() as ledger:
+        _spend(ledger, mac, user.get_name(), expires)
+        if not writable(config_directory()):
+            return {"applied": False, "plan": edit.as_json(),
+                    "note": f"The config directory is read-only: nothing was written. Commit "
+                            f"this change to {edit.path.name}:\n{edit.diff}"}
+        apply_reschedule(config_directory(), edit, ledger=ledger, who=who, why=why, now=now)
+    log.warning("company=%s schedule=%s period=%s: timing changed by %s: %s", company,
+                edit.plan.schedule.schedule_id, f"{edit.plan.effective_from:%Y-%m-%dT%H:%MZ}",
+                who, edit.change_text, extra={"company": company,
+                                              "schedule": edit.plan.schedule.schedule_id})
+    return {"applied": True, "plan": edit.as_json(),
+            "note": f"Changed by {user.get_name()}: {edit.change_text}. Airflow follows at the "
+                    "next parse of the DAG."}
+
+
+@router.post("/{company}/export-now", summary="A one-off export of a period (operators)")
+async def export_now(company: str, request: Request, user: GetUserDep,
+                     visible: frozenset[str] | None = Visible) -> Any:
+    """Form fields: ``base_export``, ``preset`` or ``start``/``end`` (local time), ``format``,
+    ``destinations`` (comma-separated, empty: all), ``reason``, ``token``. Checked like the
+    manual DAG's trigger form (recipients, destinations, window inside the source's
+    retention), then triggers ``manual_export__<company>`` through Airflow's own trigger."""
+    return await _change("export-now", company, request, user, visible, _export_now)
+
+
+def _export_now(company: str, schedules: list[Any], form: dict[str, str], user: Any,
+                mac: str, expires: datetime) -> dict[str, Any]:
+    from export_airflow.company_trigger import trigger_manual
+    from export_lib.config.manual import manual_run_key, manual_schedule, parse_request
+    from export_lib.ledger.seniority import open_catalog
+    from export_lib.views.company import form_text, manual_conf
+
+    schedule = _schedule(schedules, form.get("base_export"), "base_export")
+    start, end = _window(schedule, form)
+    wanted = [d.strip() for d in (form_text(form, "destinations") or "").split(",") if d.strip()]
+    conf = manual_conf(company, schedule.schedule_id, start, end,
+                       reason=form.get("reason") or "", format=form_text(form, "format"),
+                       destinations=wanted, regenerate=form.get("regenerate") == "true")
+    try:  # the checks resolve_window makes when the run starts, made before it exists
+        request = parse_request(conf)
+        manual_schedule(open_catalog(config_directory()), request, run_id="check", now=_now())
+    except ConfigError as exc:  # "manual_export: <field>…: <what and the fix>"
+        text = str(exc).removeprefix("manual_export: ")
+        first = re.match(r"[a-z_]+", text)
+        field = first.group() if first and first.group() in conf else next(
+            (f for word, f in (("destination", "destinations"), ("column", "columns"),
+                               ("window", "end")) if word in text), "base_export")
+        raise FormError({"window_start": "start", "window_end": "end"}.get(field, field),
+                        text) from None
+    with _ledger() as ledger:
+        _spend(ledger, mac, user.get_name(), expires)
+    run_id = trigger_manual(f"manual_export__{company}", conf, user)
+    return {"dag_id": f"manual_export__{company}", "run_id": run_id,
+            "run_key": manual_run_key(company, run_id), "conf": conf,
+            "note": f"Export started: run {run_id} of manual_export__{company}, window "
+                    f"{conf['window_start']} → {conf['window_end']}."}
+
+
+@router.post("/{company}/recover", summary="Recover the gaps of the last N days (operators)")
+async def recover(company: str, request: Request, user: GetUserDep,
+                  visible: frozenset[str] | None = Visible) -> Any:
+    """Form fields: ``days`` (1-90), ``token``. Runs the gap audit for this company
+    (``exportctl audit --company``): backfills through Airflow's API, skips and unrecoverable
+    periods recorded per each schedule's recovery policy."""
+    return await _change("recover", company, request, user, visible, _recover)
+
+
+def _recover(company: str, schedules: list[Any], form: dict[str, str], user: Any,
+             mac: str, expires: datetime) -> dict[str, Any]:
+    from export_airflow.company_trigger import airflow_api
+    from export_lib.ledger.seniority import open_catalog
+    from export_lib.pipeline.audit_apply import run_audit
+    from export_lib.views.company import form_whole
+
+    days = form_whole(form, "days", 1, 90, "the gap audit looks back 1 to 90 days") or 7
+    api, why_not = airflow_api()
+    now = _now()
+    with _ledger() as ledger:
+        _spend(ledger, mac, user.get_name(), expires)
+        result = run_audit(open_catalog(config_directory()), ledger,
+                           since=now - timedelta(days=days), until=now, now=now,
+                           company=company, api=api)
+    note = f"Recovery by {user.get_name()}: {result.summary()}"
+    if why_not:
+        note += f" (backfills not requested: {why_not})"
+    return {"result": result.plan.as_dict(), "note": note}
