@@ -6,8 +6,8 @@ Pages: ``GET /exports/companies`` (the companies the reader may see) and ``GET
 /exports/companies/for-dag/<dag id>``, which sends the reader to the DAG's company. JSON, the
 same data the page shows (listed in ``/exports/docs``): ``…/<company>/schedules.json``,
 ``plan.json`` (a timing change's plan, nothing written), ``window.json`` (a local period in
-UTC), ``explain.json``, ``gaps.json``. Changes, each a POST answered in JSON when asked for
-(``Accept: application/json``), else as the page: ``reschedule``, ``export-now``, ``recover``.
+UTC), ``explain.json``, ``gaps.json``. Changes, each a POST (``company_actions``) answered in
+JSON when asked for, else as the page: ``reschedule``, ``export-now``, ``recover``.
 
 Who: the company's viewers read (``ui_access.Visible``; any other company is a 404 that says no
 more than an unknown one); only those who may edit its DAGs (its operators) change anything,
@@ -24,27 +24,24 @@ import secrets
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
-from urllib.parse import parse_qs, urlencode
 
 from airflow.api_fastapi.core_api.security import GetUserDep
 from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
-from starlette.concurrency import run_in_threadpool
 
 from export_airflow import company_html as ch
 from export_airflow.obligations_ui import _catalog_schedules, _ledger, _now, config_directory
-from export_airflow.ui_access import Visible, check_same_origin, may_edit, secret
+from export_airflow.ui_access import Visible, may_edit, secret
 from export_lib import settings
-from export_lib.errors import ActionTokenError, ConfigError, ExportError, FormError
+from export_lib.errors import ActionTokenError, ConfigError, FormError
 from export_lib.logfmt import get_logger
 
 router = APIRouter(prefix="/companies", tags=["company view"])
 log = get_logger(__name__)
 COMPANY = re.compile(r"^[a-z0-9]+(?:[-_][a-z0-9]+)*$")
-MAX_FORM = 16_384  # bytes: every form of the page is far smaller
 
 
-def _schedules(company: str, visible: frozenset[str] | None) -> list[Any]:
+def company_schedules(company: str, visible: frozenset[str] | None) -> list[Any]:
     """The company's schedules, or 404 — the same answer for an unknown company and for one
     the reader may not see, so a user of another company learns nothing."""
     if not COMPANY.match(company or "") or len(company) > 64 or (
@@ -56,7 +53,7 @@ def _schedules(company: str, visible: frozenset[str] | None) -> list[Any]:
     return found
 
 
-def _schedule(schedules: list[Any], schedule_id: str | None, field: str = "schedule") -> Any:
+def pick_schedule(schedules: list[Any], schedule_id: str | None, field: str = "schedule") -> Any:
     for s in schedules:
         if s.schedule_id == schedule_id:
             return s
@@ -75,7 +72,7 @@ def _raw(company: str) -> dict[str, Any]:
         return {}  # the page still shows the timing; only "default" marks are unknown
 
 
-def _scope(company: str) -> str:
+def token_scope(company: str) -> str:
     return f"company/{company}"
 
 
@@ -84,13 +81,13 @@ def form_token(user: Any, company: str) -> str | None:
     from export_lib.views.action_tokens import make_form_token
 
     try:
-        return make_form_token(secret(), user.get_name(), _scope(company), now=_now(),
+        return make_form_token(secret(), user.get_name(), token_scope(company), now=_now(),
                                ttl=settings.ui_token_ttl(), nonce=secrets.token_hex(8))
     except ActionTokenError:
         return None
 
 
-def _may_change(user: Any, schedules: list[Any]) -> bool:
+def may_change(user: Any, schedules: list[Any]) -> bool:
     return all(may_edit(user, s.dag_id) for s in schedules[:1])
 
 
@@ -99,7 +96,7 @@ def view_data(company: str, user: Any, visible: frozenset[str] | None) -> dict[s
     from export_lib.pipeline.reschedule_edit import writable
     from export_lib.views.company import company_history, last_delivered, schedule_card
 
-    schedules = _schedules(company, visible)
+    schedules = company_schedules(company, visible)
     now, raw = _now(), _raw(company)
     with _ledger() as ledger:
         delivered = last_delivered(ledger.engine, [s.schedule_id for s in schedules])
@@ -107,7 +104,7 @@ def view_data(company: str, user: Any, visible: frozenset[str] | None) -> dict[s
     first = schedules[0].company
     return {"company": company, "name": first.name, "timezone": first.timezone,
             "status": first.status, "now_utc": f"{now:%Y-%m-%dT%H:%M:%SZ}",
-            "may_change": _may_change(user, schedules),
+            "may_change": may_change(user, schedules),
             "config_writable": writable(config_directory()),
             "schedules": [schedule_card(s, raw, delivered.get(s.schedule_id, {}), now=now)
                           for s in schedules],
@@ -144,7 +141,7 @@ def for_dag(dag_id: str, run: str | None = None,
     if company is None:
         raise HTTPException(status_code=404, detail=f"{dag_id[:120]!r} is not an export DAG: "
                             "the company view belongs to export DAGs only")
-    _schedules(company, visible)
+    company_schedules(company, visible)
     return RedirectResponse(f"../{company}", status_code=303)
 
 
@@ -183,12 +180,12 @@ def schedules_json(company: str, user: GetUserDep,
     return view_data(company, user, visible)
 
 
-def _plan(company: str, form: dict[str, str], visible: frozenset[str] | None) -> Any:
+def plan_edit(company: str, form: dict[str, str], visible: frozenset[str] | None) -> Any:
     from export_lib.ledger.periods import latest_runs
     from export_lib.pipeline.reschedule_edit import prepare_reschedule
     from export_lib.views.company import timing_changes
 
-    schedule = _schedule(_schedules(company, visible), form.get("schedule"))
+    schedule = pick_schedule(company_schedules(company, visible), form.get("schedule"))
     changes = timing_changes(schedule, form)
     with _ledger() as ledger:
         newest = latest_runs(ledger).get(schedule.schedule_id)
@@ -211,7 +208,7 @@ def plan_json(company: str, schedule: str, export_hour: str | None = None,
     form = {k: v for k, v in {"schedule": schedule, "export_hour": export_hour,
                               "interval_hours": interval_hours, "timezone": timezone,
                               "cron": cron}.items() if v is not None}
-    return _guarded_json(lambda: _plan(company, form, visible).as_json())
+    return _guarded_json(lambda: plan_edit(company, form, visible).as_json())
 
 
 @router.get("/{company}/plan", response_class=HTMLResponse, summary="Plan a timing change (HTML)")
@@ -220,12 +217,12 @@ def plan_page(company: str, request: Request, user: GetUserDep,
     from export_lib.pipeline.reschedule_edit import writable
 
     form = dict(request.query_params)
-    schedules = _schedules(company, visible)
+    schedules = company_schedules(company, visible)
     try:
-        edit = _plan(company, form, visible)
+        edit = plan_edit(company, form, visible)
     except FormError as exc:
-        return _error_page(company, user, visible, exc)
-    may = _may_change(user, schedules)
+        return error_page(company, user, visible, exc)
+    may = may_change(user, schedules)
     return ch.plan_page(company, edit.as_json(), edit.plan.lines(), form,
                         form_token(user, company) if may else None,
                         writable(config_directory()))
@@ -241,8 +238,8 @@ def window_json(company: str, base_export: str, preset: str | None = None,
     from export_lib.views.company import based_on
 
     def answer() -> dict[str, Any]:
-        schedule = _schedule(_schedules(company, visible), base_export, "base_export")
-        lo, hi = _window(schedule, {"preset": preset or "", "start": start or "",
+        schedule = pick_schedule(company_schedules(company, visible), base_export, "base_export")
+        lo, hi = local_window(schedule, {"preset": preset or "", "start": start or "",
                                     "end": end or ""})
         return {"window_start": lo.isoformat(), "window_end": hi.isoformat(),
                 "window_start_utc": f"{lo.astimezone(UTC):%Y-%m-%dT%H:%M:%SZ}",
@@ -252,7 +249,7 @@ def window_json(company: str, base_export: str, preset: str | None = None,
     return _guarded_json(answer)
 
 
-def _window(schedule: Any, form: dict[str, str]) -> tuple[datetime, datetime]:
+def local_window(schedule: Any, form: dict[str, str]) -> tuple[datetime, datetime]:
     from export_lib.views.company import form_text, local_instant, preset_window
 
     tz = schedule.company.timezone
@@ -282,7 +279,7 @@ def explain(company: str, schedule_id: str, day: str,
     from export_lib.pipeline.explain import explain_facts, explain_period, slots_of_day
     from export_lib.views.company import log_links
 
-    schedule = _schedule(_schedules(company, visible), schedule_id)
+    schedule = pick_schedule(company_schedules(company, visible), schedule_id)
     try:
         wanted = date.fromisoformat((day or "")[:10]) if len(day or "") == 10 else None
     except ValueError:
@@ -314,7 +311,7 @@ def gaps(company: str, days: int, visible: frozenset[str] | None) -> dict[str, A
     from export_lib.ledger.seniority import open_catalog
     from export_lib.pipeline.audit_apply import run_audit
 
-    _schedules(company, visible)
+    company_schedules(company, visible)
     now = _now()
     days = max(1, min(days, 90))
     with _ledger() as ledger:
@@ -324,21 +321,15 @@ def gaps(company: str, days: int, visible: frozenset[str] | None) -> dict[str, A
     return {"days": days, **result.plan.as_dict()}
 
 
-# -- changing -----------------------------------------------------------------------------------
-
-async def _posted(request: Request) -> dict[str, str]:
-    body = await request.body()
-    if len(body) > MAX_FORM:
-        raise HTTPException(status_code=413, detail=f"the form is larger than {MAX_FORM} bytes; "
-                            "nothing was changed")
-    try:
-        return {k: v[0] for k, v in parse_qs(body.decode(), keep_blank_values=True).items()}
-    except UnicodeDecodeError:
-        raise HTTPException(status_code=422, detail="the form is not UTF-8 text; nothing was "
-                            "changed") from None
+def error_page(company: str, user: Any, visible: frozenset[str] | None,
+                exc: Exception, status: int = 422) -> HTMLResponse:
+    data = view_data(company, user, visible)
+    token = form_token(user, company) if data["may_change"] else None
+    return HTMLResponse(ch.company_page(data, token, error=str(exc), explained=None,
+                                        gaps=None), status_code=status)
 
 
-def _wants_json(request: Request) -> bool:
+def wants_json(request: Request) -> bool:
     return "application/json" in request.headers.get("accept", "")
 
 
@@ -349,173 +340,3 @@ def _guarded_json(answer: Callable[[], Any]) -> Any:
         return JSONResponse({"detail": str(exc), "field": exc.field}, status_code=422)
     except ConfigError as exc:
         return JSONResponse({"detail": str(exc), "field": None}, status_code=422)
-
-
-def _error_page(company: str, user: Any, visible: frozenset[str] | None,
-                exc: Exception, status: int = 422) -> HTMLResponse:
-    data = view_data(company, user, visible)
-    token = form_token(user, company) if data["may_change"] else None
-    return HTMLResponse(ch.company_page(data, token, error=str(exc), explained=None,
-                                        gaps=None), status_code=status)
-
-
-def _check(request: Request, user: Any, company: str, form: dict[str, str],
-           visible: frozenset[str] | None) -> tuple[list[Any], str, datetime]:
-    """Same origin, a company the user may see, operator rights, a valid form token: the
-    schedules, and the token's MAC and expiry to spend. 403/404 and nothing changed else."""
-    from export_lib.views.action_tokens import check_form_token
-
-    check_same_origin(request)
-    schedules = _schedules(company, visible)
-    if not _may_change(user, schedules):
-        raise HTTPException(status_code=403, detail=f"{user.get_name()} may read company "
-                            f"{company} but not change it (its operators may); nothing was "
-                            "changed")
-    try:
-        mac, expires = check_form_token(secret(), user.get_name(), _scope(company),
-                                        form.get("token"), now=_now(),
-                                        ttl=settings.ui_token_ttl())
-    except ActionTokenError as exc:
-        raise HTTPException(status_code=403, detail=str(exc)) from None
-    return schedules, mac, expires
-
-
-def _spend(ledger: Any, mac: str, who: str, expires: datetime) -> None:
-    from export_lib.ledger.controls import spend_form_token
-
-    if not spend_form_token(ledger, mac, who=who, now=_now(), expires_at=expires):
-        raise HTTPException(status_code=403, detail="this form was already used (a replayed "
-                            "request): reload the page for a new form; nothing was changed")
-
-
-async def _change(name: str, company: str, request: Request, user: Any,
-                  visible: frozenset[str] | None, work: Callable[..., dict[str, Any]]) -> Any:
-    form = await _posted(request)
-    schedules, mac, expires = _check(request, user, company, form, visible)
-    try:
-        result = await run_in_threadpool(work, company, schedules, form, user, mac, expires)
-    except FormError as exc:
-        if _wants_json(request):
-            return JSONResponse({"detail": str(exc), "field": exc.field}, status_code=422)
-        return _error_page(company, user, visible, exc)
-    except ExportError as exc:
-        if _wants_json(request):
-            return JSONResponse({"detail": str(exc), "field": None}, status_code=409)
-        return _error_page(company, user, visible, exc, status=409)
-    if _wants_json(request):
-        return result
-    if result.get("applied") is False:  # read-only config: the change to commit, on the page
-        data = view_data(company, user, visible)
-        return HTMLResponse(ch.company_page(data, form_token(user, company), note=result["note"],
-                                            explained=None, gaps=None))
-    done = {"done": name, **({"run": result["run_id"]} if "run_id" in result else {})}
-    return RedirectResponse(f"../{company}?{urlencode(done)}", status_code=303)
-
-
-@router.post("/{company}/reschedule", summary="Change an export's timing (operators)")
-async def reschedule(company: str, request: Request, user: GetUserDep,
-                     visible: frozenset[str] | None = Visible) -> Any:
-    """Form fields: ``schedule``, ``export_hour`` / ``interval_hours`` / ``timezone`` / ``cron``
-    (empty: unchanged), ``why``, ``token``. Plans, validates and writes the company file like
-    ``exportctl reschedule --apply`` and records who, when, before and after; where the config
-    directory is read-only nothing is written and the answer is the change to commit."""
-    return await _change("reschedule", company, request, user, visible, _reschedule)
-
-
-def _reschedule(company: str, schedules: list[Any], form: dict[str, str], user: Any,
-                mac: str, expires: datetime) -> dict[str, Any]:
-    from export_lib.pipeline.reschedule_edit import apply_reschedule, check_edit, writable
-    from export_lib.views.company import form_text
-
-    why = form_text(form, "why") or "export time changed on the company page"
-    edit = _plan(company, form, visible=None)  # the company was checked against the reader
-    check_edit(config_directory(), edit)  # validated before anything is written or spent
-    who = f"{user.get_name()} (company page)"
-    now = _now()
-    with _ledger() as ledger:
-        _spend(ledger, mac, user.get_name(), expires)
-        if not writable(config_directory()):
-            return {"applied": False, "plan": edit.as_json(),
-                    "note": f"The config directory is read-only: nothing was written. Commit "
-                            f"this change to {edit.path.name}:\n{edit.diff}"}
-        apply_reschedule(config_directory(), edit, ledger=ledger, who=who, why=why, now=now)
-    log.warning("company=%s schedule=%s period=%s: timing changed by %s: %s", company,
-                edit.plan.schedule.schedule_id, f"{edit.plan.effective_from:%Y-%m-%dT%H:%MZ}",
-                who, edit.change_text, extra={"company": company,
-                                              "schedule": edit.plan.schedule.schedule_id})
-    return {"applied": True, "plan": edit.as_json(),
-            "note": f"Changed by {user.get_name()}: {edit.change_text}. Airflow follows at the "
-                    "next parse of the DAG."}
-
-
-@router.post("/{company}/export-now", summary="A one-off export of a period (operators)")
-async def export_now(company: str, request: Request, user: GetUserDep,
-                     visible: frozenset[str] | None = Visible) -> Any:
-    """Form fields: ``base_export``, ``preset`` or ``start``/``end`` (local time), ``format``,
-    ``destinations`` (comma-separated, empty: all), ``reason``, ``token``. Checked like the
-    manual DAG's trigger form (recipients, destinations, window inside the source's
-    retention), then triggers ``manual_export__<company>`` through Airflow's own trigger."""
-    return await _change("export-now", company, request, user, visible, _export_now)
-
-
-def _export_now(company: str, schedules: list[Any], form: dict[str, str], user: Any,
-                mac: str, expires: datetime) -> dict[str, Any]:
-    from export_airflow.company_trigger import trigger_manual
-    from export_lib.config.manual import manual_run_key, manual_schedule, parse_request
-    from export_lib.ledger.seniority import open_catalog
-    from export_lib.views.company import form_text, manual_conf
-
-    schedule = _schedule(schedules, form.get("base_export"), "base_export")
-    start, end = _window(schedule, form)
-    wanted = [d.strip() for d in (form_text(form, "destinations") or "").split(",") if d.strip()]
-    conf = manual_conf(company, schedule.schedule_id, start, end,
-                       reason=form.get("reason") or "", format=form_text(form, "format"),
-                       destinations=wanted, regenerate=form.get("regenerate") == "true")
-    try:  # the checks resolve_window makes when the run starts, made before it exists
-        request = parse_request(conf)
-        manual_schedule(open_catalog(config_directory()), request, run_id="check", now=_now())
-    except ConfigError as exc:  # "manual_export: <field>…: <what and the fix>"
-        text = str(exc).removeprefix("manual_export: ")
-        first = re.match(r"[a-z_]+", text)
-        field = first.group() if first and first.group() in conf else next(
-            (f for word, f in (("destination", "destinations"), ("column", "columns"),
-                               ("window", "end")) if word in text), "base_export")
-        raise FormError({"window_start": "start", "window_end": "end"}.get(field, field),
-                        text) from None
-    with _ledger() as ledger:
-        _spend(ledger, mac, user.get_name(), expires)
-    run_id = trigger_manual(f"manual_export__{company}", conf, user)
-    return {"dag_id": f"manual_export__{company}", "run_id": run_id,
-            "run_key": manual_run_key(company, run_id), "conf": conf,
-            "note": f"Export started: run {run_id} of manual_export__{company}, window "
-                    f"{conf['window_start']} → {conf['window_end']}."}
-
-
-@router.post("/{company}/recover", summary="Recover the gaps of the last N days (operators)")
-async def recover(company: str, request: Request, user: GetUserDep,
-                  visible: frozenset[str] | None = Visible) -> Any:
-    """Form fields: ``days`` (1-90), ``token``. Runs the gap audit for this company
-    (``exportctl audit --company``): backfills through Airflow's API, skips and unrecoverable
-    periods recorded per each schedule's recovery policy."""
-    return await _change("recover", company, request, user, visible, _recover)
-
-
-def _recover(company: str, schedules: list[Any], form: dict[str, str], user: Any,
-             mac: str, expires: datetime) -> dict[str, Any]:
-    from export_airflow.company_trigger import airflow_api
-    from export_lib.ledger.seniority import open_catalog
-    from export_lib.pipeline.audit_apply import run_audit
-    from export_lib.views.company import form_whole
-
-    days = form_whole(form, "days", 1, 90, "the gap audit looks back 1 to 90 days") or 7
-    api, why_not = airflow_api()
-    now = _now()
-    with _ledger() as ledger:
-        _spend(ledger, mac, user.get_name(), expires)
-        result = run_audit(open_catalog(config_directory()), ledger,
-                           since=now - timedelta(days=days), until=now, now=now,
-                           company=company, api=api)
-    note = f"Recovery by {user.get_name()}: {result.summary()}"
-    if why_not:
-        note += f" (backfills not requested: {why_not})"
-    return {"result": result.plan.as_dict(), "note": note}

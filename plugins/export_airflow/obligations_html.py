@@ -224,9 +224,7 @@ def detail_body(d: dict[str, Any], actions_html: str, note: str | None,
         + "".join(f"<tr><th>{esc(k)}</th><td>{v}</td></tr>" for k, v in facts) + "</table>"
         + "<h3>What you can do</h3>" + actions_html
         + "<h3>Render attempts</h3>"
-        + table(["#", "state", "by", "started (UTC)", "finished (UTC)", "rows", "error"],
-                [[a["generation"], a["state"], a["origin"], a["started_at_utc"],
-                  a["finished_at_utc"], a["rows"], a["error"]] for a in d["attempts"]], "attempts")
+        + _attempts(d["attempts"])
         + "<h3>Artifact manifest</h3>"
         + table(["version", "rows", "bytes", "sha256", "supersedes", "correction", "generated (UTC)",
                  "file"],
@@ -239,3 +237,24 @@ def detail_body(d: dict[str, Any], actions_html: str, note: str | None,
         + table(["at (UTC)", "from", "to", "what"],
                 [[e["at_utc"], e["from"], e["to"], e["detail"]] for e in d["events"]], "events")
     )
+
+
+def _attempts(attempts: list[dict[str, Any]]) -> str:
+    """The render attempts, each linked to its Airflow task log when Airflow ran it."""
+    from types import SimpleNamespace
+
+    from export_lib.views.company import log_links
+
+    if not attempts:
+        return "<p>none</p>"
+    rows = []
+    for a in attempts:
+        (link,) = log_links([SimpleNamespace(**a)]) or [None]
+        by = (f"<a target='_top' class='log' href='{esc(link['href'])}'>{esc(a['origin'])}"
+              " (task log)</a>" if link else esc(a["origin"]))
+        rows.append(f"<tr><td>{esc(a['generation'])}</td><td>{esc(a['state'])}</td><td>{by}</td>"
+                    + "".join(f"<td>{esc(a[k])}</td>" for k in (
+                        "started_at_utc", "finished_at_utc", "rows", "error")) + "</tr>")
+    return ("<table id='attempts'><tr><th>#</th><th>state</th><th>by</th><th>started (UTC)</th>"
+            "<th>finished (UTC)</th><th>rows</th><th>error</th></tr>" + "".join(rows)
+            + "</table>")

@@ -25,6 +25,7 @@ from fastapi import FastAPI, HTTPException, Query, Request
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse, JSONResponse
 
+from export_airflow.company_actions import router as company_changes
 from export_airflow.company_ui import router as company_router
 from export_airflow.obligations_ui import router as obligations_router
 from export_airflow.ui_access import Visible, visible_companies
@@ -35,6 +36,7 @@ app = FastAPI(title="Export runs", docs_url=None, redoc_url=None, openapi_url=No
 app.include_router(obligations_router)
 # The company view (company_ui.py): a customer's schedules, export time, Export now, why.
 app.include_router(company_router)
+app.include_router(company_changes)  # its POSTs (company_actions.py)
 __all__ = ["app", "visible_companies"]
 
 @app.get("/openapi.json", include_in_schema=False)

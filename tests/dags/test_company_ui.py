@@ -333,3 +333,56 @@ def test_export_now_starts_one_manual_run_with_the_chosen_window(desk):
             (body["run_id"], body["conf"], "ada", "manual")]
     again = client.post("/exports/companies/acme/export-now", data=form, headers=admin)
     assert again.status_code == 403 and "already used" in again.text
+
+
+def test_a_one_off_run_offers_no_pause_and_its_attempts_link_to_their_logs(desk):
+    """The run page of a manual export: no "Pause schedule" for its pseudo-schedule (and a
+    direct POST is refused, nothing paused); each render attempt links to its task log."""
+    from export_airflow.ui_access import action_token
+
+    from export_lib.ledger import open_ledger
+    from export_lib.pipeline import RunContext, render_run
+    from export_lib.pipeline.controls import pause_reason
+    from export_lib.pipeline.start import start_manual
+    from export_lib.storage.stores import open_store
+
+    client, world, _, admin = desk
+    now, run_id = datetime(2026, 3, 30, 12, tzinfo=UTC), "manual__2026-03-30T12:00:00+00:00"
+    ledger = open_ledger()
+    started = start_manual(ledger, str(world.config), {
+        "company": "acme", "base_export": DAILY, "window_start": "2026-03-28T00:00:00+01:00",
+        "window_end": "2026-03-29T00:00:00+01:00", "reason": "one-off"}, run_id=run_id,
+        requested_at=now, now=now, company="acme", ctx=RunContext(
+            origin=f"airflow:manual_export__acme/{run_id}/resolve_window/try1",
+            trigger="manual"))
+    key = started.run_key
+    render_run(ledger, open_store(), key, now=now, ctx=RunContext(
+        origin=f"airflow:manual_export__acme/{run_id}/render/try1", trigger="manual"))
+    page = client.get(f"/exports/obligations/run?key={key}", headers=admin).text
+    assert "do-pause" not in page and "Pause schedule" not in page
+    log = ("/dags/manual_export__acme/runs/manual__2026-03-30T12%3A00%3A00%2B00%3A00/tasks/"
+           "render?try_number=1")
+    assert f"class='log' href='{log}'" in page
+    refused = client.post("/exports/obligations/action/pause", headers=admin, data={
+        "run_key": key, "token": action_token("ada", key)}, follow_redirects=False)
+    assert refused.status_code == 409 and "is a one-off export" in refused.text
+    assert pause_reason(ledger, "acme", started.schedule_id) is None
+    # A scheduled run's page still offers it.
+    scheduled = client.get("/exports/obligations/run?key=acme/daily-spend/2026-03-29T05:00Z",
+                           headers=admin).text
+    assert "do-pause" in scheduled
+
+
+def test_the_company_endpoints_are_in_the_plugin_openapi(desk):
+    client, _, viewer, _ = desk
+    paths = client.get("/exports/openapi.json", headers=viewer).json()["paths"]
+    for path, method in (("/companies/{company}/schedules.json", "get"),
+                         ("/companies/{company}/plan.json", "get"),
+                         ("/companies/{company}/window.json", "get"),
+                         ("/companies/{company}/explain.json", "get"),
+                         ("/companies/{company}/gaps.json", "get"),
+                         ("/companies/{company}/reschedule", "post"),
+                         ("/companies/{company}/export-now", "post"),
+                         ("/companies/{company}/recover", "post")):
+        assert method in paths[path], path
+        assert paths[path][method]["description"], path
