@@ -119,7 +119,11 @@ export AIRFLOW__FAB__CONFIG_FILE="${AIRFLOW__FAB__CONFIG_FILE:-$AIRFLOW_HOME/web
 export AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS="${AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS:-admin:admin}"
 export AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE="$AIRFLOW_HOME/passwords.json"
 export AIRFLOW__API__PORT="$PORT"
-export AIRFLOW__API__BASE_URL="http://localhost:$PORT"
+# No [api] base_url: with one, Airflow's login sends a person to its host (localhost) while
+# they may have opened the UI at another (127.0.0.1, the machine's name); the session cookie
+# then belongs to one host and the export pages, asked at the other, answered "Not
+# authenticated". Without it every login and redirect stays on the address the person used.
+# Behind a proxy on another host or path, set AIRFLOW__API__BASE_URL before `make run`.
 # Moving the API port without this makes every task die with "connection refused".
 export AIRFLOW__CORE__EXECUTION_API_SERVER_URL="http://localhost:$PORT/execution/"
 # Each file re-parsed every 30 s; the dags folder listed every 30 s for new, removed and
