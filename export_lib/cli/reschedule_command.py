@@ -45,6 +45,38 @@ def _newest_run(schedule_id: str) -> tuple[datetime | None, str | None]:
         ledger.engine.dispose()
 
 
+def _record(edit) -> str | None:
+    """Record the applied change in the ledger's audit trail (who: this OS user), as the
+    company page does; a line saying why not when the ledger cannot be written."""
+    import getpass
+
+    import sqlalchemy.exc
+
+    from export_lib.ledger.controls import Action, record_action
+    from export_lib.ledger.database import ledger_url
+    from export_lib.ledger.runs import open_ledger
+    from export_lib.pipeline.reschedule_edit import ACTION
+
+    url = ledger_url()
+    if url.startswith("sqlite:///") and not Path(url.removeprefix("sqlite:///")).exists():
+        return "note: no ledger yet, so the change is not in its audit trail"
+    schedule = edit.plan.schedule
+    try:
+        ledger = open_ledger(url)
+        try:
+            record_action(ledger, Action(
+                at=_now(), who=f"{getpass.getuser()} (exportctl)", action=ACTION,
+                target_kind="schedule", target_id=schedule.schedule_id,
+                why="exportctl reschedule --apply", changed=True,
+                outcome=f"{edit.change_text}; wrote {edit.path.name}",
+                company=schedule.company.id, schedule_id=schedule.schedule_id))
+        finally:
+            ledger.engine.dispose()
+    except (LedgerError, sqlalchemy.exc.SQLAlchemyError) as exc:
+        return f"warning: the change is written but not recorded in the ledger ({exc})"
+    return None
+
+
 def cmd_reschedule(args: argparse.Namespace) -> int:
     from export_lib.cli.audit_commands import _config_dir
     from export_lib.ledger.seniority import open_catalog
@@ -78,6 +110,9 @@ def cmd_reschedule(args: argparse.Namespace) -> int:
             print("\nnothing written; add --apply to write the file")
         return 0
     apply_reschedule(config_dir, edit)
+    recorded = _record(edit)
+    if recorded and not args.json:
+        print(recorded, file=sys.stderr)
     if not args.json:
         print(f"\nwrote {edit.path}: the new timing from {plan.effective_from:%Y-%m-%dT%H:%M:%SZ}, "
               "the old one in its history; Airflow follows at the next parse of the DAG")

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import difflib
 import os
-import tempfile
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -65,6 +64,11 @@ class RescheduleEdit:
             "effective_from": format_instant(plan.effective_from),
             "old_next": [format_instant(s) for s in plan.old_next],
             "new_next": [format_instant(s) for s in plan.new_next],
+            # The new timeline's zone: a timezone change shows both sides in the new one.
+            "old_next_local": [f"{s.astimezone(plan.timeline.zone):%Y-%m-%d %H:%M %Z}"
+                               for s in plan.old_next],
+            "new_next_local": [f"{s.astimezone(plan.timeline.zone):%Y-%m-%d %H:%M %Z}"
+                               for s in plan.new_next],
             "periods": [{"slot": format_instant(p.slot), "timing": p.timing, "period": p.period,
                          "outcome": p.outcome} for p in plan.periods],
             "uncovered": list(plan.holes), "reported_twice_sent_once": len(plan.twice),
@@ -117,20 +121,12 @@ def check_edit(config_dir: Path, edit: RescheduleEdit) -> None:
 
 
 def writable(config_dir: Path) -> bool:
-    """Can the config directory be written here? False on a read-only mount or without write
-    permission (probed by creating a file: a read-only mount refuses even root)."""
+    """Can the config directory be written here? False when ``EXPORT_CONFIG_READ_ONLY`` says
+    it is managed elsewhere, on a read-only mount (``access`` answers that even for root) or
+    without write permission."""
     from export_lib import settings
 
-    if settings.config_read_only():
-        return False
-    directory = Path(config_dir)
-    if not os.access(directory, os.W_OK):
-        return False
-    try:
-        with tempfile.NamedTemporaryFile(dir=directory, prefix=".write-probe-"):
-            return True
-    except OSError:
-        return False
+    return not settings.config_read_only() and os.access(Path(config_dir), os.W_OK)
 
 
 def apply_reschedule(config_dir: Path, edit: RescheduleEdit, *, ledger: Ledger | None = None,
@@ -144,7 +140,11 @@ def apply_reschedule(config_dir: Path, edit: RescheduleEdit, *, ledger: Ledger |
     if edit.path.read_text() != edit.before:
         raise ConfigError(f"{edit.path} changed since the plan was made; nothing written: "
                           "look at the plan again")
-    write_validated(Path(config_dir), edit.path, edit.after)
+    try:
+        write_validated(Path(config_dir), edit.path, edit.after)
+    except OSError as exc:  # e.g. a mount that turned read-only: the file is as it was
+        raise ConfigError(f"{edit.path} cannot be written ({exc.strerror or exc}); nothing "
+                          "written: commit the change shown instead") from None
     if ledger is None or now is None:
         return None
     schedule = edit.plan.schedule

@@ -33,8 +33,11 @@ from typing import Any
 VIEWER, OPERATOR = "viewer", "operator"
 FAB_MANAGER = "airflow.providers.fab.auth_manager.fab_auth_manager.FabAuthManager"
 
+# "Plugins": the UI lists plugin views (Browse → Export obligations, Export companies, the
+# "Export company" tab) only to users who may read /api/v2/plugins, which names plugins and no
+# company's data; the pages themselves scope every answer to the user's companies.
 _READ = ("DAG Code", "DAG Runs", "DAG Versions", "DAG Warnings", "Task Instances", "Task Logs",
-         "XComs", "HITL Detail", "Pools", "Website", "My Password", "My Profile")
+         "XComs", "HITL Detail", "Pools", "Website", "My Password", "My Profile", "Plugins")
 _MENUS = ("Browse", "DAGs", "DAG Runs", "Task Instances", "Docs", "Documentation")
 VIEWER_PERMISSIONS = (
     *(("can_read", r) for r in _READ),

@@ -196,10 +196,10 @@ def plan_page(company: str, plan: dict[str, Any], lines: list[str], form: dict[s
     periods = table(["period", "slot (UTC)", "timing", "what happens"],
                     [[p["period"], p["slot"], p["timing"], p["outcome"]] for p in plan["periods"]],
                     "plan-periods")
-    nexts = table(["#", "old timing (UTC)", "new timing (UTC)"],
-                  [[n + 1, o, w] for n, (o, w) in enumerate(zip(plan["old_next"],
-                                                                plan["new_next"], strict=False))],
-                  "plan-next")
+    pairs = zip(plan["old_next_local"], plan["old_next"], plan["new_next_local"],
+                plan["new_next"], strict=False)
+    nexts = table(["#", "old timing (local)", "(UTC)", "new timing (local)", "(UTC)"],
+                  [[n + 1, *row] for n, row in enumerate(pairs)], "plan-next")
     holes = "".join(f"<li>{esc(h)}: no slot of either timing reports it</li>"
                     for h in plan["uncovered"])
     hidden = "".join(f"<input type='hidden' name='{esc(k)}' value='{esc(v)}'>"

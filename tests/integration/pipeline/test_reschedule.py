@@ -64,6 +64,16 @@ def test_reschedule_apply_moves_the_hour_and_sends_no_period_twice(world):
     assert ("2026-03-28               slot 2026-03-29T07:00:00Z (new): already due: exported by "
             "catch-up per the recovery policy") in out, out
     assert "wrote " in out and "acme.yaml" in out
+    # Recorded like a change made on the company page: who, when, before and after.
+    import getpass
+
+    from export_lib.ledger import open_ledger
+    from export_lib.ledger.controls import list_actions
+
+    (action,) = list_actions(open_ledger(world.ledger_url), company="acme")
+    assert (action.who, action.action, action.target_id, action.outcome) == (
+        f"{getpass.getuser()} (exportctl)", "reschedule", DAILY,
+        "acme/daily-spend: export_hour 7 → 9 from 2026-03-28T08:00:00Z; wrote acme.yaml")
     validated = world.exportctl("validate", str(world.config))
     assert validated.returncode == 0, validated.stdout + validated.stderr
 

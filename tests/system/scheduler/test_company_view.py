@@ -73,9 +73,10 @@ def world() -> Iterator[World]:
         people = {name: _login(Api(admin.base), name, users[name]["password"])
                   for name in (OPERATOR, VIEWER, OTHER)}
         # A DAG's permissions reach a signed-in user within FAB's user cache (30 s).
-        wait_for(lambda: all(people[n].call("GET", f"/api/v2/dags/{DAG}")[0] == 200
-                             for n in (OPERATOR, VIEWER)), 120, interval=2,
-                 what="acme's DAGs readable by acme's users")
+        wait_for(lambda: all(people[n].call("GET", f"/api/v2/dags/{dag}")[0] == 200
+                             for n, dag in ((OPERATOR, DAG), (VIEWER, DAG),
+                                            (OTHER, "manual_export__kiwi-outdoors"))),
+                 120, interval=2, what="each company's DAGs readable by its users")
         print(f"\nstack up after {time.monotonic() - started:.0f} s")
         yield World(stack, admin, users, admin.base)
     finally:
