@@ -90,10 +90,13 @@ def _done(company: str, done: tuple[str | None, str | None]) -> str | None:
     if what == "recover":
         return "<p class='note' id='note'>Recovery requested: see the history and the gaps.</p>"
     if what == "export-now" and run:
-        dag = f"manual_export__{company}"
+        from export_lib.config.manual import manual_run_key
+
+        dag, key = f"manual_export__{company}", manual_run_key(company, run)
         return (f"<p class='note' id='note'>Export started: <a id='started-run' target='_top' "
                 f"href='/dags/{esc(dag)}/runs/{esc(quote(run, safe=''))}'>{esc(run)}</a> of "
-                f"{esc(dag)}.</p>")
+                f"{esc(dag)}; in the ledger as <a id='started-key' href='../obligations/run?"
+                f"{esc(urlencode({'key': key}))}'>{esc(key)}</a> once its first task ran.</p>")
     return None
 
 
@@ -209,7 +212,7 @@ def plan_page(company: str, plan: dict[str, Any], lines: list[str], form: dict[s
         act = "<p class='readonly'>Only this company's operators can apply a change.</p>"
     else:
         verb = "Apply (write the config file)" if writable else (
-            "Record nothing, show the change to commit (read-only config)")
+            "Show the change to commit (the config is read-only here: nothing is written)")
         act = (f"<form method='post' action='reschedule' id='apply'>{hidden}"
                f"<input type='hidden' name='token' value='{esc(token)}'>why "
                "<input name='why' size='30' placeholder='recorded in the history'> "

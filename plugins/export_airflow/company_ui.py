@@ -133,8 +133,7 @@ def _visible_companies(visible: frozenset[str] | None) -> list[dict[str, str]]:
 
 
 @router.get("/for-dag/{dag_id}", summary="The company page of an export DAG (its tab)")
-def for_dag(dag_id: str, run: str | None = None,
-            visible: frozenset[str] | None = Visible) -> RedirectResponse:
+def for_dag(dag_id: str, visible: frozenset[str] | None = Visible) -> RedirectResponse:
     from export_lib.views.visibility import company_of_dag
 
     company = company_of_dag(dag_id)

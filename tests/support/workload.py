@@ -46,6 +46,7 @@ SECONDS = {
     "tests/system/scheduler/test_clear_and_retry.py": 70,
     "tests/system/scheduler/test_runaway.py": 129,
     "tests/system/scheduler/test_tenants_and_secrets.py": 73,
+    "tests/system/scheduler/test_company_view.py": 110,  # a FAB stack of its own, 6 Dec
     "tests/system/scheduler/test_manual_lane.py": 17,
     "tests/system/scheduler/test_operations_page.py": 41,
     "tests/system/scheduler/test_gap_audit.py": 77,
@@ -70,6 +71,7 @@ SECONDS = {
     "tests/unit/time/test_cli.py": 22,
     "tests/unit/test_tiers.py": 20,
     "tests/dags/test_obligations_ui.py": 20,
+    "tests/dags/test_company_ui.py": 32,  # 6 Dec, alone at -n 0
     "tests/integration/pipeline/test_timing_change.py": 19,
     "tests/unit/time/test_oracle.py": 18,
     "tests/integration/delivery/test_object_stores.py": 18,
