@@ -59,13 +59,12 @@ async def _posted(request: Request) -> dict[str, str]:
                             "changed") from None
 
 
-def _check(request: Request, user: Any, company: str, form: dict[str, str],
+def _check(user: Any, company: str, form: dict[str, str],
            visible: frozenset[str] | None) -> tuple[list[Any], str, datetime]:
-    """Same origin, a company the user may see, operator rights, a valid form token: the
-    schedules, and the token's MAC and expiry to spend. 403/404 and nothing changed else."""
+    """A company the user may see, operator rights, a valid form token: the schedules, and
+    the token's MAC and expiry to spend. 403/404 and nothing changed else."""
     from export_lib.views.action_tokens import check_form_token
 
-    check_same_origin(request)
     schedules = company_schedules(company, visible)
     if not may_change(user, schedules):
         raise HTTPException(status_code=403, detail=f"{user.get_name()} may read company "
@@ -91,9 +90,17 @@ def _spend(ledger: Any, mac: str, who: str, expires: datetime) -> None:
 async def _change(name: str, company: str, request: Request, user: Any,
                   visible: frozenset[str] | None, work: Callable[..., dict[str, Any]]) -> Any:
     form = await _posted(request)
-    schedules, mac, expires = _check(request, user, company, form, visible)
+    check_same_origin(request)
+    # The rest reads the config, the auth manager and the ledger: off the event loop.
+    return await run_in_threadpool(_changed, name, company, request, user, visible, form, work)
+
+
+def _changed(name: str, company: str, request: Request, user: Any,
+             visible: frozenset[str] | None, form: dict[str, str],
+             work: Callable[..., dict[str, Any]]) -> Any:
+    schedules, mac, expires = _check(user, company, form, visible)
     try:
-        result = await run_in_threadpool(work, company, schedules, form, user, mac, expires)
+        result = work(company, schedules, form, user, mac, expires)
     except FormError as exc:
         if wants_json(request):
             return JSONResponse({"detail": str(exc), "field": exc.field}, status_code=422)
