@@ -393,3 +393,31 @@ def test_the_company_endpoints_are_in_the_plugin_openapi(desk):
                          ("/companies/{company}/recover", "post")):
         assert method in paths[path], path
         assert paths[path][method]["description"], path
+
+
+def test_an_operator_recovers_the_gaps_of_the_company(desk):
+    """The gap audit's plan on the page and its recover action: without the Airflow API
+    connection (none in this test's Airflow) the backfills are not requested and the answer
+    says so; the form is spent once; a lookback beyond 90 days is refused naming the field."""
+    client, _, viewer, admin = desk
+    gaps = client.get("/exports/companies/acme/gaps.json?days=2", headers=viewer).json()
+    # daily-spend ran once (29 March) and has recovery "each": its last two days are gaps to
+    # backfill; the schedules that never ran are not audited (nothing was deployed).
+    assert [(a["schedule"], a["action"]) for a in gaps["actions"]] == [
+        ("acme/daily-spend", "backfill")] * 2
+    page = client.get("/exports/companies/acme?gap_days=2", headers=admin).text
+    assert "id='do-recover'" in page
+    form = {"days": "2", "token": _token(page)}
+    done = client.post("/exports/companies/acme/recover", data=form,
+                       headers={**admin, "Accept": "application/json"})
+    assert done.status_code == 200, done.text
+    note = done.json()["note"]
+    assert note.startswith("Recovery by ada: ") and "backfills not requested: " in note
+    assert "export_airflow_api" in note
+    assert done.json()["result"]["actions"] == gaps["actions"]
+    again = client.post("/exports/companies/acme/recover", data=form, headers=admin)
+    assert again.status_code == 403 and "already used" in again.text
+    bad = client.post("/exports/companies/acme/recover", data={"days": "365", "token": _token(
+        client.get("/exports/companies/acme", headers=admin).text)}, headers={
+        **admin, "Accept": "application/json"})
+    assert bad.status_code == 422 and bad.json()["field"] == "days"
