@@ -421,3 +421,22 @@ def test_an_operator_recovers_the_gaps_of_the_company(desk):
         client.get("/exports/companies/acme", headers=admin).text)}, headers={
         **admin, "Accept": "application/json"})
     assert bad.status_code == 422 and bad.json()["field"] == "days"
+
+
+def test_airflow_lists_the_menu_item_and_the_dag_tabs(desk):
+    """Through Airflow's own /api/v2/plugins (its ExternalViewResponse model): Browse → Export
+    companies, and the "Export company" tab on DAG and DAG-run pages, {DAG_ID} filled in by the
+    UI."""
+    client, _, _, admin = desk
+    plugins = client.get("/api/v2/plugins", headers=admin).json()["plugins"]
+    (ours,) = [p for p in plugins if p["name"] == "export_ui"]
+    views = {(v["name"], v["destination"]): (v["href"], v.get("category"), v["url_route"])
+             for v in ours["external_views"]}
+    assert views[("Export companies", "nav")] == ("/exports/companies", "browse",
+                                                  "export-companies")
+    for destination in ("dag", "dag_run"):
+        href, _, route = views[("Export company", destination)]
+        assert href == "/exports/companies/for-dag/{DAG_ID}" and route.startswith(
+            "export-company")
+    assert client.get("/exports/companies/for-dag/manual_export__acme", headers=admin,
+                      follow_redirects=False).headers["location"] == "../acme"
