@@ -166,6 +166,10 @@ def _explain(company: str, data: dict[str, Any], explained: list[dict[str, Any]]
                           for link in item["logs"])
         run = (f" <a href='../obligations/run?{esc(urlencode({'key': item['run_key']}))}'>"
                "run details</a>" if item["in_ledger"] else "")
+        if item["logs"]:  # the Airflow run of the newest attempt: every task's log
+            last = item["logs"][-1]
+            run += (f" · <a target='_top' href='/dags/{esc(quote(last['dag_id'], safe=''))}/runs/"
+                    f"{esc(quote(last['run_id'], safe=''))}'>Airflow run</a>")
         answers += (f"<p class='explained' data-slot='{esc(item['slot_utc'])}'>"
                     f"{esc(item['answer'])}{run}<br><small>{logs}</small></p>")
     if explained == []:
