@@ -6,7 +6,7 @@ company, hostile input, a replayed or forged form — with nothing written."""
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -275,7 +275,7 @@ def test_export_now_checks_like_the_trigger_form(desk):
 
 
 def test_explain_and_gaps_of_the_company(desk):
-    client, _, viewer, _ = desk
+    client, world, viewer, _ = desk
     (answer,) = client.get("/exports/companies/acme/explain.json", headers=viewer, params={
         "schedule": DAILY, "day": "2026-03-29"}).json()
     assert answer["run_key"] == "acme/daily-spend/2026-03-29T05:00Z" and answer["in_ledger"]
@@ -284,6 +284,27 @@ def test_explain_and_gaps_of_the_company(desk):
     bad = client.get("/exports/companies/acme/explain.json", headers=viewer, params={
         "schedule": DAILY, "day": "yesterday"})
     assert bad.status_code == 422 and bad.json()["field"] == "day"
+    # A slot Airflow rendered: its attempt links to the task's log and the run.
+    from export_lib.config.loader import load_catalog
+    from export_lib.ledger import open_ledger
+    from export_lib.pipeline import RunContext, render_run, start_run
+    from export_lib.storage.stores import open_store
+
+    ledger, slot = open_ledger(), datetime(2026, 3, 28, 6, tzinfo=UTC)
+    run_id = "scheduled__2026-03-28T06:00:00+00:00"
+    origin = f"airflow:widget_export__acme__daily-spend/{run_id}/render/try2"
+    start_run(ledger, load_catalog(world.config).schedule(DAILY), slot,
+              now=slot + timedelta(minutes=5), ctx=RunContext(origin=origin, trigger="scheduled"))
+    render_run(ledger, open_store(), "acme/daily-spend/2026-03-28T06:00Z",
+               now=slot + timedelta(minutes=5), ctx=RunContext(origin=origin,
+                                                               trigger="scheduled"))
+    (rendered,) = client.get("/exports/companies/acme/explain.json", headers=viewer, params={
+        "schedule": DAILY, "day": "2026-03-28"}).json()
+    (link,) = rendered["logs"]
+    assert (link["task_id"], link["try_number"], link["run_id"]) == ("render", 2, run_id)
+    page = client.get("/exports/companies/acme?explain_schedule=acme/daily-spend&"
+                      "explain_day=2026-03-28", headers=viewer).text
+    assert f"href='{link['href']}'" in page and ">Airflow run</a>" in page
     gaps = client.get("/exports/companies/acme/gaps.json?days=3", headers=viewer).json()
     assert gaps["days"] == 3 and {a["company"] for a in gaps["actions"]} <= {"acme"}
     page = client.get("/exports/companies/acme?explain_schedule=acme/daily-spend&"
