@@ -37,7 +37,7 @@ from export_airflow.company_ui import (
     wants_json,
 )
 from export_airflow.obligations_ui import _ledger, _now, config_directory
-from export_airflow.ui_access import Visible, check_same_origin, secret
+from export_airflow.ui_access import Visible, check_same_origin, may_edit, secret
 from export_lib import settings
 from export_lib.errors import ActionTokenError, ConfigError, ExportError, FormError
 from export_lib.logfmt import get_logger
@@ -136,6 +136,10 @@ def _reschedule(company: str, schedules: list[Any], form: dict[str, str], user: 
 
     why = form_text(form, "why") or "export time changed on the company page"
     edit = plan_edit(company, form, visible=None)  # the company was checked against the reader
+    dag_id = edit.plan.schedule.dag_id
+    if not may_edit(user, dag_id):
+        raise HTTPException(status_code=403, detail=f"{user.get_name()} may not edit DAG "
+                            f"{dag_id}; nothing was changed")
     check_edit(config_directory(), edit)  # validated before anything is written or spent
     who = f"{user.get_name()} (company page)"
     now = _now()
