@@ -51,7 +51,7 @@ end to end (fork per file, parse, serialise, the parent's database writes; SQLit
 database made by ``airflow db migrate`` or copied from ``--metadata-db``), twice: the first
 pass writes every DAG, the second is the steady state (every file parsed again, nothing
 changed); each pass's wall and CPU seconds (the dag-processor and all its children), and the
-steady pass spread over ``min_file_process_interval=600`` (docs/scale.md) as cores.
+steady pass spread over ``min_file_process_interval=600`` (docs/explanation/scale.md) as cores.
 
 Times are wall-clock seconds; ``--clock cpu`` measures the subprocess's CPU time instead
 (steadier on a busy shared machine, for comparing two versions of the code). Prints one JSON
@@ -374,7 +374,7 @@ def measure_dag_processor(companies: int, metadata_db: Path | None = None
                 "steady_pass_wall_seconds": round(steady_wall, 1),
                 "steady_pass_cpu_seconds": round(steady_cpu, 1),
                 "steady_cpu_ms_per_dag": round(steady_cpu / stored * 1000, 2),
-                # docs/scale.md: min_file_process_interval=600 re-parses every unchanged file
+                # docs/explanation/scale.md: min_file_process_interval=600 re-parses every unchanged file
                 # once per 10 minutes (a changed one at once): a steady pass spread over 600 s.
                 "steady_cores_at_600s": round(steady_cpu / 600, 3)}
 

@@ -5,7 +5,7 @@ the Airflow metadata DB and rebuild it, and ``config_version`` can hash them. Th
 lives in :mod:`export_lib.periods.slots` and :mod:`export_lib.periods.windows`; see
 ``docs/adr/0001-windows-and-dst.md`` for the semantics. They are part of the config (every
 schedule carries them), so they live here, below ``periods``: the config never imports the
-time arithmetic (the layers are in ``docs/architecture.md``).
+time arithmetic (the layers are in ``docs/explanation/architecture.md``).
 """
 
 from __future__ import annotations
