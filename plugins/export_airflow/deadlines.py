@@ -4,7 +4,7 @@ A run's deadline is ``slot + schedule deadline``; misses show in Browse → Dead
 backfill runs are created after their deadline has already passed: alerting for each would flood
 the page with misses nobody can act on, so :class:`OnTimeSlotDeadline` creates no deadline for a
 run whose deadline was already past when the run was created (the ledger still records the run's
-deadline and lateness). See docs/adr/0003-deadlines-and-catch-up.md.
+deadline and lateness). See docs/adr/0003-orchestration-deadlines-catch-up.md.
 """
 
 from __future__ import annotations
