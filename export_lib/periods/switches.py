@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from export_lib.config.timing import Timing, WindowSpec, timeline_of
 from export_lib.periods.instants import format_instant
@@ -64,7 +64,17 @@ class SwitchProblem:
 
     @property
     def fix_text(self) -> str:
+        """``effective_from: 2026-03-28T06:00:00Z`` (the line to write), or ``""``."""
         return f"effective_from: {format_instant(self.fix)}" if self.fix else ""
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-able form (the company page's endpoint): instants as UTC ``Z`` strings."""
+        return {"schedule": self.schedule_id, "switch": format_instant(self.switch),
+                "kind": self.kind, "period": self.period, "timezone": self.timezone,
+                "start": format_instant(self.start), "end": format_instant(self.end),
+                "slots": [format_instant(s) for s in self.slots], "guarded": self.guarded,
+                "fix": format_instant(self.fix) if self.fix else None,
+                "in_effect": self.in_effect}
 
 
 def switch_problems(schedule: Schedule, *, now: datetime) -> tuple[SwitchProblem, ...]:
