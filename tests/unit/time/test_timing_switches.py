@@ -118,20 +118,49 @@ def test_two_hundred_hand_written_switches_near_dst_transitions(daily):
     assert named_cases == 59, named_cases
 
 
-def test_a_hand_written_switch_between_the_hours_is_named_by_validate(tmp_path: Path):
-    """09:00 → 07:00 Berlin with effective_from 08:00: today's 09:00 is dropped, tomorrow's
-    07:00 reports today, so yesterday goes to no one. The file is valid for every other check
-    (the catalog loads without an error, no other warning): only the switch check names it."""
+BERLIN = ZoneInfo("Europe/Berlin")
+
+
+def _quiet_day() -> date:
+    """A Berlin date a month ahead of the real clock (``exportctl validate`` reads it) with the
+    same UTC offset three days either side, so the expected instants can be written out."""
+    day = datetime.now(UTC).date() + timedelta(days=30)
+    while len({datetime.combine(day + timedelta(days=n), datetime.min.time(),
+                                BERLIN).utcoffset() for n in (-3, 3)}) != 1:
+        day += timedelta(days=1)
+    return day
+
+
+def _berlin(day: date, hour: int) -> datetime:
+    return datetime.combine(day, datetime.min.time(), BERLIN).replace(hour=hour).astimezone(UTC)
+
+
+def _z(instant: datetime) -> str:
+    return f"{instant:%Y-%m-%dT%H:%M:%S}Z"
+
+
+def _config(tmp_path: Path, old: str, new: str) -> Path:
     config = tmp_path / "config"
     config.mkdir()
     (config / "defaults.yaml").write_text((REPO / "dags/config/defaults.yaml").read_text())
     text = (REPO / "dags/config/acme.yaml").read_text()
+    assert old in text
+    (config / "acme.yaml").write_text(text.replace(old, new, 1))
+    return config
+
+
+def test_a_hand_written_switch_between_the_hours_is_named_by_validate(tmp_path: Path):
+    """09:00 → 07:00 Berlin with effective_from 08:00: that day's 09:00 is dropped, the next
+    day's 07:00 reports that day, so the day before goes to no one. The file is valid for every
+    other check (the catalog loads without an error, no other warning): only the switch check
+    names it, with the next day's 07:00 as the effective_from from which every day is
+    reported."""
+    day = _quiet_day()
     anchor = "    export_hour: 7            # 07:00 Berlin time, every day\n"
-    assert anchor in text
-    (config / "acme.yaml").write_text(text.replace(anchor, anchor + (
-        "    effective_from: 2027-03-10T08:00:00+01:00  # written by hand, between the hours\n"
+    config = _config(tmp_path, anchor, anchor + (
+        f"    effective_from: {_z(_berlin(day, 8))}  # written by hand, between the hours\n"
         "    history:\n"
-        "      - {export_hour: 9}\n"), 1))
+        "      - {export_hour: 9}\n"))
     catalog = load_catalog(config)
     assert catalog.ok and catalog.error_lines == []
 
@@ -139,16 +168,17 @@ def test_a_hand_written_switch_between_the_hours_is_named_by_validate(tmp_path: 
                      env={**os.environ, "PYTHONPATH": str(REPO)})
 
     assert result.returncode == 0, result.stdout + result.stderr
-    lines = result.stdout.splitlines()
-    assert lines[-1] == f"OK: 1 companies, 4 schedules in {config} (1 warning(s))", lines
-    assert lines[:-1] == [
+    before = day - timedelta(days=1)
+    assert result.stdout.splitlines() == [
         f"warning: {config}/acme.yaml: widget_exports[0]: effective_from: "
-        "2027-03-10T07:00:00Z: the timing switch of acme/daily-spend leaves period 2027-03-09 "
-        "(Europe/Berlin, 2027-03-08T23:00:00Z .. 2027-03-09T23:00:00Z) reported by no slot: "
-        "the old timing's slot 2027-03-10T08:00:00Z that would report it is dropped by the "
-        "switch. If the switch is kept, the gap audit exports the period once (exportctl audit "
-        "--apply, through the company's manual export); to have a slot report it, set "
-        "'effective_from: 2027-03-11T06:00:00Z' (2027-03-11 07:00 Europe/Berlin)"]
+        f"{_z(_berlin(day, 8))}: the timing switch of acme/daily-spend leaves period {before} "
+        f"(Europe/Berlin, {_z(_berlin(before, 0))} .. {_z(_berlin(day, 0))}) reported by no "
+        f"slot: the old timing's slot {_z(_berlin(day, 9))} that would report it is dropped by "
+        "the switch. If the switch is kept, the gap audit exports the period once (exportctl "
+        "audit --apply, through the company's manual export); to have a slot report it, set "
+        f"'effective_from: {_z(_berlin(day + timedelta(days=1), 7))}' "
+        f"({day + timedelta(days=1)} 07:00 Europe/Berlin)",
+        f"OK: 1 companies, 4 schedules in {config} (1 warning(s))"]
 
 
 def test_a_switch_reported_twice_is_sent_once_and_a_misaligned_one_has_no_fix(daily):
@@ -179,3 +209,32 @@ def test_reschedule_waits_for_a_switch_that_reports_every_day(daily):
     assert plan.holes == () and plan.twice == ()
     assert [(f"{p.slot:%d %H:%M}", p.period) for p in plan.periods][:3] == [
         ("01 06:00", "2026-11-30"), ("02 06:00", "2026-12-01"), ("03 04:00", "2026-12-02")]
+
+
+def test_a_period_reported_twice_in_part_is_refused_with_the_effective_from_that_avoids_it(
+        tmp_path: Path):
+    """A six-hour trailing window at 09:00 and 21:00 moved to every six hours from 07:00, from
+    midnight: the new 01:00 slot reports 19:00–01:00, and 19:00–21:00 went out with the old
+    21:00 slot's 15:00–21:00. start_run exports a partly delivered window in full (ADR 0016),
+    so those two hours would be sent twice: refused, naming the switch at 07:00 instead."""
+    day = _quiet_day()
+    before = day - timedelta(days=1)
+    timing = ("    export_hour: 7            # 07:00 Berlin time, every day\n"
+              "    interval_hours: 24\n    window: {kind: calendar_day}\n")
+    config = _config(tmp_path, timing, (
+        "    export_hour: 7\n    interval_hours: 6\n    window: {kind: trailing_hours, hours: 6}\n"
+        f"    effective_from: {_z(_berlin(day, 0))}\n"
+        "    history:\n      - {export_hour: 9, interval_hours: 12}\n"))
+
+    result = run_cli("validate", "--no-ledger", str(config), cwd=REPO,
+                     env={**os.environ, "PYTHONPATH": str(REPO)})
+
+    assert (result.returncode, result.stderr) == (1, "1 error(s) in 1 file(s)\n"), result.stdout
+    assert result.stdout.splitlines() == [
+        f"{config}/acme.yaml: widget_exports[0]: effective_from: {_z(_berlin(day, 0))}: the "
+        f"timing switch of acme/daily-spend leaves period {before}T1900--{before}T2100 "
+        f"(Europe/Berlin, {_z(_berlin(before, 19))} .. {_z(_berlin(before, 21))}) partly "
+        f"reported twice: by the old timing's slot {_z(_berlin(before, 21))} and again by the "
+        f"new timing's slot {_z(_berlin(day, 1))}, whose window the old timing delivered only "
+        "in part, so the run exports it in full and this part is sent twice; set "
+        f"'effective_from: {_z(_berlin(day, 7))}' ({day} 07:00 Europe/Berlin)"]
