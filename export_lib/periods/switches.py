@@ -21,7 +21,7 @@ Pure: no ledger, no clock (``now`` is passed in).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -91,7 +91,7 @@ def switch_problems(schedule: Schedule, *, now: datetime) -> tuple[SwitchProblem
     for index in range(1, len(segments)):
         switch, _, new = segments[index]
         assert switch is not None  # every segment but the first has a start
-        specs = _Specs(schedule, switch)
+        specs = _Specs.around(schedule, switch)
         spans = _problems_at(schedule, specs, schedule.timing, switch,
                              segments[index - 1][2], new)
         if not spans:
@@ -117,7 +117,7 @@ def avoiding_switch(schedule: Schedule, kept: tuple, new: Timing, at_or_after: d
         the last is the old timing the switch leaves)
     """
     old = kept[-1][2]
-    specs = _Specs(schedule, at_or_after)
+    specs = _Specs.around(schedule, at_or_after)
     horizon = at_or_after + _reach(schedule) * 2
     candidates = sorted({*slots_between(old, at_or_after, horizon),
                          *slots_between(new, at_or_after, horizon)})[:CANDIDATES]
@@ -125,7 +125,7 @@ def avoiding_switch(schedule: Schedule, kept: tuple, new: Timing, at_or_after: d
     for candidate in candidates:
         chain = [(start, plain) for start, _, plain in kept if start is None or start < candidate]
         timeline = timeline_of([*chain, (candidate, new)])
-        spans = _problems_at(schedule, specs.moved(candidate), timeline, candidate, old, new)
+        spans = _problems_at(schedule, replace(specs, switch=candidate), timeline, candidate, old, new)
         if not spans:
             return candidate
         if fallback is None and lenient and all(kind == "reported_twice" and guarded
@@ -134,21 +134,20 @@ def avoiding_switch(schedule: Schedule, kept: tuple, new: Timing, at_or_after: d
     return fallback
 
 
+@dataclass(frozen=True)
 class _Specs:
     """The window spec of a slot: the old version's before the switch, the new one's from it
     (a version may change its window with its timing)."""
 
-    def __init__(self, schedule: Schedule, switch: datetime) -> None:
-        tick = timedelta(microseconds=1)
-        first = schedule.versions[0]
-        self.old = (schedule.version_for(switch - tick) or first).window
-        self.new = (schedule.version_for(switch) or first).window
-        self.switch = switch
+    old: WindowSpec
+    new: WindowSpec
+    switch: datetime
 
-    def moved(self, switch: datetime) -> _Specs:
-        copy = object.__new__(_Specs)
-        copy.old, copy.new, copy.switch = self.old, self.new, switch
-        return copy
+    @classmethod
+    def around(cls, schedule: Schedule, switch: datetime) -> _Specs:
+        first = schedule.versions[0]
+        return cls((schedule.version_for(switch - timedelta(microseconds=1)) or first).window,
+                   (schedule.version_for(switch) or first).window, switch)
 
     def of(self, slot: datetime) -> WindowSpec:
         return self.old if slot < self.switch else self.new
