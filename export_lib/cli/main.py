@@ -56,7 +56,10 @@ def add_validate_parser(subparsers: argparse._SubParsersAction) -> None:
                                    "error as 'file: field.path: message' and exit 1. Warnings "
                                    "('warning: …') never change the exit code. A timing edit "
                                    "without effective_from on a schedule that already has runs "
-                                   "in the ledger (EXPORT_LEDGER_URL) is an error.")
+                                   "in the ledger (EXPORT_LEDGER_URL) is an error. A period "
+                                   "around a timing switch (a version's effective_from) that "
+                                   "no slot reports, or that two report, is named with the "
+                                   "effective_from that avoids it.")
     parser.add_argument("config_dir", metavar="CONFIG_DIR")
     parser.add_argument("--no-ledger", action="store_true",
                         help="check the files only, not timing edits against the ledger's runs")
@@ -81,6 +84,12 @@ def cmd_validate(args: argparse.Namespace) -> int:
     warnings = retention_warnings(catalog.schedules)  # a warning never fails validation
     now = datetime.now(UTC)  # the CLI is the edge: a clock read
     warnings += holiday_warnings(catalog.companies, catalog.schedules, now=now)
+    from export_lib.pipeline.switch_check import check_switches
+
+    switches, switch_warnings = check_switches(catalog.schedules, Path(args.config_dir), now=now)
+    lines += switches
+    files += len({line.split(": ", 1)[0] for line in switches})
+    warnings += switch_warnings
     if not args.no_ledger:
         from export_lib.pipeline.timing_edits import check_timing_edits
 
