@@ -340,7 +340,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "(failed, held and still-running runs included; skipped and cancelled "
                         "ones owe nothing). With --late: every deadline (SLA) miss. Periods "
                         "due before the schedule was first deployed are not tracked: never "
-                        "listed")
+                        "listed. Slots with no run at all (an outage): 'exportctl audit "
+                        "--dry-run'")
     p.add_argument("--late", action="store_true",
                    help="only runs first delivered after their deadline (tracked periods only, "
                         "as --missed)")
