@@ -42,6 +42,12 @@ def test_deadline_alert_survives_dag_serialization(tmp_path):
     blob = str(risk)
     assert "AtRiskDeadline" in blob and "'schedule_id': 'acme/daily-spend'" in blob
     assert "'reason': 'at_risk'" in blob and "'risk': 'automatic'" in blob
+    # The names Browse → Deadlines shows beside "Missed" (ADR 0030): the early warning says it
+    # is not a miss.
+    assert (alert["name"], risk["name"]) == (
+        "delivered within 2:00:00 of the slot",
+        "early warning (at risk), not a miss: not yet delivered at half the deadline (or the "
+        "median delivery time)")
 
 
 def test_the_risk_point_alert_follows_at_risk(monkeypatch):
@@ -66,6 +72,13 @@ def test_the_risk_point_alert_follows_at_risk(monkeypatch):
         update={"at_risk": AtRisk(alert=False)})})
     assert risk_alert(off, "/cfg") is None and len(deadline_alerts(off, "/cfg")) == 1
     assert len(deadline_alerts(schedule, "/cfg")) == 2
+    named = {after: risk_alert(schedule.model_copy(update={"policies": schedule.policies
+                                                         .model_copy(update={"at_risk": AtRisk(
+                                                             after=after)})}), "/cfg").name
+             for after in ("25%", "45m")}
+    assert named == {
+        "25%": "early warning (at risk), not a miss: not yet delivered at 25% of the deadline",
+        "45m": "early warning (at risk), not a miss: not yet delivered at 45m after the slot"}
 
 
 @pytest.mark.parametrize(("run_type", "lag", "pool", "weight"), [
