@@ -1,0 +1,124 @@
+"""The JSON Schemas an editor checks config files against while they are typed (VS Code's YAML
+extension reads ``# yaml-language-server: $schema=…`` on a file's first line).
+
+Both are the pydantic models' own schemas (``model_json_schema``: every field's type, default,
+description and example, ``additionalProperties: false`` wherever the model forbids extra keys),
+adjusted to what a person *writes*, which is less than what the loader validates:
+
+* a company file is validated after ``defaults.yaml`` is layered under it
+  (:func:`export_lib.config.loader._with_defaults`), so a data export channel may leave out its
+  ``query``, ``primary`` and ``secondary``, and a primary or secondary every key defaults.yaml
+  gives (``cron``, ``window``, ``destinations``);
+* a ``history`` entry lists only what differed in an earlier version, so none of its keys is
+  required, and it may not hold ``id`` or ``history`` (they name the export);
+* a destination must say its ``type`` (pydantic picks the model by it).
+
+Checks the schema cannot express (a timezone that exists, a cron croniter accepts, a table
+listed in defaults.yaml, …) stay with ``exportctl validate``. The files are written by
+``scripts/docs_reference.py`` (``make docs``) and shipped in the wheel beside this module; a
+test regenerates them and fails when they are stale.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from export_lib.config.durations import DURATION_PATTERN, short
+from export_lib.config.loader import _SHARED_OUTPUT_KEYS
+from export_lib.config.models import CompanyFile, DefaultsFile
+
+SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
+COMPANY_SCHEMA_FILE = "company.schema.json"
+DEFAULTS_SCHEMA_FILE = "defaults.schema.json"
+# Versions of these hold only what differed (export_lib.config.versions.with_history).
+_VERSIONED = {"WidgetExportConfig": "WidgetExportVersion",
+              "DataExportKindConfig": "DataExportKindVersion"}
+_FIXED_ACROSS_VERSIONS = ("id", "history")
+
+
+def company_schema() -> dict[str, Any]:
+    """The schema of a ``<company>.yaml`` as written (defaults.yaml fills in the rest)."""
+    schema = _base(CompanyFile, "Company config file",
+                   "One dags/config/<company id>.yaml: the company, its widget exports and its "
+                   "data export channels. Keys defaults.yaml gives may be left out.")
+    defs = schema["$defs"]
+    channel = defs["DataExportConfig"]
+    channel["required"] = ["channel"]
+    # format, csv and destinations of a channel apply to both its exports (the loader moves them)
+    shared = {key: {**copy.deepcopy(defs["DataExportKindConfig"]["properties"][key]),
+                    "description": f"The {key} of both exports of the channel (each may set "
+                                   "its own)."} for key in _SHARED_OUTPUT_KEYS}
+    props = list(channel["properties"].items())
+    at = [key for key, _ in props].index("primary")
+    channel["properties"] = dict(props[:at] + list(shared.items()) + props[at:])
+    defs["DataExportKindConfig"].pop("required", None)
+    for name, version in _VERSIONED.items():
+        entry = copy.deepcopy(defs[name])
+        entry.pop("required", None)
+        for key in _FIXED_ACROSS_VERSIONS:
+            entry["properties"].pop(key, None)
+        entry["title"] = version
+        entry["description"] = ("An earlier version of the export: only the keys that differed, "
+                                "and its effective_from (left out only on the oldest).")
+        defs[version] = entry
+        defs[name]["properties"]["history"]["items"] = {"$ref": f"#/$defs/{version}"}
+    return _finish(schema)
+
+
+def defaults_schema() -> dict[str, Any]:
+    """The schema of ``dags/config/defaults.yaml``."""
+    return _finish(_base(DefaultsFile, "Config defaults file",
+                         "dags/config/defaults.yaml: the source allowlist, connection grants, "
+                         "policies, data export defaults and alerts every company file "
+                         "inherits."))
+
+
+def _base(model: Any, title: str, description: str) -> dict[str, Any]:
+    schema = model.model_json_schema(mode="validation")
+    return {"$schema": SCHEMA_DIALECT, **schema, "title": title, "description": description}
+
+
+def _finish(schema: dict[str, Any]) -> dict[str, Any]:
+    for definition in schema.get("$defs", {}).values():
+        definition["description"] = _plain(definition.get("description", ""))
+        props = definition.get("properties", {})
+        kind = props.get("type")
+        if kind is not None and "const" in kind:  # a destination: pydantic needs its type
+            definition["required"] = sorted({*definition.get("required", ()), "type"},
+                                            key=list(props).index)
+        for prop in props.values():
+            _tidy(prop)
+    for prop in schema.get("properties", {}).values():
+        _tidy(prop)
+    return schema
+
+
+def _tidy(prop: dict[str, Any]) -> None:
+    _short_duration_default(prop)
+    if "patternProperties" in prop:  # a name the pattern refuses is an error, as pydantic's
+        prop.setdefault("additionalProperties", False)
+
+
+def _short_duration_default(prop: dict[str, Any]) -> None:
+    """A duration's default as the config writes it (``2h``), not pydantic's ``PT2H``."""
+    if prop.get("pattern") == DURATION_PATTERN and isinstance(prop.get("default"), str):
+        from datetime import timedelta
+
+        from pydantic import TypeAdapter
+
+        prop["default"] = short(TypeAdapter(timedelta).validate_python(prop["default"]))
+
+
+def _plain(docstring: str) -> str:
+    """A class docstring as one paragraph of plain text (no reST double backquotes)."""
+    return " ".join(docstring.replace("``", "'").split())
+
+
+def is_duration(prop: dict[str, Any]) -> bool:
+    """Whether a property schema is a config duration."""
+    return prop.get("pattern") == DURATION_PATTERN
+
+
+__all__ = ["COMPANY_SCHEMA_FILE", "DEFAULTS_SCHEMA_FILE", "company_schema", "defaults_schema",
+           "is_duration"]
