@@ -138,7 +138,7 @@ docs: venv
 	$(PY) scripts/docs_reference.py
 
 bench: venv
-	$(PY) bench/render.py --rows 2000000 --skip-pandas --check
+	$(PY) bench/render.py --rows 2000000 --skip-pandas --check --record
 
 clean: reset-db
 	rm -rf .airflow exports logs
