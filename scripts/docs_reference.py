@@ -34,6 +34,7 @@ from export_lib.config.grants import CONN_ID  # noqa: E402
 from export_lib.config.json_schema import (  # noqa: E402
     COMPANY_SCHEMA_FILE,
     DEFAULTS_SCHEMA_FILE,
+    anchor_of,
     company_schema,
     defaults_schema,
 )
@@ -67,23 +68,9 @@ PATTERN_WORDS = {
                    "than the deadline such as 45m",
 }
 FORMAT_WORDS = {"date-time": "date and time", "date": "date", "email": "email address"}
-ANCHORS = {"CompanyFile": "company-file", "DefaultsFile": "defaults-file", "QuerySpec": "query",
-           "WindowSpec": "window", "CsvOptions": "csv", "HolidayCalendar": "holidays",
-           "DataExportKindConfig": "data-export-kind", "PolicyFields": "policies",
-           "DataExportDefaults": "defaults-data-exports",
-           "DataExportKindDefaults": "defaults-data-export-kind"}
 _VERSIONS = ("WidgetExportVersion", "DataExportKindVersion")
 _WITH_POLICIES = ("WidgetExportConfig", "DataExportKindConfig", "DataExportKindDefaults")
 _TITLES: dict[str, str] = {}  # block → its first YAML path (filled by _walk)
-
-
-def anchor_of(def_name: str) -> str:
-    if def_name in ANCHORS:
-        return ANCHORS[def_name]
-    name = def_name.removesuffix("Config")
-    if name.endswith("Destination"):
-        return "destination-" + name.removesuffix("Destination").lower()
-    return "".join("-" + c.lower() if c.isupper() else c for c in name).lstrip("-")
 
 
 # --- config.md ------------------------------------------------------------------------------

@@ -115,10 +115,40 @@ def _plain(docstring: str) -> str:
     return " ".join(docstring.replace("``", "'").split())
 
 
+# The reference's block anchors where the model's name would read badly (the rest: kebab case of
+# the name without "Config"; destinations as destination-<type>).
+ANCHORS = {"CompanyFile": "company-file", "DefaultsFile": "defaults-file", "QuerySpec": "query",
+           "WindowSpec": "window", "CsvOptions": "csv", "HolidayCalendar": "holidays",
+           "DataExportKindConfig": "data-export-kind", "PolicyFields": "policies",
+           "DataExportDefaults": "defaults-data-exports",
+           "DataExportKindDefaults": "defaults-data-export-kind"}
+REFERENCE_PAGE = "docs/reference/config.md"
+
+
+def anchor_of(model: str) -> str:
+    """The anchor of a model's block in the configuration reference (``QuerySpec`` → ``query``)."""
+    if model in ANCHORS:
+        return ANCHORS[model]
+    name = model.removesuffix("Config")
+    if name.endswith("Destination"):
+        return "destination-" + name.removesuffix("Destination").lower()
+    return "".join("-" + c.lower() if c.isupper() else c for c in name).lstrip("-")
+
+
+def reference_link(model: str, field: str | None = None) -> str:
+    """Where the reference documents a model's field, for an error message to point at:
+    ``reference_link("QuerySpec", "order_by")`` → ``docs/reference/config.md#query-order_by``.
+    A policy field (``deadline``, …) is documented once, under ``policies``."""
+    from export_lib.config.models import POLICY_KEYS
+
+    block = "policies" if field in POLICY_KEYS else anchor_of(model)
+    return f"{REFERENCE_PAGE}#{block}-{field}" if field else f"{REFERENCE_PAGE}#{block}"
+
+
 def is_duration(prop: dict[str, Any]) -> bool:
     """Whether a property schema is a config duration."""
     return prop.get("pattern") == DURATION_PATTERN
 
 
-__all__ = ["COMPANY_SCHEMA_FILE", "DEFAULTS_SCHEMA_FILE", "company_schema", "defaults_schema",
-           "is_duration"]
+__all__ = ["COMPANY_SCHEMA_FILE", "DEFAULTS_SCHEMA_FILE", "anchor_of", "company_schema",
+           "defaults_schema", "is_duration", "reference_link"]

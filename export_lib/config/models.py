@@ -3,9 +3,12 @@
 Frozen pydantic v2 models with ``extra="forbid"``; loading, defaults and error reporting live
 in :mod:`export_lib.config.loader`. Field names are the YAML keys (see ``dags/config/*.yaml``).
 
-Just over 400 lines on purpose: the models are one schema (company file, defaults file and the
+Over 400 lines on purpose: the models are one schema (company file, defaults file and the
 flattened ``Schedule`` reuse the same policy and export fields through inheritance), and
-reading it in one place is what a reviewer of a config change needs.
+reading it in one place is what a reviewer of a config change needs. Each field's
+``description`` and ``examples`` are the text of the configuration reference and of the JSON
+Schema editors use (``make docs``: docs/reference/config.md, company.schema.json), so a new
+field is documented where it is declared.
 """
 
 from __future__ import annotations

@@ -76,6 +76,19 @@ def test_the_config_page_has_an_anchor_for_the_fields_only_code_documented():
            "`is_not_null`" in ops.replace("&lt;", "<").replace("&gt;", ">")
 
 
+def test_reference_link_names_an_anchor_the_page_has():
+    from export_lib.config.json_schema import reference_link
+
+    page = (REPO / "docs" / "reference" / "config.md").read_text()
+    for model, field in (("QuerySpec", "order_by"), ("WidgetExportConfig", "deadline"),
+                         ("WidgetExportConfig", "export_hour"), ("SftpDestination", "path"),
+                         ("DataExportDefaults", "channel_column"), ("CompanyConfig", None)):
+        link = reference_link(model, field)
+        assert link.startswith("docs/reference/config.md#")
+        assert f'<a id="{link.split("#")[1]}"></a>' in page, link
+    assert reference_link("WidgetExportConfig", "deadline").endswith("#policies-deadline")
+
+
 def _as_json(value: Any) -> Any:
     """The YAML as an editor's schema check sees it: dates and timestamps are strings."""
     if isinstance(value, dict):
