@@ -209,8 +209,8 @@ def _example(name: str, prop: dict[str, Any], required: bool) -> str:
 def _default(prop: dict[str, Any], required: bool, name: str) -> str:
     if required:
         return "**required**"
-    if "default" not in prop:
-        return "default: none"
+    if "default" not in prop:  # required by the model, left out here: defaults.yaml gives it
+        return "default: from `defaults.yaml`"
     value = prop["default"]
     if value is None:
         return "default: not set"
@@ -257,6 +257,12 @@ def _block(defs: dict[str, Any], name: str, paths: list[str], skip: set[str]) ->
     return out
 
 
+def _last_key(path: str) -> str:
+    """``widget_exports[].query`` → ``query``; ``sources.<name>`` stays whole."""
+    parts = path.split(".")
+    return ".".join(parts[-2:] if parts[-1].startswith("<") else parts[-1:])
+
+
 def _walk(schema: dict[str, Any], root: str, done: set[str]) -> list[tuple[str, list[str]]]:
     """Blocks reachable from the root, depth first in field order (a block right after the
     block that first holds it), with the YAML paths of each."""
@@ -282,7 +288,8 @@ def _walk(schema: dict[str, Any], root: str, done: set[str]) -> list[tuple[str, 
     visit(root, "", 0)
     for name, found in paths.items():
         kind = defs[name].get("properties", {}).get("type", {}).get("const")
-        title = (f"`{found[0]}`" if found else "Top level") + (
+        shorts = list(dict.fromkeys(_last_key(path) for path in found))
+        title = (" / ".join(f"`{s}`" for s in shorts[:3]) if found else "Top level") + (
             f" with `type: {kind}`" if kind else "")
         _TITLES.setdefault(name, title)
     return [(n, paths[n]) for n in order if n not in done]
@@ -317,8 +324,7 @@ def config_page(company: dict[str, Any], defaults: dict[str, Any]) -> str:
         if root == "CompanyFile":
             at = [n for n, _ in blocks].index("WidgetExportConfig") + 1
             blocks.insert(at, ("PolicyFields", ["widget_exports[]", "data_exports[].primary",
-                                                "data_exports[].secondary", "policies "
-                                                "(defaults.yaml)"]))
+                                                "data_exports[].secondary", "policies"]))
         out += [f"## {title}", "", *[f"- [{_TITLES[n]}]"
                                      f"(#{anchor_of(n)})" for n, _ in blocks if n != root], ""]
         for name, paths in blocks:

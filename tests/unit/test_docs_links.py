@@ -56,7 +56,11 @@ USER_IDS = [str(page.relative_to(REPO)) for page in USER_DOCS]
 def _split(text: str) -> tuple[str, list[str]]:
     """The text outside fenced code blocks (the blocks blanked) and the blocks themselves."""
     blocks = [m.group(0) for m in FENCE.finditer(text)]
-    return FENCE.sub("", text), blocks
+    return FENCE.sub(lambda m: "\n" * m.group(0).count("\n"), text), blocks  # lines kept
+
+
+def _name(page: Path) -> str:
+    return str(page.relative_to(REPO)) if page.is_relative_to(REPO) else page.name
 
 
 def _line(text: str, index: int) -> int:
@@ -77,8 +81,7 @@ def _anchors(page: Path) -> frozenset[str]:
     return frozenset(found)
 
 
-@pytest.mark.parametrize("page", DOCS, ids=IDS)
-def test_every_relative_link_resolves(page: Path):
+def broken_links(page: Path) -> list[str]:
     prose = _split(page.read_text())[0]
     broken = []
     for match in LINK.finditer(prose):
@@ -91,8 +94,14 @@ def test_every_relative_link_resolves(page: Path):
             broken.append(f"line {_line(prose, match.start())}: {target} (no such file)")
         elif anchor and where.suffix == ".md" and anchor not in _anchors(where):
             broken.append(f"line {_line(prose, match.start())}: {target} (no such anchor in "
-                          f"{where.relative_to(REPO)})")
-    assert not broken, f"{page.relative_to(REPO)}: broken links:\n" + "\n".join(broken)
+                          f"{_name(where)})")
+    return broken
+
+
+@pytest.mark.parametrize("page", DOCS, ids=IDS)
+def test_every_relative_link_resolves(page: Path):
+    broken = broken_links(page)
+    assert not broken, f"{_name(page)}: broken links:\n" + "\n".join(broken)
 
 
 def _repo_path(code: str) -> str | None:
@@ -104,8 +113,7 @@ def _repo_path(code: str) -> str | None:
     return token.rstrip(".,;)")
 
 
-@pytest.mark.parametrize("page", DOCS, ids=IDS)
-def test_every_backticked_repository_path_exists(page: Path):
+def missing_paths(page: Path) -> list[str]:
     prose = _split(page.read_text())[0]
     missing = []
     for match in INLINE.finditer(prose):
@@ -118,8 +126,13 @@ def test_every_backticked_repository_path_exists(page: Path):
         if TO_CREATE.fullmatch(path) and (REPO / path).parent.is_dir():
             continue  # a file the reader is told to create
         missing.append(f"line {_line(prose, match.start())}: `{match.group(1)}`")
-    assert not missing, (f"{page.relative_to(REPO)} names paths that do not exist:\n"
-                         + "\n".join(missing))
+    return missing
+
+
+@pytest.mark.parametrize("page", DOCS, ids=IDS)
+def test_every_backticked_repository_path_exists(page: Path):
+    missing = missing_paths(page)
+    assert not missing, f"{_name(page)} names paths that do not exist:\n" + "\n".join(missing)
 
 
 @functools.cache
@@ -157,8 +170,7 @@ def _code_text(text: str) -> str:
     return "\n".join([*(m.group(1) for m in INLINE.finditer(prose)), *blocks])
 
 
-@pytest.mark.parametrize("page", DOCS, ids=IDS)
-def test_every_adr_make_target_and_exportctl_command_named_exists(page: Path):
+def unknown_names(page: Path) -> list[str]:
     text = page.read_text()
     adrs = {p.name[:4] for p in (REPO / "docs" / "adr").glob("[0-9][0-9][0-9][0-9]-*.md")}
     problems = [f"ADR {n}: no docs/adr/{n}-*.md" for n in sorted(set(ADR_REF.findall(text)))
@@ -172,7 +184,13 @@ def test_every_adr_make_target_and_exportctl_command_named_exists(page: Path):
             problems.append(f"exportctl {command}: not an exportctl command")
         elif commands[command] and sub and sub not in commands[command]:
             problems.append(f"exportctl {command} {sub}: not a '{command}' subcommand")
-    assert not problems, f"{page.relative_to(REPO)}:\n" + "\n".join(problems)
+    return problems
+
+
+@pytest.mark.parametrize("page", DOCS, ids=IDS)
+def test_every_adr_make_target_and_exportctl_command_named_exists(page: Path):
+    problems = unknown_names(page)
+    assert not problems, f"{_name(page)}:\n" + "\n".join(problems)
 
 
 @functools.cache
@@ -185,8 +203,7 @@ def _is_commit(token: str) -> bool:
     return done.returncode == 0
 
 
-@pytest.mark.parametrize("page", USER_DOCS, ids=USER_IDS)
-def test_user_docs_carry_no_commit_hashes_or_issue_numbers(page: Path):
+def history_refs(page: Path) -> list[str]:
     text = page.read_text()
     prose, blocks = _split(text)
     found = [f"line {_line(prose, m.start())}: {m.group(0)} (looks like a commit hash)"
@@ -195,7 +212,13 @@ def test_user_docs_carry_no_commit_hashes_or_issue_numbers(page: Path):
               for block in blocks for m in HEX.finditer(block) if _is_commit(m.group(0))]
     found += [f"line {_line(text, m.start())}: {m.group(0)!r} (say the requirement in words)"
               for m in ISSUE_REF.finditer(text)]
-    assert not found, f"{page.relative_to(REPO)}:\n" + "\n".join(found)
+    return found
+
+
+@pytest.mark.parametrize("page", USER_DOCS, ids=USER_IDS)
+def test_user_docs_carry_no_commit_hashes_or_issue_numbers(page: Path):
+    found = history_refs(page)
+    assert not found, f"{_name(page)}:\n" + "\n".join(found)
 
 
 def test_the_rules_catch_what_they_are_for(tmp_path: Path):
@@ -213,3 +236,32 @@ def test_the_rules_catch_what_they_are_for(tmp_path: Path):
     assert _anchors(page) == {"title", "a-section", "x-y"}
     assert "test" in _make_targets() and "nonsense" not in _make_targets()
     assert "runs" in _subcommands() and "upgrade" in _subcommands()["ledger"]
+    head = git_head()
+    planted = tmp_path / "planted.md"
+    planted.write_text(
+        "# Planted\n\nSee [the runbook](runbook.md) and [ok](page.md#a-section), "
+        "[gone](page.md#nowhere), [web](https://example.com).\n\n"
+        "Edit `export_lib/config/modelz.py` or `dags/config/newco.yaml` (you create it); "
+        "`export_lib/config/models.py:12` is there.\n\n"
+        "Per ADR 0012 and ADR 0001; run `make tests` or `make test`, then "
+        "`exportctl runz --since 48h`, `exportctl ledger upgrad` and `exportctl runs`.\n\n"
+        f"Fixed in {head[:9]} for issue 46.\n\n```\ngit show {head[:12]}\n"
+        "sha256 " + "ab12" * 16 + "\n```\n")
+    assert broken_links(planted) == ["line 3: runbook.md (no such file)",
+                                     "line 3: page.md#nowhere (no such anchor in page.md)"]
+    assert missing_paths(planted) == ["line 5: `export_lib/config/modelz.py`"]
+    assert unknown_names(planted) == ["ADR 0012: no docs/adr/0012-*.md",
+                                      "make tests: not a Makefile target",
+                                      "exportctl ledger upgrad: not a 'ledger' subcommand",
+                                      "exportctl runz: not an exportctl command"]
+    assert history_refs(planted) == [
+        f"line 9: {head[:9]} (looks like a commit hash)",
+        f"{head[:12]} (a commit of this repository, in a code block)",
+        "line 9: 'issue 46' (say the requirement in words)"]
+
+
+def git_head() -> str:
+    """A recent commit whose short forms mix digits and letters (as most do)."""
+    hashes = subprocess.run(["git", "-C", str(REPO), "log", "--format=%H", "-n", "50"],
+                            capture_output=True, text=True, check=True).stdout.split()
+    return next(h for h in hashes if all(HEX.fullmatch(h[:n]) for n in (9, 12)))
