@@ -71,6 +71,9 @@ FORMAT_WORDS = {"date-time": "date and time", "date": "date", "email": "email ad
 _VERSIONS = ("WidgetExportVersion", "DataExportKindVersion")
 _WITH_POLICIES = ("WidgetExportConfig", "DataExportKindConfig", "DataExportKindDefaults")
 _TITLES: dict[str, str] = {}  # block → its first YAML path (filled by _walk)
+# block → the description of the field that first holds it (the user's words; a model's
+# docstring is written for developers): filled by _walk
+_BLOCK_TEXT: dict[str, str] = {}
 
 
 # --- config.md ------------------------------------------------------------------------------
@@ -242,8 +245,12 @@ def _block(defs: dict[str, Any], name: str, paths: list[str], skip: set[str]) ->
     where = ", ".join(f"`{p}`" for p in paths[:6]) + (" …" if len(paths) > 6 else "")
     out = [f'<a id="{anchor}"></a>', f"### {_TITLES[name]}", "",
            f"Where: {where}", ""] if paths else [f'<a id="{anchor}"></a>', ""]
-    if definition.get("description"):
-        out += [_md(definition["description"]), ""]
+    # A destination type, or a block under two keys (primary / secondary): the model's own words
+    own = "const" in definition.get("properties", {}).get("type", {}) or " / " in _TITLES[name]
+    text = definition.get("description") if own else _BLOCK_TEXT.get(name) or definition.get(
+        "description")
+    if text:
+        out += [_md(text), ""]
     if name in _VERSIONS:
         return out + ["Any key of the export except `id` and `history`, with its own "
                       "`effective_from`; see the export's fields above.", ""]
@@ -277,6 +284,8 @@ def _walk(schema: dict[str, Any], root: str, done: set[str]) -> list[tuple[str, 
                 path = f"{at}.{field}{suffix}".lstrip(".")
                 new = child not in paths
                 paths.setdefault(child, [])
+                if new and prop.get("description"):
+                    _BLOCK_TEXT.setdefault(child, prop["description"])
                 if path not in paths[child] and depth < 8:
                     paths[child].append(path)
                 if new:
@@ -317,6 +326,7 @@ def config_page(company: dict[str, Any], defaults: dict[str, Any]) -> str:
     company["$defs"]["PolicyFields"] = policies
     done: set[str] = set()
     _TITLES.clear()
+    _BLOCK_TEXT.clear()
     _TITLES["PolicyFields"] = "Policies"
     for title, schema, root in (("Company file", company, "CompanyFile"),
                                 ("defaults.yaml", defaults, "DefaultsFile")):
