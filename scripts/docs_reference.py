@@ -34,6 +34,7 @@ from export_lib.config.grants import CONN_ID  # noqa: E402
 from export_lib.config.json_schema import (  # noqa: E402
     COMPANY_SCHEMA_FILE,
     DEFAULTS_SCHEMA_FILE,
+    IDENTIFIER_PATTERN,
     anchor_of,
     company_schema,
     defaults_schema,
@@ -51,6 +52,8 @@ PATTERN_WORDS = {
     NOTIFIER_PATH: "smtp, or the dotted path of a Python class (e.g. "
                    "airflow.providers.slack.notifications.slack.SlackNotifier)",
     r"^[A-Za-z0-9_.-]+$": "letters, digits, '_', '.' and '-'",
+    IDENTIFIER_PATTERN: "a plain name: letters, digits and '_', not starting with a digit, at "
+                        "most 63 characters (expose other names through a view)",
     r"^[a-z_][a-z0-9_]*$": "a lower-case name: letters, digits and '_' (e.g. text)",
     r"^[a-z0-9][a-z0-9_-]*$": "lower-case letters, digits, '_' and '-', starting with a letter "
                               "or digit",

@@ -27,6 +27,7 @@ from typing import Any
 from export_lib.config.durations import DURATION_PATTERN, short
 from export_lib.config.loader import _SHARED_OUTPUT_KEYS
 from export_lib.config.models import CompanyFile, DefaultsFile
+from export_lib.config.query import IDENTIFIER
 
 SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 COMPANY_SCHEMA_FILE = "company.schema.json"
@@ -79,8 +80,27 @@ def _base(model: Any, title: str, description: str) -> dict[str, Any]:
     return {"$schema": SCHEMA_DIALECT, **schema, "title": title, "description": description}
 
 
+# Names checked by a validator (export_lib.config.query.check_identifier), not a pydantic
+# pattern: the same rule for an editor. model → its fields that hold a column or table name.
+IDENTIFIER_PATTERN = f"^{IDENTIFIER.pattern}$"
+_IDENTIFIERS = {"QuerySpec": ("table", "table_schema", "columns", "timestamp_column",
+                              "tenant_column", "ingested_column", "order_by"),
+                "Filter": ("column",), "SourceTable": ("tenant_column", "table_schema")}
+
+
+def _identifiers(name: str, definition: dict[str, Any]) -> None:
+    for field in _IDENTIFIERS.get(name, ()):
+        prop = definition["properties"][field]
+        target = prop.get("items", prop)
+        target.setdefault("pattern", IDENTIFIER_PATTERN)
+    if name == "SourceConfig":
+        tables = definition["properties"]["tables"]
+        tables["propertyNames"] = {"pattern": IDENTIFIER_PATTERN}
+
+
 def _finish(schema: dict[str, Any]) -> dict[str, Any]:
-    for definition in schema.get("$defs", {}).values():
+    for name, definition in schema.get("$defs", {}).items():
+        _identifiers(name, definition)
         definition["description"] = _plain(definition.get("description", ""))
         props = definition.get("properties", {})
         kind = props.get("type")
