@@ -143,15 +143,16 @@ def metrics_page() -> str:
             "the message as `name=value` words; with `EXPORT_LOG_FORMAT=json` they are keys of "
             "the JSON record (in Airflow task logs, of Airflow's own structured record).", "",
             "| Field | Meaning | Example |", "|---|---|---|"]
-    meanings = {"company": ("the company id", "acme"),
-                "schedule": ("the schedule id", "acme/daily-spend"),
-                "run": ("the run key", "acme/daily-spend@2026-03-30T05:00:00Z"),
-                "period": ("the period exported, named in the company's time zone",
-                           "2026-03-29")}
+    from datetime import UTC, datetime
+
+    from export_lib.periods.names import run_key
+
+    examples = {"company": "acme", "schedule": "acme/daily-spend",
+                "run": run_key("acme/daily-spend", datetime(2026, 3, 30, 5, tzinfo=UTC)),
+                "period": "2026-03-29"}
     for name in logfmt.FIELDS:
-        text, example = meanings[name]
-        out.append(f"| `{name}` | {text} | `{example}` |")
-    sample = logfmt.words({name: meanings[name][1] for name in logfmt.FIELDS})
+        out.append(f"| `{name}` | {_cell(logfmt.FIELD_HELP[name])} | `{examples[name]}` |")
+    sample = logfmt.words({name: examples[name] for name in logfmt.FIELDS})
     out += ["", f"Text form: `{sample}: message`.", "",
             "`exportctl` with `EXPORT_LOG_FORMAT=json` writes one JSON object per line on "
             "stderr with the keys `timestamp`, `level`, `event` (the message), `logger`, the "
