@@ -115,8 +115,8 @@ class CompanyConfig(FrozenModel):
         "the company's data (email destinations may send only to the owner and these).",
         examples=[["analytics@acme.example"]])
     status: Literal["active", "paused"] = Field(
-        "active", description="active: its exports run; paused: its DAGs are paused (not a new "
-        "config version).")
+        "active", description="active: its exports run; paused: its DAGs are paused and a run "
+        "that starts anyway is skipped (pausing is not a new config version).")
     holidays: HolidayCalendar | None = Field(
         None, description="The days previous_business_day windows skip besides Saturdays and "
         "Sundays; left out: weekends only.", examples=[{"country": "NZ", "subdivision": "AUK"}])
@@ -346,8 +346,9 @@ class DataExportConfig(FrozenModel):
                               "<company>/<channel>/primary and …/secondary.",
                               examples=["google-ads"])
     size: Literal["small", "medium", "large"] = Field(
-        "small", description="How big its renders are: large renders go to the queue and pod "
-        "size the deployment gives large exports.")
+        "small", description="How big its renders are: a large one takes two slots of the "
+        "render pool and runs on the deployment's large-render queue (and pod size on "
+        "Kubernetes); small and medium take one slot.")
     query: QuerySpec = Field(description="The rows the channel reads; left out: defaults.yaml "
                              "data_exports.query with channel_column = <channel> added.")
     primary: DataExportKindConfig = Field(description="The primary export (defaults.yaml "
