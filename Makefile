@@ -22,7 +22,7 @@ UV_VERSION := $(shell sed -n 's/^uv==//p' requirements.txt)
 # scheduler's modules uncompiled, 2.9 s compiled).
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: help roles venv dist setup run stop status env reset-db postgres-packages cluster cluster-stop test test-fast test-unit soak acceptance lint bench clean
+.PHONY: help roles venv dist setup run stop status env reset-db postgres-packages cluster cluster-stop test test-fast test-unit soak acceptance lint bench docs clean
 
 $(VENV)/.installed: requirements.txt setup.cfg setup.py pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -134,9 +134,16 @@ lint: venv
 	$(VENV)/bin/ruff check export_lib plugins dags tests bench scripts
 	PYTHONPATH=. $(VENV)/bin/lint-imports --no-cache
 
-## bench: the render benchmark at 2 M rows with its bars (--check); the others: bench/README.md
+## docs: regenerate the reference pages (docs/reference/config.md, environment.md, cli.md,
+## metrics-and-logs.md) and the config JSON Schemas (export_lib/config/*.schema.json) from the
+## code; tests/unit/test_docs_reference.py fails until they are regenerated after a change
+docs: venv
+	$(PY) scripts/docs_reference.py
+
+## bench: the render benchmark at 2 M rows with its bars (--check), recorded in bench/RESULTS.md;
+## the others: bench/README.md
 bench: venv
-	$(PY) bench/render.py --rows 2000000 --skip-pandas --check
+	$(PY) bench/render.py --rows 2000000 --skip-pandas --check --record
 
 ## clean: reset-db, then delete .airflow, exports and logs
 clean: reset-db

@@ -39,8 +39,14 @@ COMPANY_ID = r"^[a-z0-9]+(?:[-_][a-z0-9]+)*$"
 class ConnectionGrant(FrozenModel):
     """One ``connections:`` entry: what the connection may be used for, and by whom."""
 
-    use: tuple[Use, ...] = Field(min_length=1, max_length=6)
-    companies: Literal["all"] | tuple[str, ...]
+    use: tuple[Use, ...] = Field(min_length=1, max_length=6, description="What the "
+                                 "connection may be used for: source, or a destination type.",
+                                 examples=[["sftp"]])
+    companies: Literal["all"] | tuple[str, ...] = Field(
+        description="all, or the ids of the companies that may use it.",
+        examples=[["acme"]], json_schema_extra={"anyOf": [
+            {"const": "all"}, {"type": "array", "items": {"type": "string",
+                                                          "pattern": COMPANY_ID}}]})
 
     @field_validator("companies", mode="before")
     @classmethod
