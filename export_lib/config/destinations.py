@@ -31,9 +31,9 @@ from export_lib.config.durations import parse_duration, short
 from export_lib.config.limits import MAX_AUTHORIZED, MAX_TEXT, StrictFloat, StrictInt, shown
 from export_lib.config.messages import invalid
 from export_lib.config.operational import DeliveryRetry
+from export_lib.config.patterns import CONN_ID, DESTINATION_ID, GCS_BUCKET, S3_BUCKET
 from export_lib.errors import ConfigError
 
-_CONN_ID = r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$"
 _EMAIL = re.compile(r"[^@\s<>]+@[^@\s<>]+\.[^@\s<>]+")  # fullmatch: '$' lets a '\n' in
 
 
@@ -80,7 +80,7 @@ POLICY_FIELDS = frozenset({"retry_window", "retry"})
 class _Destination(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    id: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]*$", max_length=48)
+    id: str = Field(pattern=DESTINATION_ID, max_length=48, examples=["acme-dir"])
     retry_window: timedelta = DEFAULT_RETRY_WINDOW
     # The pacing of the retries inside that window (ADR 0015); None: the deployment default.
     retry: DeliveryRetry | None = None
@@ -108,7 +108,7 @@ class LocalDestination(_Destination):
     absolute paths (a mounted share) are allowed, ``..`` segments are not."""
 
     type: Literal["local"] = "local"
-    path: str = Field(min_length=1, max_length=MAX_TEXT)
+    path: str = Field(min_length=1, max_length=MAX_TEXT, examples=["outbox/acme/daily"])
 
     @field_validator("path")
     @classmethod
@@ -120,8 +120,8 @@ class S3Destination(_Destination):
     """An S3 (or S3-compatible) bucket and key prefix."""
 
     type: Literal["s3"] = "s3"
-    conn_id: str = Field(default="aws_default", pattern=_CONN_ID)
-    bucket: str = Field(pattern=r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+    conn_id: str = Field(default="aws_default", pattern=CONN_ID)
+    bucket: str = Field(pattern=S3_BUCKET, examples=["acme-exports"])
     prefix: str = Field(default="", max_length=MAX_TEXT)
 
     @field_validator("prefix")
@@ -134,8 +134,8 @@ class GcsDestination(_Destination):
     """A Google Cloud Storage bucket and object prefix."""
 
     type: Literal["gcs"] = "gcs"
-    conn_id: str = Field(default="google_cloud_default", pattern=_CONN_ID)
-    bucket: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]$")
+    conn_id: str = Field(default="google_cloud_default", pattern=CONN_ID)
+    bucket: str = Field(pattern=GCS_BUCKET, examples=["acme-exports"])
     prefix: str = Field(default="", max_length=MAX_TEXT)
 
     @field_validator("prefix")
@@ -148,8 +148,8 @@ class SftpDestination(_Destination):
     """A directory on an SFTP server (absolute, or relative to the login directory)."""
 
     type: Literal["sftp"] = "sftp"
-    conn_id: str = Field(default="sftp_default", pattern=_CONN_ID)
-    path: str = Field(min_length=1, max_length=MAX_TEXT)
+    conn_id: str = Field(default="sftp_default", pattern=CONN_ID)
+    path: str = Field(min_length=1, max_length=MAX_TEXT, examples=["acme/daily"])
 
     @field_validator("path")
     @classmethod
@@ -161,7 +161,7 @@ class WebhookDestination(_Destination):
     """An HTTP(S) endpoint; the host comes from the connection, ``endpoint`` is a path on it."""
 
     type: Literal["webhook"] = "webhook"
-    conn_id: str = Field(pattern=_CONN_ID)
+    conn_id: str = Field(pattern=CONN_ID, examples=["acme_hook"])
     endpoint: str = Field(default="", max_length=MAX_TEXT)
     timeout_seconds: StrictFloat = Field(default=10.0, gt=0, le=300)
 
@@ -180,8 +180,9 @@ class EmailDestination(_Destination):
     """Mail through an SMTP relay; the artifact is attached up to ``max_attachment_bytes``."""
 
     type: Literal["email"] = "email"
-    conn_id: str = Field(default="smtp_default", pattern=_CONN_ID)
-    to: tuple[str, ...] = Field(min_length=1, max_length=MAX_AUTHORIZED)
+    conn_id: str = Field(default="smtp_default", pattern=CONN_ID)
+    to: tuple[str, ...] = Field(min_length=1, max_length=MAX_AUTHORIZED,
+                                examples=[["ops@acme.example"]])
     # Above it the message links the file (pre-signed) instead; 25 MiB is what common relays
     # accept at all, and the attachment is read into memory.
     max_attachment_bytes: StrictInt = Field(default=10 * 1024 * 1024, ge=0, le=25 * 1024 * 1024)

@@ -27,7 +27,7 @@ from pydantic import (
 
 from export_lib.config.destinations import DEFAULT_RETRY_WINDOW, Destination, area_location
 from export_lib.config.durations import Duration
-from export_lib.config.grants import CONN_ID, ConnectionGrant
+from export_lib.config.grants import ConnectionGrant
 from export_lib.config.holiday_calendar import HolidayCalendar
 from export_lib.config.limits import (
     MAX_AUTHORIZED,
@@ -48,7 +48,15 @@ from export_lib.config.operational import (
     TaskTimeouts,
     check_poke_interval,
 )
-from export_lib.config.query import SOURCE_NAME, QuerySpec, check_identifier, check_not_system
+from export_lib.config.patterns import (
+    CONN_ID,
+    KEYWORD,
+    NOTIFIER_CONN_ID,
+    NOTIFIER_PATH,
+    SLUG,
+    SOURCE_NAME,
+)
+from export_lib.config.query import QuerySpec, check_identifier, check_not_system
 from export_lib.config.risk import AtRisk
 from export_lib.config.schema_policy import SchemaPolicy
 from export_lib.config.timing import (
@@ -64,7 +72,6 @@ from export_lib.config.timing import (
     timeline_of,
 )
 
-SLUG = r"^[a-z0-9]+(?:[-_][a-z0-9]+)*$"
 _EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+")  # always fullmatch: '$' lets a '\n' through
 # Ids that name manual exports (``<company>/manual-<tag>``) are not available to configs.
 RESERVED_EXPORT_IDS = re.compile(r"manual(?:[-_].*)?")
@@ -87,10 +94,10 @@ class CompanyConfig(FrozenModel):
     """A company (tenant). ``authorized`` lists who may receive its data besides the owner;
     ``holidays`` the days its ``previous_business_day`` windows skip besides weekends."""
 
-    id: Slug
-    name: str = Field(min_length=1, max_length=MAX_TEXT)
-    timezone: TimezoneName
-    owner: Email
+    id: Slug = Field(examples=["acme-corp"])
+    name: str = Field(min_length=1, max_length=MAX_TEXT, examples=["Acme Corp"])
+    timezone: TimezoneName = Field(examples=["Europe/Berlin"])
+    owner: Email = Field(examples=["ops@acme.example"])
     authorized: tuple[Email, ...] = Field(default=(), max_length=MAX_AUTHORIZED)
     status: Literal["active", "paused"] = "active"
     holidays: HolidayCalendar | None = None
@@ -172,7 +179,9 @@ class _ExportFields(PolicyFields):
 
     format: Literal["csv", "parquet"] = "csv"
     csv: CsvOptions = CsvOptions()
-    destinations: tuple[Destination, ...] = Field(min_length=1, max_length=MAX_DESTINATIONS)
+    destinations: tuple[Destination, ...] = Field(
+        min_length=1, max_length=MAX_DESTINATIONS,
+        examples=[[{"id": "acme-dir", "type": "local", "path": "outbox/acme/daily"}]])
     dst_gap: DstGap = "shift"
     dst_fold: DstFold = "first"
     effective_from: datetime | None = None
@@ -224,8 +233,8 @@ ExportId = Annotated[Slug, AfterValidator(_not_reserved)]
 class WidgetExportConfig(_ExportFields):
     """A widget export: fires at ``export_hour`` local time every ``interval_hours``."""
 
-    id: ExportId
-    export_hour: ExportHour = 0
+    id: ExportId = Field(examples=["daily-spend"])
+    export_hour: ExportHour = Field(default=0, examples=[6])
     interval_hours: IntervalHours = 24
     timezone: TimezoneName | None = None
     """The zone of ``export_hour`` when it is not the company's: a version (``history``) keeps
@@ -240,16 +249,16 @@ class WidgetExportConfig(_ExportFields):
 class DataExportKindConfig(_ExportFields):
     """One of a channel's two data exports (``primary`` or ``secondary``), defaults merged."""
 
-    cron: CronExpression
+    cron: CronExpression = Field(examples=["0 6 * * *"])
     timezone: TimezoneName = "UTC"
-    window: WindowSpec
+    window: WindowSpec = Field(examples=[{"kind": "trailing_days", "days": 3}])
     history: tuple[DataExportKindConfig, ...] = ()
 
 
 class DataExportConfig(FrozenModel):
     """A data export channel: a primary (long trailing window) and a secondary (3 days)."""
 
-    channel: ExportId
+    channel: ExportId = Field(examples=["google-ads"])
     size: Literal["small", "medium", "large"] = "small"
     query: QuerySpec
     primary: DataExportKindConfig
@@ -265,9 +274,9 @@ class CompanyFile(FrozenModel):
 
 
 class DataExportKindDefaults(_ExportFields):
-    cron: CronExpression
+    cron: CronExpression = Field(examples=["0 6 * * *"])
     timezone: TimezoneName = "UTC"
-    window: WindowSpec
+    window: WindowSpec = Field(examples=[{"kind": "trailing_days", "days": 3}])
     destinations: tuple[Destination, ...] = ()
 
 
@@ -284,7 +293,7 @@ class DataExportDefaults(FrozenModel):
 class SourceTable(FrozenModel):
     """One table exports may read, and the column that holds the company id on each row."""
 
-    tenant_column: str
+    tenant_column: str = Field(examples=["company_id"])
     table_schema: str | None = None
 
     @field_validator("tenant_column", "table_schema")
@@ -297,7 +306,9 @@ class SourceConfig(FrozenModel):
     """The tables of one source connection that exports may read (the allowlist), and how many
     days of data the source keeps (manual exports cannot ask for older windows)."""
 
-    tables: dict[str, SourceTable] = Field(min_length=1, max_length=MAX_EXPORTS)
+    tables: dict[str, SourceTable] = Field(
+        min_length=1, max_length=MAX_EXPORTS,
+        examples=[{"widget_metrics": {"tenant_column": "company_id"}}])
     retention_days: StrictInt = Field(default=365, ge=1, le=MAX_RETENTION_DAYS)
 
     @field_validator("tables")
@@ -309,18 +320,15 @@ class SourceConfig(FrozenModel):
         return value
 
 
-NOTIFIER_PATH = r"^(smtp|[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+)$"
-
-
 class NotifierConfig(FrozenModel):
     """How alerts are sent: ``smtp`` (Airflow's ``SmtpNotifier`` on connection ``conn_id``) or
     the dotted path of another Airflow notifier class (Slack, ...), built with ``kwargs`` plus
     the alert text in the keyword ``message_field`` (e.g. ``text``)."""
 
     class_: str = Field(default="smtp", alias="class", pattern=NOTIFIER_PATH, max_length=200)
-    conn_id: str = Field(default="smtp_default", pattern=r"^[A-Za-z0-9_.-]+$", max_length=200)
+    conn_id: str = Field(default="smtp_default", pattern=NOTIFIER_CONN_ID, max_length=200)
     from_email: Email | None = None
-    message_field: str = Field(default="text", pattern=r"^[a-z_][a-z0-9_]*$", max_length=64)
+    message_field: str = Field(default="text", pattern=KEYWORD, max_length=64)
     kwargs: dict[str, str | int | bool] = Field(default_factory=dict, max_length=20)
 
 
@@ -339,7 +347,8 @@ class DefaultsFile(FrozenModel):
     destinations may use besides the exports root (``local_mounts``)."""
 
     sources: dict[Annotated[str, Field(pattern=SOURCE_NAME)], SourceConfig] = Field(
-        min_length=1, max_length=MAX_DESTINATIONS)
+        min_length=1, max_length=MAX_DESTINATIONS,
+        examples=[{"demo_source": {"tables": {"widget_metrics": {"tenant_column": "company_id"}}}}])
     local_mounts: tuple[str, ...] = Field(default=(), max_length=MAX_DESTINATIONS)
     # Per company, locations its object-store and SFTP destinations may use besides
     # <bucket or server>/<company id>/… (a customer's own bucket or server).

@@ -39,13 +39,14 @@ from export_lib.config.limits import (
     MAX_VALUE_TEXT,
     shown,
 )
+from export_lib.config.messages import issues_from_validation
+from export_lib.config.patterns import SOURCE_NAME
 from export_lib.errors import ConfigError, SchemaDriftError
 
 FilterOp = Literal["=", "!=", "<", "<=", ">", ">=", "in", "not_in", "is_null", "is_not_null"]
 Dialect = Literal["postgresql", "sqlite"]
 
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")  # always fullmatch ('$' allows '\n')
-SOURCE_NAME = r"^[a-z][a-z0-9_]{0,62}$"
 # Schemas no export may read: the catalog (``pg_authid``...) and the SQL standard views of it.
 SYSTEM_SCHEMAS = ("pg_catalog", "information_schema", "pg_toast")
 SYSTEM_TABLE_PREFIXES = ("pg_", "sqlite_")
@@ -81,8 +82,8 @@ class Filter(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    column: str
-    op: FilterOp
+    column: str = Field(examples=["channel"])
+    op: FilterOp = Field(examples=["="])
     value: Any = None
 
     @field_validator("value")
@@ -147,11 +148,12 @@ class QuerySpec(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     source: str = Field(default="demo_source", pattern=SOURCE_NAME)
-    table: str
+    table: str = Field(examples=["widget_metrics"])
     table_schema: str | None = None
-    columns: tuple[str, ...] = Field(min_length=1, max_length=MAX_COLUMNS)
-    timestamp_column: str
-    tenant_column: str
+    columns: tuple[str, ...] = Field(min_length=1, max_length=MAX_COLUMNS,
+                                     examples=[["company_id", "event_time", "value"]])
+    timestamp_column: str = Field(examples=["event_time"])
+    tenant_column: str = Field(examples=["company_id"])
     ingested_column: str | None = None
     filters: tuple[Filter, ...] = Field(default=(), max_length=MAX_FILTERS)
     order_by: tuple[str, ...] = Field(default=(), max_length=MAX_COLUMNS)
@@ -206,10 +208,7 @@ def load_spec(data: dict[str, Any], *, where: str = "query") -> QuerySpec:
     try:
         return QuerySpec.model_validate(data)
     except ValidationError as exc:
-        issues = []
-        for err in exc.errors():
-            path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err["loc"])
-            issues.append(f"{where}{path}: {err['msg']} (got {shown(err.get('input'))})")
+        issues = issues_from_validation("", QuerySpec, exc, within=where)
         raise ConfigError("\n".join(issues), issues) from None
 
 

@@ -125,7 +125,7 @@ def test_manual_request_errors_name_the_field():
     with pytest.raises(ConfigError, match=r"window_end 2026-03-01T00:00:00\+01:00 is not after "
                                           r"window_start 2026-03-02T00:00:00\+01:00"):
         parse_request(base)
-    with pytest.raises(ConfigError, match=r"manual_export: reason: String should have at least 3"):
+    with pytest.raises(ConfigError, match=r"manual export form: reason: String should have at least 3"):
         parse_request({**base, "reason": "x", "window_end": "2026-03-03T00:00:00+01:00"})
 
 
