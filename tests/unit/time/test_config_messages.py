@@ -10,10 +10,11 @@ import typing
 from pathlib import Path
 
 import pytest
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from export_lib.config.loader import load_catalog
 from export_lib.config.manual import ManualRequest, parse_request
+from export_lib.config.messages import issues_from_validation
 from export_lib.config.models import CompanyFile, DefaultsFile
 from export_lib.config.patterns import RULES
 from export_lib.errors import ConfigError
@@ -143,3 +144,34 @@ def test_a_manual_form_missing_its_window_names_an_example():
             "manual export form: window_start: required field is missing; add it, e.g. "
             "window_start: '2026-03-01T00:00:00+01:00'")):
         parse_request(params)
+
+
+def _models(tp: typing.Any, seen: dict[str, type[BaseModel]]) -> dict[str, type[BaseModel]]:
+    """Every model reachable from ``tp``, by name."""
+    for arg in typing.get_args(tp):
+        _models(arg, seen)
+    if isinstance(tp, type) and issubclass(tp, BaseModel) and tp.__name__ not in seen:
+        seen[tp.__name__] = tp
+        for field in tp.model_fields.values():
+            _models(field.annotation, seen)
+    return seen
+
+
+MODELS = {name: model for root in (CompanyFile, DefaultsFile, ManualRequest)
+          for name, model in _models(root, {}).items()}
+
+
+@pytest.mark.parametrize("model", MODELS.values(), ids=MODELS.keys())
+def test_every_required_field_names_an_example_value(model):
+    """Each model given nothing: every missing field's line shows a value to write (the
+    field's ``examples``, or one built from its type), never a placeholder."""
+    try:
+        model.model_validate({})
+    except ValidationError as exc:
+        lines = issues_from_validation("f.yaml", model, exc)
+    else:
+        return  # nothing required
+    missing = [line for line in lines if "required field is missing" in line]
+    assert missing == [line for line in missing
+                       if re.search(r": required field is missing; add it, e\.g\. \w+: \S", line)
+                       and "<text>" not in line], missing
