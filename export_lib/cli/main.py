@@ -162,7 +162,9 @@ def add_preview_parser(subparsers: argparse._SubParsersAction) -> None:
         "preview", help="the next slots, windows and deadlines",
         description="Configured form: exportctl preview CONFIG_DIR [--company ID] [--schedule "
         "ID]. Ad-hoc form (no CONFIG_DIR): --timezone TZ with --export-hour/--interval-hours "
-        "or --cron, --window KIND. --from defaults to now; a --from without offset is UTC.")
+        "or --cron, --window KIND. --from defaults to now; a --from without offset is UTC. "
+        "When a schedule's source is reachable, what it says about the schedules (a company "
+        "without rows, local timestamps over a column without time zone) goes to stderr.")
     parser.add_argument("config_dir", metavar="CONFIG_DIR", nargs="?")
     parser.add_argument("--company", help="only this company's schedules")
     parser.add_argument("--schedule", help="only this schedule id, e.g. acme/daily-spend")

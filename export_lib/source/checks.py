@@ -119,7 +119,7 @@ def check_sources(schedules: Iterable[Schedule], config_dir: str | Path, *,
         except ExportError as exc:
             if report_unreachable:
                 warnings.append(
-                    f"warning: source {name!r} was not reached ({exc}); csv timestamps and "
+                    f"warning: source {name!r} could not be checked ({exc}); csv timestamps and "
                     "companies without rows were not checked against it (--no-source skips "
                     "this check)")
             continue

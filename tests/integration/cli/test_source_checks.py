@@ -113,7 +113,7 @@ def test_an_unreachable_source_is_a_warning_saying_what_was_not_checked(tmp_path
 
     assert (result.returncode, result.stderr) == (0, "")
     first, last = result.stdout.splitlines()
-    assert first.startswith(f"warning: source 'demo_source' was not reached (source "
+    assert first.startswith(f"warning: source 'demo_source' could not be checked (source "
                             f"'demo_source' (sqlite:///{missing}): SQLite file '{missing}' does "
                             "not exist")
     assert first.endswith("); csv timestamps and companies without rows were not checked "
