@@ -29,7 +29,6 @@ if str(REPO) not in sys.path:  # export_lib, when run as a script
 import yaml  # noqa: E402
 
 from export_lib.config.durations import DURATION_PATTERN  # noqa: E402
-from export_lib.config.grants import CONN_ID  # noqa: E402
 from export_lib.config.json_schema import (  # noqa: E402
     COMPANY_SCHEMA_FILE,
     DEFAULTS_SCHEMA_FILE,
@@ -38,8 +37,8 @@ from export_lib.config.json_schema import (  # noqa: E402
     company_schema,
     defaults_schema,
 )
-from export_lib.config.models import NOTIFIER_PATH, POLICY_KEYS, SLUG  # noqa: E402
-from export_lib.config.query import SOURCE_NAME  # noqa: E402
+from export_lib.config.models import POLICY_KEYS  # noqa: E402
+from export_lib.config.patterns import RULES  # noqa: E402
 from export_lib.config.risk import AFTER_PATTERN  # noqa: E402
 
 
@@ -59,25 +58,11 @@ cli_page, environment_page, metrics_page = (_pages.cli_page, _pages.environment_
 SCHEMA_DIR = "export_lib/config"
 # Every pattern a model checks, in words (a test fails on a pattern missing here).
 PATTERN_WORDS = {
-    SLUG: "lower-case letters and digits, words joined by single '-' or '_' (e.g. acme, "
-          "kiwi-outdoors)",
-    SOURCE_NAME: "a lower-case letter, then lower-case letters, digits or '_' (at most 63)",
-    NOTIFIER_PATH: "smtp, or the dotted path of a Python class (e.g. "
-                   "airflow.providers.slack.notifications.slack.SlackNotifier)",
-    r"^[A-Za-z0-9_.-]+$": "letters, digits, '_', '.' and '-'",
+    # the models' patterns, in the words their error messages use (export_lib.config.patterns)
+    **{regex: f"{rule.allowed} (e.g. {rule.example})" for regex, rule in RULES.items()},
+    # patterns checked by validators rather than Field(pattern=...), shown in the schema
     IDENTIFIER_PATTERN: "a plain name: letters, digits and '_', not starting with a digit, at "
                         "most 63 characters (expose other names through a view)",
-    r"^[a-z_][a-z0-9_]*$": "a lower-case name: letters, digits and '_' (e.g. text)",
-    r"^[a-z0-9][a-z0-9_-]*$": "lower-case letters, digits, '_' and '-', starting with a letter "
-                              "or digit",
-    CONN_ID: "an Airflow connection id: letters, digits, '_', '.' and '-', starting with a "
-             "letter, digit or '_'",
-    r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$": "an S3 bucket name: 3 to 63 lower-case letters, "
-                                           "digits, '.' and '-', starting and ending with a "
-                                           "letter or digit",
-    r"^[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]$": "a GCS bucket name: 3 to 222 lower-case letters, "
-                                             "digits, '.', '_' and '-', starting and ending "
-                                             "with a letter or digit",
     DURATION_PATTERN: "a duration: 45s, 10m, 2h, 1h30m, 2d (days, hours, minutes, seconds in "
                       "that order) or ISO 8601 such as PT2H; at most 366 days",
     AFTER_PATTERN: "a share of the deadline such as 50% (1% to 99%), or a duration shorter "

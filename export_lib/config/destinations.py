@@ -31,9 +31,9 @@ from export_lib.config.durations import DURATION_JSON, parse_duration, short
 from export_lib.config.limits import MAX_AUTHORIZED, MAX_TEXT, StrictFloat, StrictInt, shown
 from export_lib.config.messages import invalid
 from export_lib.config.operational import DeliveryRetry
+from export_lib.config.patterns import CONN_ID, DESTINATION_ID, GCS_BUCKET, S3_BUCKET
 from export_lib.errors import ConfigError
 
-_CONN_ID = r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$"
 _EMAIL = re.compile(r"[^@\s<>]+@[^@\s<>]+\.[^@\s<>]+")  # fullmatch: '$' lets a '\n' in
 
 
@@ -84,7 +84,7 @@ PREFIX_HELP = "The key prefix inside the bucket: relative (no leading '/'), no '
 class _Destination(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    id: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]*$", max_length=48,
+    id: str = Field(pattern=DESTINATION_ID, max_length=48,
                     description="The destination id, unique in the export (deliveries and "
                     "manual exports name it).", examples=["acme-dir"])
     retry_window: Annotated[timedelta, WithJsonSchema(DURATION_JSON)] = Field(
@@ -132,9 +132,9 @@ class S3Destination(_Destination):
     """An S3 (or S3-compatible) bucket and key prefix."""
 
     type: Literal["s3"] = Field("s3", description=TYPE_HELP)
-    conn_id: str = Field(default="aws_default", pattern=_CONN_ID, description=CONN_HELP,
+    conn_id: str = Field(default="aws_default", pattern=CONN_ID, description=CONN_HELP,
                          examples=["aws_default"])
-    bucket: str = Field(pattern=r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$",
+    bucket: str = Field(pattern=S3_BUCKET,
                         description="The bucket name.", examples=["exports-bucket"])
     prefix: str = Field(default="", max_length=MAX_TEXT, description=PREFIX_HELP,
                         examples=["reports/daily"])
@@ -149,9 +149,9 @@ class GcsDestination(_Destination):
     """A Google Cloud Storage bucket and object prefix."""
 
     type: Literal["gcs"] = Field("gcs", description=TYPE_HELP)
-    conn_id: str = Field(default="google_cloud_default", pattern=_CONN_ID, description=CONN_HELP,
+    conn_id: str = Field(default="google_cloud_default", pattern=CONN_ID, description=CONN_HELP,
                          examples=["google_cloud_default"])
-    bucket: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]$",
+    bucket: str = Field(pattern=GCS_BUCKET,
                         description="The bucket name.", examples=["exports-bucket"])
     prefix: str = Field(default="", max_length=MAX_TEXT, description=PREFIX_HELP,
                         examples=["reports/daily"])
@@ -166,7 +166,7 @@ class SftpDestination(_Destination):
     """A directory on an SFTP server (absolute, or relative to the login directory)."""
 
     type: Literal["sftp"] = Field("sftp", description=TYPE_HELP)
-    conn_id: str = Field(default="sftp_default", pattern=_CONN_ID, description=CONN_HELP,
+    conn_id: str = Field(default="sftp_default", pattern=CONN_ID, description=CONN_HELP,
                          examples=["sftp_default"])
     path: str = Field(min_length=1, max_length=MAX_TEXT, description="The directory on the "
                       "server: absolute, or relative to the login directory; no '..'.",
@@ -182,7 +182,7 @@ class WebhookDestination(_Destination):
     """An HTTP(S) endpoint; the host comes from the connection, ``endpoint`` is a path on it."""
 
     type: Literal["webhook"] = Field("webhook", description=TYPE_HELP)
-    conn_id: str = Field(pattern=_CONN_ID, description="The Airflow connection naming the host "
+    conn_id: str = Field(pattern=CONN_ID, description="The Airflow connection naming the host "
                          "(and its credentials).", examples=["acme_webhook"])
     endpoint: str = Field(default="", max_length=MAX_TEXT, description="The path on the "
                           "connection's host (never a URL of its own).",
@@ -205,7 +205,7 @@ class EmailDestination(_Destination):
     """Mail through an SMTP relay; the artifact is attached up to ``max_attachment_bytes``."""
 
     type: Literal["email"] = Field("email", description=TYPE_HELP)
-    conn_id: str = Field(default="smtp_default", pattern=_CONN_ID, description=CONN_HELP,
+    conn_id: str = Field(default="smtp_default", pattern=CONN_ID, description=CONN_HELP,
                          examples=["smtp_default"])
     to: tuple[str, ...] = Field(min_length=1, max_length=MAX_AUTHORIZED, description="The "
                                 "recipients: the company's owner or authorized addresses.",

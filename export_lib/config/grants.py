@@ -29,11 +29,10 @@ from pydantic import Field, field_validator
 from export_lib.config.destinations import Destination, LocalDestination
 from export_lib.config.limits import MAX_AUTHORIZED, shown
 from export_lib.config.messages import invalid
+from export_lib.config.patterns import SLUG
 from export_lib.config.timing import FrozenModel
 
 Use = Literal["source", "s3", "gcs", "sftp", "webhook", "email"]
-CONN_ID = r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$"
-COMPANY_ID = r"^[a-z0-9]+(?:[-_][a-z0-9]+)*$"
 
 
 class ConnectionGrant(FrozenModel):
@@ -46,7 +45,7 @@ class ConnectionGrant(FrozenModel):
         description="all, or the ids of the companies that may use it.",
         examples=[["acme"]], json_schema_extra={"anyOf": [
             {"const": "all"}, {"type": "array", "items": {"type": "string",
-                                                          "pattern": COMPANY_ID}}]})
+                                                          "pattern": SLUG}}]})
 
     @field_validator("companies", mode="before")
     @classmethod
@@ -55,7 +54,7 @@ class ConnectionGrant(FrozenModel):
             return value
         ids = value if isinstance(value, list | tuple) else None
         if (not ids or len(ids) > MAX_AUTHORIZED
-                or not all(isinstance(i, str) and re.fullmatch(COMPANY_ID, i) for i in ids)):
+                or not all(isinstance(i, str) and re.fullmatch(SLUG, i) for i in ids)):
             raise invalid("companies", f"give 'all' or a list of company ids such as [acme] "
                           f"(got {shown(str(value))})")
         return tuple(ids)

@@ -31,7 +31,7 @@ from pydantic import (
 
 from export_lib.config.destinations import DEFAULT_RETRY_WINDOW, Destination, area_location
 from export_lib.config.durations import Duration
-from export_lib.config.grants import CONN_ID, ConnectionGrant
+from export_lib.config.grants import ConnectionGrant
 from export_lib.config.holiday_calendar import HolidayCalendar
 from export_lib.config.limits import (
     MAX_AUTHORIZED,
@@ -52,7 +52,15 @@ from export_lib.config.operational import (
     TaskTimeouts,
     check_poke_interval,
 )
-from export_lib.config.query import SOURCE_NAME, QuerySpec, check_identifier, check_not_system
+from export_lib.config.patterns import (
+    CONN_ID,
+    KEYWORD,
+    NOTIFIER_CONN_ID,
+    NOTIFIER_PATH,
+    SLUG,
+    SOURCE_NAME,
+)
+from export_lib.config.query import QuerySpec, check_identifier, check_not_system
 from export_lib.config.risk import AtRisk
 from export_lib.config.schema_policy import SchemaPolicy
 from export_lib.config.timing import (
@@ -68,7 +76,6 @@ from export_lib.config.timing import (
     timeline_of,
 )
 
-SLUG = r"^[a-z0-9]+(?:[-_][a-z0-9]+)*$"
 _EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+")  # always fullmatch: '$' lets a '\n' through
 # Ids that name manual exports (``<company>/manual-<tag>``) are not available to configs.
 RESERVED_EXPORT_IDS = re.compile(r"manual(?:[-_].*)?")
@@ -442,9 +449,6 @@ class SourceConfig(FrozenModel):
         return value
 
 
-NOTIFIER_PATH = r"^(smtp|[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+)$"
-
-
 class NotifierConfig(FrozenModel):
     """How alerts are sent: ``smtp`` (Airflow's ``SmtpNotifier`` on connection ``conn_id``) or
     the dotted path of another Airflow notifier class (Slack, ...), built with ``kwargs`` plus
@@ -453,12 +457,12 @@ class NotifierConfig(FrozenModel):
     class_: str = Field(default="smtp", alias="class", pattern=NOTIFIER_PATH, max_length=200,
                         description="smtp, or the dotted path of an Airflow notifier class.",
                         examples=["airflow.providers.slack.notifications.slack.SlackNotifier"])
-    conn_id: str = Field(default="smtp_default", pattern=r"^[A-Za-z0-9_.-]+$", max_length=200,
+    conn_id: str = Field(default="smtp_default", pattern=NOTIFIER_CONN_ID, max_length=200,
                          description="The Airflow connection of smtp.",
                          examples=["smtp_default"])
     from_email: Email | None = Field(None, description="The sender of smtp alerts; left out: "
                                      "the connection's.", examples=["exports@example.com"])
-    message_field: str = Field(default="text", pattern=r"^[a-z_][a-z0-9_]*$", max_length=64,
+    message_field: str = Field(default="text", pattern=KEYWORD, max_length=64,
                                description="The keyword argument of the notifier class that "
                                "takes the alert text.", examples=["text"])
     kwargs: dict[str, str | int | bool] = Field(

@@ -39,13 +39,14 @@ from export_lib.config.limits import (
     MAX_VALUE_TEXT,
     shown,
 )
+from export_lib.config.messages import issues_from_validation
+from export_lib.config.patterns import SOURCE_NAME
 from export_lib.errors import ConfigError, SchemaDriftError
 
 FilterOp = Literal["=", "!=", "<", "<=", ">", ">=", "in", "not_in", "is_null", "is_not_null"]
 Dialect = Literal["postgresql", "sqlite"]
 
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")  # always fullmatch ('$' allows '\n')
-SOURCE_NAME = r"^[a-z][a-z0-9_]{0,62}$"
 # Schemas no export may read: the catalog (``pg_authid``...) and the SQL standard views of it.
 SYSTEM_SCHEMAS = ("pg_catalog", "information_schema", "pg_toast")
 SYSTEM_TABLE_PREFIXES = ("pg_", "sqlite_")
@@ -230,10 +231,7 @@ def load_spec(data: dict[str, Any], *, where: str = "query") -> QuerySpec:
     try:
         return QuerySpec.model_validate(data)
     except ValidationError as exc:
-        issues = []
-        for err in exc.errors():
-            path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err["loc"])
-            issues.append(f"{where}{path}: {err['msg']} (got {shown(err.get('input'))})")
+        issues = issues_from_validation("", QuerySpec, exc, within=where)
         raise ConfigError("\n".join(issues), issues) from None
 
 

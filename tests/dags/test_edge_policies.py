@@ -135,10 +135,12 @@ def test_manual_request_errors_name_the_field():
 
     base = {"company": "acme", "base_export": "acme/daily-spend", "reason": "audit",
             "window_start": "2026-03-02T00:00:00+01:00", "window_end": "2026-03-01T00:00:00+01:00"}
-    with pytest.raises(ConfigError, match=r"window_end 2026-03-01T00:00:00\+01:00 is not after "
+    with pytest.raises(ConfigError, match=r"manual export form: window_end: "
+                                          r"2026-03-01T00:00:00\+01:00 is not after "
                                           r"window_start 2026-03-02T00:00:00\+01:00"):
         parse_request(base)
-    with pytest.raises(ConfigError, match=r"manual_export: reason: String should have at least 3"):
+    with pytest.raises(ConfigError,
+                       match=r"manual export form: reason: String should have at least 3"):
         parse_request({**base, "reason": "x", "window_end": "2026-03-03T00:00:00+01:00"})
 
 
