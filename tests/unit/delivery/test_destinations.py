@@ -64,20 +64,20 @@ def test_bad_destination_is_rejected_naming_the_field(
     pytest.param(S3Destination, {"id": "d", "bucket": "Bad_Bucket"},
                  "acme.yaml: bucket: 'Bad_Bucket' is not a valid bucket name: use 3 to 63 "
                  "lower-case letters, digits, '.' or '-', starting and ending with a letter or "
-                 "digit, as S3 requires (e.g. acme-exports)", id="s3-bucket-name"),
+                 "digit, as S3 requires (e.g. exports-bucket)", id="s3-bucket-name"),
     pytest.param(GcsDestination, {"id": "d", "bucket": "x"},
                  "acme.yaml: bucket: 'x' is not a valid bucket name: use 3 to 222 lower-case "
                  "letters, digits, '.', '-' or '_', starting and ending with a letter or digit "
-                 "(e.g. acme-exports)", id="gcs-bucket-too-short"),
+                 "(e.g. exports-bucket)", id="gcs-bucket-too-short"),
     pytest.param(LocalDestination, {"id": "-d", "path": "x"},
                  "acme.yaml: id: '-d' is not a valid id: use lower-case letters, digits, '-' or "
                  "'_', starting with a letter or digit (e.g. acme-dir)", id="destination-id"),
     pytest.param(WebhookDestination, {"id": "d", "conn_id": ".hook"},
                  "acme.yaml: conn_id: '.hook' is not a valid connection id: use letters, digits, "
-                 "'_', '.' or '-', starting with a letter, digit or '_' (e.g. acme_hook)",
+                 "'_', '.' or '-', starting with a letter, digit or '_' (e.g. acme_webhook)",
                  id="webhook-conn-id"),
     pytest.param(WebhookDestination, {"id": "d"},
-                 "acme.yaml: conn_id: required field is missing; add it, e.g. conn_id: acme_hook",
+                 "acme.yaml: conn_id: required field is missing; add it, e.g. conn_id: acme_webhook",
                  id="webhook-conn-id-missing"),
 ])
 def test_a_pattern_or_missing_field_is_said_in_words(model, config, line) -> None:

@@ -180,8 +180,8 @@ def test_broken_defaults_is_an_error_for_everyone(config_dir):
         "{tables: {widget_metrics: {tenant_column: company_id}}}}",
         f"{defaults}: policies.deadline: deadline must be positive (got 0:00:00)",
         f"{defaults}: data_exports: required field is missing; add it, e.g. data_exports: "
-        "{primary: {cron: 0 6 * * *, window: {kind: trailing_days, days: 3}}, secondary: "
-        "{cron: 0 6 * * *, window: {kind: trailing_days, days: 3}}}")
+        "{primary: {cron: 0 14 * * *, window: {kind: trailing_days, days: 30}}, secondary: "
+        "{cron: 0 14 * * *, window: {kind: trailing_days, days: 30}}}")
     assert errors[str(config_dir / "t.yaml")] == (
         f"{config_dir / 't.yaml'}: (file): not loaded because {defaults} is invalid; fix it "
         "first",)

@@ -65,7 +65,7 @@ def _load(tmp_path: Path, **fields: str) -> list[str]:
 @pytest.mark.parametrize(("fields", "message"), [
     pytest.param({"id": "Acme"},
                  "company.id: 'Acme' is not a valid company id: use lower-case letters, digits, "
-                 "and single '-' or '_' between them (e.g. acme-corp)", id="company-id"),
+                 "and single '-' or '_' between them (e.g. acme)", id="company-id"),
     pytest.param({"export": "Daily_"},
                  "widget_exports[0].id: 'Daily_' is not a valid widget export id: use lower-case "
                  "letters, digits, and single '-' or '_' between them (e.g. daily-spend)",
@@ -77,14 +77,14 @@ def _load(tmp_path: Path, **fields: str) -> list[str]:
     pytest.param({"destination": "{id: d, type: s3, bucket: My_Bucket}"},
                  "widget_exports[0].destinations[0].bucket: 'My_Bucket' is not a valid bucket "
                  "name: use 3 to 63 lower-case letters, digits, '.' or '-', starting and ending "
-                 "with a letter or digit, as S3 requires (e.g. acme-exports)", id="s3-bucket"),
+                 "with a letter or digit, as S3 requires (e.g. exports-bucket)", id="s3-bucket"),
     pytest.param({"destination": "{id: d, type: sftp, conn_id: '-x', path: t}"},
                  "widget_exports[0].destinations[0].conn_id: '-x' is not a valid connection id: "
                  "use letters, digits, '_', '.' or '-', starting with a letter, digit or '_' "
-                 "(e.g. acme_sftp)", id="conn-id"),
+                 "(e.g. sftp_default)", id="conn-id"),
     pytest.param({"destination": "{id: d, type: local}"},
                  "widget_exports[0].destinations[0].path: required field is missing; add it, "
-                 "e.g. path: outbox/acme/daily", id="missing-path"),
+                 "e.g. path: outbox/acme/daily-spend", id="missing-path"),
 ])
 def test_a_company_file_error_says_the_rule_and_an_example(tmp_path, fields, message):
     line = _load(tmp_path, **fields)[0]  # a bad company.id also fails the file-name check
@@ -100,7 +100,7 @@ def test_a_missing_section_names_an_example_built_from_its_required_fields(tmp_p
     path = tmp_path / "t.yaml"
     assert load_catalog(tmp_path).errors[str(path)] == (
         f"{path}: company.owner: required field is missing; add it, e.g. owner: "
-        "ops@acme.example",
+        "data-team@acme.example",
         f"{path}: widget_exports[0].query: required field is missing; add it, e.g. query: "
         "{table: widget_metrics, columns: [company_id, event_time, value], timestamp_column: "
         "event_time, tenant_column: company_id}")

@@ -164,7 +164,7 @@ def test_a_hand_written_switch_between_the_hours_is_named_by_validate(tmp_path: 
     catalog = load_catalog(config)
     assert catalog.ok and catalog.error_lines == []
 
-    result = run_cli("validate", "--no-ledger", str(config), cwd=REPO,
+    result = run_cli("validate", "--no-ledger", "--no-source", str(config), cwd=REPO,
                      env={**os.environ, "PYTHONPATH": str(REPO)})
 
     assert result.returncode == 0, result.stdout + result.stderr
@@ -226,7 +226,7 @@ def test_a_period_reported_twice_in_part_is_refused_with_the_effective_from_that
         f"    effective_from: {_z(_berlin(day, 0))}\n"
         "    history:\n      - {export_hour: 9, interval_hours: 12}\n"))
 
-    result = run_cli("validate", "--no-ledger", str(config), cwd=REPO,
+    result = run_cli("validate", "--no-ledger", "--no-source", str(config), cwd=REPO,
                      env={**os.environ, "PYTHONPATH": str(REPO)})
 
     assert (result.returncode, result.stderr) == (1, "1 error(s) in 1 file(s)\n"), result.stdout
