@@ -2,7 +2,7 @@
 # (requirements.txt) plus our wheel (export_lib, export_airflow and their airflow.plugins entry
 # points). docker-compose.yaml builds and runs it; so can Kubernetes (deploy/kubernetes/).
 #   docker build -t airflow-scheduled-exports:0.1.0 .
-# Every install step is scripts/install.sh, which tests/integration/test_install.py runs in a
+# Every install step is scripts/install.sh, which tests/system/deploy/test_install.py runs in a
 # fresh venv (ADR 0026): this file only copies files and calls it.
 ARG AIRFLOW_IMAGE=apache/airflow:3.3.2-python3.11
 

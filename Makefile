@@ -3,7 +3,8 @@
 # Choices: make run PORT=8090 (UI) PGPORT=5440 (PostgreSQL) DB=sqlite (fragile); remembered in
 # .airflow/run.env for the later commands (scripts/airflow-env.sh). An existing PostgreSQL server
 # instead of the local cluster: make run PG_SERVER=postgresql://user:password@host:port
-# [PG_DB_PREFIX=stack1_] [PG_TEMPLATE_PREFIX=tmpl_] (README, "Running it locally").
+# [PG_DB_PREFIX=stack1_] [PG_TEMPLATE_PREFIX=tmpl_] (docs/how-to/run-locally.md).
+# `make help` lists every target.
 SHELL := /bin/bash
 PYTHON ?= python3.11
 VENV := .venv
@@ -21,7 +22,7 @@ UV_VERSION := $(shell sed -n 's/^uv==//p' requirements.txt)
 # scheduler's modules uncompiled, 2.9 s compiled).
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: roles venv dist setup run stop status env reset-db postgres-packages cluster cluster-stop test test-fast test-unit soak acceptance lint bench clean
+.PHONY: help roles venv dist setup run stop status env reset-db postgres-packages cluster cluster-stop test test-fast test-unit soak acceptance lint bench docs clean
 
 $(VENV)/.installed: requirements.txt setup.cfg setup.py pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -35,6 +36,7 @@ $(VENV)/.installed: requirements.txt setup.cfg setup.py pyproject.toml
 	$(PY) scripts/precompile.py
 	@touch $@
 
+## venv: the virtualenv in .venv, exactly the lock (uv), with its bytecode compiled
 venv: $(VENV)/.installed
 
 ## dist: the wheel (export_lib, export_airflow and their entry points) in dist/; install it into
@@ -46,7 +48,7 @@ dist: venv
 setup: venv postgres-packages
 	@bash scripts/setup.sh
 
-## run: setup, then the supervised stack on http://localhost:$(PORT) with the demo schedules
+## run: setup, then the supervised stack on http://localhost:8080 (PORT=…) with the demo schedules
 run: venv postgres-packages
 	@bash scripts/run.sh
 
@@ -68,7 +70,7 @@ cluster-stop:
 status:
 	@bash -c 'source scripts/airflow-env.sh && "$$PY" scripts/supervise.py status || true'
 
-## env: the stack's environment for a shell: eval "$$(make -s env)"
+## env: the stack's environment for a shell: eval "$(make -s env)"
 env:
 	@bash scripts/env.sh
 
@@ -117,9 +119,9 @@ soak: venv
 	$(PY) -m pytest tests/system/soak $(PYTEST_ARGS)
 
 ## acceptance: the long runs at their acceptance size, outside make test: the fault test with
-## 20 companies and a 2-minute source outage (issue 14) and the soak over 168 h of catch-up
-## with 5 manual exports, and the manual lane during a 7-day catch-up (measured figures in
-## README.md). make test runs the same tests smaller: 3 companies and a 45 s outage, 6 h, 1 day.
+## 20 companies and a 2-minute source outage, the soak over 168 h of catch-up with 5 manual
+## exports, and the manual lane during a 7-day catch-up. make test runs the same tests
+## at a smaller size (3 companies and a 45 s outage, 6 h, 1 day).
 acceptance: venv
 	@bash scripts/ensure-debian-packages.sh
 	FAULT_COMPANIES=20 FAULT_OUTAGE_SECONDS=120 SOAK_LOOKBACK_HOURS=168 SOAK_TRIGGERS=5 \
@@ -127,12 +129,28 @@ acceptance: venv
 	  $(PYTEST) -n $(TEST_WORKERS) --durations=10 tests/system/cluster/test_cluster.py \
 	  tests/system/soak/test_soak.py tests/system/scheduler/test_manual_lane.py $(PYTEST_ARGS)
 
+## lint: ruff over the code and import-linter's layer contracts (.importlinter)
 lint: venv
 	$(VENV)/bin/ruff check export_lib plugins dags tests bench scripts
 	PYTHONPATH=. $(VENV)/bin/lint-imports --no-cache
 
-bench: venv
-	$(PY) bench/render.py --rows 2000000 --skip-pandas --check
+## docs: regenerate the reference pages (docs/reference/config.md, environment.md, cli.md,
+## metrics-and-logs.md) and the config JSON Schemas (export_lib/config/*.schema.json) from the
+## code; tests/unit/test_docs_reference.py fails until they are regenerated after a change
+docs: venv
+	$(PY) scripts/docs_reference.py
 
+## bench: the render benchmark at 2 M rows with its bars (--check), recorded in bench/RESULTS.md;
+## the others: bench/README.md
+bench: venv
+	$(PY) bench/render.py --rows 2000000 --skip-pandas --check --record
+
+## clean: reset-db, then delete .airflow, exports and logs
 clean: reset-db
 	rm -rf .airflow exports logs
+
+## help: this list: every target and what it does (from the "## target:" comments)
+help:
+	@awk '/^## [a-z-]+:/ { sub(/^## /, ""); n = index($$0, ":"); \
+	  printf "%-14s%s\n", substr($$0, 1, n - 1), substr($$0, n + 2); next } \
+	  /^## / { sub(/^## /, ""); printf "%-14s%s\n", "", $$0 }' $(MAKEFILE_LIST)

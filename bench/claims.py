@@ -33,6 +33,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from parse import CHANNEL_YAML, CHANNELS, COMPANY_YAML, SHIPPED_DAGS, TIMEZONES
+from results import Figure, add_record_flag, record
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
 
@@ -98,6 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--companies", type=int, nargs="+", default=[300, 2222, 4000])
     parser.add_argument("--loads", type=int, default=40, help="warm loads timed per N (40)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    add_record_flag(parser)
     args = parser.parse_args(argv)
     import export_lib
 
@@ -108,7 +110,25 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(results[-1]), file=sys.stderr)
     if args.json:
         print(json.dumps({"export_lib": export_lib.__file__, "results": results}))
+    if args.record:
+        record("claims", figures(results), argv=sys.argv[1:] if argv is None else argv,
+               summary={"results": results})
     return 0
+
+
+def figures(results: list[dict]) -> list[Figure]:
+    """The table rows (bench/RESULTS.md): per directory size, one company's warm load
+    against the same company alone in its directory (the floor), and the cold first load."""
+    rows = []
+    for r in results:
+        n = r["companies"]
+        rows.append(Figure(f"load, {n:,} companies", f"one company's config load with "
+                           f"{n:,} company files (warm index, median)", r["load_ms_median"],
+                           "ms", f"company alone {r['alone_ms_median']:g} ms",
+                           round(r["load_ms_median"] / r["alone_ms_median"], 3)))
+        rows.append(Figure(f"cold load, {n:,} companies", "first load: builds the claims "
+                           "index (parses every file)", r["cold_seconds"], "s"))
+    return rows
 
 
 if __name__ == "__main__":

@@ -390,6 +390,29 @@ def measure(args: argparse.Namespace) -> dict:
     return result
 
 
+def figures(result: dict) -> list:
+    """The table rows (bench/RESULTS.md): per worker count the burst's drain time and rate
+    against Airflow's no-op floor in the same run, and the catch-up against its floor."""
+    from results import Figure
+
+    rows = []
+    for count, phase in (result.get("phases") or {}).items():
+        exp, flo = phase["exports"]["runs"], phase["floor"]["runs"]
+        rows.append(Figure(f"burst, {count} worker(s)", f"drain {exp['runs']} export runs",
+                           exp["span_s"], "s", f"no-op floor {flo['span_s']} s",
+                           phase.get("export_to_floor_span")))
+        rows.append(Figure(f"rate, {count} worker(s)", "export runs per minute",
+                           exp["runs_per_minute"], "runs/min"))
+    catchup = result.get("catchup")
+    if catchup:
+        rows.append(Figure("catch-up", f"{catchup.get('target_slots')} daily slots "
+                           f"({catchup.get('slots_measured')} measured)",
+                           catchup["exports"]["runs"]["span_s"], "s",
+                           f"no-op floor {catchup['floor']['runs']['span_s']} s",
+                           catchup.get("export_to_floor")))
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--companies", type=int, default=10)
@@ -411,6 +434,9 @@ def main(argv: list[str] | None = None) -> int:
                         "per catch-up slot when that is more)")
     parser.add_argument("--keep", action="store_true", help="leave the cluster running")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--record", action="store_true",
+                        help="store the figures in bench/results/ and regenerate "
+                             "bench/RESULTS.md")
     args = parser.parse_args(argv)
     if args.companies < 1 or args.runs_per_company < 1 or args.catchup_slots < 0:
         parser.error("--companies and --runs-per-company must be at least 1")
@@ -419,6 +445,11 @@ def main(argv: list[str] | None = None) -> int:
     print(json.dumps(result, indent=None if args.json else 2))
     # The short table on stderr, so stdout stays one JSON object.
     print(table(result), file=sys.stderr)
+    if args.record and "error" not in result:
+        from results import record
+
+        record("cluster", figures(result), summary=result,
+               argv=sys.argv[1:] if argv is None else argv)
     passed = "error" not in result and all(c["passed"] for c in result["acceptance"])
     return 0 if passed else 1
 

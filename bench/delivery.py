@@ -21,6 +21,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import sqlalchemy as sa
+from results import Figure, add_record_flag, record  # bench/ is sys.path[0]
 
 from export_lib.config.destinations import (
     GcsDestination,
@@ -71,6 +72,7 @@ def _measure(engine: sa.Engine, destination: object, artifact: DeliverableArtifa
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mib", type=int, default=32)
+    add_record_flag(parser)
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-delivery-"))
     artifact = _artifact(work, args.mib)
@@ -95,9 +97,26 @@ def main() -> None:
         stop_s3(s3)
         stop_gcs(gcs)
         stop_sftp(sftp)
-    json.dump({"artifact_mib": round(artifact.bytes / 1024 / 1024, 1), "results": results},
-              sys.stdout, indent=2)
+    summary = {"artifact_mib": round(artifact.bytes / 1024 / 1024, 1), "results": results}
+    json.dump(summary, sys.stdout, indent=2)
     print()
+    if args.record:
+        record("delivery", figures(summary), argv=sys.argv[1:], summary=summary)
+
+
+def figures(summary: dict) -> list[Figure]:
+    """The table rows (bench/RESULTS.md): each destination's MiB/s against the local copy's,
+    and the largest Python heap against the artifact's size (streaming keeps it far below)."""
+    mib, results = summary["artifact_mib"], summary["results"]
+    local = results["local"]["mib_per_s"]
+    rows = [Figure(f"{name} delivery", f"deliver one {mib:g} MiB artifact to {name}",
+                   result["mib_per_s"], "MiB/s", f"local copy {local:g} MiB/s",
+                   round(result["mib_per_s"] / local, 3))
+            for name, result in results.items() if name != "local"]
+    name, peak = max(((n, r["peak_heap_mib"]) for n, r in results.items()), key=lambda p: p[1])
+    rows.append(Figure("delivery peak heap", f"largest Python heap of a delivery ({name})",
+                       peak, "MiB", f"artifact {mib:g} MiB", round(peak / mib, 3)))
+    return rows
 
 
 if __name__ == "__main__":

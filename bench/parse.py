@@ -51,7 +51,7 @@ end to end (fork per file, parse, serialise, the parent's database writes; SQLit
 database made by ``airflow db migrate`` or copied from ``--metadata-db``), twice: the first
 pass writes every DAG, the second is the steady state (every file parsed again, nothing
 changed); each pass's wall and CPU seconds (the dag-processor and all its children), and the
-steady pass spread over ``min_file_process_interval=600`` (docs/scale.md) as cores.
+steady pass spread over ``min_file_process_interval=600`` (docs/explanation/scale.md) as cores.
 
 Times are wall-clock seconds; ``--clock cpu`` measures the subprocess's CPU time instead
 (steadier on a busy shared machine, for comparing two versions of the code). Prints one JSON
@@ -71,6 +71,7 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(1, str(Path(__file__).resolve().parent))  # bench/results.py, when imported
 SHIPPED_DAGS = ROOT / "dags"
 TEMPLATE_COMPANY = "acme"  # the shipped loader used as the template for generated ones
 CHANNELS = ("search", "social", "display")
@@ -374,7 +375,7 @@ def measure_dag_processor(companies: int, metadata_db: Path | None = None
                 "steady_pass_wall_seconds": round(steady_wall, 1),
                 "steady_pass_cpu_seconds": round(steady_cpu, 1),
                 "steady_cpu_ms_per_dag": round(steady_cpu / stored * 1000, 2),
-                # docs/scale.md: min_file_process_interval=600 re-parses every unchanged file
+                # docs/explanation/scale.md: min_file_process_interval=600 re-parses every unchanged file
                 # once per 10 minutes (a changed one at once): a steady pass spread over 600 s.
                 "steady_cores_at_600s": round(steady_cpu / 600, 3)}
 
@@ -396,6 +397,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="with --dag-processor: start from a copy of this migrated SQLite "
                              "metadata database instead of running `airflow db migrate`")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    from results import add_record_flag
+
+    add_record_flag(parser)
     args = parser.parse_args(argv)
     if args.companies < 1 or args.repeat < 1:
         parser.error("--companies and --repeat must be at least 1")
@@ -408,7 +412,35 @@ def main(argv: list[str] | None = None) -> int:
     else:
         for key, value in result.items():
             print(f"{key:>22}: {value}")
+    if args.record:
+        from results import record
+
+        bench = ("parse-dag-processor" if args.dag_processor else
+                 f"parse-worker-{Path(args.worker_file).stem}" if args.worker_file else "parse")
+        record(bench, figures(result, args.companies), summary=result,
+               argv=sys.argv[1:] if argv is None else argv)
     return 0
+
+
+def figures(result: dict, companies: int) -> list:
+    """The table rows (bench/RESULTS.md): the full parse against its fixed import cost, per
+    DAG, and a worker's one-DAG parse; or the dag-processor's pass per DAG."""
+    from results import Figure
+
+    if "dag_processor" in result:
+        r = result["dag_processor"]
+        return [Figure("dag-processor pass", f"one pass writing {r['dags']:,} DAGs of "
+                       f"{companies:,} companies (CPU)", r["cpu_ms_per_dag"], "ms/DAG"),
+                Figure("dag-processor steady pass", "a pass over unchanged files (CPU)",
+                       r["steady_cpu_ms_per_dag"], "ms/DAG")]
+    return [Figure("full parse", f"DagBag of {result['dags']:,} DAGs ({companies:,} "
+                   "companies), imports included", result["parse_seconds"], "s",
+                   f"imports alone {result['import_seconds']:g} s",
+                   round(result["parse_seconds"] / result["import_seconds"], 3)),
+            Figure("parse per DAG", "full parse minus imports, per DAG", result["ms_per_dag"],
+                   "ms/DAG"),
+            Figure("worker parse", "a task's parse of its one DAG (after the imports)",
+                   result["worker_parse_seconds"], "s")]
 
 
 if __name__ == "__main__":

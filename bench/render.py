@@ -41,6 +41,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from results import Figure, add_record_flag, record  # noqa: E402 - bench/ is sys.path[0]
+
 COLUMNS = ("id", "company_id", "event_time", "campaign_id", "ad_id", "impressions", "clicks",
            "conversions", "spend", "ctr", "ingested_at")
 WINDOW = (datetime(2026, 3, 1, tzinfo=UTC), datetime(2026, 3, 2, tzinfo=UTC))
@@ -179,6 +181,7 @@ def main(argv: list[str] | None = None) -> None:
                         help="exit 1 unless every acceptance bar holds")
     parser.add_argument("--child", choices=PATHS, help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
+    add_record_flag(parser)
     args = parser.parse_args(argv)
     if args.child:
         print(json.dumps(child(args.child, args.dsn, args.out)))
@@ -205,7 +208,11 @@ def main(argv: list[str] | None = None) -> None:
                     print(path, runs[path][-1], file=sys.stderr)
         results = summarize(runs, args.rows)
         check = check_bars(results)
-        print(json.dumps({"rows": args.rows, "results": results, "check": check}, indent=2))
+        summary = {"rows": args.rows, "results": results, "check": check}
+        print(json.dumps(summary, indent=2))
+        if args.record:
+            record("render", figures(results, args.rows), argv=sys.argv[1:] if argv is None else argv,
+                   summary=summary)
         if args.check and not check["passed"]:
             failed = [c for c in check["bars"] if not c["passed"]]
             print(f"FAIL: {failed}", file=sys.stderr)
@@ -217,6 +224,27 @@ def main(argv: list[str] | None = None) -> None:
             stop_postgres(server)
     if exit_code:
         raise SystemExit(exit_code)
+
+
+def figures(results: dict, rows: int) -> list[Figure]:
+    """The table rows (bench/RESULTS.md): each path's rows/s against COPY's, Parquet's RSS."""
+    raw = results["copy_raw"]["rows_per_s"]
+    what = {"csv": "engine CSV render (the same bytes as COPY)",
+            "csv_neutralized": "CSV with neutralize_formulas on (the default)",
+            "parquet": "engine Parquet render", "pandas_naive": "pandas read_sql + to_csv"}
+    what = {path: f"{text}, {rows:,} rows" for path, text in what.items()}
+    bars = {(p, k): f"{op} {v:g}" for p, k, op, v in BARS}
+    rows = [Figure(path, what[path], results[path]["rows_per_s"], "rows/s",
+                   f"COPY TO STDOUT {raw:,} rows/s" + (
+                       f"; bar {bars[path, 'vs_copy_raw']}×" if (path, "vs_copy_raw") in bars
+                       else ""), results[path]["vs_copy_raw"])
+            for path in results if path != "copy_raw"]
+    if "parquet" in results:
+        limit = dict(((p, k), v) for p, k, _, v in BARS)[("parquet", "peak_rss_mb")]
+        rss = results["parquet"]["peak_rss_mb"]
+        rows.append(Figure("parquet peak RSS", "largest resident memory of a Parquet render",
+                           rss, "MB", f"bar {limit:g} MB", round(rss / limit, 3)))
+    return rows
 
 
 def summarize(runs: dict[str, list[dict]], rows: int) -> dict:

@@ -37,6 +37,11 @@ from datetime import UTC, datetime
 from typing import Any, ParamSpec, TypeVar
 
 FIELDS = ("company", "schedule", "run", "period")
+# What each field holds (docs/reference/metrics-and-logs.md is generated from it).
+FIELD_HELP = {"company": "the company id",
+              "schedule": "the schedule id: <company>/<export> or <company>/<channel>/<kind>",
+              "run": "the run key: <schedule>/<slot in UTC>",
+              "period": "the period exported, named in the company's time zone"}
 Binder = Callable[..., AbstractContextManager[Any]]
 
 # Immutable default: a context is replaced, never changed in place, so a thread or task that

@@ -18,6 +18,7 @@ import math
 import os
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
@@ -67,6 +68,89 @@ UI_TOKEN_MINUTES_ENV = "EXPORT_UI_TOKEN_MINUTES"
 UI_ALLOW_UNSCOPED_ENV = "EXPORT_UI_ALLOW_UNSCOPED_AUTH"
 CONFIG_READ_ONLY_ENV = "EXPORT_CONFIG_READ_ONLY"
 UI_TOKEN_TTL = timedelta(hours=1)
+
+
+@dataclass(frozen=True)
+class Variable:
+    """One environment variable this module reads: its name, what it sets, its default and the
+    values it accepts (the reference page docs/reference/environment.md is generated from
+    :data:`VARIABLES`; a test checks every name read below is listed)."""
+
+    name: str
+    meaning: str
+    default: str
+    allowed: str
+
+
+_SECONDS = "a number of seconds above 0"
+VARIABLES: tuple[Variable, ...] = (
+    # Where things are
+    Variable("EXPORT_HOME", "What the embedded defaults (demo source, SQLite ledger, exports/) "
+             "are relative to.", "the working directory", "a directory"),
+    Variable("AIRFLOW_HOME", "Airflow's home; the DAG index lives under it unless "
+             "EXPORT_DAG_INDEX_DIR is set.", "unset", "a directory"),
+    Variable("EXPORT_LEDGER_URL", "The run ledger's database.", "the embedded SQLite ledger",
+             "a SQLAlchemy URL, e.g. postgresql+psycopg://user:password@host/exports"),
+    Variable("EXPORT_CONFIG_DIR", "The config directory (defaults.yaml and one <company>.yaml "
+             "each) when a command names none.", "unset", "a directory"),
+    Variable("EXPORT_ARTIFACT_ROOT", "Where published files are stored.",
+             "exports/artifacts under EXPORT_HOME",
+             "a path, file://…, s3://bucket/prefix or gs://bucket/prefix"),
+    Variable("EXPORT_ARTIFACT_CONN", "The connection id of an object-store artifact root.",
+             "the store's default connection (aws_default, google_cloud_default)",
+             "an Airflow connection id"),
+    Variable("AIRFLOW_CONN_<ID>", "Connection <ID> (upper case) for Airflow and exportctl "
+             "alike: sources, destinations, the artifact store.", "unset",
+             "a connection URI or JSON"),
+    Variable(DAG_INDEX_ENV, "Where DAG loaders keep their index of company files.",
+             "AIRFLOW_HOME/export_dag_index", "a directory"),
+    Variable("AIRFLOW__CORE__EXECUTOR", "Airflow's executor, as this process has it "
+             "(exportctl explain reads it).", "unset", "an Airflow executor name"),
+    Variable("AIRFLOW__CELERY__BROKER_URL", "The Celery broker the workers use (exportctl "
+             "explain asks it which queues have workers).", "unset", "a broker URL"),
+    Variable(LOG_FORMAT_ENV, "How our log lines are written.", "text",
+             "text or json (any other value: text, with a warning)"),
+    Variable(STATEMENT_TIMEOUT_ENV, "The longest a source query may run (a source "
+             "connection's extra wins).", STATEMENT_TIMEOUT,
+             "a PostgreSQL duration such as 30min or 900s"),
+    # Render lease and budget
+    Variable(RENDER_LEASE_ENV, "How long a render's lease lasts before another attempt may "
+             "take over.", str(int(RENDER_LEASE.total_seconds())),
+             "a whole number of seconds, at least 3"),
+    Variable(RENDER_BUDGET_ENV, "Renders reading the sources at once, all companies together.",
+             str(RENDER_BUDGET), "a whole number, at least 1"),
+    Variable(RENDER_BUDGET_PER_COMPANY_ENV, "Renders of one company reading the sources at "
+             "once.", str(RENDER_BUDGET_PER_COMPANY), "a whole number, at least 1"),
+    # The export pages
+    Variable(UI_SECRET_ENV, "The key signing the export pages' action forms (never shown).",
+             "Airflow's [api] secret_key", "any text"),
+    Variable(UI_TOKEN_MINUTES_ENV, "How long an action form stays valid.",
+             str(int(UI_TOKEN_TTL.total_seconds() // 60)), "a whole number of minutes, 1 to 1440"),
+    Variable(UI_ALLOW_UNSCOPED_ENV, "Serve the export pages under an auth manager that cannot "
+             "limit a user to some companies (every user reads every company's runs).", "false",
+             "true or false (also 1/0, yes/no)"),
+    # Operational deployment defaults (an export's own settings win)
+    Variable(RETRIES_ENV, "How often an export task is retried.", str(TASK_RETRIES),
+             "a whole number, 0 or more"),
+    Variable(RETRY_DELAY_ENV, "The wait before a task's first retry (doubling).",
+             str(int(RETRY_DELAY.total_seconds())), _SECONDS),
+    Variable(MAX_RETRY_DELAY_ENV, "The longest wait between two tries of a task.",
+             str(int(MAX_RETRY_DELAY.total_seconds())), _SECONDS),
+    Variable(DELIVERY_BASE_ENV, "The wait before a delivery's first retry (doubling).",
+             f"{RETRY_DELAY_ENV}'s value", _SECONDS),
+    Variable(DELIVERY_CAP_ENV, "The longest wait between two delivery tries.",
+             str(int(DELIVERY_RETRY_CAP.total_seconds())), _SECONDS),
+    Variable(f"{TIMEOUT_ENV_PREFIX}<KIND>", "The execution_timeout of each task kind: "
+             "RESOLVE, SENSOR (per poke), RENDER, PUBLISH, DELIVER, SMALL (bookkeeping tasks).",
+             ", ".join(f"{kind.upper()} {int(limit.total_seconds())} s"
+                       for kind, limit in TASK_TIMEOUTS.items()),
+             "a duration: 2h, 90m, 1h30m, 45s or ISO 8601 PT2H; above zero"),
+    Variable(POKE_ENV, "How often wait_for_watermark looks at a source's watermark.",
+             str(int(WATERMARK_POKE_INTERVAL.total_seconds())), _SECONDS),
+    Variable(LOOKBACK_ENV, "How far back a run looks for missed slots at least.",
+             str(int(CATCHUP_LOOKBACK.total_seconds() // 3600)),
+             "a number of hours, 0 or more (0: only back to the previous run)"),
+)
 
 
 # ``2d``, ``3h``, ``90m``, ``45s`` and combinations in that order (``1h30m``): the short forms

@@ -85,9 +85,13 @@ PG_OWNER=""
 [ "$(id -u)" = 0 ] && PG_OWNER=postgres
 PG_USER=exports
 PG_PASSWORD=exports
+# Set (exported) when this run picked PGPORT itself: such a port may move if another server
+# takes it before PostgreSQL binds it (scripts/pg.sh, pg_port_check and pg_start_for_setup).
+PGPORT_PICKED="${PGPORT_PICKED:-}"
 if [ "$DB" = postgres ] && [ -z "$PGPORT" ]; then
   # First setup: the first free port from 5432 (setup remembers it in run.env).
   PGPORT="$("$PY" "$ROOT/scripts/ports.py" first-free 5432 2>/dev/null || echo 5432)"
+  PGPORT_PICKED=1
 fi
 if [ -n "$CLUSTER" ]; then
   if [ "$DB" != postgres ]; then
@@ -99,7 +103,7 @@ if [ -n "$CLUSTER" ]; then
   [ -n "$S3PORT" ] || S3PORT="$("$PY" "$ROOT/scripts/ports.py" first-free 9000 2>/dev/null || echo 9000)"
   export REDISPORT S3PORT
 fi
-export DB PORT PGPORT CLUSTER PG_SERVER PG_DB_PREFIX PG_TEMPLATE_PREFIX
+export DB PORT PGPORT PGPORT_PICKED CLUSTER PG_SERVER PG_DB_PREFIX PG_TEMPLATE_PREFIX
 
 export PATH="$ROOT/.venv/bin:$PATH"               # the components are `airflow` from the venv
 export EXPORT_HOME="$ROOT"

@@ -39,11 +39,37 @@ pg_check_version() {
   fi
 }
 
+# Point this stack at the cluster's new port $2 (was $1): PGPORT, every variable naming the old
+# one (the Airflow, ledger and demo URLs) and run.env when setup has written it.
+pg_repoint() {
+  local old="$1" new="$2" var
+  for var in $(compgen -e); do
+    if [[ "${!var}" == *"@127.0.0.1:$old/"* ]]; then
+      export "$var=${!var//@127.0.0.1:$old\//@127.0.0.1:$new/}"
+    fi
+  done
+  PGPORT="$new"
+  export PGPORT
+  if [ -f "$RUN_STATE" ]; then sed -i "s/^PGPORT=.*/PGPORT=$new/" "$RUN_STATE"; fi
+}
+
+# The port must be free. One this run picked (PGPORT_PICKED: the first setup) that another
+# server took after the pick (a second PostgreSQL starting at the same moment) moves to the next
+# free port, at most PG_PORT_MOVES times, each said; one the user chose or the last setup
+# remembered never moves.
+PG_PORT_MOVES=5
 pg_port_check() {
-  if ! "$PY" "$ROOT/scripts/ports.py" free "$PGPORT"; then
-    echo "Port $PGPORT is already in use, so PostgreSQL cannot start there; pick another: make run PGPORT=$("$PY" "$ROOT/scripts/ports.py" first-free $((PGPORT + 1)) 2>/dev/null || echo 5440)" >&2
-    return 1
-  fi
+  local moves=0 next
+  while ! "$PY" "$ROOT/scripts/ports.py" free "$PGPORT"; do
+    next="$("$PY" "$ROOT/scripts/ports.py" first-free $((PGPORT + 1)) 2>/dev/null || echo 5440)"
+    if [ -z "$PGPORT_PICKED" ] || [ "$moves" -ge "$PG_PORT_MOVES" ]; then
+      echo "Port $PGPORT is already in use, so PostgreSQL cannot start there; pick another: make run PGPORT=$next" >&2
+      return 1
+    fi
+    echo "==> Port $PGPORT was taken after it was picked (another server starting?); PostgreSQL moves to port $next"
+    pg_repoint "$PGPORT" "$next"
+    moves=$((moves + 1))
+  done
 }
 
 pg_running() { [ -f "$PG_DATA/PG_VERSION" ] && pg_as_owner "$PG_BIN/pg_ctl" -D "$PG_DATA" status >/dev/null 2>&1; }
@@ -92,13 +118,17 @@ synchronous_commit = off
 CONF
 }
 
-# The server options both pg_ctl (setup) and the supervisor use.
-pg_server_args() { echo "-p $PGPORT -k $PG_DATA"; }
-
+# Start the cluster for setup. A picked port another server binds between the check and this
+# start is the same race one step later: ports.py start runs pg_ctl on the next free port then.
 pg_start_for_setup() {
   mkdir -p "$RUN_DIR"
-  pg_as_owner "$PG_BIN/pg_ctl" -D "$PG_DATA" -w -t 60 -l "$PG_DATA/setup.log" \
-    -o "$(pg_server_args)" start >/dev/null || { tail -20 "$PG_DATA/setup.log" >&2; return 1; }
+  local cmd=("$PG_BIN/pg_ctl" -D "$PG_DATA" -w -t 60 -l "$PG_DATA/setup.log" \
+             -o "-p {port} -k $PG_DATA" start) moves=0 port
+  [ -z "$PG_OWNER" ] || cmd=(runuser -u "$PG_OWNER" -- "${cmd[@]}")
+  [ -z "$PGPORT_PICKED" ] || moves="$PG_PORT_MOVES"
+  port="$(cd / && "$PY" "$ROOT/scripts/ports.py" start "$PGPORT" "$moves" "${cmd[@]}")" \
+    || { tail -20 "$PG_DATA/setup.log" >&2; return 1; }
+  [ "$port" = "$PGPORT" ] || pg_repoint "$PGPORT" "$port"
 }
 
 pg_stop() {

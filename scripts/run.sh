@@ -37,6 +37,13 @@ else
 fi
 
 bash "$ROOT/scripts/setup.sh"
+if [ "$DB" = postgres ] && ! pg_external; then
+  # setup may have moved a port this run picked (another server took it): follow it; and the
+  # port must still be free for the supervisor's PostgreSQL (setup stopped its own).
+  moved="$(_remembered PGPORT)"
+  if [ -n "$moved" ] && [ "$moved" != "$PGPORT" ]; then pg_repoint "$PGPORT" "$moved"; fi
+  pg_port_check
+fi
 # The first setup may have put the cluster elsewhere (pg_init: a project `postgres` cannot
 # enter, e.g. under /root), linked from .airflow/pg: the supervisor starts PostgreSQL as
 # `postgres`, which cannot follow that link, so it gets the resolved directory.

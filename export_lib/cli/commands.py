@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from export_lib.errors import ConfigError, ExportError, WindowError
-from export_lib.periods.instants import format_instant, parse_instant
+from export_lib.periods.instants import format_instant, parse_instant, parse_since
 
 if TYPE_CHECKING:
     from export_lib.pipeline.results import RunOutcome
@@ -158,14 +158,14 @@ def cmd_runs(args: argparse.Namespace) -> int:
     from export_lib.ledger import open_ledger
     from export_lib.views.reports import run_filter, runs_page
 
+    now = _now()  # the one reading of the clock: --since 48h and every verdict measure from it
     wanted = run_filter(company=args.company, schedule_id=args.schedule, state=args.state,
-                        since=args.since and _parse_instant(args.since, "--since"),
+                        since=args.since and parse_since(args.since, now, "--since"),
                         until=args.until and _parse_instant(args.until, "--until"),
-                        unresolved_deliveries=args.unresolved, limit=args.limit,
-                        offset=args.offset)
+                        unresolved_deliveries=args.unresolved, missed=args.missed,
+                        late=args.late, limit=args.limit, offset=args.offset)
     ledger = open_ledger()
     ledger.ensure_schema()
-    now = _now()
     page = runs_page(ledger.engine, wanted, now=now, risk=_risk_rules(ledger, args.config, now))
     shown_to = page.offset + len(page.runs)
     if page.total > shown_to:
@@ -186,6 +186,8 @@ def cmd_runs(args: argparse.Namespace) -> int:
                 else "-")
         if r["deadline_status"] == "overdue":
             late += " (overdue)"
+        if r["deadline_status"] in ("late", "overdue") and not r["tracked"]:
+            late += " (not tracked)"  # due before the schedule was deployed (ADR 0029)
         print(f"{r['run_key']:<55} {r['state']:<10} {r['deadline_utc'] or '-':<20} "
               f"{r['delivered_at_utc'] or '-':<20} {late:<9} "
               f"{'AT RISK' if r['at_risk'] else '-':<8} {r['window_start_utc']} → "
@@ -328,10 +330,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--company")
     p.add_argument("--schedule")
     p.add_argument("--state", help="only runs in this state (e.g. failed, skipped, ready)")
-    p.add_argument("--since", help="only slots at or after this instant (ISO 8601)")
+    p.add_argument("--since", help="only slots at or after this: a duration back from now "
+                                   "(48h, 7d, 90m) or an instant (ISO 8601, e.g. 2026-03-29)")
     p.add_argument("--until", help="only slots before this instant (ISO 8601)")
     p.add_argument("--unresolved", action="store_true",
                    help="only runs with a delivery that is not acknowledged")
+    p.add_argument("--missed", action="store_true",
+                   help="only runs that missed their deadline: it passed with nothing delivered "
+                        "(failed, held and still-running runs included; skipped and cancelled "
+                        "ones owe nothing). With --late: every deadline (SLA) miss. Periods "
+                        "due before the schedule was first deployed are not tracked: never "
+                        "listed. Slots with no run at all (an outage): 'exportctl audit "
+                        "--dry-run'")
+    p.add_argument("--late", action="store_true",
+                   help="only runs first delivered after their deadline (tracked periods only, "
+                        "as --missed)")
     p.add_argument("--limit", type=int, default=500, help="runs per page (1-500, default 500)")
     p.add_argument("--config", help="the config directory for each export's at_risk setting "
                                     "(default: $EXPORT_CONFIG_DIR or ./dags/config)")

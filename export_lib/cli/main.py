@@ -56,10 +56,19 @@ def add_validate_parser(subparsers: argparse._SubParsersAction) -> None:
                                    "error as 'file: field.path: message' and exit 1. Warnings "
                                    "('warning: …') never change the exit code. A timing edit "
                                    "without effective_from on a schedule that already has runs "
-                                   "in the ledger (EXPORT_LEDGER_URL) is an error.")
+                                   "in the ledger (EXPORT_LEDGER_URL) is an error. A period "
+                                   "around a timing switch (a version's effective_from) that "
+                                   "no slot reports, or that two report, is named with the "
+                                   "effective_from that avoids it. When an export's source is "
+                                   "reachable, csv timestamps: local over a column without time "
+                                   "zone is an error, and a company without rows in a table it "
+                                   "exports is a warning.")
     parser.add_argument("config_dir", metavar="CONFIG_DIR")
     parser.add_argument("--no-ledger", action="store_true",
                         help="check the files only, not timing edits against the ledger's runs")
+    parser.add_argument("--no-source", action="store_true",
+                        help="do not open the exports' sources (column types, companies "
+                        "without rows)")
     parser.set_defaults(func=cmd_validate)
 
 
@@ -81,6 +90,12 @@ def cmd_validate(args: argparse.Namespace) -> int:
     warnings = retention_warnings(catalog.schedules)  # a warning never fails validation
     now = datetime.now(UTC)  # the CLI is the edge: a clock read
     warnings += holiday_warnings(catalog.companies, catalog.schedules, now=now)
+    from export_lib.pipeline.switch_check import check_switches
+
+    switches, switch_warnings = check_switches(catalog.schedules, Path(args.config_dir), now=now)
+    lines += switches
+    files += len({line.split(": ", 1)[0] for line in switches})
+    warnings += switch_warnings
     if not args.no_ledger:
         from export_lib.pipeline.timing_edits import check_timing_edits
 
@@ -88,6 +103,13 @@ def cmd_validate(args: argparse.Namespace) -> int:
         lines += edits
         files += len({line.split(": ", 1)[0] for line in edits})
         warnings = [*warnings, *unchecked]
+    if not args.no_source:
+        from export_lib.source.checks import check_sources
+
+        found = check_sources(catalog.schedules, args.config_dir)
+        lines += found.errors
+        files += len({line.split(": ", 1)[0] for line in found.errors})
+        warnings = [*warnings, *found.warnings]
     for line in (*lines, *warnings):
         print(line)
     if lines:
@@ -149,7 +171,9 @@ def add_preview_parser(subparsers: argparse._SubParsersAction) -> None:
         "preview", help="the next slots, windows and deadlines",
         description="Configured form: exportctl preview CONFIG_DIR [--company ID] [--schedule "
         "ID]. Ad-hoc form (no CONFIG_DIR): --timezone TZ with --export-hour/--interval-hours "
-        "or --cron, --window KIND. --from defaults to now; a --from without offset is UTC.")
+        "or --cron, --window KIND. --from defaults to now; a --from without offset is UTC. "
+        "When a schedule's source is reachable, what it says about the schedules (a company "
+        "without rows, local timestamps over a column without time zone) goes to stderr.")
     parser.add_argument("config_dir", metavar="CONFIG_DIR", nargs="?")
     parser.add_argument("--company", help="only this company's schedules")
     parser.add_argument("--schedule", help="only this schedule id, e.g. acme/daily-spend")
@@ -287,7 +311,11 @@ def _configured_rows(args: argparse.Namespace, start: datetime) -> tuple[list[di
         schedules = []  # its company file is broken: the errors above say why
     rows = [row for s in schedules for row in schedule_rows(s, start, args.count)]
     rows.sort(key=lambda r: (r["slot_utc"], r["schedule"]))
-    return rows, EXIT_INVALID if broken else EXIT_OK
+    from export_lib.source.checks import preview_notes
+
+    notes, wrong = preview_notes(schedules, args.config_dir)
+    print(*notes, sep="\n", file=sys.stderr, end="\n" if notes else "")
+    return rows, EXIT_INVALID if broken or wrong else EXIT_OK
 
 
 # --- dispatcher -----------------------------------------------------------------------------

@@ -25,15 +25,15 @@ from collections.abc import Collection, Sequence
 from datetime import timedelta
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, WithJsonSchema, field_validator
 
-from export_lib.config.durations import parse_duration, short
+from export_lib.config.durations import DURATION_JSON, parse_duration, short
 from export_lib.config.limits import MAX_AUTHORIZED, MAX_TEXT, StrictFloat, StrictInt, shown
 from export_lib.config.messages import invalid
 from export_lib.config.operational import DeliveryRetry
+from export_lib.config.patterns import CONN_ID, DESTINATION_ID, GCS_BUCKET, S3_BUCKET
 from export_lib.errors import ConfigError
 
-_CONN_ID = r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$"
 _EMAIL = re.compile(r"[^@\s<>]+@[^@\s<>]+\.[^@\s<>]+")  # fullmatch: '$' lets a '\n' in
 
 
@@ -75,15 +75,25 @@ MAX_RETRY_WINDOW = timedelta(days=30)
 # Fields that say how hard to try, not where the artifact goes: a run may deliver with a newer
 # value (they are not part of a delivery's identity, see delivery.engine).
 POLICY_FIELDS = frozenset({"retry_window", "retry"})
+TYPE_HELP = "The destination type: local, s3, gcs, sftp, webhook or email."
+CONN_HELP = ("The Airflow connection holding the credentials; defaults.yaml connections must "
+             "grant it to the company.")
+PREFIX_HELP = "The key prefix inside the bucket: relative (no leading '/'), no '..'."
 
 
 class _Destination(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    id: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]*$", max_length=48)
-    retry_window: timedelta = DEFAULT_RETRY_WINDOW
+    id: str = Field(pattern=DESTINATION_ID, max_length=48,
+                    description="The destination id, unique in the export (deliveries and "
+                    "manual exports name it).", examples=["acme-dir"])
+    retry_window: Annotated[timedelta, WithJsonSchema(DURATION_JSON)] = Field(
+        DEFAULT_RETRY_WINDOW, description="How long a failed delivery keeps being retried, "
+        "from the run's slot (1m to 30d).", examples=["2d"])
     # The pacing of the retries inside that window (ADR 0015); None: the deployment default.
-    retry: DeliveryRetry | None = None
+    retry: DeliveryRetry | None = Field(None, description="The pacing of the retries inside "
+                                        "retry_window; left out: the deployment defaults.",
+                                        examples=[{"base": "10m", "cap": "6h"}])
 
     @field_validator("retry_window", mode="before")
     @classmethod
@@ -107,8 +117,10 @@ class LocalDestination(_Destination):
     """A directory. Relative paths resolve under the exports root (``EXPORT_HOME/exports``);
     absolute paths (a mounted share) are allowed, ``..`` segments are not."""
 
-    type: Literal["local"] = "local"
-    path: str = Field(min_length=1, max_length=MAX_TEXT)
+    type: Literal["local"] = Field("local", description=TYPE_HELP)
+    path: str = Field(min_length=1, max_length=MAX_TEXT, description="The directory: relative "
+                      "to the exports root, or absolute under a local_mounts entry; no '..'.",
+                      examples=["outbox/acme/daily-spend"])
 
     @field_validator("path")
     @classmethod
@@ -119,10 +131,13 @@ class LocalDestination(_Destination):
 class S3Destination(_Destination):
     """An S3 (or S3-compatible) bucket and key prefix."""
 
-    type: Literal["s3"] = "s3"
-    conn_id: str = Field(default="aws_default", pattern=_CONN_ID)
-    bucket: str = Field(pattern=r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
-    prefix: str = Field(default="", max_length=MAX_TEXT)
+    type: Literal["s3"] = Field("s3", description=TYPE_HELP)
+    conn_id: str = Field(default="aws_default", pattern=CONN_ID, description=CONN_HELP,
+                         examples=["aws_default"])
+    bucket: str = Field(pattern=S3_BUCKET,
+                        description="The bucket name.", examples=["exports-bucket"])
+    prefix: str = Field(default="", max_length=MAX_TEXT, description=PREFIX_HELP,
+                        examples=["reports/daily"])
 
     @field_validator("prefix")
     @classmethod
@@ -133,10 +148,13 @@ class S3Destination(_Destination):
 class GcsDestination(_Destination):
     """A Google Cloud Storage bucket and object prefix."""
 
-    type: Literal["gcs"] = "gcs"
-    conn_id: str = Field(default="google_cloud_default", pattern=_CONN_ID)
-    bucket: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]$")
-    prefix: str = Field(default="", max_length=MAX_TEXT)
+    type: Literal["gcs"] = Field("gcs", description=TYPE_HELP)
+    conn_id: str = Field(default="google_cloud_default", pattern=CONN_ID, description=CONN_HELP,
+                         examples=["google_cloud_default"])
+    bucket: str = Field(pattern=GCS_BUCKET,
+                        description="The bucket name.", examples=["exports-bucket"])
+    prefix: str = Field(default="", max_length=MAX_TEXT, description=PREFIX_HELP,
+                        examples=["reports/daily"])
 
     @field_validator("prefix")
     @classmethod
@@ -147,9 +165,12 @@ class GcsDestination(_Destination):
 class SftpDestination(_Destination):
     """A directory on an SFTP server (absolute, or relative to the login directory)."""
 
-    type: Literal["sftp"] = "sftp"
-    conn_id: str = Field(default="sftp_default", pattern=_CONN_ID)
-    path: str = Field(min_length=1, max_length=MAX_TEXT)
+    type: Literal["sftp"] = Field("sftp", description=TYPE_HELP)
+    conn_id: str = Field(default="sftp_default", pattern=CONN_ID, description=CONN_HELP,
+                         examples=["sftp_default"])
+    path: str = Field(min_length=1, max_length=MAX_TEXT, description="The directory on the "
+                      "server: absolute, or relative to the login directory; no '..'.",
+                      examples=["upload/acme"])
 
     @field_validator("path")
     @classmethod
@@ -160,10 +181,14 @@ class SftpDestination(_Destination):
 class WebhookDestination(_Destination):
     """An HTTP(S) endpoint; the host comes from the connection, ``endpoint`` is a path on it."""
 
-    type: Literal["webhook"] = "webhook"
-    conn_id: str = Field(pattern=_CONN_ID)
-    endpoint: str = Field(default="", max_length=MAX_TEXT)
-    timeout_seconds: StrictFloat = Field(default=10.0, gt=0, le=300)
+    type: Literal["webhook"] = Field("webhook", description=TYPE_HELP)
+    conn_id: str = Field(pattern=CONN_ID, description="The Airflow connection naming the host "
+                         "(and its credentials).", examples=["acme_webhook"])
+    endpoint: str = Field(default="", max_length=MAX_TEXT, description="The path on the "
+                          "connection's host (never a URL of its own).",
+                          examples=["/hooks/exports"])
+    timeout_seconds: StrictFloat = Field(default=10.0, gt=0, le=300, description="Seconds one "
+                                         "request may take.", examples=[30])
 
     @field_validator("endpoint")
     @classmethod
@@ -179,12 +204,17 @@ class WebhookDestination(_Destination):
 class EmailDestination(_Destination):
     """Mail through an SMTP relay; the artifact is attached up to ``max_attachment_bytes``."""
 
-    type: Literal["email"] = "email"
-    conn_id: str = Field(default="smtp_default", pattern=_CONN_ID)
-    to: tuple[str, ...] = Field(min_length=1, max_length=MAX_AUTHORIZED)
+    type: Literal["email"] = Field("email", description=TYPE_HELP)
+    conn_id: str = Field(default="smtp_default", pattern=CONN_ID, description=CONN_HELP,
+                         examples=["smtp_default"])
+    to: tuple[str, ...] = Field(min_length=1, max_length=MAX_AUTHORIZED, description="The "
+                                "recipients: the company's owner or authorized addresses.",
+                                examples=[["analytics@acme.example"]])
     # Above it the message links the file (pre-signed) instead; 25 MiB is what common relays
     # accept at all, and the attachment is read into memory.
-    max_attachment_bytes: StrictInt = Field(default=10 * 1024 * 1024, ge=0, le=25 * 1024 * 1024)
+    max_attachment_bytes: StrictInt = Field(
+        default=10 * 1024 * 1024, ge=0, le=25 * 1024 * 1024, description="Files up to this "
+        "size are attached; a larger file is linked instead.", examples=[5242880])
 
     @field_validator("to")
     @classmethod

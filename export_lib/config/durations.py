@@ -11,13 +11,20 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BeforeValidator
+from pydantic import AfterValidator, BeforeValidator, WithJsonSchema
 
 from export_lib.config.limits import MAX_DURATION, shown
 from export_lib.config.messages import invalid
 from export_lib.settings import short_duration_seconds
 
 DURATION_HELP = "expected a duration such as '2h', '90m', '1h30m' or 'PT2H'"
+# The same spellings for an editor (the JSON Schema, export_lib/config/company.schema.json):
+# the short form (days, hours, minutes, seconds in that order) or ISO 8601; ``0`` as a number.
+DURATION_PATTERN = (r"^(?:(?=\d)(?:\d+d)?(?:\d+h)?(?:\d+m)?(?:\d+s)?"
+                    r"|[Pp](?=.)(?:\d+[Ww])?(?:\d+[Dd])?(?:[Tt](?=\d)(?:\d+[Hh])?(?:\d+[Mm])?"
+                    r"(?:\d+(?:\.\d+)?[Ss])?)?)$")
+DURATION_JSON: dict[str, Any] = {"type": ["string", "integer"], "pattern": DURATION_PATTERN,
+                                 "minimum": 0, "maximum": 0}
 
 
 def parse_duration(value: Any) -> Any:
@@ -60,4 +67,5 @@ def short(value: timedelta) -> str:
     return sign + ("".join(f"{n}{unit}" for n, unit in parts if n) or "0s")
 
 
-Duration = Annotated[timedelta, BeforeValidator(parse_duration), AfterValidator(check_duration)]
+Duration = Annotated[timedelta, BeforeValidator(parse_duration), AfterValidator(check_duration),
+                     WithJsonSchema(DURATION_JSON)]

@@ -29,18 +29,23 @@ from pydantic import Field, field_validator
 from export_lib.config.destinations import Destination, LocalDestination
 from export_lib.config.limits import MAX_AUTHORIZED, shown
 from export_lib.config.messages import invalid
+from export_lib.config.patterns import SLUG
 from export_lib.config.timing import FrozenModel
 
 Use = Literal["source", "s3", "gcs", "sftp", "webhook", "email"]
-CONN_ID = r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$"
-COMPANY_ID = r"^[a-z0-9]+(?:[-_][a-z0-9]+)*$"
 
 
 class ConnectionGrant(FrozenModel):
     """One ``connections:`` entry: what the connection may be used for, and by whom."""
 
-    use: tuple[Use, ...] = Field(min_length=1, max_length=6)
-    companies: Literal["all"] | tuple[str, ...]
+    use: tuple[Use, ...] = Field(min_length=1, max_length=6, description="What the "
+                                 "connection may be used for: source, or a destination type.",
+                                 examples=[["sftp"]])
+    companies: Literal["all"] | tuple[str, ...] = Field(
+        description="all, or the ids of the companies that may use it.",
+        examples=[["acme"]], json_schema_extra={"anyOf": [
+            {"const": "all"}, {"type": "array", "items": {"type": "string",
+                                                          "pattern": SLUG}}]})
 
     @field_validator("companies", mode="before")
     @classmethod
@@ -49,7 +54,7 @@ class ConnectionGrant(FrozenModel):
             return value
         ids = value if isinstance(value, list | tuple) else None
         if (not ids or len(ids) > MAX_AUTHORIZED
-                or not all(isinstance(i, str) and re.fullmatch(COMPANY_ID, i) for i in ids)):
+                or not all(isinstance(i, str) and re.fullmatch(SLUG, i) for i in ids)):
             raise invalid("companies", f"give 'all' or a list of company ids such as [acme] "
                           f"(got {shown(str(value))})")
         return tuple(ids)

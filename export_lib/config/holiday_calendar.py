@@ -146,9 +146,15 @@ class HolidayCalendar(FrozenModel):
     ``dates`` are kept sorted, so reordering the list is not a new config version.
     """
 
-    country: str | None = None
-    subdivision: str | None = None
-    dates: tuple[HolidayDate, ...] = Field(default=(), max_length=MAX_HOLIDAY_DATES)
+    country: str | None = Field(None, description="The two-letter ISO 3166 code of a country "
+                                "the holidays package knows; its public holidays (observed days "
+                                "included) are not business days.", examples=["NZ"])
+    subdivision: str | None = Field(None, description="One of the country's subdivision codes "
+                                    "(a state, a region), for its regional holidays too.",
+                                    examples=["AUK"])
+    dates: tuple[HolidayDate, ...] = Field(
+        default=(), max_length=MAX_HOLIDAY_DATES, description="Further local dates that are not "
+        "business days (YYYY-MM-DD, years 2000 to 2100).", examples=[["2026-12-29"]])
 
     @field_validator("country", mode="before")
     @classmethod

@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from export_lib.config.limits import MAX_COLUMNS, MAX_DESTINATIONS, MAX_REASON, StrictBool, shown
-from export_lib.config.models import SLUG
-from export_lib.config.query import IDENTIFIER
+from export_lib.config.messages import issues_from_validation
+from export_lib.config.patterns import COLUMN_NAME, DESTINATION_ID, SCHEDULE_ID, SLUG
 from export_lib.config.text import control_char
 from export_lib.errors import ConfigError
 
@@ -33,9 +33,9 @@ if TYPE_CHECKING:
     from export_lib.config.models import Schedule
 
 MAX_WINDOW = timedelta(days=400)
-SCHEDULE_ID = r"^[a-z0-9]+(?:[-_][a-z0-9]+)*/[a-z0-9]+(?:[-_][a-z0-9]+)*(?:/(?:primary|secondary))?$"
-DESTINATION_ID = r"^[a-z0-9][a-z0-9_-]*$"
-Column = Annotated[str, Field(pattern=f"^{IDENTIFIER.pattern}$")]
+# The "file" of the trigger form's error lines (``manual export form: destinations[0]: …``).
+FORM = "manual export form"
+Column = Annotated[str, Field(pattern=COLUMN_NAME)]
 DestinationId = Annotated[str, Field(pattern=DESTINATION_ID, max_length=48)]
 
 
@@ -44,14 +44,14 @@ class ManualRequest(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    company: str = Field(pattern=SLUG, max_length=64)
-    base_export: str = Field(pattern=SCHEDULE_ID, max_length=140)
-    window_start: datetime
-    window_end: datetime
+    company: str = Field(pattern=SLUG, max_length=64, examples=["acme"])
+    base_export: str = Field(pattern=SCHEDULE_ID, max_length=140, examples=["acme/daily-spend"])
+    window_start: datetime = Field(examples=["2026-03-01T00:00:00+01:00"])
+    window_end: datetime = Field(examples=["2026-03-08T00:00:00+01:00"])
     columns: tuple[Column, ...] = Field(default=(), max_length=MAX_COLUMNS)
     format: Literal["csv", "parquet"] | None = None
     destinations: tuple[DestinationId, ...] = Field(default=(), max_length=MAX_DESTINATIONS)
-    reason: str = Field(min_length=3, max_length=MAX_REASON)
+    reason: str = Field(min_length=3, max_length=MAX_REASON, examples=["customer asked for March again"])
     regenerate: StrictBool = False
 
     @field_validator("reason")
@@ -76,18 +76,17 @@ def parse_request(params: dict[str, Any]) -> ManualRequest:
     try:
         request = ManualRequest.model_validate(data)
     except ValidationError as exc:
-        issues = [f"manual_export: {'.'.join(map(str, e['loc']))}: {e['msg']} "
-                  f"(got {shown(e.get('input'))})" for e in exc.errors()]
+        issues = issues_from_validation(FORM, ManualRequest, exc)
         raise ConfigError("; ".join(issues), issues=issues) from None
     if unknown:
-        raise ConfigError(f"manual_export: {unknown[0]}: unknown field; allowed fields: "
+        raise ConfigError(f"{FORM}: {unknown[0]}: unknown field; allowed fields: "
                           f"{', '.join(ManualRequest.model_fields)}")
     if request.window_end <= request.window_start:
         raise ConfigError(
-            f"manual_export: window_end {request.window_end.isoformat()} is not after window_start "
+            f"{FORM}: window_end: {request.window_end.isoformat()} is not after window_start "
             f"{request.window_start.isoformat()}; the window is half-open [start, end)")
     if request.window_end - request.window_start > MAX_WINDOW:
-        raise ConfigError(f"manual_export: the window spans more than {MAX_WINDOW.days} days; "
+        raise ConfigError(f"{FORM}: window_start: the window spans more than {MAX_WINDOW.days} days; "
                           "split it into several manual exports")
     return request
 
@@ -95,12 +94,12 @@ def parse_request(params: dict[str, Any]) -> ManualRequest:
 def check_window(request: ManualRequest, *, retention_days: int, now: datetime) -> None:
     """The window must be over (not in the future) and within the source's retention."""
     if request.window_end > now:
-        raise ConfigError(f"manual_export: window_end: {request.window_end.isoformat()} is in the "
+        raise ConfigError(f"{FORM}: window_end: {request.window_end.isoformat()} is in the "
                           f"future (now {now.isoformat(timespec='seconds')}); export a period "
                           "that is over")
     oldest = now - timedelta(days=retention_days)
     if request.window_start < oldest:
-        raise ConfigError(f"manual_export: window_start: {request.window_start.isoformat()} is "
+        raise ConfigError(f"{FORM}: window_start: {request.window_start.isoformat()} is "
                           f"older than the source keeps data ({retention_days} days, so not "
                           f"before {oldest.isoformat(timespec='seconds')}); pick a later start")
 
@@ -109,7 +108,7 @@ def check_columns(request: ManualRequest, configured: tuple[str, ...]) -> None:
     """Requested columns may only narrow the base export's configured columns."""
     extra = [c for c in request.columns if c not in configured]
     if extra:
-        raise ConfigError(f"manual_export: columns: {shown(extra)} are not columns of the base "
+        raise ConfigError(f"{FORM}: columns: {shown(extra)} are not columns of the base "
                           f"export (configured: {', '.join(configured)}); a manual export can "
                           "only leave columns out")
 
@@ -135,11 +134,11 @@ def manual_schedule(catalog: Catalog, request: ManualRequest, *, run_id: str,
 
     if request.company not in catalog.companies:
         known = ", ".join(sorted(catalog.companies)) or "none"
-        raise ConfigError(f"manual_export: company: unknown company {request.company!r}; "
+        raise ConfigError(f"{FORM}: company: unknown company {request.company!r}; "
                           f"known companies: {known}")
     base = catalog.schedule(request.base_export)
     if base.company.id != request.company:
-        raise ConfigError(f"manual_export: base_export: {request.base_export!r} belongs to company "
+        raise ConfigError(f"{FORM}: base_export: {request.base_export!r} belongs to company "
                           f"{base.company.id!r}, not {request.company!r}")
     destinations = select_destinations(base.destinations, request.destinations or None)
     check_columns(request, base.query.columns)

@@ -3,9 +3,12 @@
 Frozen pydantic v2 models with ``extra="forbid"``; loading, defaults and error reporting live
 in :mod:`export_lib.config.loader`. Field names are the YAML keys (see ``dags/config/*.yaml``).
 
-Just over 400 lines on purpose: the models are one schema (company file, defaults file and the
+Over 400 lines on purpose: the models are one schema (company file, defaults file and the
 flattened ``Schedule`` reuse the same policy and export fields through inheritance), and
-reading it in one place is what a reviewer of a config change needs.
+reading it in one place is what a reviewer of a config change needs. Each field's
+``description`` and ``examples`` are the text of the configuration reference and of the JSON
+Schema editors use (``make docs``: docs/reference/config.md, company.schema.json), so a new
+field is documented where it is declared.
 """
 
 from __future__ import annotations
@@ -21,13 +24,14 @@ from pydantic import (
     BeforeValidator,
     Field,
     TypeAdapter,
+    WithJsonSchema,
     field_validator,
     model_validator,
 )
 
 from export_lib.config.destinations import DEFAULT_RETRY_WINDOW, Destination, area_location
 from export_lib.config.durations import Duration
-from export_lib.config.grants import CONN_ID, ConnectionGrant
+from export_lib.config.grants import ConnectionGrant
 from export_lib.config.holiday_calendar import HolidayCalendar
 from export_lib.config.limits import (
     MAX_AUTHORIZED,
@@ -48,7 +52,15 @@ from export_lib.config.operational import (
     TaskTimeouts,
     check_poke_interval,
 )
-from export_lib.config.query import SOURCE_NAME, QuerySpec, check_identifier, check_not_system
+from export_lib.config.patterns import (
+    CONN_ID,
+    KEYWORD,
+    NOTIFIER_CONN_ID,
+    NOTIFIER_PATH,
+    SLUG,
+    SOURCE_NAME,
+)
+from export_lib.config.query import QuerySpec, check_identifier, check_not_system
 from export_lib.config.risk import AtRisk
 from export_lib.config.schema_policy import SchemaPolicy
 from export_lib.config.timing import (
@@ -64,7 +76,6 @@ from export_lib.config.timing import (
     timeline_of,
 )
 
-SLUG = r"^[a-z0-9]+(?:[-_][a-z0-9]+)*$"
 _EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+")  # always fullmatch: '$' lets a '\n' through
 # Ids that name manual exports (``<company>/manual-<tag>``) are not available to configs.
 RESERVED_EXPORT_IDS = re.compile(r"manual(?:[-_].*)?")
@@ -77,7 +88,16 @@ def check_email(value: Any) -> Any:
     return value.lower()
 
 
-Email = Annotated[str, BeforeValidator(check_email)]
+Email = Annotated[str, BeforeValidator(check_email),
+                  WithJsonSchema({"type": "string", "format": "email"})]
+DST_GAP_HELP = ("A local export time that does not exist on a spring-forward day: shift runs at "
+                "the first instant after the gap; skip does not run that day.")
+DST_FOLD_HELP = ("A local export time that occurs twice on a fall-back day: first runs at the "
+                 "first, second at the second, both at both (exporting each half).")
+CRON_HELP = ("When it runs: five fields 'minute hour day month weekday' (e.g. '0 14 * * *') or "
+             "one of @daily, @hourly, @weekly, @monthly, @yearly, @annually, @midnight.")
+HISTORY_HELP = ("Earlier versions, each listing only what differed, in force from its own "
+                "effective_from until the next one's (exportctl reschedule writes them).")
 Slug = Annotated[str, Field(pattern=SLUG, max_length=64)]
 TimezoneName = Annotated[str, BeforeValidator(check_timezone)]
 CronExpression = Annotated[str, BeforeValidator(check_cron)]
@@ -87,13 +107,26 @@ class CompanyConfig(FrozenModel):
     """A company (tenant). ``authorized`` lists who may receive its data besides the owner;
     ``holidays`` the days its ``previous_business_day`` windows skip besides weekends."""
 
-    id: Slug
-    name: str = Field(min_length=1, max_length=MAX_TEXT)
-    timezone: TimezoneName
-    owner: Email
-    authorized: tuple[Email, ...] = Field(default=(), max_length=MAX_AUTHORIZED)
-    status: Literal["active", "paused"] = "active"
-    holidays: HolidayCalendar | None = None
+    id: Slug = Field(description="The company id: names its DAGs, schedules and files; the "
+                     "file must be called <id>.yaml.", examples=["acme"])
+    name: str = Field(min_length=1, max_length=MAX_TEXT, description="The company's display "
+                      "name.", examples=["ACME Corp"])
+    timezone: TimezoneName = Field(description="The company's IANA time zone: export hours and "
+                                   "every window's day boundaries are in it.",
+                                   examples=["Europe/Berlin"])
+    owner: Email = Field(description="Who owns the company's exports: may receive its data and "
+                         "hears about its failed exports and missed deadlines.",
+                         examples=["data-team@acme.example"])
+    authorized: tuple[Email, ...] = Field(
+        default=(), max_length=MAX_AUTHORIZED, description="Further addresses that may receive "
+        "the company's data (email destinations may send only to the owner and these).",
+        examples=[["analytics@acme.example"]])
+    status: Literal["active", "paused"] = Field(
+        "active", description="active: its exports run; paused: its DAGs are paused and a run "
+        "that starts anyway is skipped (pausing is not a new config version).")
+    holidays: HolidayCalendar | None = Field(
+        None, description="The days previous_business_day windows skip besides Saturdays and "
+        "Sundays; left out: weekends only.", examples=[{"country": "NZ", "subdivision": "AUK"}])
 
     def may_receive(self, identity: str) -> bool:
         """Whether ``identity`` (an email) may receive this company's data."""
@@ -104,28 +137,62 @@ class LateData(FrozenModel):
     """What to do with rows that arrive after a window was exported; ``poke_interval``: how
     often ``wait_for_watermark`` looks (None: the deployment default, ADR 0015)."""
 
-    policy: Literal["none", "wait_for_watermark", "restate"] = "none"
-    grace: Duration = timedelta(0)
-    poke_interval: Annotated[Duration | None, AfterValidator(check_poke_interval)] = None
+    policy: Literal["none", "wait_for_watermark", "restate"] = Field(
+        "none", description="none: export what is there at the slot; wait_for_watermark: wait "
+        "(up to grace) until the source's watermark passes the window end; restate: export now "
+        "and export the period again once late rows can no longer arrive (window end + grace).")
+    grace: Duration = Field(timedelta(0), description="How long after a window's end late rows "
+                            "may still arrive.", examples=["6h"])
+    poke_interval: Annotated[Duration | None, AfterValidator(check_poke_interval)] = Field(
+        None, description="How often wait_for_watermark looks at the watermark; left out: "
+        "EXPORT_WATERMARK_POKE_SECONDS, else 5m. Cannot differ between versions.",
+        examples=["5m"])
 
 
 class PolicyFields(FrozenModel):
     """Run policies, validated now and enforced by the run/ledger issues."""
 
-    deadline: Duration = timedelta(hours=2)
-    late_start: Literal["finish", "skip", "hold"] = "finish"
-    recovery: Literal["each", "latest", "none"] = "each"
-    late_data: LateData = LateData()
-    retention_days: StrictInt = Field(default=30, ge=1, le=MAX_RETENTION_DAYS)
-    legal_hold: StrictBool = False
-    skip_empty: StrictBool = False
+    deadline: Duration = Field(timedelta(hours=2), description="How long after its slot a "
+                               "run must be delivered; later is late, not delivered by then is "
+                               "a missed deadline (SLA).", examples=["4h"])
+    late_start: Literal["finish", "skip", "hold"] = Field(
+        "finish", description="A run that starts after its deadline: finish exports it and "
+        "records it late; skip records it skipped; hold stops it until an operator runs "
+        "exportctl release.")
+    recovery: Literal["each", "latest", "none"] = Field(
+        "each", description="Slots missed while nothing ran (an outage): each exports every "
+        "one, oldest first; latest exports only the newest; none exports none (both record the "
+        "others skipped).")
+    late_data: LateData = Field(LateData(), description="What to do with rows that arrive "
+                                "after their window was exported.",
+                                examples=[{"policy": "restate", "grace": "6h"}])
+    retention_days: StrictInt = Field(default=30, ge=1, le=MAX_RETENTION_DAYS,
+                                      description="Days a published file is kept (once "
+                                      "delivered) before retention deletes it.", examples=[90])
+    legal_hold: StrictBool = Field(False, description="true: retention deletes none of the "
+                                   "export's files.")
+    skip_empty: StrictBool = Field(False, description="true: a period with no rows publishes "
+                                   "and delivers no file (recorded as empty); false: a file with "
+                                   "only the header.")
     # Operational settings (export_lib.config.operational, ADR 0015); None: deployment default.
-    retries: TaskRetries | None = None
-    timeouts: TaskTimeouts | None = None
-    catchup: Catchup | None = None
-    at_risk: AtRisk | None = None  # ADR 0020; None: the automatic risk point, alerting
+    retries: TaskRetries | None = Field(None, description="Airflow retries of the export's "
+                                        "tasks; left out: the deployment defaults.",
+                                        examples=[{"count": 3, "delay": "5m"}])
+    timeouts: TaskTimeouts | None = Field(None, description="Time limit of each task kind; left "
+                                          "out: the deployment defaults.",
+                                          examples=[{"render": "2h"}])
+    catchup: Catchup | None = Field(None, description="How far back a run looks for missed "
+                                    "slots; left out: the deployment default.",
+                                    examples=[{"lookback": "72h"}])
+    at_risk: AtRisk | None = Field(None, description="When an undelivered run counts as at "
+                                   "risk of missing its deadline (an early warning, not a miss); "
+                                   "left out: the automatic risk point, with an alert.",
+                                   examples=[{"after": "50%"}])
     # ADR 0025: what a run does when the file's schema differs from the published contract.
-    schema_policy: SchemaPolicy = "fail"
+    schema_policy: SchemaPolicy = Field(
+        "fail", description="When a file's columns, types or nullability differ from the "
+        "schema the export published: fail stops the run with the difference; warn publishes "
+        "and alerts once; new_major publishes under the next major version of the file name.")
 
     @field_validator("deadline")
     @classmethod
@@ -149,9 +216,15 @@ class CsvOptions(FrozenModel):
     starting with ``=``, ``+``, ``-``, ``@``, a tab or a CR, so a spreadsheet opening the file
     shows them as text instead of running them as formulas (CSV injection)."""
 
-    delimiter: str = ","
-    timestamps: Literal["utc", "local"] = "utc"
-    neutralize_formulas: StrictBool = True
+    delimiter: Annotated[str, WithJsonSchema({"enum": list(CSV_DELIMITERS)})] = Field(
+        ",", description="The separator: ',' ';' '|' or a tab (write \"\\t\" in double quotes).",
+        examples=[";"])
+    timestamps: Literal["utc", "local"] = Field(
+        "utc", description="utc: timestamps written in UTC with 'Z'; local: in the company's "
+        "time zone with their offset (needs a column that has a time zone).")
+    neutralize_formulas: StrictBool = Field(
+        True, description="Prefix ' to text cells starting with = + - @, a tab or a CR, so a "
+        "spreadsheet shows them as text instead of running them (CSV injection).")
 
     @field_validator("delimiter", mode="before")
     @classmethod
@@ -170,13 +243,22 @@ CSV_DELIMITERS = (",", ";", "|", "\t")
 class _ExportFields(PolicyFields):
     """What every export shares: output shape, destinations, DST policy, owner."""
 
-    format: Literal["csv", "parquet"] = "csv"
-    csv: CsvOptions = CsvOptions()
-    destinations: tuple[Destination, ...] = Field(min_length=1, max_length=MAX_DESTINATIONS)
-    dst_gap: DstGap = "shift"
-    dst_fold: DstFold = "first"
-    effective_from: datetime | None = None
-    owner: Email | None = None
+    format: Literal["csv", "parquet"] = Field("csv", description="The file format.")
+    csv: CsvOptions = Field(CsvOptions(), description="CSV options (format: csv only).",
+                            examples=[{"delimiter": ";", "timestamps": "local"}])
+    destinations: tuple[Destination, ...] = Field(
+        min_length=1, max_length=MAX_DESTINATIONS, description="Where each published file "
+        "goes; every destination is delivered and retried on its own.",
+        examples=[[{"id": "acme-dir", "type": "local", "path": "outbox/acme/daily-spend"}]])
+    dst_gap: DstGap = Field("shift", description=DST_GAP_HELP)
+    dst_fold: DstFold = Field("first", description=DST_FOLD_HELP)
+    effective_from: datetime | None = Field(
+        None, description="The first slot this version applies to (a date and time with a UTC "
+        "offset); needed with history. exportctl reschedule writes it.",
+        examples=["2026-03-02T07:00:00+01:00"])
+    owner: Email | None = Field(None, description="Who owns this export (alerts go to them); "
+                                "left out: the company's owner.",
+                                examples=["ads-team@acme.example"])
 
     @field_validator("effective_from")
     @classmethod
@@ -224,15 +306,28 @@ ExportId = Annotated[Slug, AfterValidator(_not_reserved)]
 class WidgetExportConfig(_ExportFields):
     """A widget export: fires at ``export_hour`` local time every ``interval_hours``."""
 
-    id: ExportId
-    export_hour: ExportHour = 0
-    interval_hours: IntervalHours = 24
-    timezone: TimezoneName | None = None
+    id: ExportId = Field(description="The export id, unique in the company: the schedule is "
+                         "<company>/<id>, the DAG widget_export__<company>__<id>. 'manual' and "
+                         "'manual-…' are reserved.", examples=["daily-spend"])
+    export_hour: ExportHour = Field(0, description="The local hour (0-23, in timezone) of the "
+                                    "first export of the day.", examples=[7],
+                                    json_schema_extra={"minimum": 0, "maximum": 23})
+    interval_hours: IntervalHours = Field(
+        24, description="Hours between exports (1-24): 24 is daily; a divisor of 24 repeats "
+        "round the clock, any other restarts at export_hour each day.", examples=[6],
+        json_schema_extra={"minimum": 1, "maximum": 24})
+    timezone: TimezoneName | None = Field(
+        None, description="The zone of export_hour when it is not the company's (a version in "
+        "history keeps its old zone after the company moves); windows stay in the company's.",
+        examples=["UTC"])
     """The zone of ``export_hour`` when it is not the company's: a version (``history``) keeps
     its old zone after the company moves (windows stay in the company's timezone)."""
-    window: WindowSpec = WindowSpec()
-    query: QuerySpec
-    history: tuple[WidgetExportConfig, ...] = ()
+    window: WindowSpec = Field(WindowSpec(), description="Which period each slot exports.",
+                               examples=[{"kind": "calendar_day"}])
+    query: QuerySpec = Field(description="The rows the export reads.")
+    history: tuple[WidgetExportConfig, ...] = Field(
+        (), description=HISTORY_HELP,
+        examples=[[{"export_hour": 6, "effective_from": "2026-01-05T06:00:00+01:00"}]])
     """Earlier versions, each in force from its own ``effective_from`` until the next one's
     (the loader merges every entry over the current version's keys; see ADR 0005)."""
 
@@ -240,52 +335,91 @@ class WidgetExportConfig(_ExportFields):
 class DataExportKindConfig(_ExportFields):
     """One of a channel's two data exports (``primary`` or ``secondary``), defaults merged."""
 
-    cron: CronExpression
-    timezone: TimezoneName = "UTC"
-    window: WindowSpec
-    history: tuple[DataExportKindConfig, ...] = ()
+    cron: CronExpression = Field(description=CRON_HELP, examples=["0 14 * * *"])
+    timezone: TimezoneName = Field("UTC", description="The IANA zone the cron is read in.",
+                                   examples=["Europe/Berlin"])
+    window: WindowSpec = Field(description="Which period each slot exports; a window without "
+                               "kind refines the default's (e.g. {days: 90}).",
+                               examples=[{"kind": "trailing_days", "days": 30}])
+    history: tuple[DataExportKindConfig, ...] = Field(
+        (), description=HISTORY_HELP,
+        examples=[[{"cron": "0 12 * * *", "effective_from": "2026-01-05T12:00:00Z"}]])
 
 
 class DataExportConfig(FrozenModel):
     """A data export channel: a primary (long trailing window) and a secondary (3 days)."""
 
-    channel: ExportId
-    size: Literal["small", "medium", "large"] = "small"
-    query: QuerySpec
-    primary: DataExportKindConfig
-    secondary: DataExportKindConfig
+    channel: ExportId = Field(description="The channel, unique in the company: schedules "
+                              "<company>/<channel>/primary and …/secondary.",
+                              examples=["google-ads"])
+    size: Literal["small", "medium", "large"] = Field(
+        "small", description="How big its renders are: a large one takes two slots of the "
+        "render pool and runs on the deployment's large-render queue (and pod size on "
+        "Kubernetes); small and medium take one slot.")
+    query: QuerySpec = Field(description="The rows the channel reads; left out: defaults.yaml "
+                             "data_exports.query with channel_column = <channel> added.")
+    primary: DataExportKindConfig = Field(description="The primary export (defaults.yaml "
+                                          "data_exports.primary under it).",
+                                          examples=[{"window": {"days": 90}}])
+    secondary: DataExportKindConfig = Field(description="The secondary export (defaults.yaml "
+                                            "data_exports.secondary under it).",
+                                            examples=[{"cron": "0 1 * * *"}])
 
 
 class CompanyFile(FrozenModel):
     """One ``dags/config/<company>.yaml``."""
 
-    company: CompanyConfig
-    widget_exports: tuple[WidgetExportConfig, ...] = Field(default=(), max_length=MAX_EXPORTS)
-    data_exports: tuple[DataExportConfig, ...] = Field(default=(), max_length=MAX_EXPORTS)
+    company: CompanyConfig = Field(description="Who the company is.")
+    widget_exports: tuple[WidgetExportConfig, ...] = Field(
+        default=(), max_length=MAX_EXPORTS, description="Exports at a local hour, every "
+        "interval_hours.")
+    data_exports: tuple[DataExportConfig, ...] = Field(
+        default=(), max_length=MAX_EXPORTS, description="Data export channels, each a primary "
+        "and a secondary export on a cron.")
 
 
 class DataExportKindDefaults(_ExportFields):
-    cron: CronExpression
-    timezone: TimezoneName = "UTC"
-    window: WindowSpec
-    destinations: tuple[Destination, ...] = ()
+    """``data_exports.primary`` / ``.secondary`` of defaults.yaml: under every channel's."""
+
+    cron: CronExpression = Field(description=CRON_HELP, examples=["0 14 * * *"])
+    timezone: TimezoneName = Field("UTC", description="The IANA zone the cron is read in.",
+                                   examples=["UTC"])
+    window: WindowSpec = Field(description="Which period each slot exports.",
+                               examples=[{"kind": "trailing_days", "days": 30}])
+    destinations: tuple[Destination, ...] = Field(
+        (), description="Destinations of every channel's export of this kind; {company} in a "
+        "path is the company id.")
 
 
 class DataExportDefaults(FrozenModel):
-    channel_column: str | None = None
-    query: QuerySpec | None = None
-    format: Literal["csv", "parquet"] = "csv"
-    csv: CsvOptions = CsvOptions()
-    destinations: tuple[Destination, ...] = ()
-    primary: DataExportKindDefaults
-    secondary: DataExportKindDefaults
+    """``data_exports:`` of defaults.yaml: what every company's data export channels start
+    from."""
+
+    channel_column: str | None = Field(
+        None, description="The column the default query filters on: a channel without a query "
+        "of its own reads the default query with <channel_column> = <channel> added.",
+        examples=["channel"])
+    query: QuerySpec | None = Field(None, description="The query of channels that have none.")
+    format: Literal["csv", "parquet"] = Field("csv", description="The file format.")
+    csv: CsvOptions = Field(CsvOptions(), description="CSV options (format: csv only).")
+    destinations: tuple[Destination, ...] = Field(
+        (), description="Destinations of every data export; {company} in a path is the "
+        "company id, so no directory is shared.",
+        examples=[[{"id": "exports-dir", "type": "local",
+                    "path": "outbox/{company}/data_exports"}]])
+    primary: DataExportKindDefaults = Field(description="Defaults of every primary export.")
+    secondary: DataExportKindDefaults = Field(description="Defaults of every secondary export.")
 
 
 class SourceTable(FrozenModel):
     """One table exports may read, and the column that holds the company id on each row."""
 
-    tenant_column: str
-    table_schema: str | None = None
+    tenant_column: str = Field(description="The column holding the company id; every query "
+                               "is scoped to <tenant_column> = <company id>.",
+                               examples=["company_id"])
+    table_schema: str | None = Field(None, description="The PostgreSQL schema of the table; "
+                                     "left out: the connection's search_path.",
+                                     examples=["reporting"])
 
     @field_validator("tenant_column", "table_schema")
     @classmethod
@@ -297,8 +431,14 @@ class SourceConfig(FrozenModel):
     """The tables of one source connection that exports may read (the allowlist), and how many
     days of data the source keeps (manual exports cannot ask for older windows)."""
 
-    tables: dict[str, SourceTable] = Field(min_length=1, max_length=MAX_EXPORTS)
-    retention_days: StrictInt = Field(default=365, ge=1, le=MAX_RETENTION_DAYS)
+    tables: dict[str, SourceTable] = Field(
+        min_length=1, max_length=MAX_EXPORTS, description="The tables exports may read, by "
+        "name; a company file naming another table is refused.",
+        examples=[{"widget_metrics": {"tenant_column": "company_id"}}])
+    retention_days: StrictInt = Field(default=365, ge=1, le=MAX_RETENTION_DAYS,
+                                      description="How many days of rows the source keeps: "
+                                      "manual exports cannot ask for older windows.",
+                                      examples=[400])
 
     @field_validator("tables")
     @classmethod
@@ -309,28 +449,38 @@ class SourceConfig(FrozenModel):
         return value
 
 
-NOTIFIER_PATH = r"^(smtp|[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+)$"
-
-
 class NotifierConfig(FrozenModel):
     """How alerts are sent: ``smtp`` (Airflow's ``SmtpNotifier`` on connection ``conn_id``) or
     the dotted path of another Airflow notifier class (Slack, ...), built with ``kwargs`` plus
     the alert text in the keyword ``message_field`` (e.g. ``text``)."""
 
-    class_: str = Field(default="smtp", alias="class", pattern=NOTIFIER_PATH, max_length=200)
-    conn_id: str = Field(default="smtp_default", pattern=r"^[A-Za-z0-9_.-]+$", max_length=200)
-    from_email: Email | None = None
-    message_field: str = Field(default="text", pattern=r"^[a-z_][a-z0-9_]*$", max_length=64)
-    kwargs: dict[str, str | int | bool] = Field(default_factory=dict, max_length=20)
+    class_: str = Field(default="smtp", alias="class", pattern=NOTIFIER_PATH, max_length=200,
+                        description="smtp, or the dotted path of an Airflow notifier class.",
+                        examples=["airflow.providers.slack.notifications.slack.SlackNotifier"])
+    conn_id: str = Field(default="smtp_default", pattern=NOTIFIER_CONN_ID, max_length=200,
+                         description="The Airflow connection of smtp.",
+                         examples=["smtp_default"])
+    from_email: Email | None = Field(None, description="The sender of smtp alerts; left out: "
+                                     "the connection's.", examples=["exports@example.com"])
+    message_field: str = Field(default="text", pattern=KEYWORD, max_length=64,
+                               description="The keyword argument of the notifier class that "
+                               "takes the alert text.", examples=["text"])
+    kwargs: dict[str, str | int | bool] = Field(
+        default_factory=dict, max_length=20, description="Further keyword arguments of the "
+        "notifier class.", examples=[{"slack_conn_id": "slack_default", "channel": "#exports"}])
 
 
 class AlertsConfig(FrozenModel):
     """``alerts:`` in defaults.yaml: who hears about a failed or exhausted export and a missed
     deadline (the exports team, and each schedule's owner unless ``notify_owner: false``)."""
 
-    exports_team: tuple[Email, ...] = Field(default=(), max_length=MAX_AUTHORIZED)
-    notify_owner: StrictBool = True
-    notifier: NotifierConfig = NotifierConfig()
+    exports_team: tuple[Email, ...] = Field(
+        default=(), max_length=MAX_AUTHORIZED, description="Addresses told about every "
+        "company's failed exports and missed deadlines.",
+        examples=[["exports-team@example.com"]])
+    notify_owner: StrictBool = Field(True, description="Also tell each schedule's owner.")
+    notifier: NotifierConfig = Field(NotifierConfig(), description="How alerts are sent.",
+                                     examples=[{"class": "smtp", "conn_id": "smtp_default"}])
 
 
 class DefaultsFile(FrozenModel):
@@ -339,19 +489,35 @@ class DefaultsFile(FrozenModel):
     destinations may use besides the exports root (``local_mounts``)."""
 
     sources: dict[Annotated[str, Field(pattern=SOURCE_NAME)], SourceConfig] = Field(
-        min_length=1, max_length=MAX_DESTINATIONS)
-    local_mounts: tuple[str, ...] = Field(default=(), max_length=MAX_DESTINATIONS)
+        min_length=1, max_length=MAX_DESTINATIONS, description="The source connections exports "
+        "read, by connection id, each with the tables exports may read (the allowlist).",
+        examples=[{"demo_source": {"tables": {"widget_metrics": {"tenant_column":
+                                                                 "company_id"}}}}])
+    local_mounts: tuple[str, ...] = Field(
+        default=(), max_length=MAX_DESTINATIONS, description="Absolute directories (mounted "
+        "shares) local destinations may write to besides the exports root, as "
+        "<mount>/<company id>/….", examples=[["/mnt/exports"]])
     # Per company, locations its object-store and SFTP destinations may use besides
     # <bucket or server>/<company id>/… (a customer's own bucket or server).
     destination_areas: dict[Annotated[str, Field(pattern=SLUG)],
                             Annotated[tuple[str, ...], Field(max_length=MAX_DESTINATIONS)]] = Field(
-        default_factory=dict, max_length=MAX_COMPANIES)
+        default_factory=dict, max_length=MAX_COMPANIES, description="Per company id, locations "
+        "its S3, GCS and SFTP destinations may use besides <bucket or server>/<company id>/… "
+        "(s3://bucket/prefix, gs://bucket/prefix, sftp://<connection id>/path); two companies' "
+        "areas never overlap.", examples=[{"acme": ["s3://acme-drop"]}])
     # Which Airflow connections company files may use, for what and by whom (config/grants.py).
     connections: dict[Annotated[str, Field(pattern=CONN_ID, max_length=200)],
-                      ConnectionGrant] = Field(default_factory=dict, max_length=MAX_COMPANIES)
-    policies: PolicyFields = PolicyFields()
-    data_exports: DataExportDefaults
-    alerts: AlertsConfig = AlertsConfig()
+                      ConnectionGrant] = Field(
+        default_factory=dict, max_length=MAX_COMPANIES, description="The Airflow connections "
+        "company files may use, for what and by whom; anything not granted is refused.",
+        examples=[{"acme_partner_sftp": {"use": ["sftp"], "companies": ["acme"]}}])
+    policies: PolicyFields = Field(PolicyFields(), description="Run policies of every export; "
+                                   "an export's own keys win (blocks merged key by key).",
+                                   examples=[{"deadline": "2h", "retention_days": 30}])
+    data_exports: DataExportDefaults = Field(description="What every data export channel "
+                                             "starts from.")
+    alerts: AlertsConfig = Field(AlertsConfig(), description="Who hears about failed exports "
+                                 "and missed deadlines, and how.")
 
     @field_validator("local_mounts")
     @classmethod

@@ -27,7 +27,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from pydantic import field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from export_lib.config.durations import Duration, short
 from export_lib.config.limits import StrictInt, shown
@@ -39,6 +39,11 @@ from export_lib.config.timing import FrozenModel
 OPERATIONAL_KEYS = ("retries", "timeouts", "catchup", "at_risk")  # at_risk: ADR 0020
 MAX_RETRIES = 100  # 10 min doubling, capped at 1 day: 100 retries are three months of trying
 TIMEOUT_KINDS = ("resolve", "sensor", "render", "publish", "deliver", "small")
+
+
+def _timeout(kind: str, default: str) -> str:
+    return (f"The execution_timeout of the {kind} task; left out: "
+            f"EXPORT_TIMEOUT_{kind.split()[0].upper()}, else {default}.")
 
 
 def positive(field: str, value: timedelta | None, example: str) -> timedelta | None:
@@ -60,9 +65,15 @@ class TaskRetries(FrozenModel):
     """``retries:`` of an export's tasks: ``count`` retries, the first after ``delay``, each
     next one doubling, never more than ``max_delay`` apart."""
 
-    count: StrictInt | None = None
-    delay: Duration | None = None
-    max_delay: Duration | None = None
+    count: StrictInt | None = Field(None, description=f"How many retries (0 to {MAX_RETRIES}); "
+                                    "left out: EXPORT_RETRIES, else 11.", examples=[3],
+                                    json_schema_extra={"minimum": 0, "maximum": MAX_RETRIES})
+    delay: Duration | None = Field(None, description="The wait before the first retry, "
+                                   "doubling each time; left out: EXPORT_RETRY_DELAY_SECONDS, "
+                                   "else 10m.", examples=["5m"])
+    max_delay: Duration | None = Field(None, description="The longest wait between two tries; "
+                                       "left out: EXPORT_MAX_RETRY_DELAY_SECONDS, else 1d.",
+                                       examples=["6h"])
 
     @field_validator("count")
     @classmethod
@@ -86,12 +97,18 @@ class TaskRetries(FrozenModel):
 class TaskTimeouts(FrozenModel):
     """``timeouts:``: the ``execution_timeout`` of each task kind of the export."""
 
-    resolve: Duration | None = None
-    sensor: Duration | None = None
-    render: Duration | None = None
-    publish: Duration | None = None
-    deliver: Duration | None = None
-    small: Duration | None = None
+    resolve: Duration | None = Field(None, description=_timeout("resolve", "10m"),
+                                     examples=["10m"])
+    sensor: Duration | None = Field(None, description=_timeout("sensor (per poke)", "10m"),
+                                    examples=["10m"])
+    render: Duration | None = Field(None, description=_timeout("render", "1h"),
+                                    examples=["2h"])
+    publish: Duration | None = Field(None, description=_timeout("publish", "30m"),
+                                     examples=["30m"])
+    deliver: Duration | None = Field(None, description=_timeout("deliver", "1h"),
+                                     examples=["1h"])
+    small: Duration | None = Field(None, description=_timeout(
+        "small (the destinations and restate_later bookkeeping tasks)", "5m"), examples=["5m"])
 
     @field_validator(*TIMEOUT_KINDS)
     @classmethod
@@ -111,7 +128,10 @@ class Catchup(FrozenModel):
     """``catchup:``: ``lookback`` is how far before its own slot a scheduled run looks for
     missed slots at least (it always reaches back to the previous run after an outage)."""
 
-    lookback: Duration | None = None
+    lookback: Duration | None = Field(None, description="How far before its own slot a run "
+                                      "looks for missed slots at least (0s: only back to the "
+                                      "previous run); left out: EXPORT_CATCHUP_LOOKBACK_HOURS, "
+                                      "else 48h.", examples=["72h"])
 
     @field_validator("lookback")
     @classmethod
@@ -127,8 +147,13 @@ class DeliveryRetry(FrozenModel):
     """A destination's ``retry:``: its failed deliveries are tried again after ``base``,
     doubling, never more than ``cap`` apart, until its ``retry_window`` closes."""
 
-    base: Duration | None = None
-    cap: Duration | None = None
+    base: Duration | None = Field(None, description="The wait before the first delivery "
+                                  "retry, doubling; left out: "
+                                  "EXPORT_DELIVERY_RETRY_BASE_SECONDS, else 10m.",
+                                  examples=["10m"])
+    cap: Duration | None = Field(None, description="The longest wait between two delivery "
+                                 "tries; left out: EXPORT_DELIVERY_RETRY_CAP_SECONDS, else 6h.",
+                                 examples=["6h"])
 
     @field_validator("base", "cap")
     @classmethod

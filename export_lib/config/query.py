@@ -39,13 +39,14 @@ from export_lib.config.limits import (
     MAX_VALUE_TEXT,
     shown,
 )
+from export_lib.config.messages import issues_from_validation
+from export_lib.config.patterns import SOURCE_NAME
 from export_lib.errors import ConfigError, SchemaDriftError
 
 FilterOp = Literal["=", "!=", "<", "<=", ">", ">=", "in", "not_in", "is_null", "is_not_null"]
 Dialect = Literal["postgresql", "sqlite"]
 
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")  # always fullmatch ('$' allows '\n')
-SOURCE_NAME = r"^[a-z][a-z0-9_]{0,62}$"
 # Schemas no export may read: the catalog (``pg_authid``...) and the SQL standard views of it.
 SYSTEM_SCHEMAS = ("pg_catalog", "information_schema", "pg_toast")
 SYSTEM_TABLE_PREFIXES = ("pg_", "sqlite_")
@@ -81,9 +82,14 @@ class Filter(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    column: str
-    op: FilterOp
-    value: Any = None
+    column: str = Field(description="The column compared (not the tenant column).",
+                        examples=["channel"])
+    op: FilterOp = Field(description="The comparison: = != < <= > >= take one value; in and "
+                         "not_in a non-empty list; is_null and is_not_null no value.",
+                         examples=["in"])
+    value: Any = Field(None, description="A string, number, boolean, date or timestamp (a list "
+                       "of them for in/not_in; none for is_null/is_not_null), always sent as a "
+                       "bound parameter.", examples=[["search", "display"]])
 
     @field_validator("value")
     @classmethod
@@ -146,15 +152,34 @@ class QuerySpec(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    source: str = Field(default="demo_source", pattern=SOURCE_NAME)
-    table: str
-    table_schema: str | None = None
-    columns: tuple[str, ...] = Field(min_length=1, max_length=MAX_COLUMNS)
-    timestamp_column: str
-    tenant_column: str
-    ingested_column: str | None = None
-    filters: tuple[Filter, ...] = Field(default=(), max_length=MAX_FILTERS)
-    order_by: tuple[str, ...] = Field(default=(), max_length=MAX_COLUMNS)
+    source: str = Field(default="demo_source", pattern=SOURCE_NAME, description="The source "
+                        "connection, one listed under sources in defaults.yaml.",
+                        examples=["demo_source"])
+    table: str = Field(description="The table (or view) read; one listed for the source in "
+                       "defaults.yaml.", examples=["widget_metrics"])
+    table_schema: str | None = Field(None, description="The PostgreSQL schema of the table; "
+                                     "left out: the connection's search_path.",
+                                     examples=["reporting"])
+    columns: tuple[str, ...] = Field(min_length=1, max_length=MAX_COLUMNS,
+                                     description="The columns written to the file, in order.",
+                                     examples=[["company_id", "event_time", "value"]])
+    timestamp_column: str = Field(description="The column that puts a row in a window "
+                                  "(start <= value < end).", examples=["event_time"])
+    tenant_column: str = Field(description="The column holding the company id (as listed in "
+                               "defaults.yaml); every query is scoped to the run's company.",
+                               examples=["company_id"])
+    ingested_column: str | None = Field(
+        None, description="When the source wrote each row: rows written after the run's cutoff "
+        "are left out, so exporting a period again gives the same file; left out: the file is "
+        "marked not reproducible.", examples=["ingested_at"])
+    filters: tuple[Filter, ...] = Field(default=(), max_length=MAX_FILTERS,
+                                        description="Conditions every row must meet (ANDed).",
+                                        examples=[[{"column": "channel", "op": "=",
+                                                    "value": "search"}]])
+    order_by: tuple[str, ...] = Field(default=(), max_length=MAX_COLUMNS,
+                                      description="Columns the rows are sorted by, ascending; "
+                                      "left out: no order is promised.",
+                                      examples=[["event_time", "widget_id"]])
 
     @field_validator("table", "table_schema", "timestamp_column", "tenant_column",
                      "ingested_column")
@@ -206,10 +231,7 @@ def load_spec(data: dict[str, Any], *, where: str = "query") -> QuerySpec:
     try:
         return QuerySpec.model_validate(data)
     except ValidationError as exc:
-        issues = []
-        for err in exc.errors():
-            path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err["loc"])
-            issues.append(f"{where}{path}: {err['msg']} (got {shown(err.get('input'))})")
+        issues = issues_from_validation("", QuerySpec, exc, within=where)
         raise ConfigError("\n".join(issues), issues) from None
 
 

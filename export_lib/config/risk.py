@@ -17,14 +17,16 @@ import re
 from datetime import timedelta
 from typing import Any
 
-from pydantic import field_validator
+from pydantic import Field, field_validator
 
-from export_lib.config.durations import parse_duration, short
+from export_lib.config.durations import DURATION_PATTERN, parse_duration, short
 from export_lib.config.limits import StrictBool, shown
 from export_lib.config.messages import invalid
 from export_lib.config.timing import FrozenModel
 
 _SHARE = re.compile(r"^\s*(\d{1,2})\s*%\s*$")
+# For an editor: a share or a duration (export_lib.config.durations); the bounds are checked here.
+AFTER_PATTERN = r"^\s*\d{1,2}\s*%\s*$|" + DURATION_PATTERN[1:]
 AFTER_HELP = ("give a share of the deadline such as '50%' (1-99 %), a duration shorter than "
               "the deadline such as '45m', or leave it out for the automatic risk point (half "
               "the deadline, or the schedule's median delivery time if longer)")
@@ -33,8 +35,13 @@ AFTER_HELP = ("give a share of the deadline such as '50%' (1-99 %), a duration s
 class AtRisk(FrozenModel):
     """``at_risk: {after, alert}``; ``after`` is kept as written (``"50%"`` or ``"45m"``)."""
 
-    after: str | None = None
-    alert: StrictBool = True
+    after: str | None = Field(None, description="The risk point after the slot: a share of "
+                              "the deadline (1% to 99%) or a duration shorter than the deadline; "
+                              "left out: half the deadline, or the median delivery time if "
+                              "longer.", examples=["50%"],
+                              json_schema_extra={"pattern": AFTER_PATTERN})
+    alert: StrictBool = Field(True, description="Announce an at-risk run once through the "
+                              "alert notifier.")
 
     @field_validator("after", mode="before")
     @classmethod

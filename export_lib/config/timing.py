@@ -5,7 +5,7 @@ the Airflow metadata DB and rebuild it, and ``config_version`` can hash them. Th
 lives in :mod:`export_lib.periods.slots` and :mod:`export_lib.periods.windows`; see
 ``docs/adr/0001-windows-and-dst.md`` for the semantics. They are part of the config (every
 schedule carries them), so they live here, below ``periods``: the config never imports the
-time arithmetic (the layers are in ``docs/architecture.md``).
+time arithmetic (the layers are in ``docs/explanation/architecture.md``).
 """
 
 from __future__ import annotations
@@ -262,9 +262,19 @@ def timeline_of(versions: list[tuple[datetime | None, Timing]]) -> Timing:
 class WindowSpec(FrozenModel):
     """Which period a slot reports (ADR 0001). ``days``/``hours`` only where the kind uses N."""
 
-    kind: WindowKind = "calendar_day"
-    days: StrictInt | None = Field(default=None, le=MAX_WINDOW_DAYS)
-    hours: StrictInt | None = Field(default=None, le=MAX_WINDOW_HOURS)
+    kind: WindowKind = Field(
+        "calendar_day", description="For a slot on local day D (company time zone): "
+        "calendar_day is day D-1; trailing_days the N days before D; previous_business_day the "
+        "last Monday-Friday before D that is not a company holiday; trailing_hours the N hours "
+        "before the slot; interval the time since the previous slot. Windows are half-open "
+        "[start, end).")
+    # The lower bound is the validator's (its message names the kind); here only for editors.
+    days: StrictInt | None = Field(default=None, le=MAX_WINDOW_DAYS,
+                                   description="N of trailing_days (and only there).",
+                                   examples=[30], json_schema_extra={"minimum": 1})
+    hours: StrictInt | None = Field(default=None, le=MAX_WINDOW_HOURS,
+                                    description="N of trailing_hours (and only there).",
+                                    examples=[6], json_schema_extra={"minimum": 1})
 
     @model_validator(mode="after")
     def _n_matches_kind(self) -> WindowSpec:

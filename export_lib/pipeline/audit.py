@@ -16,7 +16,13 @@ it. A paused company is not audited (its slots are skipped by its own runs).
 * a gap that would be exported but whose window starts before what its source still keeps
   (``sources.<name>.retention_days`` in defaults.yaml) → ``unrecoverable`` (recorded skipped,
   reason ``unrecoverable: …``, the owner notified);
-* a gap whose slot has a queued or running DAG run in Airflow (``active``) → ``untouched``.
+* a gap whose slot has a queued or running DAG run in Airflow (``active``) → ``untouched``;
+* a period that no slot reports because of a timing switch (a version's ``effective_from``
+  between the hours, :mod:`export_lib.periods.switches`) → ``recover_period`` under
+  ``each``: one export of that period through the company's manual lane
+  (``manual_export__<company>``) with a run id derived from the period, so it is requested and
+  registered once however often the audit runs (a note under ``latest``/``none``, or when the
+  source no longer keeps the data).
 
 Applying the plan is :mod:`export_lib.pipeline.audit_apply`; a second audit finds the recorded
 gaps registered and the backfilled ones already run (or requested), so it changes nothing.
@@ -33,8 +39,9 @@ from sqlalchemy import func, select
 
 from export_lib.periods.coverage import ALREADY_DELIVERED, describe
 from export_lib.periods.instants import format_instant
-from export_lib.periods.names import deadline_for
+from export_lib.periods.names import deadline_for, period_label
 from export_lib.periods.slots import latest_slot_at_or_before, slots_between
+from export_lib.periods.switches import switch_problems
 from export_lib.periods.windows import ExportWindow, resolve_window
 from export_lib.pipeline.start import earlier_timing_cover
 
@@ -43,7 +50,7 @@ if TYPE_CHECKING:
     from export_lib.config.models import Schedule
     from export_lib.ledger import Ledger
 
-Action = Literal["backfill", "skip", "unrecoverable", "untouched"]
+Action = Literal["backfill", "skip", "unrecoverable", "untouched", "recover_period"]
 UNRECOVERABLE_PREFIX = "unrecoverable: "
 _TICK = timedelta(microseconds=1)
 
@@ -63,9 +70,41 @@ class Gap:
     retention_days: int
     # Why the slot needs no export: its period went out under an earlier timing (issue 22).
     covered: str | None = None
+    # A period no slot reports (issue 47): [start, end) and the switch that dropped it; ``slot``
+    # is then the old timing's slot that would have reported it (not a slot of the timeline).
+    period: tuple[datetime, datetime] | None = None
+    switch: datetime | None = None
+    format: str = "csv"
+
+    @property
+    def run_id(self) -> str:
+        """The manual lane's Airflow run id recovering :attr:`period`: the same every audit,
+        so Airflow refuses a second request (409) and the ledger registers one run."""
+        assert self.period is not None
+        return (f"recover__{self.schedule_id.replace('/', '.')}__"
+                f"{self.period[0]:%Y%m%dT%H%M%SZ}__{self.period[1]:%Y%m%dT%H%M%SZ}")
+
+    @property
+    def manual_dag_id(self) -> str:
+        return f"manual_export__{self.company}"
+
+    def manual_params(self) -> dict[str, Any]:
+        """The manual export's trigger params (the form's fields) for :attr:`period`."""
+        assert self.period is not None and self.switch is not None
+        return {"company": self.company, "base_export": self.schedule_id,
+                "window_start": format_instant(self.period[0]),
+                "window_end": format_instant(self.period[1]), "columns": [],
+                "format": self.format, "destinations": [], "regenerate": False,
+                "reason": (f"gap audit: period {period_label(*self.period, self.timezone)} of "
+                           f"{self.schedule_id} is reported by no slot after its timing switch "
+                           f"at {format_instant(self.switch)}; exported once")}
+
+    timezone: str = "UTC"
 
     @property
     def label(self) -> str:
+        if self.period is not None:
+            return f"{self.schedule_id}/{period_label(*self.period, self.timezone)}"
         return f"{self.schedule_id}/{self.slot:%Y-%m-%dT%H:%MZ}"
 
     def log_fields(self) -> tuple[str, str, str]:
@@ -110,6 +149,11 @@ class AuditPlan:
         return out
 
     @property
+    def recoveries(self) -> list[Gap]:
+        """The periods no slot reports, to export once through the manual lane."""
+        return [a.gap for a in self.of("recover_period")]
+
+    @property
     def unrecoverable(self) -> list[Gap]:
         return [a.gap for a in self.of("unrecoverable")]
 
@@ -119,7 +163,10 @@ class AuditPlan:
                 "actions": [{"action": a.action, "schedule": a.gap.schedule_id,
                              "company": a.gap.company, "dag_id": a.gap.dag_id,
                              "slot_utc": format_instant(a.gap.slot), "owner": a.gap.owner,
-                             "recovery": a.gap.recovery, "reason": a.reason}
+                             "recovery": a.gap.recovery, "reason": a.reason,
+                             **({"period": {"start": format_instant(a.gap.period[0]),
+                                            "end": format_instant(a.gap.period[1])},
+                                 "run_id": a.gap.run_id} if a.gap.period else {})}
                             for a in self.actions]}
 
     def lines(self) -> list[str]:
@@ -196,9 +243,41 @@ def find_gaps(catalog: Catalog, ledger: Ledger, *, since: datetime, until: datet
             gaps.append(Gap(schedule.schedule_id, schedule.company.id, schedule.dag_id, slot,
                             version.owner, schedule.policies.recovery, window.start, source,
                             _retention(catalog, source), _covered(ledger, version, slot, window)))
+        gaps += _unreported(catalog, ledger, schedule, max(since, anchor), end, now)
         found.append(ScheduleGaps(schedule.schedule_id, schedule.dag_id,
                                   schedule.policies.recovery, tuple(gaps), newest))
     return found, notes
+
+
+def _unreported(catalog: Catalog, ledger: Ledger, schedule: Schedule, start: datetime,
+                end: datetime, now: datetime) -> list[Gap]:
+    """The periods no slot reports around the schedule's timing switches whose dropped slot
+    is in ``[start, end)`` and that are over, unless their recovery run is registered or the
+    schedule's ready runs cover them."""
+    from export_lib.config.manual import manual_run_key
+    from export_lib.ledger.periods import delivered_periods
+    from export_lib.periods.coverage import covering
+
+    if not schedule.timing.earlier:
+        return []
+    found = []
+    for problem in switch_problems(schedule, now=now):
+        slot = problem.slots[0] if problem.slots else None
+        if problem.kind != "unreported" or slot is None or not start <= slot < end \
+                or problem.end > now:
+            continue
+        version = schedule.version_for(problem.switch - _TICK) or schedule
+        gap = Gap(schedule.schedule_id, schedule.company.id, schedule.dag_id, slot,
+                  version.owner, schedule.policies.recovery, problem.start, version.query.source,
+                  _retention(catalog, version.query.source), period=(problem.start, problem.end),
+                  switch=problem.switch, format=version.format, timezone=problem.timezone)
+        if ledger.get_run(manual_run_key(gap.company, gap.run_id)) is not None:
+            continue  # requested once already: the manual lane registered it
+        if covering(problem.start, problem.end, ("recovery",), delivered_periods(
+                ledger, schedule.schedule_id, problem.start, problem.end)):
+            continue
+        found.append(gap)
+    return found
 
 
 def _recoverable(gap: Gap, now: datetime, action: Action, reason: str) -> AuditAction:
@@ -212,10 +291,37 @@ def _recoverable(gap: Gap, now: datetime, action: Action, reason: str) -> AuditA
         f"{format_instant(cutoff)}; not exported; owner {gap.owner} notified"))
 
 
+def _period_action(gap: Gap, now: datetime) -> AuditAction | None:
+    """``recover_period`` under ``each``; None (a note) otherwise or when the source no longer
+    keeps the data: nothing is recorded for a period that has no slot."""
+    if gap.recovery != "each":
+        return None
+    action = _recoverable(gap, now, "recover_period", (
+        f"reported by no slot after the timing switch at {format_instant(gap.switch)}; "
+        f"exported once through {gap.manual_dag_id} (run {gap.run_id})"))
+    return action if action.action == "recover_period" else None
+
+
+def _period_note(gap: Gap, now: datetime) -> str:
+    head = (f"{gap.label}: reported by no slot after the timing switch at "
+            f"{format_instant(gap.switch)}; not exported: ")
+    if gap.recovery != "each":
+        why = f"recovery={gap.recovery}"
+    else:
+        why = _recoverable(gap, now, "recover_period", "").reason.removeprefix(
+            UNRECOVERABLE_PREFIX)
+    return (head + why + f"; export it by hand with {gap.manual_dag_id} (window "
+            f"{format_instant(gap.period[0])} .. {format_instant(gap.period[1])})")
+
+
 def _schedule_actions(item: ScheduleGaps, now: datetime, busy: set[datetime]
                       ) -> list[AuditAction]:
-    actions = [AuditAction("untouched", g, "a DAG run of this slot is queued or running in "
-                           "Airflow; left to it") for g in item.gaps if g.slot in busy]
+    periods = [g for g in item.gaps if g.period is not None]
+    item = ScheduleGaps(item.schedule_id, item.dag_id, item.recovery,
+                        tuple(g for g in item.gaps if g.period is None), item.newest_run)
+    actions = [a for a in (_period_action(g, now) for g in periods) if a is not None]
+    actions += [AuditAction("untouched", g, "a DAG run of this slot is queued or running in "
+                            "Airflow; left to it") for g in item.gaps if g.slot in busy]
     actions += [AuditAction("skip", g, g.covered) for g in item.gaps
                 if g.slot not in busy and g.covered]
     gaps = [g for g in item.gaps if g.slot not in busy and not g.covered]
@@ -251,6 +357,8 @@ def plan_audit(found: Sequence[ScheduleGaps], *, since: datetime, until: datetim
     :param active: DAG id → logical dates with a queued or running DAG run in Airflow
     """
     actions: list[AuditAction] = []
+    notes = [*notes, *(_period_note(g, now) for item in found for g in item.gaps
+                       if g.period is not None and _period_action(g, now) is None)]
     for item in found:
         busy = set((active or {}).get(item.dag_id, ()))
         actions.extend(sorted(_schedule_actions(item, now, busy),

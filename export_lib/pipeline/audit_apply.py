@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from export_lib.logfmt import bind, get_logger, scope
 from export_lib.periods.instants import format_instant
 from export_lib.pipeline.audit import AuditPlan, Gap, find_gaps, plan_audit
-from export_lib.pipeline.backfills import AirflowApi, BackfillOutcome
+from export_lib.pipeline.backfills import AirflowApi, BackfillOutcome, trigger_once
 
 if TYPE_CHECKING:
     from export_lib.config.loader import Catalog
@@ -41,11 +41,14 @@ class AuditResult:
     left_alone: list[str] = field(default_factory=list)  # registered meanwhile by someone else
     backfills: list[BackfillOutcome] = field(default_factory=list)
     not_requested: list[str] = field(default_factory=list)  # DAG ids (dry run or no API)
+    # Periods no slot reports: (manual run id, what Airflow answered) per recovery requested.
+    recoveries: list[tuple[str, str]] = field(default_factory=list)
     applied: bool = False
 
     @property
     def changed(self) -> int:
-        return len(self.recorded) + sum(len(b.created) for b in self.backfills)
+        return (len(self.recorded) + sum(len(b.created) for b in self.backfills)
+                + sum(answer == "requested" for _, answer in self.recoveries))
 
     def summary(self) -> str:
         plan = self.plan
@@ -54,14 +57,19 @@ class AuditResult:
             return (f"dry run: {gaps} gap(s) found; nothing was changed "
                     f"({len(plan.of('backfill'))} to backfill, {len(plan.of('skip'))} to record "
                     f"skipped, {len(plan.unrecoverable)} unrecoverable, "
-                    f"{len(plan.of('untouched'))} in flight)")
+                    f"{len(plan.of('untouched'))} in flight"
+                    + (f", {len(plan.recoveries)} period(s) no slot reports to export once"
+                       if plan.recoveries else "") + ")")
         if self.changed == 0:
             return (f"nothing changed: {gaps} gap(s) found, every one already recorded, "
                     "requested or in flight")
         created = sum(len(b.created) for b in self.backfills)
+        requested = sum(answer == "requested" for _, answer in self.recoveries)
         return (f"{self.changed} change(s): {len(self.recorded)} gap(s) recorded in the ledger "
                 f"({len(self.plan.unrecoverable)} unrecoverable), {created} backfill run(s) "
-                f"requested from Airflow")
+                f"requested from Airflow"
+                + (f", {requested} period(s) no slot reports requested from the manual lane"
+                   if requested else ""))
 
     def as_dict(self) -> dict[str, Any]:
         return {**self.plan.as_dict(), "applied": self.applied, "changed": self.changed,
@@ -70,7 +78,9 @@ class AuditResult:
                 "backfills": [{"dag_id": b.dag_id, "asked": b.asked, "backfill_id": b.backfill_id,
                                "created": [format_instant(s) for s in b.created],
                                "deferred": b.deferred} for b in self.backfills],
-                "not_requested": self.not_requested, "summary": self.summary()}
+                "not_requested": self.not_requested,
+                "recoveries": [{"run_id": r, "answer": a} for r, a in self.recoveries],
+                "summary": self.summary()}
 
 
 @scope
@@ -124,8 +134,18 @@ def apply_audit(plan: AuditPlan, ledger: Ledger, catalog: Catalog, *, now: datet
         log.info("company=%s schedule=%s period=%s: %s", *gaps[-1].log_fields(),
                  outcome.describe(),
                  extra={"company": gaps[-1].company, "schedule": gaps[-1].schedule_id})
+    recoveries: list[tuple[str, str]] = []
+    for gap in plan.recoveries:
+        if api is None:
+            not_requested.append(gap.manual_dag_id)
+            continue
+        answer = trigger_once(api, gap.manual_dag_id, gap.run_id, gap.manual_params())
+        recoveries.append((gap.run_id, answer))
+        log.info("company=%s schedule=%s period=%s: reported by no slot after the timing "
+                 "switch; %s: %s run %s", gap.company, gap.schedule_id, gap.label.rsplit("/")[-1],
+                 answer, gap.manual_dag_id, gap.run_id)
     return AuditResult(plan, recorded=recorded, left_alone=left_alone, backfills=backfills,
-                       not_requested=not_requested, applied=True)
+                       not_requested=not_requested, recoveries=recoveries, applied=True)
 
 
 def run_audit(catalog: Catalog, ledger: Ledger, *, since: datetime, until: datetime, now: datetime,

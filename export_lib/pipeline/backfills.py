@@ -210,6 +210,22 @@ class AirflowApi:
         return BackfillOutcome(dag_id, len(wanted), tuple(todo), created["id"])
 
 
+def trigger_once(api: AirflowApi, dag_id: str, run_id: str, conf: dict[str, Any]) -> str:
+    """Trigger ``dag_id`` with ``conf`` as run ``run_id``, once: ``requested`` when created,
+    ``already requested`` when Airflow has a run of that id (HTTP 409), ``deferred: …`` when
+    the DAG is unknown (not parsed yet). :raises OrchestratorError: any other answer."""
+    status, body = api.call("POST", f"/api/v2/dags/{dag_id}/dagRuns",
+                            {"dag_run_id": run_id, "logical_date": None, "conf": conf})
+    if status in (200, 201):
+        return "requested"
+    if status == 409:
+        return "already requested"
+    if status == 404:
+        return ("deferred: Airflow does not know this DAG (not parsed yet, or its company file "
+                "has errors: see Airflow's import errors)")
+    raise OrchestratorError(f"trigger of {dag_id} run {run_id}: HTTP {status}: {body}")
+
+
 def api_from_environment(environ: dict[str, str] | None = None) -> AirflowApi:
     """The API client of ``exportctl``: ``AIRFLOW_CONN_EXPORT_AIRFLOW_API`` (logged in)."""
     from export_lib.source.connections import get_connection

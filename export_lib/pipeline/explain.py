@@ -17,7 +17,10 @@ from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
+import sqlalchemy as sa
+
 from export_lib.ledger.records import ArtifactRecord, AttemptRecord, RunRecord
+from export_lib.ledger.schema import runs
 from export_lib.ledger.states import IN_FLIGHT, RunState
 from export_lib.periods.names import deadline_for, run_key
 from export_lib.periods.slots import latest_slot_at_or_before, next_slots, slots_between, start_of_day
@@ -40,6 +43,9 @@ class PeriodFacts:
     deliveries: Sequence[Mapping[str, Any]] = ()  # ledger.deliveries.list_deliveries rows
     attempts: Sequence[AttemptRecord] = ()
     paused: str | None = None  # an operator's pause in force now (pipeline.controls), if any
+    # When the schedule's first run was registered (ADR 0029): a deadline that had passed by
+    # then is not tracked, so a delivery after it is not called late. None: not known.
+    first_deployed: datetime | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
 
 
@@ -85,6 +91,10 @@ def _delivered(schedule: Schedule, run: RunRecord, facts: PeriodFacts) -> str:
         if d["state"] == "acknowledged" and acked is not None:
             late = acked - run.deadline if run.deadline else timedelta(0)
             verdict = f"late by {_span(late)}" if late > timedelta(0) else "on time"
+            if (late > timedelta(0) and facts.first_deployed is not None
+                    and run.deadline <= facts.first_deployed):
+                verdict = ("after a deadline that passed before this schedule was deployed "
+                           "(not tracked: not late)")
             parts.append(f"delivered to {name} at {_utc(acked)}, {verdict}")
         elif d["state"] in ("exhausted", "refused"):
             parts.append(f"NOT delivered to {name}: {d['state']} after {d['attempts']} "
@@ -235,9 +245,13 @@ def explain_facts(ledger: Ledger, schedule_id: str, slot: datetime) -> PeriodFac
     paused = pause_reason(ledger, schedule_id.split("/", 1)[0], schedule_id)
     if run is None:
         return PeriodFacts(paused=paused)
+    with ledger.engine.connect() as conn:  # the first deployment (ADR 0029)
+        deployed = conn.execute(sa.select(sa.func.min(runs.c.created_at))
+                                .where(runs.c.schedule_id == schedule_id)).scalar()
     return PeriodFacts(run=run, events=ledger.events(key), artifacts=ledger.artifacts(key),
                        deliveries=list_deliveries(ledger.engine, key),
-                       attempts=ledger.attempts(key), paused=paused)
+                       attempts=ledger.attempts(key), paused=paused,
+                       first_deployed=deployed)
 
 
 __all__ = ["PeriodFacts", "explain_day", "explain_facts", "explain_period", "slots_of_day"]

@@ -26,6 +26,7 @@ from export_lib.periods.coverage import TIMING_KEYS, DeliveredPeriod, covering
 from export_lib.periods.instants import format_instant
 from export_lib.periods.names import period_label
 from export_lib.periods.slots import latest_slot_at_or_before, next_slots, slots_between
+from export_lib.periods.switches import avoiding_switch, switch_problems
 from export_lib.periods.windows import window_for
 
 NEXT = 3  # slots shown on each side, and new slots followed after the switch
@@ -128,7 +129,8 @@ def plan_reschedule(schedule: Schedule, timing: Timing, *, now: datetime,
     """The plan for moving ``schedule`` to ``timing`` (a plain timing)."""
     old = schedule.timing
     floor = max(now, newest_run) if newest_run else now
-    effective_from = switch_instant(old, timing, floor, wanted=effective_from)
+    effective_from = _without_hole(schedule, timing, switch_instant(
+        old, timing, floor, wanted=effective_from))
     if newest_run is not None and effective_from <= newest_run:
         raise ConfigError(f"effective_from {format_instant(effective_from)} is not after the "
                           f"newest run's slot {format_instant(newest_run)}: the slots already "
@@ -143,6 +145,19 @@ def plan_reschedule(schedule: Schedule, timing: Timing, *, now: datetime,
                           old_next=next_slots(old, now, NEXT),
                           new_next=next_slots(timeline, now, NEXT), periods=periods,
                           holes=holes, timeline=timeline)
+
+
+def _without_hole(schedule: Schedule, timing: Timing, switch: datetime) -> datetime:
+    """``switch``, or the first later slot of either timing at which every period is reported
+    when ``switch`` leaves one that no slot reports (moving 07:00 to 05:00 at 06:00 would
+    drop today's 07:00, yesterday's only report: the switch waits for tomorrow's 05:00)."""
+    kept = tuple(s for s in schedule.timing.segments if s[0] is None or s[0] < switch)
+    timeline = timeline_of([*((start, plain) for start, _, plain in kept), (switch, timing)])
+    if not any(p.kind == "unreported" for p in switch_problems(
+            schedule.model_copy(update={"timing": timeline}), now=switch)
+               if p.switch == switch):
+        return switch
+    return avoiding_switch(schedule, kept, timing, switch) or switch
 
 
 def _periods(schedule: Schedule, timeline: Timing, switch: datetime, now: datetime

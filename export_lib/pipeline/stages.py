@@ -153,6 +153,14 @@ def render_run(ledger: Ledger, store: ArtifactStore, run_key: str, *, now: datet
         ledger.skip(run_key, reason, now)
         log.info("%s", reason)
         return RenderSkipped(run_key=run_key, skipped=reason)
+    if result.rows == 0:
+        # Said, not silent: a new company whose rows are not in the source yet (or whose id
+        # differs from the source's tenant column) would otherwise send empty files unseen.
+        log.warning("company=%s schedule=%s period=%s: 0 rows in [%s, %s) from %s; the file "
+                    "has only its %s", run.company, run.schedule_id,
+                    period_label(run.window_start, run.window_end, run.timezone),
+                    run.window_start.isoformat(), run.window_end.isoformat(),
+                    schedule.query.table, "header" if fmt == "csv" else "schema")
     return Rendered(run_key=run_key, attempt_id=attempt.attempt_id,
                     generation=attempt.generation, rows=result.rows, bytes=result.bytes,
                     sha256=result.sha256, columns=tuple(result.columns))

@@ -24,9 +24,10 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from export_lib.config.query import QuerySpec, validate_spec
-from export_lib.errors import RenderError, WindowError
+from export_lib.errors import ConfigError, RenderError, WindowError
 from export_lib.logfmt import get_logger
 from export_lib.render.sink import HashingSink
+from export_lib.source.checks import local_time_problem, naive_timestamp_columns
 from export_lib.source.database import Source, SqlType, classify, describe_columns
 from export_lib.source.export_schema import ExportSchema, observed_schema
 from export_lib.source.sql import Bounds, ColumnExpr, build_postgres, build_sqlite, total_order
@@ -108,7 +109,8 @@ def render(
     """Stream the company's rows of ``[window_start, window_end)`` into ``sink``.
 
     Raises SchemaDriftError (a configured column left the source), SourceError (retryable:
-    the source went away), RenderError, WindowError (naive or empty window). ``engine``
+    the source went away), RenderError, WindowError (naive or empty window), ConfigError
+    (``timestamps='local'`` over a timestamp column without time zone). ``engine``
     "generic" forces the DB-API path (used by tests to prove both engines agree).
     ``check_schema`` is called with the file's schema before any row is read (the schema
     contract's check, ADR 0025): whatever it raises ends the render before the query runs.
@@ -117,6 +119,11 @@ def render(
     described = describe_columns(source, spec.table, spec.table_schema)
     columns = {name: declared for name, (declared, _) in described.items()}
     validate_spec(spec, columns, schedule_id=schedule_id)
+    if options.timestamps == "local":
+        # Refused, not ignored: a zone-less column would print its wall time unchanged.
+        for name in naive_timestamp_columns(spec.columns, columns, source.dialect):
+            raise ConfigError(f"schedule {schedule_id!r}: " + local_time_problem(
+                name, spec.table, columns[name]))
     schema = observed_schema(described, spec.columns, source.dialect)
     if check_schema is not None:
         check_schema(schema)

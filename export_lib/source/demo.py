@@ -9,6 +9,11 @@ Two tables the demo configs in ``dags/config`` read:
 
 Deterministic (the same hour always gets the same numbers), so re-seeding only appends what is
 new since the last run. Timestamps are ISO 8601 UTC text (``YYYY-MM-DD HH:MM:SS``).
+
+``widget_metrics``' times are ``TIMESTAMPTZ`` (with time zone): the demo's widget exports show
+them in the company's local time (``csv: {timestamps: local}``), which a column without time
+zone cannot do (``exportctl validate`` refuses it). A PostgreSQL demo database seeded before
+that has its columns converted (their values were UTC) the next time it is seeded.
 """
 
 from __future__ import annotations
@@ -33,9 +38,9 @@ SCHEMA = (
     """CREATE TABLE IF NOT EXISTS widget_metrics (
         company_id  TEXT NOT NULL,
         widget_id   TEXT NOT NULL,
-        event_time  TIMESTAMP NOT NULL,
+        event_time  TIMESTAMPTZ NOT NULL,
         value       NUMERIC(14, 2) NOT NULL,
-        ingested_at TIMESTAMP NOT NULL,
+        ingested_at TIMESTAMPTZ NOT NULL,
         PRIMARY KEY (company_id, widget_id, event_time))""",
     """CREATE TABLE IF NOT EXISTS channel_metrics (
         company_id  TEXT NOT NULL,
@@ -97,6 +102,20 @@ def seed(path: Path, companies: Iterable[str], *, now: datetime, days: int = 21)
         return conn.total_changes - before
 
 
+def _with_time_zone(pg) -> None:
+    """Convert ``widget_metrics``' times of a demo database seeded when they were ``TIMESTAMP``
+    (their values are UTC) to ``TIMESTAMPTZ``; nothing when they already are."""
+    naive = [row[0] for row in pg.execute(
+        "SELECT column_name FROM information_schema.columns WHERE table_schema = "
+        "current_schema() AND table_name = 'widget_metrics' AND column_name IN ('event_time', "
+        "'ingested_at') AND data_type = 'timestamp without time zone' ORDER BY column_name"
+    ).fetchall()]
+    if naive:
+        pg.execute("ALTER TABLE widget_metrics " + ", ".join(
+            f"ALTER COLUMN {name} TYPE timestamptz USING {name} AT TIME ZONE 'UTC'"
+            for name in naive))
+
+
 def seed_source(conn: Connection, companies: Iterable[str], *, now: datetime, days: int = 21) -> int:
     """Seed the ``demo_source`` connection: a SQLite file or a PostgreSQL database."""
     if conn.conn_type == "sqlite" and conn.schema:
@@ -111,8 +130,10 @@ def seed_source(conn: Connection, companies: Iterable[str], *, now: datetime, da
     with psycopg.connect(host=conn.host or "localhost", port=conn.port or 5432, user=conn.login,
                          password=conn.password, dbname=conn.schema) as pg:
         added = 0
+        pg.execute("SET TIME ZONE 'UTC'")  # the rows' text is UTC, whatever the server's zone
         for ddl in SCHEMA:
             pg.execute(ddl)
+        _with_time_zone(pg)
         with pg.cursor() as cur:
             for table, rows in (("widget_metrics", widget_rows(companies, start, end)),
                                 ("channel_metrics", channel_rows(companies, start, end))):

@@ -3,7 +3,7 @@
 Issue 24 item 3, ADR 0025. The schema is what a consumer parses, so its types are the file's
 types, not the source's spellings: ``integer`` and ``bigint`` are both ``int64`` (the CSV text
 and the Parquet column are the same), ``numeric(14,2)`` is ``decimal(14,2)`` in both formats.
-``docs/schema-contract.md`` has the table (source type → schema type → CSV text → Parquet type);
+``docs/reference/schema-contract.md`` has the table (source type → schema type → CSV text → Parquet type);
 ``tests/unit/test_export_schema.py`` checks it against :func:`schema_type` and the renderers.
 
 The fingerprint is the sha256 of the canonical JSON of the ordered columns

@@ -15,6 +15,9 @@ Outcomes of a run (the first that applies):
 * ``released``: an operator released it; it runs when its task is cleared (or retried);
 * ``revoked``: an operator revoked every published version (regenerate the period);
 * ``unresolved``: published, but a delivery gave up (exhausted or refused) — requeue it;
+* ``untracked``: would be ``late`` or ``missed``, but its deadline had passed before the
+  schedule was first deployed (ADR 0029: the first catch-up of a new schedule); when it was
+  delivered, the delivery time is still shown;
 * ``late`` / ``on_time``: first delivery acknowledged after / before the deadline;
 * ``missed``: the deadline passed and nothing was delivered;
 * ``waiting``: registered or delivering, deadline still ahead.
@@ -37,6 +40,7 @@ from export_lib.periods.instants import format_instant
 from export_lib.periods.names import deadline_for, period_label
 from export_lib.periods.slots import next_slots, slots_between
 from export_lib.views.reports import LedgerFilter, build_filter, ledger_where
+from export_lib.views.tracking import NOT_TRACKED, first_seen, slot_tracked, tracked_expression
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Row
@@ -59,13 +63,14 @@ OUTCOMES: dict[str, str] = {
     "revoked": "revoked by an operator: withdrawn, never delivered again (regenerate it)",
     "unresolved": "delivery unresolved: a destination gave up, requeue it",
     "cancelled": "cancelled",
+    # ADR 0029: a run or a slot whose deadline passed before the schedule was first deployed
+    "untracked": NOT_TRACKED,
 }
 # only in the strip: slots without a run
 SLOT_ONLY: dict[str, str] = {
     "no_run": "expected, no run: the schedule was due and nothing ran",
     "due": "due, not started yet (deadline still ahead)",
     "paused": "expected, no run: the company is paused",
-    "untracked": "before this schedule's first recorded run (not tracked)",
 }
 RELEASE_REASON_PREFIX = "released by "  # Ledger.release's reason
 GAVE_UP = (DeliveryState.EXHAUSTED.value, DeliveryState.REFUSED.value)
@@ -102,6 +107,9 @@ def outcome_expression(now: datetime):
     published = sa.exists().where(artifacts.c.run_id == runs.c.id)
     live = sa.exists().where(artifacts.c.run_id == runs.c.id,
                              artifacts.c.revoked_at.is_(None))
+    # Evaluated only for a run that would be late or missed (CASE stops at its first match).
+    judged = sa.or_(sa.and_(first_ack.is_not(None), first_ack > runs.c.deadline),
+                    sa.and_(first_ack.is_(None), past_deadline))
     return sa.case(
         (runs.c.state == RunState.SKIPPED.value, "skipped"),
         (runs.c.state == RunState.CANCELLED.value, "cancelled"),
@@ -113,6 +121,7 @@ def outcome_expression(now: datetime):
                  runs.c.reason.like(RELEASE_REASON_PREFIX + "%")), "released"),
         (sa.and_(runs.c.state == RunState.READY.value, published, ~live), "revoked"),
         (sa.and_(runs.c.state == RunState.READY.value, gave_up), "unresolved"),
+        (sa.and_(runs.c.deadline.is_not(None), judged, ~tracked_expression()), "untracked"),
         (sa.and_(first_ack.is_not(None), runs.c.deadline.is_not(None),
                  first_ack > runs.c.deadline), "late"),
         (first_ack.is_not(None), "on_time"),
@@ -148,6 +157,10 @@ def run_row(r: Row[Any], now: datetime) -> dict[str, Any]:
     lateness = None
     if outcome == "late":
         lateness = f"late by {_minutes_text(r.delivered_at - r.deadline)}"
+    elif outcome == "untracked":  # what happened, without a verdict (ADR 0029)
+        lateness = (f"delivered {_minutes_text(r.delivered_at - r.deadline)} after a deadline "
+                    "that passed before the schedule was deployed" if r.delivered_at else
+                    "nothing delivered; the deadline passed before the schedule was deployed")
     elif outcome in ("missed", "held", "released", "unresolved") and r.deadline and now > r.deadline \
             and r.delivered_at is None:
         lateness = f"deadline passed {_minutes_text(now - r.deadline)} ago"
@@ -200,16 +213,16 @@ def _last_slots(timing: Timing, now: datetime, count: int) -> tuple[datetime, ..
 def schedule_strips(engine: Engine, schedules: Iterable[Schedule], *, now: datetime,
                     slots: int = 14, next_count: int = 3) -> list[dict[str, Any]]:
     """Per schedule: its last ``slots`` expected slots coloured by outcome (oldest first; a slot
-    without a run is ``no_run``, ``due`` or ``paused``; before the schedule's first recorded run
-    ``untracked``), the next runs in local time and UTC, the owner and the last period
-    delivered. Three statements whatever the number of schedules."""
+    without a run is ``no_run``, ``due`` or ``paused``; ``untracked`` when its deadline passed
+    before the schedule was first deployed, ADR 0029), the next runs in local time and UTC, the
+    owner and the last period delivered. Three statements whatever the number of schedules."""
     schedules = list(schedules)
     expected = {s.schedule_id: _last_slots(s.timing, now, slots) for s in schedules}
     oldest = min((v[0] for v in expected.values() if v), default=now)
     ids = [s.schedule_id for s in schedules]
     found: dict[tuple[str, datetime], dict[str, Any]] = {}
     delivered: dict[str, str] = {}
-    first: dict[str, datetime] = {}
+    seen: dict[str, tuple[datetime, datetime]] = {}
     if ids:
         with engine.connect() as conn:
             for r in conn.execute(sa.select(*_run_columns(now))
@@ -225,9 +238,7 @@ def schedule_strips(engine: Engine, schedules: Iterable[Schedule], *, now: datet
                                   .join(newest, sa.and_(runs.c.schedule_id == newest.c.schedule_id,
                                                         runs.c.slot == newest.c.slot))):
                 delivered[r.schedule_id] = period_label(r.window_start, r.window_end, r.timezone)
-            first = dict(conn.execute(sa.select(runs.c.schedule_id, sa.func.min(runs.c.slot))
-                                      .where(runs.c.schedule_id.in_(ids))
-                                      .group_by(runs.c.schedule_id)).all())
+            seen = first_seen(conn, ids)
     out = []
     for s in schedules:
         cells: list[dict[str, Any]] = []
@@ -241,11 +252,11 @@ def schedule_strips(engine: Engine, schedules: Iterable[Schedule], *, now: datet
             if version is None:
                 continue  # before the schedule's first effective_from: nothing was owed
             due = deadline_for(version, slot)
-            tracked_from = first.get(s.schedule_id)
-            outcome = ("untracked" if tracked_from is not None and slot < tracked_from
+            outcome = ("untracked" if not slot_tracked(slot, due, seen.get(s.schedule_id))
                        else "paused" if s.company.status == "paused"
                        else "due" if due > now else "no_run")
-            cells.append({"kind": "slot", "outcome": outcome, "outcome_text": SLOT_ONLY[outcome],
+            cells.append({"kind": "slot", "outcome": outcome,
+                          "outcome_text": {**OUTCOMES, **SLOT_ONLY}[outcome],
                           "slot_utc": format_instant(slot),
                           "slot_local": _local(slot, s.timing.timezone),
                           "deadline_utc": format_instant(due),

@@ -16,7 +16,8 @@ GAUGES = {
                               "slots the timetable made due in the horizon (per schedule)"),
     "export_slots_missing": ("missing", "due slots with no run in the ledger (an outage shows "
                                         "here before any run exists)"),
-    "export_slots_missed": ("missed", "due slots whose deadline passed with nothing delivered"),
+    "export_slots_missed": ("missed", "due slots whose deadline passed with nothing delivered "
+                                      "(not those due before the schedule was first deployed)"),
     "export_runs_at_risk": ("at_risk", "slots not delivered past their risk point, deadline "
                                        "still ahead"),
 }

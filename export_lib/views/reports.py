@@ -5,8 +5,10 @@ their artifacts, their deliveries): filtering, ordering (newest slot first) and 
 happen in SQL, never by loading the ledger and slicing it in Python. Lateness is computed here,
 from the run's deadline and the time its first delivery was acknowledged (the deadline is
 "delivered within ... of the slot"; ``now`` while nothing was delivered), so every reader shows
-the same verdict — catch-up and backfill runs included, which raise no Deadline Alert. Every
-ledger timestamp reads back aware UTC (``UtcDateTime``), on SQLite too.
+the same verdict — catch-up and backfill runs included, which raise no Deadline Alert. A run
+whose deadline passed before its schedule was first deployed keeps its verdict but is
+``tracked: false`` and never listed by ``missed``/``late`` (ADR 0029). Every ledger timestamp
+reads back aware UTC (``UtcDateTime``), on SQLite too.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from export_lib.ledger.states import UNRESOLVED_DELIVERIES, RunState
 from export_lib.periods.names import period_label
 from export_lib.periods.slots import format_instant
 from export_lib.views.risk import RiskRule, mark_at_risk
+from export_lib.views.tracking import tracked_expression
 
 MAX_LIMIT = 500
 FilterT = TypeVar("FilterT", bound="LedgerFilter")
@@ -70,6 +73,10 @@ class RunFilter(LedgerFilter):
 
     state: str | None = None
     unresolved_deliveries: bool = False
+    # Deadline misses (ADR 0029; both: either). missed: the deadline passed with nothing
+    # delivered (not skipped or cancelled); late: first delivered after it. Tracked periods only.
+    missed: bool = False
+    late: bool = False
     limit: int = Field(default=50, ge=1, le=MAX_LIMIT)
 
     @field_validator("state")
@@ -116,7 +123,7 @@ def ledger_where(f: LedgerFilter) -> list[Any]:
     return clauses
 
 
-def _where(f: RunFilter) -> list[Any]:
+def _where(f: RunFilter, now: datetime) -> list[Any]:
     clauses = ledger_where(f)
     if f.state:
         clauses.append(runs.c.state == f.state)
@@ -124,7 +131,24 @@ def _where(f: RunFilter) -> list[Any]:
         unresolved = [s.value for s in UNRESOLVED_DELIVERIES]
         clauses.append(runs.c.run_key.in_(
             sa.select(deliveries.c.run_key).where(deliveries.c.state.in_(unresolved))))
+    if f.missed or f.late:
+        clauses.append(_deadline_verdicts(f, now))
     return clauses
+
+
+def _deadline_verdicts(f: RunFilter, now: datetime) -> Any:
+    """Runs of tracked periods that missed their deadline and/or were delivered after it (the
+    same words as ``_lateness``: ``overdue`` is missed)."""
+    first_ack = (sa.select(sa.func.min(deliveries.c.acknowledged_at))
+                 .where(deliveries.c.run_key == runs.c.run_key).scalar_subquery())
+    wanted = []
+    if f.missed:
+        wanted.append(sa.and_(first_ack.is_(None), runs.c.deadline < now,
+                              runs.c.state.not_in([RunState.SKIPPED.value,
+                                                   RunState.CANCELLED.value])))
+    if f.late:
+        wanted.append(first_ack > runs.c.deadline)
+    return sa.and_(runs.c.deadline.is_not(None), sa.or_(*wanted), tracked_expression())
 
 
 def _minutes(delta: timedelta) -> int:
@@ -156,14 +180,15 @@ def runs_page(engine: Engine, f: RunFilter, *, now: datetime,
     """One page of runs, newest slot first, with artifacts, deliveries and deadline verdicts;
     ``at_risk`` and ``risk_point_utc`` by each schedule's rule in ``risk`` (else the default:
     half the deadline; ADR 0020)."""
-    where = _where(f)
+    where = _where(f, now)
     with engine.connect() as conn:
         total = conn.execute(sa.select(sa.func.count()).select_from(runs).where(*where)).scalar_one()
         page = conn.execute(
             sa.select(runs.c.id, runs.c.run_key, runs.c.company, runs.c.schedule_id, runs.c.slot,
                       runs.c.window_start, runs.c.window_end, runs.c.timezone, runs.c.window_kind,
                       runs.c.config_version, runs.c.deadline, runs.c.state, runs.c.reason,
-                      runs.c.owner, runs.c.trigger, runs.c.created_at, runs.c.updated_at)
+                      runs.c.owner, runs.c.trigger, runs.c.created_at, runs.c.updated_at,
+                      tracked_expression().label("tracked"))
             .where(*where).order_by(runs.c.slot.desc(), runs.c.id.desc())
             .limit(f.limit).offset(f.offset)
         ).all()
@@ -206,6 +231,7 @@ def runs_page(engine: Engine, f: RunFilter, *, now: datetime,
             "config_version": r.config_version, "deadline_utc": _iso(r.deadline),
             "ready_at_utc": _iso(ready_at), "delivered_at_utc": _iso(delivered_at),
             **_lateness(r.deadline, delivered_at, r.state, now),
+            "tracked": bool(r.tracked),
             "artifacts": [{"version": a.version, "sha256": a.sha256, "uri": a.uri, "rows": a.rows,
                            "bytes": a.bytes, "supersedes": a.supersedes,
                            "correction": bool(a.correction),

@@ -12,9 +12,10 @@ has of it, and which exports are at risk of missing their deadline. Pure over ``
   never later than the deadline;
 * a slot is **missed** when its deadline passed and nothing was delivered (or it has no run).
 
-Slots before a schedule's first recorded run are not counted (as the obligations strip leaves
-them ``untracked``), nor are a paused company's. Read by the obligations page, ``exportctl
-runs``, the ``/exports/metrics`` endpoint and the at-risk deadline alert.
+Slots whose deadline passed before the schedule was first deployed are not counted (ADR 0029;
+the obligations strip shows them ``untracked``), nor are a paused company's. Read by the
+obligations page, ``exportctl runs``, the ``/exports/metrics`` endpoint and the at-risk deadline
+alert.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from export_lib.ledger.schema import deliveries, runs
 from export_lib.periods.instants import format_instant
 from export_lib.periods.names import deadline_for
 from export_lib.periods.slots import slots_between
+from export_lib.views.tracking import first_seen, slot_tracked
 
 if TYPE_CHECKING:
     from export_lib.config.models import Schedule
@@ -131,21 +133,23 @@ class Tally:
 
 
 def tally(schedule: Schedule, *, since: datetime, now: datetime,
-          runs_by_slot: Mapping[datetime, RunFacts], first_run: datetime | None,
-          rule: RiskRule = DEFAULT_RULE) -> Tally:
-    """Count ``schedule``'s due slots (pure; see the module doc for each word)."""
+          runs_by_slot: Mapping[datetime, RunFacts],
+          first_run: tuple[datetime, datetime] | None, rule: RiskRule = DEFAULT_RULE) -> Tally:
+    """Count ``schedule``'s due slots (pure; see the module doc for each word).
+    ``first_run``: the schedule's first deployment and oldest run's slot
+    (:func:`~export_lib.views.tracking.first_seen`), None when it has no run yet."""
     if schedule.company.status == "paused":
         return Tally(schedule.company.id, schedule.schedule_id, since)
     expected = missing = missed = 0
     risky: list[dict[str, Any]] = []
     for slot in due_slots(schedule, since, now):
-        if first_run is not None and slot < first_run:
-            continue  # before the schedule's first recorded run: not tracked
         run = runs_by_slot.get(slot)
-        expected += 1
-        missing += run is None
         deadline = run.deadline if run is not None and run.deadline else deadline_for(
             schedule.version_for(slot), slot)  # type: ignore[arg-type]
+        if not slot_tracked(slot, deadline, first_run):
+            continue  # due before the schedule was first deployed: not tracked (ADR 0029)
+        expected += 1
+        missing += run is None
         delivered = run is not None and run.delivered_at is not None
         state = run.state if run is not None else None
         missed += not delivered and state not in NOT_AT_RISK and deadline <= now
@@ -210,7 +214,7 @@ def outage_report(engine: Engine, schedules: Iterable[Schedule], *, now: datetim
     since = now - horizon
     ids = [s.schedule_id for s in schedules]
     found: dict[str, dict[datetime, RunFacts]] = {}
-    first: dict[str, datetime] = {}
+    first: dict[str, tuple[datetime, datetime]] = {}
     if ids:
         with engine.connect() as conn:
             for r in conn.execute(sa.select(runs.c.run_key, runs.c.schedule_id, runs.c.slot,
@@ -219,9 +223,7 @@ def outage_report(engine: Engine, schedules: Iterable[Schedule], *, now: datetim
                                   .where(runs.c.schedule_id.in_(ids), runs.c.slot >= since)):
                 found.setdefault(r.schedule_id, {})[r.slot] = RunFacts(
                     r.run_key, r.slot, r.state, r.deadline, r.delivered_at)
-            first = dict(conn.execute(sa.select(runs.c.schedule_id, sa.func.min(runs.c.slot))
-                                      .where(runs.c.schedule_id.in_(ids))
-                                      .group_by(runs.c.schedule_id)).all())
+            first = first_seen(conn, ids)
     if rules is None:
         rules = risk_rules(engine, schedules, now=now)
     return [tally(s, since=since, now=now, runs_by_slot=found.get(s.schedule_id, {}),

@@ -4,7 +4,11 @@ A run's deadline is ``slot + schedule deadline``; misses show in Browse → Dead
 backfill runs are created after their deadline has already passed: alerting for each would flood
 the page with misses nobody can act on, so :class:`OnTimeSlotDeadline` creates no deadline for a
 run whose deadline was already past when the run was created (the ledger still records the run's
-deadline and lateness). See docs/adr/0003-deadlines-and-catch-up.md.
+deadline and lateness). See docs/adr/0003-orchestration-deadlines-catch-up.md.
+
+Airflow's Deadlines page says "Missed" for every deadline that fired, the risk point's early
+warning included (it cannot be hidden or labelled otherwise), so that alert's name says it is
+not a miss (ADR 0030); Browse → Export obligations and ``exportctl runs --missed`` count misses.
 """
 
 from __future__ import annotations
@@ -191,8 +195,16 @@ def risk_alert(schedule: Any, config_dir: str) -> DeadlineAlert | None:
         callback=AsyncCallback(ExportAlertNotifier, kwargs={
             **deadline_kwargs(schedule, config_dir), "reason": "at_risk",
             "risk": after or "automatic"}),
-        name=f"at risk: not delivered {after or 'half-way'} to the deadline",
+        name=risk_alert_name(after),
     )
+
+
+def risk_alert_name(after: str | None) -> str:
+    """The at-risk alert's name, the "Alert Name" beside Airflow's red "Missed" on Browse →
+    Deadlines: an early warning, not a miss (ADR 0030)."""
+    point = ("half the deadline (or the median delivery time)" if after is None
+             else f"{after} of the deadline" if after.endswith("%") else f"{after} after the slot")
+    return f"early warning (at risk), not a miss: not yet delivered at {point}"
 
 
 def deadline_alerts(schedule: Any, config_dir: str) -> list[DeadlineAlert]:

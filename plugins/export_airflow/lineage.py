@@ -32,7 +32,7 @@ from airflow.providers.openlineage.extractors import OperatorLineage
 
 from export_lib.pipeline.lineage import LineageDataset, RunLineage
 
-# The facet's schema: docs/lineage.md describes it (no public URL of ours to point at; a URN is a
+# The facet's schema: docs/reference/lineage.md describes it (no public URL of ours to point at; a URN is a
 # URI, which is all OpenLineage asks of ``_schemaURL``).
 FACET_SCHEMA = "urn:airflow-scheduled-exports:openlineage:ExportRunFacet:1"
 

@@ -20,7 +20,7 @@ COLOURS = {
     "failed": ("#212121", "F"),
     "unresolved": ("#f9a825", "U"), "cancelled": ("#616161", "C"),
     "revoked": ("#4e342e", "V"), "due": ("#cfd8dc", "·"),
-    "paused": ("#bdbdbd", "P"), "untracked": ("#f5f5f5", "–"),
+    "paused": ("#bdbdbd", "P"), "untracked": ("#e0e0e0", "–"),
 }
 STYLE = (
     "body{font-family:sans-serif;margin:1rem;color:#222}h2{margin:.2rem 0 .6rem}"
@@ -64,7 +64,11 @@ def legend() -> str:
     return (f"<p class='legend'>{items}</p><p><small>Every time is shown in the company's local "
             "time and in UTC. A run is one export of one period; the deadline is when the "
             "customer must have it. “Late” is measured from the deadline to the first "
-            "acknowledged delivery.</small></p>")
+            "acknowledged delivery. “Not tracked” (grey) is a period whose deadline had "
+            "already passed when the schedule was deployed (its first run was registered): a "
+            "new schedule's first catch-up. It is never counted missed or late; hover it to "
+            "see whether and when it was delivered. A period due after that is always tracked, "
+            "so a catch-up after an outage still counts.</small></p>")
 
 
 def filter_form(q: dict[str, Any], companies: list[str], schedules: list[str]) -> str:
@@ -145,7 +149,8 @@ def _due(due: dict[str, Any] | None) -> str:
 
 def _why(r: dict[str, Any]) -> str:
     """The run's reason where it explains the outcome (not "artifact v1" of a delivered run)."""
-    return "" if r["outcome"] in ("on_time", "late", "running", "waiting") else r["reason"] or ""
+    return "" if r["outcome"] in ("on_time", "late", "running", "waiting", "untracked") \
+        else r["reason"] or ""
 
 
 def _risk_badge(r: dict[str, Any]) -> str:

@@ -66,12 +66,13 @@ def _page(**filters: Any) -> Any:
 
 @app.get("/runs.json")
 def runs_json(company: str | None = None, schedule: str | None = None, state: str | None = None,
-              unresolved: bool = False, limit: int = Query(50, ge=1, le=500),
-              offset: int = Query(0, ge=0),
+              unresolved: bool = False, missed: bool = False, late: bool = False,
+              limit: int = Query(50, ge=1, le=500), offset: int = Query(0, ge=0),
               visible: frozenset[str] | None = Visible) -> dict[str, Any]:
+    """``missed``/``late``: as ``exportctl runs --missed/--late`` (ADR 0029)."""
     return _page(company=company, schedule_id=schedule, state=state,
-                 unresolved_deliveries=unresolved, limit=limit, offset=offset,
-                 visible_companies=visible).as_json()
+                 unresolved_deliveries=unresolved, missed=missed, late=late, limit=limit,
+                 offset=offset, visible_companies=visible).as_json()
 
 
 def _cell(value: Any) -> str:
@@ -80,10 +81,12 @@ def _cell(value: Any) -> str:
 
 def _deadline(r: dict[str, Any]) -> str:
     status = r["deadline_status"]
+    # ADR 0029: a deadline that passed before the schedule was deployed is not counted.
+    untracked = "" if r.get("tracked") else "; not tracked: due before the schedule was deployed"
     if status == "late":
-        return f"late by {r['late_by_minutes']} min (due {r['deadline_utc']})"
+        return f"late by {r['late_by_minutes']} min (due {r['deadline_utc']}){untracked}"
     if status == "overdue":
-        return f"OVERDUE by {r['late_by_minutes']} min (due {r['deadline_utc']})"
+        return f"OVERDUE by {r['late_by_minutes']} min (due {r['deadline_utc']}){untracked}"
     if status in ("on_time", "pending"):
         return f"{status.replace('_', ' ')} (due {r['deadline_utc']})"
     return "–"

@@ -90,8 +90,11 @@ def test_render_through_the_airflow_resolver_goes_through_the_postgres_hook(
             "WHERE company_id = 'acme'").fetchall()
         dsn = postgres_server.dsn.rsplit("/", 1)[0] + f"/{name}"
         with psycopg.connect(dsn) as pg:
+            # With time zone, as the demo's (acme's daily-spend shows local time); the SQLite
+            # demo's text is UTC.
+            pg.execute("SET TIME ZONE 'UTC'")
             pg.execute("CREATE TABLE widget_metrics (company_id TEXT, widget_id TEXT, "
-                       "event_time TIMESTAMP, value NUMERIC(14, 2), ingested_at TIMESTAMP)")
+                       "event_time TIMESTAMPTZ, value NUMERIC(14, 2), ingested_at TIMESTAMPTZ)")
             with pg.cursor() as cur:
                 cur.executemany("INSERT INTO widget_metrics VALUES (%s, %s, %s, %s, %s)", rows)
         monkeypatch.setenv("AIRFLOW_CONN_AF_SOURCE", json.dumps({

@@ -42,6 +42,12 @@ def test_deadline_alert_survives_dag_serialization(tmp_path):
     blob = str(risk)
     assert "AtRiskDeadline" in blob and "'schedule_id': 'acme/daily-spend'" in blob
     assert "'reason': 'at_risk'" in blob and "'risk': 'automatic'" in blob
+    # The names Browse → Deadlines shows beside "Missed" (ADR 0030): the early warning says it
+    # is not a miss.
+    assert (alert["name"], risk["name"]) == (
+        "delivered within 2:00:00 of the slot",
+        "early warning (at risk), not a miss: not yet delivered at half the deadline (or the "
+        "median delivery time)")
 
 
 def test_the_risk_point_alert_follows_at_risk(monkeypatch):
@@ -66,6 +72,13 @@ def test_the_risk_point_alert_follows_at_risk(monkeypatch):
         update={"at_risk": AtRisk(alert=False)})})
     assert risk_alert(off, "/cfg") is None and len(deadline_alerts(off, "/cfg")) == 1
     assert len(deadline_alerts(schedule, "/cfg")) == 2
+    named = {after: risk_alert(schedule.model_copy(update={"policies": schedule.policies
+                                                         .model_copy(update={"at_risk": AtRisk(
+                                                             after=after)})}), "/cfg").name
+             for after in ("25%", "45m")}
+    assert named == {
+        "25%": "early warning (at risk), not a miss: not yet delivered at 25% of the deadline",
+        "45m": "early warning (at risk), not a miss: not yet delivered at 45m after the slot"}
 
 
 @pytest.mark.parametrize(("run_type", "lag", "pool", "weight"), [
@@ -122,10 +135,12 @@ def test_manual_request_errors_name_the_field():
 
     base = {"company": "acme", "base_export": "acme/daily-spend", "reason": "audit",
             "window_start": "2026-03-02T00:00:00+01:00", "window_end": "2026-03-01T00:00:00+01:00"}
-    with pytest.raises(ConfigError, match=r"window_end 2026-03-01T00:00:00\+01:00 is not after "
+    with pytest.raises(ConfigError, match=r"manual export form: window_end: "
+                                          r"2026-03-01T00:00:00\+01:00 is not after "
                                           r"window_start 2026-03-02T00:00:00\+01:00"):
         parse_request(base)
-    with pytest.raises(ConfigError, match=r"manual_export: reason: String should have at least 3"):
+    with pytest.raises(ConfigError,
+                       match=r"manual export form: reason: String should have at least 3"):
         parse_request({**base, "reason": "x", "window_end": "2026-03-03T00:00:00+01:00"})
 
 

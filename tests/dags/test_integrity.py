@@ -190,7 +190,7 @@ BROKEN_ACME = {
     "not_yaml": (
         lambda text: text.replace("  name: ACME Corp\n", "  name: [ACME Corp\n"),
         # No field exists in a file that is not YAML: the position stands in for it.
-        ["not valid YAML", "line 5 column 11", "expected ',' or ']'"]),
+        ["not valid YAML", "line 6 column 11", "expected ',' or ']'"]),
 }
 
 

@@ -24,11 +24,17 @@ def test_release_needs_edit_access_a_token_and_the_same_origin(airflow_db, expor
     from export_lib.config.loader import load_catalog
     from export_lib.errors import RunHeldError
     from export_lib.ledger import open_ledger
-    from export_lib.pipeline import RunContext, start_run
+    from export_lib.pipeline import RunContext, register_run, start_run
 
     acme = export_world.config / "acme.yaml"
     acme.write_text(acme.read_text().replace("    deadline: 30m\n",
                                              "    deadline: 30m\n    late_start: hold\n", 1))
+    # Registered 10 min after its slot (the schedule was deployed then: its deadline is tracked,
+    # ADR 0029), delivered the next day: late.
+    register_run(open_ledger(), load_catalog(export_world.config).schedule("acme/daily-spend"),
+                 datetime(2026, 3, 29, 5, 0, tzinfo=UTC),
+                 now=datetime(2026, 3, 29, 5, 10, tzinfo=UTC),
+                 ctx=RunContext(origin="test", trigger="scheduled"))
     run_one(str(export_world.config), "acme/daily-spend", "2026-03-29T05:00Z",
             now=datetime(2026, 3, 30, tzinfo=UTC))
     ledger = open_ledger()

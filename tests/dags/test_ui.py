@@ -26,7 +26,11 @@ def test_status_page_requires_login_and_lists_runs(airflow_db, export_world, tmp
     assert (run["deadline_status"], run["late_by_minutes"]) == ("late", 17 * 60)
     page = client.get("/exports/?company=acme", headers=headers).text
     assert "acme/daily-spend/2026-03-29T05:00Z" in page and "acme-dir: acknowledged" in page
-    assert "late by 1020 min (due 2026-03-29T07:00:00Z)" in page
+    # Its schedule's only run, made after its deadline: a first catch-up, not tracked (ADR 0029).
+    assert ("late by 1020 min (due 2026-03-29T07:00:00Z); not tracked: due before the schedule "
+            "was deployed") in page
+    assert (run["tracked"], client.get("/exports/runs.json?late=true&missed=true",
+                                       headers=headers).json()["total"]) == (False, 0)
     assert "runs 1–1 of 1" in page
     assert client.get("/exports/?company=nobody", headers=headers).text.count("<tr>") == 1
     bad = client.get("/exports/runs.json?state=done", headers=headers)

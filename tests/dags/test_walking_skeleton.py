@@ -142,7 +142,7 @@ def test_airflow_dags_test_on_an_export_dag_exits_0_with_the_artifact_published(
             assert [f["name"] for f in out["facets"]["schema"]["fields"]] == columns
             if (task, kind) != ("render", "START"):  # the file's types, once it is staged
                 assert [f.get("type") for f in out["facets"]["schema"]["fields"]] == [
-                    "string", "string", "timestamp", "decimal(14,2)"], (task, kind)
+                    "string", "string", "timestamptz", "decimal(14,2)"], (task, kind)
             assert out["facets"]["columnLineage"]["fields"]["value"]["inputFields"] == [
                 {**source, "field": "value", "transformations": []}]
             facet = event["run"]["facets"]["exportRun"]

@@ -192,3 +192,40 @@ def test_the_strip_marks_where_a_new_timing_starts(ledger, tmp_path):
     html = schedules_table([strip])
     assert html.count("vchange") == 1 and "data-version-change='config version" in html
     assert strip["next_runs"][0]["local"] == "2026-04-01 09:00 CEST"
+
+
+def test_the_demo_first_screen_after_its_first_catch_up_shows_no_miss(tmp_path, monkeypatch,
+                                                                       pg_ledger_database):
+    """``make run`` on a fresh ledger, as the DAGs do it (ADR 0006): every shipped schedule runs
+    its newest due slot at once (04:11, a minute after the stack starts), and the ``recovery:
+    each`` ones backfill the 48 h behind it a minute later — nothing delivered yet. Every
+    deadline that had passed when the stack started is not tracked (ADR 0029): no red M, no
+    missed figure; the one deadline still ahead (acme's hourly 04:00, due 04:30) is waiting."""
+    from export_lib.config.loader import load_catalog
+    from export_lib.ledger import open_ledger
+    from export_lib.pipeline import RunContext, register_run
+    from export_lib.views.obligations import schedule_strips
+    from export_lib.views.risk import due_slots, outage_report
+
+    world = build_world(tmp_path, pg_ledger_database, days=3).use(monkeypatch)
+    started = datetime(2026, 3, 30, 4, 10, tzinfo=UTC)
+    catalog = load_catalog(world.config)
+    led = open_ledger()
+    for s in catalog.schedules:
+        *older, newest = due_slots(s, started - timedelta(hours=48), started)
+        register_run(led, s, newest, now=started + timedelta(minutes=1),
+                     ctx=RunContext(origin="test", trigger="scheduled"))
+        for slot in older if s.policies.recovery == "each" else ():
+            register_run(led, s, slot, now=started + timedelta(minutes=2),
+                         ctx=RunContext(origin="test", trigger="backfill"))
+    now = started + timedelta(minutes=5)
+    try:
+        strips = schedule_strips(led.engine, catalog.schedules, now=now)
+        tallies = outage_report(led.engine, catalog.schedules, now=now)
+    finally:
+        led.engine.dispose()
+    shown = {(strip["schedule"], c["slot_utc"], c["outcome"]) for strip in strips
+             for c in strip["strip"] if c["outcome"] != "untracked"}
+    assert shown == {("acme/hourly-clicks", "2026-03-30T04:00:00Z", "waiting")}, shown
+    assert len(strips) == len(catalog.schedules) >= 8
+    assert [(t.schedule_id, t.missed) for t in tallies if t.missed] == []

@@ -16,51 +16,57 @@ VALID = {"company": "acme", "base_export": "acme/daily-spend", "reason": "audit 
 
 CASES = [
     ("company-path-traversal", {"company": "../../etc/passwd"},
-     r"manual_export: company: String should match pattern"),
-    ("company-newline", {"company": "acme\n"}, r"manual_export: company: String should match"),
+     r"manual export form: company: '\.\./\.\./etc/passwd' is not a valid company id: use "
+     r"lower-case letters, digits, and single '-' or '_' between them \(e\.g\. acme\)$"),
+    ("company-newline", {"company": "acme\n"},
+     r"manual export form: company: 'acme\\n' is not a valid company id: use lower-case"),
     ("company-unknown", {"company": "globex", "base_export": "globex/daily"},
-     r"manual_export: company: unknown company 'globex'|no config file for company 'globex'"),
+     r"manual export form: company: unknown company 'globex'|no config file for company 'globex'"),
     ("base-export-other-company", {"base_export": "kiwi-outdoors/six-hourly-orders"},
      r"unknown schedule 'kiwi-outdoors/six-hourly-orders'"),
     ("base-export-path", {"base_export": "acme/../kiwi-outdoors/x"},
-     r"manual_export: base_export: String should match pattern"),
+     r"manual export form: base_export: 'acme/\.\./kiwi-outdoors/x' is not a valid export id: "
+     r"use <company>/<export> or <company>/<channel>/primary \(or /secondary\)"),
     ("destination-pattern", {"destinations": ["../x"]},
-     r"manual_export: destinations\.0: String should match pattern"),
+     r"manual export form: destinations\[0\]: '\.\./x' is not a valid destination id: use "
+     r"lower-case letters, digits, '-' or '_', starting with a letter or digit "
+     r"\(e\.g\. acme-dir\)$"),
     ("destination-not-configured", {"destinations": ["evil-sftp"]},
      r"destination\(s\) \['evil-sftp'\] are not configured"),
     ("columns-not-configured", {"columns": ["company_id", "secret_column"]},
-     r"manual_export: columns: \['secret_column'\] are not columns of the base export"),
+     r"manual export form: columns: \['secret_column'\] are not columns of the base export"),
     ("columns-tenant-bypass", {"columns": ["value", "other_company_id"]},
-     r"manual_export: columns: \['other_company_id'\] are not columns"),
+     r"manual export form: columns: \['other_company_id'\] are not columns"),
     ("columns-injection", {"columns": ['value"; drop table x; --']},
-     r"manual_export: columns\.0: String should match pattern"),
+     r"manual export form: columns\[0\]: 'value\"; drop table x; --' is not a valid column "
+     r"name: use letters, digits and '_', not starting with a digit"),
     ("window-1970", {"window_start": "1970-01-01T00:00:00Z",
                      "window_end": "1970-01-02T00:00:00Z"},
-     r"manual_export: window_start: 1970-01-01T00:00:00\+00:00 is older than the source keeps "
+     r"manual export form: window_start: 1970-01-01T00:00:00\+00:00 is older than the source keeps "
      r"data \(400 days"),
     ("window-2030", {"window_start": "2030-01-01T00:00:00Z", "window_end": "2030-01-02T00:00:00Z"},
-     r"manual_export: window_end: 2030-01-02T00:00:00\+00:00 is in the future"),
+     r"manual export form: window_end: 2030-01-02T00:00:00\+00:00 is in the future"),
     ("window-ends-in-the-future", {"window_end": "2026-03-31T00:00:00Z"},
-     r"manual_export: window_end: .* is in the future"),
+     r"manual export form: window_end: .* is in the future"),
     ("window-reversed", {"window_start": "2026-03-28T00:00:00Z",
                          "window_end": "2026-03-27T00:00:00Z"},
-     r"window_end 2026-03-27T00:00:00\+00:00 is not after window_start"),
+     r"manual export form: window_end: 2026-03-27T00:00:00\+00:00 is not after window_start"),
     ("window-too-long", {"window_start": "2025-01-01T00:00:00Z"},
-     r"the window spans more than 400 days"),
+     r"manual export form: window_start: the window spans more than 400 days"),
     ("reason-300k", {"reason": "x" * 300_000},
-     r"manual_export: reason: String should have at most 500 characters \(got 'xxx.*"
+     r"manual export form: reason: String should have at most 500 characters \(got 'xxx.*"
      r"…\(300000 chars\)\)$"),
-    ("reason-too-short", {"reason": "x"}, r"manual_export: reason: String should have at least 3"),
+    ("reason-too-short", {"reason": "x"}, r"manual export form: reason: String should have at least 3"),
     ("reason-crlf", {"reason": "audit\r\nX-Forged: 1"},
-     r"manual_export: reason: Value error, contains a control character \(U\+000D at position "
+     r"manual export form: reason: contains a control character \(U\+000D at position "
      r"6\); write the reason as one line of printable characters \(got 'audit\\r\\nX-Forged"),
     ("reason-bidi", {"reason": "audit \u202eevil"},
-     r"manual_export: reason: Value error, contains a control character \(U\+202E at position 7\)"),
+     r"manual export form: reason: contains a control character \(U\+202E at position 7\)"),
     ("regenerate-text", {"regenerate": "yes"},
-     r"manual_export: regenerate: Input should be a valid boolean"),
-    ("format-unknown", {"format": "xlsx"}, r"manual_export: format: Input should be 'csv' or"),
+     r"manual export form: regenerate: Input should be a valid boolean"),
+    ("format-unknown", {"format": "xlsx"}, r"manual export form: format: Input should be 'csv' or"),
     ("unknown-field", {"tenant_column": "widget_id"},
-     r"manual_export: tenant_column: unknown field; allowed fields:"),
+     r"manual export form: tenant_column: unknown field; allowed fields:"),
     ("columns-too-many", {"columns": [f"c{i}" for i in range(600)]},
-     r"manual_export: columns: Tuple should have at most 500 items"),
+     r"manual export form: columns: Tuple should have at most 500 items"),
 ]

@@ -10,6 +10,7 @@ import pytest
 from pydantic import ValidationError
 
 from export_lib.alerts import Alert, AlertReason, alert_key, recipients, schema_change_alert
+from export_lib.config.messages import issues_from_validation
 from export_lib.config.models import AlertsConfig
 from export_lib.ledger import open_ledger
 from export_lib.ledger.notices import claim_notice, confirm_notice, fail_notice, list_notices
@@ -41,13 +42,24 @@ def test_recipients_are_the_team_then_the_owner_each_once():
 
 @pytest.mark.parametrize(("data", "match"), [
     ({"exports_team": ["not-an-address"]}, "expected an email address"),
-    ({"notifier": {"class": "slack"}}, "String should match pattern"),
     ({"notifier": {"class": "smtp", "channel": "#x"}}, "Extra inputs are not permitted"),
     ({"pager": True}, "Extra inputs are not permitted"),
 ])
 def test_a_bad_alerts_section_is_refused_naming_the_field(data, match):
     with pytest.raises(ValidationError, match=match):
         AlertsConfig.model_validate(data)
+
+
+def test_a_bad_notifier_class_is_told_what_is_allowed_not_a_pattern():
+    with pytest.raises(ValidationError) as info:
+        AlertsConfig.model_validate({"notifier": {"class": "slack", "message_field": "Text"}})
+    assert issues_from_validation("defaults.yaml", AlertsConfig, info.value) == [
+        "defaults.yaml: notifier.class: 'slack' is not a valid notifier class: use 'smtp' or the "
+        "dotted path of an Airflow notifier class (e.g. "
+        "airflow.providers.slack.notifications.slack.SlackNotifier)",
+        "defaults.yaml: notifier.message_field: 'Text' is not a valid keyword name: use "
+        "lower-case letters, digits and '_', not starting with a digit; it names a keyword "
+        "argument of the notifier (e.g. text)"]
 
 
 def test_a_custom_notifier_is_named_by_its_class():

@@ -1,6 +1,6 @@
 """The schema of an export's file (export_lib.source.export_schema, ADR 0025): a stable
 fingerprint, a diff a person can read, one type mapping for CSV and Parquet — and the table in
-docs/schema-contract.md is the one the code implements."""
+docs/reference/schema-contract.md is the one the code implements."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ from export_lib.source.export_schema import (
 )
 from tests.fixtures.render import CUTOFF, T0, T1, spec
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "schema-contract.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "reference" / "schema-contract.md"
 
 
 def _schema(*columns: tuple[str, str, bool]) -> ExportSchema:

@@ -1,4 +1,4 @@
-"""export_lib's layers hold (``.importlinter``, docs/architecture.md "Layers"), and the check
+"""export_lib's layers hold (``.importlinter``, docs/explanation/architecture.md "Layers"), and the check
 really catches an upward import: the same contracts run on a copy of export_lib with one added.
 
 ``lint-imports`` runs in a subprocess with the package's parent directory first on

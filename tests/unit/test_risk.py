@@ -64,10 +64,12 @@ def test_runs_delivered_or_skipped_are_neither_missing_nor_at_risk(hourly):
     assert (later.missed, later.at_risk) == (1, ())
 
 
-def test_slots_before_the_first_run_and_of_a_paused_company_are_not_counted(hourly):
-    first = datetime(2026, 3, 10, 11, tzinfo=UTC)
+def test_slots_due_before_the_first_deployment_and_of_a_paused_company_are_not_counted(hourly):
+    """ADR 0029: deployed at 11:10 (its first run, slot 11:00, registered then): the 10:00 slot's
+    deadline (10:30) had passed, so it is not tracked; 11:00 and 12:00 are."""
+    first = (datetime(2026, 3, 10, 11, 10, tzinfo=UTC), datetime(2026, 3, 10, 11, tzinfo=UTC))
     t = tally(hourly, since=NOW - 24 * H, now=NOW, runs_by_slot={}, first_run=first)
-    assert (t.expected, t.missing) == (2, 2)
+    assert (t.expected, t.missing, t.missed) == (2, 2, 1)
     paused = hourly.model_copy(update={"company": hourly.company.model_copy(
         update={"status": "paused"})})
     t = tally(paused, since=NOW - 24 * H, now=NOW, runs_by_slot={}, first_run=None)
@@ -127,3 +129,26 @@ def test_prometheus_text_has_one_sample_per_schedule_and_figure(hourly):
         'export_runs_at_risk{company="acme",schedule="acme/hourly-clicks"} 1',
     ]
     assert "# TYPE export_slots_missing gauge" in text
+
+
+def test_the_first_catch_up_is_not_tracked_but_an_outage_after_deployment_is(hourly):
+    """ADR 0029. Deployed at 12:10: the newest due slot (12:00) registered first, the catch-up
+    of 10:00 and 11:00 at 12:12, delivered at 12:15 — after deadlines that passed before the
+    schedule existed: nothing missed, nothing counted. Deployed at 10:05 instead, then an
+    outage: 11:00 missed its deadline and counts."""
+    def run(hour: int, delivered: datetime | None) -> RunFacts:
+        slot = datetime(2026, 3, 10, hour, tzinfo=UTC)
+        return RunFacts(f"acme/hourly-clicks/2026-03-10T{hour}:00Z", slot,
+                        "ready" if delivered else "registered", slot + 30 * timedelta(minutes=1),
+                        delivered)
+
+    deployed = datetime(2026, 3, 10, 12, 10, tzinfo=UTC)
+    catch_up = datetime(2026, 3, 10, 12, 15, tzinfo=UTC)
+    runs = {r.slot: r for r in (run(12, None), run(10, catch_up), run(11, catch_up))}
+    t = tally(hourly, since=NOW - 24 * H, now=NOW, runs_by_slot=runs,
+              first_run=(deployed, datetime(2026, 3, 10, 10, tzinfo=UTC)))
+    assert (t.expected, t.missing, t.missed) == (1, 0, 0)
+    outage = tally(hourly, since=NOW - 24 * H, now=NOW, runs_by_slot={},
+                   first_run=(datetime(2026, 3, 10, 10, 5, tzinfo=UTC),
+                              datetime(2026, 3, 10, 10, tzinfo=UTC)))
+    assert (outage.expected, outage.missing, outage.missed) == (3, 3, 2)

@@ -29,10 +29,11 @@ def second_source(postgres_server: PostgresServer) -> Iterator[str]:
     with psycopg.connect(postgres_server.dsn, autocommit=True) as admin:
         admin.execute(f'CREATE DATABASE "{name}"')
     dsn = postgres_server.dsn.rsplit("/", 1)[0] + f"/{name}"
-    start = datetime(2026, 3, 28)
+    start = datetime(2026, 3, 28, tzinfo=UTC)
     with psycopg.connect(dsn) as conn:
+        # With time zone, as the demo's: acme's daily-spend shows local time (timestamps: local).
         conn.execute("CREATE TABLE widget_metrics (company_id TEXT, widget_id TEXT, "
-                     "event_time TIMESTAMP, value NUMERIC(14, 2), ingested_at TIMESTAMP)")
+                     "event_time TIMESTAMPTZ, value NUMERIC(14, 2), ingested_at TIMESTAMPTZ)")
         with conn.cursor() as cur:
             cur.executemany("INSERT INTO widget_metrics VALUES ('acme', %s, %s, %s, %s)",
                             [(MARKER, start + timedelta(hours=h), h, start + timedelta(hours=h + 1))

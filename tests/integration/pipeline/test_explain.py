@@ -96,6 +96,13 @@ def test_skipped_unrecoverable_held_running_and_failed(world):
 
 
 def test_a_delivered_period_names_each_destination_and_its_lateness(world):
+    """The schedule's only run was registered long after its deadline (a first catch-up): its
+    delivery is not called late (ADR 0029). Had the schedule been deployed before that
+    deadline, the same delivery is late by the span."""
+    import dataclasses
+
+    from export_lib.pipeline.explain import explain_facts, explain_period
+
     world.run()  # acme/daily-spend, 2026-03-29T05:00Z, end to end (real time: late)
     result = world.exportctl("explain", "--schedule", "daily-spend", "--company", "acme",
                              "--date", "2026-03-29")
@@ -103,7 +110,8 @@ def test_a_delivered_period_names_each_destination_and_its_lateness(world):
     (run,) = world.runs()
     (delivery,) = run["deliveries"]
     acked = datetime.fromisoformat(delivery["acknowledged_at_utc"])
-    late = acked - datetime.fromisoformat(run["deadline_utc"])
+    deadline = datetime.fromisoformat(run["deadline_utc"])
+    late = acked - deadline
     minutes = int(late.total_seconds() // 60)
     days, rest = divmod(minutes, 1440)
     hours, mins = divmod(rest, 60)
@@ -111,13 +119,24 @@ def test_a_delivered_period_names_each_destination_and_its_lateness(world):
     span = " ".join([f"{days} d"] * bool(days) + [f"{hours} h"] * bool(hours)
                     + [f"{mins} min"] * bool(mins))
     art = run["artifacts"][0]
-    assert result.stdout.strip() == (
+    head = (
         "acme/daily-spend, slot 2026-03-29 07:00 CEST (05:00 UTC), period 2026-03-27 23:00–"
         f"2026-03-28 23:00 UTC (run acme/daily-spend/{DAILY_SLOT}): it was exported: artifact v1 "
         f"({art['rows']} rows, sha256 {art['sha256'][:12]}) published at "
         f"{art['generated_at_utc'][:10]} {art['generated_at_utc'][11:16]} UTC. delivered to "
-        f"acme-dir (v1) at {acked:%Y-%m-%d %H:%M} UTC, late by {span}. The deadline was "
-        "2026-03-29 07:00 UTC.")
+        f"acme-dir (v1) at {acked:%Y-%m-%d %H:%M} UTC, ")
+    tail = ". The deadline was 2026-03-29 07:00 UTC."
+    assert result.stdout.strip() == (
+        head + "after a deadline that passed before this schedule was deployed (not tracked: "
+        "not late)" + tail)
+
+    schedule = world.schedule("acme/daily-spend")
+    slot = datetime.fromisoformat(DAILY_SLOT.replace("Z", "+00:00"))
+    facts = explain_facts(world.ledger(), "acme/daily-spend", slot)
+    assert facts.first_deployed is not None and facts.first_deployed > deadline
+    deployed_before = dataclasses.replace(facts, first_deployed=deadline - timedelta(days=1))
+    assert explain_period(schedule, slot, deployed_before, now=acked) == (
+        head + f"late by {span}" + tail)
 
 
 def test_exportctl_explain_refuses_an_unknown_schedule_or_a_bad_date(world):

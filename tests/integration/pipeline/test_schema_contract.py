@@ -32,7 +32,7 @@ SLOTS = [datetime(2026, 3, day, 5, 0, tzinfo=UTC) for day in (29, 30, 31)]
 KEYS = [f"{DAILY}/{slot:%Y-%m-%dT%H:%MZ}" for slot in SLOTS]
 BEFORE = [{"name": "company_id", "type": "string", "nullable": False},
           {"name": "widget_id", "type": "string", "nullable": False},
-          {"name": "event_time", "type": "timestamp", "nullable": False},
+          {"name": "event_time", "type": "timestamptz", "nullable": False},
           {"name": "value", "type": "decimal(14,2)", "nullable": False}]
 AFTER = [*BEFORE[:3], {"name": "value", "type": "float64", "nullable": False}]
 RETYPED = "column value: type decimal(14,2) → float64"
@@ -273,7 +273,7 @@ def test_exportctl_schema_shows_the_contract_and_its_history(pg_world):
         f"  since 2026-03-29 (run {KEYS[1]}, recorded 2026-03-30T05:05Z)",
         "  company_id  string           not null",
         "  widget_id   string           not null",
-        "  event_time  timestamp        not null",
+        "  event_time  timestamptz      not null",
         "  value       float64          not null",
         "",
         "history (oldest first):",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import re
 import sqlite3
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -13,7 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from export_lib.errors import SchemaDriftError, SourceError, WindowError
+from export_lib.errors import ConfigError, SchemaDriftError, SourceError, WindowError
 from export_lib.render.engine import RenderOptions, render
 from export_lib.source.connections import parse_connection
 from export_lib.source.database import open_source, source_columns, watermark, watermark_passed
@@ -323,7 +324,10 @@ def test_log_lines_name_company_schedule_and_period(pg, caplog):
             f"(postgres_copy), sha256 {result.sha256}") in caplog.text
 
 
-def test_naive_timestamp_window_is_utc_whatever_the_output_zone(pg, pg_schema):
+def test_naive_timestamp_window_is_utc_and_local_output_is_refused(pg, pg_schema):
+    """A ``timestamp`` (no zone) column holds UTC for the window, and ``timestamps: local``
+    cannot apply to it (its wall time would be printed unchanged): refused, naming the column
+    and the fix, before a row is read."""
     with psycopg.connect(pg.connection.info.dsn, password="exports", autocommit=True) as conn:
         conn.execute(f'CREATE TABLE "{pg_schema}".naive (company_id text, ts timestamp, n int)')
         conn.execute(f"INSERT INTO \"{pg_schema}\".naive VALUES ('acme', '2026-03-01 00:00', 1), "
@@ -332,8 +336,14 @@ def test_naive_timestamp_window_is_utc_whatever_the_output_zone(pg, pg_schema):
                  timestamp_column="ts", ingested_column=None)
     expected = b"ts,n\n2026-03-01 00:00:00,1\n2026-03-01 23:30:00,2\n"
     for engine in ("auto", "generic"):
-        data, _ = run(pg, query, engine=engine, timestamps="local", timezone="Asia/Tokyo")
+        data, _ = run(pg, query, engine=engine)
         assert data == expected, engine
+        with pytest.raises(ConfigError, match=re.escape(
+                "schedule 'acme/daily': csv.timestamps 'local' cannot apply to column 'ts' of "
+                "naive: it is timestamp without time zone, a wall time with no zone, so the file "
+                "would show it unchanged, not in local time; make the column timestamp with "
+                "time zone (timestamptz) in the source, or set csv: {timestamps: utc}")):
+            run(pg, query, engine=engine, timestamps="local", timezone="Asia/Tokyo")
 
 
 def test_unsupported_connection_type_is_a_config_error_listing_the_valid_ones():

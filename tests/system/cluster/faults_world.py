@@ -135,6 +135,7 @@ def seed(server: PostgresServer, ids: list[str], now: datetime) -> None:
     start = now - timedelta(days=3)
     with psycopg.connect(server.dsn, autocommit=True) as conn:
         conn.execute("SET log_statement = 'none'")
+        conn.execute("SET TIME ZONE 'UTC'")  # the demo rows' text is UTC (their columns have zones)
         for ddl in SCHEMA:
             conn.execute(ddl)
         with conn.cursor() as cur:

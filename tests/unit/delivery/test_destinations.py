@@ -7,12 +7,14 @@ from pydantic import TypeAdapter, ValidationError
 
 from export_lib.config.destinations import (
     Destination,
+    GcsDestination,
     LocalDestination,
     S3Destination,
     SftpDestination,
     WebhookDestination,
     select_destinations,
 )
+from export_lib.config.messages import issues_from_validation
 from export_lib.errors import ConfigError
 
 ADAPTER: TypeAdapter[Destination] = TypeAdapter(Destination)
@@ -45,8 +47,6 @@ ADAPTER: TypeAdapter[Destination] = TypeAdapter(Destination)
         pytest.param({"id": "d", "type": "email", "to": ["a@b.example"],
                       "max_attachment_bytes": 10**9}, "max_attachment_bytes",
                      r"less than or equal to 26214400", id="email-attachment-cap"),
-        pytest.param({"id": "d", "type": "s3", "bucket": "Bad_Bucket"}, "bucket",
-                     r"should match pattern", id="s3-bucket-name"),
         pytest.param({"id": "d", "type": "webhook", "conn_id": "hook", "timeout_seconds": 0},
                      "timeout_seconds", r"greater than 0", id="webhook-timeout"),
     ],
@@ -58,6 +58,34 @@ def test_bad_destination_is_rejected_naming_the_field(
         ADAPTER.validate_python(config)
     (error,) = info.value.errors()
     assert error["loc"][-1] == field
+
+
+@pytest.mark.parametrize(("model", "config", "line"), [
+    pytest.param(S3Destination, {"id": "d", "bucket": "Bad_Bucket"},
+                 "acme.yaml: bucket: 'Bad_Bucket' is not a valid bucket name: use 3 to 63 "
+                 "lower-case letters, digits, '.' or '-', starting and ending with a letter or "
+                 "digit, as S3 requires (e.g. exports-bucket)", id="s3-bucket-name"),
+    pytest.param(GcsDestination, {"id": "d", "bucket": "x"},
+                 "acme.yaml: bucket: 'x' is not a valid bucket name: use 3 to 222 lower-case "
+                 "letters, digits, '.', '-' or '_', starting and ending with a letter or digit "
+                 "(e.g. exports-bucket)", id="gcs-bucket-too-short"),
+    pytest.param(LocalDestination, {"id": "-d", "path": "x"},
+                 "acme.yaml: id: '-d' is not a valid id: use lower-case letters, digits, '-' or "
+                 "'_', starting with a letter or digit (e.g. acme-dir)", id="destination-id"),
+    pytest.param(WebhookDestination, {"id": "d", "conn_id": ".hook"},
+                 "acme.yaml: conn_id: '.hook' is not a valid connection id: use letters, digits, "
+                 "'_', '.' or '-', starting with a letter, digit or '_' (e.g. acme_webhook)",
+                 id="webhook-conn-id"),
+    pytest.param(WebhookDestination, {"id": "d"},
+                 "acme.yaml: conn_id: required field is missing; add it, e.g. conn_id: acme_webhook",
+                 id="webhook-conn-id-missing"),
+])
+def test_a_pattern_or_missing_field_is_said_in_words(model, config, line) -> None:
+    """What a config author reads (the loader's formatter): the rule and an example, never
+    the regular expression pydantic reports."""
+    with pytest.raises(ValidationError) as info:
+        model.model_validate(config)
+    assert issues_from_validation("acme.yaml", model, info.value) == [line]
 
 
 def test_valid_destinations_keep_their_values() -> None:

@@ -85,7 +85,8 @@ def test_a_destination_outside_its_area_is_one_error_and_the_owner_loads(
     ('  acme: ["s3://drop/acme"]\n  kiwi-outdoors: ["s3://drop"]\n',
      "destination_areas: entry 0 of 'kiwi-outdoors': 's3://drop' overlaps an area of 'acme'; "
      "one location belongs to one company"),
-    ('  "Not A Slug": ["s3://drop"]\n', "destination_areas.Not A Slug.[key]: "),
+    ('  "Not A Slug": ["s3://drop"]\n', "destination_areas: 'Not A Slug' is not a valid company "
+     "id: use lower-case letters, digits, and single '-' or '_' between them (e.g. acme-corp)"),
 ])
 def test_a_bad_area_is_an_error_of_defaults_and_nothing_loads(tmp_path: Path, areas: str,
                                                              message: str):

@@ -80,7 +80,9 @@ def test_a_granted_connection_loads(tmp_path: Path):
      "list of company ids such as [acme] (got 'everyone')"),
     ("  x: {use: [sftp], companies: [Not An Id]}\n", "connections.x.companies: give 'all' "),
     ("  x: {use: [], companies: all}\n", "connections.x.use: "),
-    ("  'bad id!': {use: [sftp], companies: all}\n", "connections.bad id!.[key]: "),
+    ("  'bad id!': {use: [sftp], companies: all}\n", "connections: 'bad id!' is not a valid "
+     "connection id: use letters, digits, '_', '.' or '-', starting with a letter, digit or '_' "
+     "(e.g. acme_sftp)"),
 ])
 def test_a_bad_grant_is_an_error_of_defaults(tmp_path: Path, grants: str, message: str):
     config = _config(tmp_path, grants)

@@ -37,7 +37,8 @@ def test_each_hostile_request_is_one_error_and_registers_nothing(world: World, p
 def test_ids_are_checked_before_any_file_is_read(world: World, tmp_path):
     """A bad company id fails on its pattern even where no config directory exists: the id
     never reaches the filesystem."""
-    with pytest.raises(ConfigError, match=r"manual_export: company: String should match"):
+    with pytest.raises(ConfigError, match=r"manual export form: company: '\.\./\.\./etc/passwd' "
+                                          r"is not a valid company id"):
         start(world, {**VALID, "company": "../../etc/passwd"}, config_dir=tmp_path / "missing")
 
 

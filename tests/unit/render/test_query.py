@@ -48,7 +48,8 @@ def test_filtering_on_the_tenant_column_is_rejected():
 
 def test_tenant_scoping_cannot_be_omitted():
     data = {k: v for k, v in BASE.items() if k != "tenant_column"}
-    with pytest.raises(ConfigError, match=r"query\.tenant_column: Field required"):
+    with pytest.raises(ConfigError, match=r"^query\.tenant_column: required field is missing; "
+                                          r"add it, e.g\. tenant_column: company_id$"):
         load_spec(data)
 
 

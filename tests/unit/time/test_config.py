@@ -176,9 +176,12 @@ def test_broken_defaults_is_an_error_for_everyone(config_dir):
     defaults = write(config_dir, "defaults.yaml", "policies: {deadline: 0h}\n")
     errors = load_catalog(config_dir).errors
     assert errors[defaults] == (
-        f"{defaults}: sources: required field is missing; add it",
+        f"{defaults}: sources: required field is missing; add it, e.g. sources: {{demo_source: "
+        "{tables: {widget_metrics: {tenant_column: company_id}}}}",
         f"{defaults}: policies.deadline: deadline must be positive (got 0:00:00)",
-        f"{defaults}: data_exports: required field is missing; add it")
+        f"{defaults}: data_exports: required field is missing; add it, e.g. data_exports: "
+        "{primary: {cron: 0 14 * * *, window: {kind: trailing_days, days: 30}}, secondary: "
+        "{cron: 0 14 * * *, window: {kind: trailing_days, days: 30}}}")
     assert errors[str(config_dir / "t.yaml")] == (
         f"{config_dir / 't.yaml'}: (file): not loaded because {defaults} is invalid; fix it "
         "first",)
