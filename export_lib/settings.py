@@ -129,6 +129,10 @@ VARIABLES: tuple[Variable, ...] = (
     Variable(UI_ALLOW_UNSCOPED_ENV, "Serve the export pages under an auth manager that cannot "
              "limit a user to some companies (every user reads every company's runs).", "false",
              "true or false (also 1/0, yes/no)"),
+    Variable(CONFIG_READ_ONLY_ENV, "The config directory is managed elsewhere (git, a deploy): "
+             "a timing change made in the Airflow UI is shown as the change to commit and never "
+             "written, even where the directory could be written.", "false",
+             "true or false (also 1/0, yes/no)"),
     # Operational deployment defaults (an export's own settings win)
     Variable(RETRIES_ENV, "How often an export task is retried.", str(TASK_RETRIES),
              "a whole number, 0 or more"),

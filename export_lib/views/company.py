@@ -132,7 +132,26 @@ def schedule_card(schedule: Schedule, raw: Mapping[str, Any] | None,
             for d in schedule.destinations],
         "config_version": schedule.config_version[:12],
         "versions": versions(schedule),
+        "switch_problems": switch_notes(schedule, now),
     }
+
+
+def switch_notes(schedule: Schedule, now: datetime) -> list[dict[str, Any]]:
+    """The periods around the timeline's switches that no slot reports or two report
+    (``periods.switches``, what ``exportctl validate`` warns about), each with what happens to
+    it and the ``effective_from`` that avoids it."""
+    from export_lib.periods.switches import switch_problems
+
+    out = []
+    for problem in switch_problems(schedule, now=now):
+        if problem.kind == "unreported":
+            what = "reported by no slot: the gap audit exports it once if the switch is kept"
+        elif problem.guarded:
+            what = "reported by two slots: the second is skipped as already delivered (sent once)"
+        else:
+            what = "reported by two slots, in part: that part is exported twice"
+        out.append({**problem.as_dict(), "what": what, "fix_text": problem.fix_text})
+    return out
 
 
 def last_delivered(engine: Engine, schedule_ids: Iterable[str]
@@ -343,4 +362,4 @@ def manual_conf(company: str, base_export: str, start: datetime, end: datetime, 
 __all__ = ["PRESETS", "based_on", "company_history", "configured_timing", "form_text",
            "form_whole", "log_links",
            "last_delivered", "local_instant", "manual_conf", "next_runs", "preset_window",
-           "schedule_card", "timing_changes", "versions"]
+           "schedule_card", "switch_notes", "timing_changes", "versions"]

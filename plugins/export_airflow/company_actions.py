@@ -185,8 +185,8 @@ def _export_now(company: str, schedules: list[Any], form: dict[str, str], user: 
     try:  # the checks resolve_window makes when the run starts, made before it exists
         request = parse_request(conf)
         manual_schedule(open_catalog(config_directory()), request, run_id="check", now=_now())
-    except ConfigError as exc:  # "manual_export: <field>…: <what and the fix>"
-        text = str(exc).removeprefix("manual_export: ")
+    except ConfigError as exc:  # "manual export form: <field>…: <what and the fix>"
+        text = re.sub(r"^(manual export form|manual_export): ", "", str(exc))
         first = re.match(r"[a-z_]+", text)
         field = first.group() if first and first.group() in conf else next(
             (f for word, f in (("destination", "destinations"), ("column", "columns"),

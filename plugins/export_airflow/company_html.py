@@ -57,8 +57,20 @@ def _card(company: str, card: dict[str, Any], token: str | None, writable: bool)
             f"{esc(card['window'])}; deadline {card['deadline_minutes']} min after the slot; "
             f"owner {esc(card['owner'])}.<br>As configured: {_configured(card)}</p>"
             "<h4>Next runs</h4>" + runs + "<h4>Last delivered</h4>" + delivered
-            + "<h4>Config versions</h4>" + versions
+            + "<h4>Config versions</h4>" + versions + _switches(card)
             + _change_form(company, card, token, writable) + "</section>")
+
+
+def _switches(card: dict[str, Any]) -> str:
+    """The periods around a timing switch that no slot or two slots report (as `exportctl
+    validate` warns), with the effective_from that avoids each."""
+    items = "".join(
+        f"<li data-kind='{esc(p['kind'])}'>period <b>{esc(p['period'])}</b> "
+        f"({esc(p['timezone'])}) around the switch at {esc(p['switch'])}: {esc(p['what'])}"
+        + (f"; to avoid it write <code>{esc(p['fix_text'])}</code>" if p["fix_text"] else
+           "; no effective_from avoids it (the two timings' windows do not line up)")
+        + "</li>" for p in card["switch_problems"])
+    return f"<ul class='note' id='switches-{esc(card['schedule'])}'>{items}</ul>" if items else ""
 
 
 def _change_form(company: str, card: dict[str, Any], token: str | None, writable: bool) -> str:

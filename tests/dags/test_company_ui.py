@@ -257,7 +257,7 @@ def test_export_now_checks_like_the_trigger_form(desk):
     cases = [
         ({"start": "2026-03-28", "end": f"{datetime.now(UTC).year + 1}-01-01"}, "end",
          "is in the future"),
-        ({"start": "2020-01-01", "end": "2026-03-29"}, "end", "spans more than 400 days"),
+        ({"start": "2020-01-01", "end": "2026-03-29"}, "start", "spans more than 400 days"),
         ({"start": "2020-01-01", "end": "2020-01-02"}, "start", "older than the source keeps"),
         ({"start": "28/03/2026", "end": "2026-03-29"}, "start", "is not a local date or time"),
         ({"preset": "last_decade"}, "preset", "is not a preset"),
@@ -461,3 +461,16 @@ def test_airflow_lists_the_menu_item_and_the_dag_tabs(desk):
             "export-company")
     assert client.get("/exports/companies/for-dag/manual_export__acme", headers=admin,
                       follow_redirects=False).headers["location"] == "../acme"
+
+
+def test_the_page_names_a_period_a_hand_written_switch_drops(desk):
+    client, world, viewer, _ = desk
+    anchor = "    export_hour: 7            # 07:00 Berlin time, every day\n"
+    path = world.config / "acme.yaml"
+    path.write_text(path.read_text().replace(anchor, anchor + (
+        "    effective_from: 2027-01-12T07:00:00Z\n    history:\n      - {export_hour: 9}\n"),
+        1))
+    page = client.get("/exports/companies/acme", headers=viewer).text
+    assert ("period <b>2027-01-11</b> (Europe/Berlin) around the switch at 2027-01-12T07:00:00Z: "
+            "reported by no slot") in page
+    assert "to avoid it write <code>effective_from: 2027-01-13T06:00:00Z</code>" in page

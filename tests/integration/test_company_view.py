@@ -196,3 +196,33 @@ def test_local_times_and_their_errors():
         local_instant("2026-03-29T00:00:00+13:00", "end", "UTC")
     with pytest.raises(FormError, match="^preset: 'tomorrow' is not a preset"):
         preset_window("tomorrow", "UTC", NOW)
+
+
+def test_a_hand_written_switch_that_drops_a_period_is_named_with_its_fix(world):
+    """09:00 → 07:00 Berlin written by hand with effective_from 08:00 on a day: that day's
+    09:00 is dropped and the next day's 07:00 reports that day, so the day before is reported by
+    no slot. The view names it, says what happens, and gives the effective_from that avoids
+    it (the next day's 07:00), as `exportctl validate` does."""
+    from export_lib.config.loader import load_catalog
+    from export_lib.views.company import schedule_card
+
+    anchor = "    export_hour: 7            # 07:00 Berlin time, every day\n"
+    path = world.config / "acme.yaml"
+    text = path.read_text()
+    assert anchor in text
+    path.write_text(text.replace(anchor, anchor + (
+        "    effective_from: 2027-01-12T07:00:00Z  # by hand, 08:00 Berlin, between the hours\n"
+        "    history:\n      - {export_hour: 9}\n"), 1))
+    catalog = load_catalog(world.config)
+    assert catalog.ok, catalog.error_lines
+    card = schedule_card(catalog.schedule(DAILY), None, {}, now=datetime(2027, 1, 1, tzinfo=UTC))
+    (problem,) = card["switch_problems"]
+    assert (problem["kind"], problem["period"], problem["switch"], problem["in_effect"]) == (
+        "unreported", "2027-01-11", "2027-01-12T07:00:00Z", False)
+    assert problem["what"].startswith("reported by no slot: the gap audit exports it once")
+    assert problem["fix_text"] == "effective_from: 2027-01-13T06:00:00Z"
+    assert [v["timing"] for v in card["versions"]] == ["07:00 Europe/Berlin, every 24 h",
+                                                       "09:00 Europe/Berlin, every 24 h"]
+    # The untouched schedule has none.
+    assert schedule_card(catalog.schedule("acme/hourly-clicks"), None, {},
+                         now=datetime(2027, 1, 1, tzinfo=UTC))["switch_problems"] == []
