@@ -58,7 +58,9 @@ def badge(outcome: str) -> str:
 def legend() -> str:
     items = "".join(f"<span><span class='cell o-{k}'>{COLOURS[k][1]}</span> {esc(v)}</span> "
                     for k, v in {**OUTCOMES, **SLOT_ONLY}.items())
-    items += ("<span><span class='cell o-untracked vchange'>&nbsp;</span> a blue bar: a new "
+    items += ("<span><span class='cell o-untracked'>✓</span> not tracked, delivered (a new "
+              "schedule's first catch-up)</span> "
+              "<span><span class='cell o-untracked vchange'>&nbsp;</span> a blue bar: a new "
               "config version (or timing) starts at this slot</span> "
               f"<span><span class='cell o-due risk'>!</span> {esc(AT_RISK_TEXT)}</span> ")
     return (f"<p class='legend'>{items}</p><p><small>Every time is shown in the company's local "
@@ -97,6 +99,8 @@ def _cell(c: dict[str, Any]) -> str:
     if c.get("reason"):
         tip += f"; {c['reason']}"
     inner = COLOURS[outcome][1]
+    if outcome == "untracked" and c.get("delivered_at_utc"):
+        inner = "✓"  # delivered, without a verdict: grey, never counted late (ADR 0029)
     risky = bool(c.get("at_risk"))
     if risky:
         tip += f"; AT RISK since {c['risk_point_utc']} (deadline {c['deadline_utc']})"
