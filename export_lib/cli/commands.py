@@ -154,6 +154,19 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _nothing_found(args: argparse.Namespace) -> str:
+    """What an empty answer means: nothing in the ledger, or nothing that matches."""
+    what = ("missed runs (deadline passed, nothing delivered)" if args.missed and not args.late
+            else "late runs (delivered after the deadline)" if args.late and not args.missed
+            else "missed or late runs" if args.missed else "runs")
+    scope = [f"--{name.replace('_', '-')} {value}" for name, value in (
+        ("company", args.company), ("schedule", args.schedule), ("state", args.state),
+        ("since", args.since), ("until", args.until)) if value]
+    if not scope and not (args.missed or args.late or args.unresolved):
+        return "no runs recorded yet"
+    return f"no {what}" + (f" for {' '.join(scope)}" if scope else "")
+
+
 def cmd_runs(args: argparse.Namespace) -> int:
     from export_lib.ledger import open_ledger
     from export_lib.views.reports import run_filter, runs_page
@@ -175,7 +188,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
         print(json.dumps(list(page.runs), indent=2))
         return 0
     if not page.runs:
-        print("no runs recorded yet" if page.total == 0 else "no runs on this page")
+        print(_nothing_found(args) if page.total == 0 else "no runs on this page")
         return 0
     print(f"{'RUN':<55} {'STATE':<10} {'DEADLINE':<20} {'DELIVERED AT':<20} {'LATE BY':<9} "
           f"{'RISK':<8} WINDOW / ARTIFACTS / DELIVERIES")

@@ -95,6 +95,21 @@ def test_missed_and_late_list_tracked_periods_only(ledger_world: World, capsys):
         ("hourly-clicks/2026-03-28T03:00Z", "overdue", False)]
 
 
+def test_an_empty_answer_says_what_was_looked_for(ledger_world: World, capsys):
+    """'No runs recorded yet' only for an empty ledger question: a filtered one that finds
+    nothing says which runs it looked for, so an analyst reads 'no misses', not 'no data'."""
+    from export_lib.cli.main import main
+
+    assert main(["runs", "--missed", "--since", "30m"]) == 0
+    assert capsys.readouterr().out == (
+        "no missed runs (deadline passed, nothing delivered) for --since 30m\n")
+    assert main(["runs", "--late", "--schedule", DAILY]) == 0
+    assert capsys.readouterr().out == (
+        f"no late runs (delivered after the deadline) for --schedule {DAILY}\n")
+    assert main(["runs", "--company", "nobody"]) == 0
+    assert capsys.readouterr().out == "no runs for --company nobody\n"
+
+
 def test_since_takes_a_duration_back_from_now_or_a_date(ledger_world: World, capsys):
     from export_lib.cli.main import main
 
