@@ -1,4 +1,4 @@
-"""Alerts, the pure part: who is told, the dedupe key and the words (issue 13, item 5).
+"""Alerts, the pure part: who is told, the dedupe key and the words.
 
 An alert says that one run of one schedule needs a person: its export **failed** (a task gave
 up after its retries), a **delivery** to one destination is exhausted or refused, it is **at

@@ -1,4 +1,4 @@
-"""Our log lines and the run each is about (issue 13 item 6, issue 22 item 5; ADR 0010).
+"""Our log lines and the run each is about (ADR 0010).
 
 Every line we log carries ``company``, ``schedule``, ``run`` and ``period``. They are bound once,
 where a run's work starts (a pipeline entry point, an operator's ``execute``: :func:`run_context`

@@ -1,4 +1,4 @@
-"""Metric names (issue 13, item 6): ``export.<metric>`` per company and schedule, for StatsD.
+"""Metric names: ``export.<metric>`` per company and schedule, for StatsD.
 
 The Airflow edge (``export_airflow.metrics``) emits them through Airflow's ``Stats``, so they go
 wherever the deployment sends Airflow's own metrics (StatsD, Datadog, OpenTelemetry). Plain

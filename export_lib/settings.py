@@ -28,7 +28,7 @@ from export_lib.logfmt import get_logger
 Environ = Mapping[str, str]
 log = get_logger(__name__)
 
-# --- Seed defaults (seed 000 and 002) -----------------------------------------------------
+# --- Required defaults: retries, timeouts, catch-up, render budget ------------------------
 TASK_RETRIES = 11  # 10 min doubling, capped at 1 day: 4.8 days in all (ADR 0003 §6)
 RETRY_DELAY = timedelta(minutes=10)
 MAX_RETRY_DELAY = timedelta(days=1)

@@ -147,8 +147,8 @@ export AIRFLOW_CONN_EXPORT_AIRFLOW_API="${AIRFLOW_CONN_EXPORT_AIRFLOW_API:-http:
 export AIRFLOW__WORKERS__MIN_HEARTBEAT_INTERVAL=2
 # A task's calls to the execution API wait up to 30 s for an answer (Airflow's default is 5 s,
 # 5 tries ~40 s in all): on a loaded 2-core machine the api-server stalled ~60 s and every task
-# starting then failed before its first line ("httpx.ReadTimeout" in the scheduler log, CI,
-# 2 Dec), costing each a retry delay. A value already set wins.
+# starting then failed before its first line ("httpx.ReadTimeout" in the scheduler log,
+# seen in CI), costing each a retry delay. A value already set wins.
 export AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT="${AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT:-30}"
 export EXPORT_ARTIFACT_ROOT="${EXPORT_ARTIFACT_ROOT:-$ROOT/exports/artifacts}"
 export EXPORT_DEMO_FEED=1                         # demo_feed may write to this demo source
@@ -199,7 +199,7 @@ if [ -n "$CLUSTER" ]; then
   unset _pg
 fi
 
-# The ledger as an Airflow connection (issue 24 item 5): tasks and the export pages look
+# The ledger as an Airflow connection: tasks and the export pages look
 # `export_ledger` up the Airflow way (UI, CLI, secrets backends, then this variable), so a
 # rotated password or a secrets backend reaches it; exportctl reads EXPORT_LEDGER_URL. Made from
 # it unless set: the same database either way.

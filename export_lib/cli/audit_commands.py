@@ -1,4 +1,4 @@
-"""``exportctl audit``, ``explain`` and ``migrate-legacy`` (issue 13 items 2, 7 and 8).
+"""``exportctl audit``, ``explain`` and ``migrate-legacy``.
 
 * ``audit``: expected slots versus the ledger, each gap handled per the schedule's recovery
   policy (export_lib.pipeline.audit, ADR 0009); ``--dry-run`` prints the plan only.

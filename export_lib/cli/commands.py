@@ -29,7 +29,7 @@ EXIT_USAGE = 2
 
 def one_line(text: str) -> str:
     """argparse type of ``--by``/``--why``/``--reason``: text kept in the audit trail, shown in
-    logs and on the obligations page, so one line of printable characters (issue 23)."""
+    logs and on the obligations page, so one line of printable characters."""
     from export_lib.config.text import control_char
 
     found = control_char(text)

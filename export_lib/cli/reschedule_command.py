@@ -1,4 +1,4 @@
-"""``exportctl reschedule``: move a schedule's timing from an explicit slot (issue 22 item 2).
+"""``exportctl reschedule``: move a schedule's timing from an explicit slot.
 
 Prints the plan (``export_lib.pipeline.reschedule``); ``--apply`` writes the company file
 (``export_lib.config.edits``: the new timing keys, ``effective_from`` and a ``history`` entry

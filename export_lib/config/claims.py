@@ -1,4 +1,4 @@
-"""Destinations are never shared between companies, whichever way a config is loaded (issue 23).
+"""Destinations are never shared between companies, whichever way a config is loaded.
 
 A full ``exportctl validate`` compares every company file with every other; a DAG loader, a task
 or ``exportctl run`` loads one company. All of them must reach the same verdict, so a

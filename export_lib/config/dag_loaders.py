@@ -72,7 +72,7 @@ def company_of(loader: Path) -> str:
 
 def company_files(config_dir: Path) -> list[Path]:
     # Every *.yaml entry, whatever it is: a broken or outward symlink, a FIFO or a directory
-    # gets a loader too, so its refusal shows as that company's import error (issue 23).
+    # gets a loader too, so its refusal shows as that company's import error.
     return sorted(p for p in config_dir.iterdir()
                   if p.suffix in CONFIG_SUFFIXES and p.name != DEFAULTS_FILE)
 

@@ -1,4 +1,4 @@
-"""Destination configs: where a published artifact goes (issue 6 builds the delivery on them).
+"""Destination configs: where a published artifact goes (the delivery stage builds on them).
 
 Credentials never live in YAML: a destination names an Airflow-style connection id whose URI
 comes from ``AIRFLOW_CONN_<ID>`` (or an Airflow connection at the Airflow edge). The URI form
@@ -66,7 +66,7 @@ def _relative(field: str, value: str) -> str:
     return value
 
 
-# How long a delivery keeps retrying (seed 000: 5 days), counted from the run's slot (or its
+# How long a delivery keeps retrying (required: 5 days), counted from the run's slot (or its
 # registration, for a run registered after its deadline: catch-up, backfill; ADR 0005). Bounded
 # so a typo neither gives up at once nor keeps a failing delivery unresolved for months.
 DEFAULT_RETRY_WINDOW = timedelta(days=5)

@@ -2,7 +2,7 @@
 order and quoting kept (ruamel.yaml round trip), the directory validated with the edit before
 the file is replaced, so a rejected edit leaves the file untouched.
 
-A timing edit from an explicit slot (issue 22 item 2, ADR 0005 as amended) writes three
+A timing edit from an explicit slot (ADR 0005 as amended) writes three
 things into the export's mapping: the new timing keys, ``effective_from`` (the first slot of
 the new timing), and a ``history`` entry holding the old timing keys (from the export's old
 ``effective_from``, if it had one). Existing history entries list only what differed from the

@@ -1,4 +1,4 @@
-"""Connections belong to companies (issue 23 item 3).
+"""Connections belong to companies.
 
 An Airflow connection carries credentials: another tenant's SFTP login, their webhook with its
 signing secret, an internal service's token. A company file may therefore use a connection only

@@ -1,5 +1,5 @@
 """Tenant isolation checks that need more than one model: the source allowlist, local paths,
-confusable export names and destinations shared between companies (issue 12).
+confusable export names and destinations shared between companies.
 
 The SQL layer scopes every query to ``tenant_column = company id``; these checks make sure the
 config cannot point that predicate at the wrong thing (``tenant_column: widget_id``, a table in
@@ -16,7 +16,7 @@ config cannot point that predicate at the wrong thing (``tenant_column: widget_i
 * across companies, no two companies write to the same (or a nested) location: see
   :mod:`export_lib.config.claims` (the newcomer is refused, on every kind of load).
 
-Every check applies to every version of an export (``history`` entries too, issue 23): a
+Every check applies to every version of an export (``history`` entries too): a
 version in force today is what runs, whatever the current version says.
 """
 

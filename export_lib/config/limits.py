@@ -1,4 +1,4 @@
-"""Bounds on everything a config or a trigger form can say (issue 12).
+"""Bounds on everything a config or a trigger form can say.
 
 A config file is input from people who may be wrong or hostile; every number and text in it has
 an upper bound here, so a typo like ``deadline: 1000000000d`` is one config error naming the

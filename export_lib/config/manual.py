@@ -1,6 +1,6 @@
 """Manual (one-off) exports: a temporary config built from a configured export.
 
-Seed 000's manual path creates "a temporary (non-persisted) config from temp_config_params".
+A manual export runs on "a temporary (non-persisted) config", as the old system's manual path did.
 Here the trigger form's values are validated into a :class:`ManualRequest`; the temporary
 schedule is derived from a configured export (its query, tenant scoping and destinations), is
 captured on the run like any other config, and is never written back as a schedule.
@@ -11,7 +11,7 @@ names the config file to read, so ``../etc`` must never reach the filesystem); w
 configuration is checked right after: ``columns`` must be a subset of the base export's
 configured columns (a trigger can only narrow what the config exports), and the window must lie
 within the source's ``retention_days`` (``sources:`` in ``defaults.yaml``) and not in the
-future (issue 12).
+future.
 """
 
 from __future__ import annotations

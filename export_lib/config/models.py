@@ -236,7 +236,7 @@ class CsvOptions(FrozenModel):
 
 
 # What every CSV reader (and PostgreSQL's COPY) handles as a separator; a newline, a quote or
-# a letter would make the file unreadable or ambiguous (issue 23).
+# a letter would make the file unreadable or ambiguous.
 CSV_DELIMITERS = (",", ";", "|", "\t")
 
 

@@ -1,6 +1,6 @@
 """Query specs: what rows an export reads, declared as data (no raw SQL in configs).
 
-Owned by the render engine (issue 5). Three layers keep a config from reading what it must not:
+Owned by the render engine. Three layers keep a config from reading what it must not:
 
 1. the spec itself (pydantic): identifiers must be plain names (``^[A-Za-z_][A-Za-z0-9_]*$``),
    filter values must be scalars (lists for ``in``/``not_in``), and the tenant column may not

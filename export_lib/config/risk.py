@@ -1,4 +1,4 @@
-"""``at_risk:`` of an export (issue 22, item 4; ADR 0020): when a run that has not delivered yet
+"""``at_risk:`` of an export (ADR 0020): when a run that has not delivered yet
 is *at risk* of missing its deadline, and whether that alerts.
 
 * ``after`` — the **risk point**, measured from the slot: a share of the deadline (``"50%"``,

@@ -1,6 +1,6 @@
 """``schema_policy``: what a run does when its file's schema differs from the published one.
 
-ADR 0025 (issue 24 item 3). Per export, or for every export under ``policies:`` in
+ADR 0025. Per export, or for every export under ``policies:`` in
 ``defaults.yaml``; left out it is ``fail``. The first file a schedule publishes makes its
 schema the contract; afterwards a run whose columns, types or nullability differ
 

@@ -1,4 +1,4 @@
-"""Free text in config files is one line of printable characters (issue 23).
+"""Free text in config files is one line of printable characters.
 
 Every string a company or defaults file holds — names, paths, prefixes, endpoints, addresses,
 filter values, notifier kwargs, and every key — ends up in a file name, an HTTP request line,

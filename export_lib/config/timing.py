@@ -29,7 +29,7 @@ from pydantic import (
 from export_lib.config.limits import MAX_WINDOW_DAYS, MAX_WINDOW_HOURS, StrictInt, shown
 from export_lib.config.messages import invalid
 
-ALLOWED_INTERVAL_HOURS = tuple(range(1, 25))  # seed 000: any whole number of hours, 1 to 24
+ALLOWED_INTERVAL_HOURS = tuple(range(1, 25))  # any whole number of hours, 1 to 24, as before
 CRON_ALIASES = ("@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly")
 
 DstGap = Literal["shift", "skip"]
@@ -123,7 +123,7 @@ class Timing(FrozenModel):
     (widget exports; defaults 0 and 24 when ``cron`` is absent). ``dst_gap`` / ``dst_fold``
     decide what happens to wall times that do not exist or occur twice (ADR 0001).
 
-    A schedule whose timing was edited from an explicit slot (ADR 0005, amended by issue 22)
+    A schedule whose timing was edited from an explicit slot (ADR 0005 as amended)
     carries its timeline: ``earlier`` timings, oldest first, each in force from its own
     ``effective_from`` (the oldest from the beginning) until the next one's, and this one from
     its ``effective_from`` on. The slot arithmetic follows the timeline; ``plain`` is one

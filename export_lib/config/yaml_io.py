@@ -1,4 +1,4 @@
-"""Reading config YAML safely: duplicate keys, size, alias and depth limits (issue 12).
+"""Reading config YAML safely: duplicate keys, size, alias and depth limits.
 
 A config file is parsed by every DAG loader and by ``exportctl validate``; a hostile or broken
 file must cost milliseconds and kilobytes, and say what is wrong in one short line. The

@@ -1,6 +1,6 @@
 """The render budget: how many source queries may run at once, globally and per company.
 
-Seed 002: the database cannot take many full scans, so at most 4 renders read the sources at
+A source database cannot take many full scans, so at most 4 renders read the sources at
 once (on-time, catch-up, backfill, restatement and manual work together) and one company takes
 at most 2 of them. A render's *lease* is its attempt row while it is ``running`` with an
 unexpired ``lease_expires_at`` (renewed while the render reads, see

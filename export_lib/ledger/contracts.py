@@ -1,5 +1,5 @@
 """Schema contracts: each schedule's published schemas in order, and how a file's schema stands
-against the contract its run compares with (issue 24 item 3, ADR 0025).
+against the contract its run compares with (ADR 0025).
 
 * The first file a schedule publishes makes its schema the contract (``seq`` 1, major 1,
   change ``initial``).

@@ -1,5 +1,5 @@
 """Which of two companies came first: the ledger's answer when two company files claim one
-destination (``export_lib.config.claims``; the newcomer is refused, issue 23).
+destination (``export_lib.config.claims``; the newcomer is refused).
 
 A company's seniority is its earliest run in the ledger. The config layer cannot import the
 ledger, so the loader takes this as a function; :func:`open_catalog` is the loader with it, for

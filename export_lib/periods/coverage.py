@@ -1,4 +1,4 @@
-"""Whether a period was already delivered under another timing (issue 22, ADR 0005 amended).
+"""Whether a period was already delivered under another timing (no period is sent twice; ADR 0005 as amended).
 
 A run's identity is its slot, but what a customer receives is a period: ``[start, end)`` of
 their data. When a schedule's timing changes (``export_hour`` 7 → 9, ``interval_hours`` 6 → 4,

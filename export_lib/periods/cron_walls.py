@@ -2,7 +2,7 @@
 
 ``croniter`` costs tens of microseconds per match (more to construct), so enumerating a day of
 a ``*/2`` cron took ~30 ms and the old five-day search window 1.2 s per "next slot" — on the
-scheduler's hot path (issue 25). Here a cron is expanded once (cached) into its minute, hour,
+scheduler's hot path. Here a cron is expanded once (cached) into its minute, hour,
 day, month and weekday sets; the walls of a range are the matching days' hours × minutes,
 produced in order from the first one in range. Semantics are croniter's (its ``expand``
 and its day rule: when both day-of-month and day-of-week are restricted, either matches);

@@ -1,6 +1,6 @@
 """``exportctl migrate-legacy``: widget exports that still carry the old ``export_time``.
 
-Seed 000: the old system fired ``morning`` at 03:00 UTC and ``evening`` at 11:00 UTC; today each
+The old system fired ``morning`` at 03:00 UTC and ``evening`` at 11:00 UTC; today each
 export runs at its ``export_hour`` in the company's timezone. The loader does not accept
 ``export_time`` (models forbid unknown keys), so this module reads the raw YAML.
 

@@ -21,7 +21,7 @@ The parts are joined by ``__``, a separator no id can contain (ids are slugs: ``
 only *between* letters and digits, never doubled), so a name splits back into its parts in one
 way only: widget export ``google-ads-primary`` (``acme__google-ads-primary__…``) and channel
 ``google-ads``'s primary export (``acme__google-ads__primary__…``), or company ``acme`` channel
-``x_y`` and company ``acme_x`` channel ``y``, can never produce the same file (issue 12).
+``x_y`` and company ``acme_x`` channel ``y``, can never produce the same file.
 """
 
 from __future__ import annotations

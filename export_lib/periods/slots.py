@@ -153,7 +153,7 @@ def slots_between(timing: Timing, start: datetime, end: datetime) -> tuple[datet
 def _plain_slots_between(timing: Timing, start: datetime, end: datetime
                          ) -> tuple[datetime, ...]:
     """Only the wall times that can land in ``[start, end)`` are enumerated, so a frequent
-    cron costs its slots in the range, not days of matches (issue 25: the timetable is the
+    cron costs its slots in the range, not days of matches (the timetable is on the
     scheduler's hot path). Every instant ``u`` of a wall time ``w`` (either side of a fold,
     or the end of a gap under ``shift``) lies in ``[w - high, w - low]`` for the zone's
     offsets around the range, so the walls to try are ``[start + low, end + high]``."""

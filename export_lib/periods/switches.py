@@ -1,4 +1,4 @@
-"""The periods around a timing switch that no slot reports, or that two report (issue 47).
+"""The periods around a timing switch that no slot reports, or that two report.
 
 A schedule whose timing changed between config versions fires the old timing's slots before the
 new version's ``effective_from`` and the new timing's from it (ADR 0005 §5). Where the switch

@@ -68,9 +68,9 @@ class Gap:
     window_start: datetime
     source: str
     retention_days: int
-    # Why the slot needs no export: its period went out under an earlier timing (issue 22).
+    # Why the slot needs no export: its period went out under an earlier timing.
     covered: str | None = None
-    # A period no slot reports (issue 47): [start, end) and the switch that dropped it; ``slot``
+    # A period no slot reports after a timing switch: [start, end) and the switch that dropped it; ``slot``
     # is then the old timing's slot that would have reported it (not a slot of the timeline).
     period: tuple[datetime, datetime] | None = None
     switch: datetime | None = None

@@ -1,5 +1,5 @@
 """``exportctl explain``: what happened to one period, in one paragraph a support person can act
-on (issue 13 item 7). The obligations page shows the same text.
+on. The obligations page shows the same text.
 
 :func:`explain_period` is pure: the schedule, the slot, what the ledger holds about it (run,
 events, artifacts, deliveries) and ``now`` in, a paragraph out. Branches, first match wins: not
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from export_lib.config.models import Schedule
     from export_lib.ledger import Ledger
 
-RETRY_WINDOW = timedelta(days=5)  # the export tasks' retries (dag_factory.retry_args, seed 000)
+RETRY_WINDOW = timedelta(days=5)  # the export tasks' retries (dag_factory.retry_args; required: 5 days)
 
 
 @dataclass(frozen=True)

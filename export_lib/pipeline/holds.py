@@ -1,4 +1,4 @@
-"""What retention and ``exportctl ledger gc`` must keep, and why (issue 22, ADR 0017).
+"""What retention and ``exportctl ledger gc`` must keep, and why (ADR 0017).
 
 Both passes ask the same rules; each answer is a reason a person can act on (None: nothing
 holds), and every rule keeps when in doubt:

@@ -1,5 +1,5 @@
 """``exportctl reschedule``'s plan: a timing edit from an explicit slot, shown before it is made
-(issue 22 item 2; ADR 0005 as amended).
+(ADR 0005 as amended).
 
 Support moves a schedule's timing (``--export-hour 9``, ``--interval-hours 4``, ``--timezone``,
 ``--cron``). The edit applies from ``effective_from``: by default the next slot of either timing
@@ -7,7 +7,7 @@ after now (and after the newest run), so the old timing never fires again and th
 is the new timing's first (:func:`switch_instant`). The plan lists the next slots under the old and the
 new timeline side by side, in local time and UTC, and every period around the switch with what
 will happen to it: exported once; reported again by a new slot and skipped because the old
-timing delivered it (``start_run``'s period check, issue 22 item 1); or reported by no slot at
+timing delivered it (``start_run``'s period check: no period is sent twice); or reported by no slot at
 all. Pure: ``now`` and the newest run's slot are passed in.
 """
 

@@ -1,4 +1,4 @@
-"""The run a restatement restates, read from the ledger (issue 23 item 4, ADR 0023).
+"""The run a restatement restates, read from the ledger (ADR 0023).
 
 A restatement run carries only a run key in its ``conf``: the REST API lets whoever may
 trigger it send any ``conf``, so nothing else in it is believed. The run — window, config

@@ -1,4 +1,4 @@
-"""What each stage returns: frozen models with named fields (issue 21, item 6).
+"""What each stage returns: frozen models with named fields.
 
 The Airflow operators push a result's :meth:`~ResultModel.as_xcom` (``model_dump(mode="json")``)
 to XCom and read the previous stage's back with ``from_xcom``; ``exportctl`` reads the

@@ -1,4 +1,4 @@
-"""Retention (seed 002: 30 days): delete published artifacts older than their schedule's
+"""Retention (30 days unless configured): delete published artifacts older than their schedule's
 ``retention_days``, and the staging leftovers of attempts that never published, unless a hold
 keeps them (:mod:`export_lib.pipeline.holds`, ADR 0017): the schedule's ``legal_hold``, an
 operator's hold on the artifact or its run, a delivery of the artifact that is not final or whose

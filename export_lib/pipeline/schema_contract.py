@@ -1,4 +1,4 @@
-"""The schema contract in the stages (issue 24 item 3, ADR 0025): render checks the file's
+"""The schema contract in the stages (ADR 0025): render checks the file's
 schema against the run's contract before it reads a row, publish records the contract the file
 is published under and writes it into the manifest, and the schedule's history answers
 ``exportctl schema``.

@@ -155,7 +155,7 @@ def start_run(ledger: Ledger, schedule: Schedule, slot: datetime, *, now: dateti
     ledger). Raises ``AuthorizationError`` (recorded as failed) when the owner lost access, and
     ``RunHeldError`` under ``late_start: hold`` until an operator releases the run.
     ``schedule`` may carry earlier versions: the one in force for ``slot`` applies. A period
-    already delivered under another timing is skipped unless ``regenerate`` (issue 22).
+    already delivered under another timing is skipped unless ``regenerate``.
     """
     every_version, schedule = schedule, version_in_force(schedule, slot)
     summary = register_run(ledger, schedule, slot, now=now, ctx=ctx)

@@ -1,6 +1,6 @@
 """``exportctl validate``'s timing-switch check: the periods around each version's
-``effective_from`` that no slot reports, or that two report (issue 47 item 2;
-:mod:`export_lib.periods.switches` finds them).
+``effective_from`` that no slot reports, or that two report
+(:mod:`export_lib.periods.switches` finds them).
 
 * A period no slot reports is a **warning**: if the switch is kept, the gap audit exports it
   once (``exportctl audit --apply``, through the manual lane); the line names the

@@ -1,4 +1,4 @@
-"""Timing edits start from an explicit slot (issue 22 item 2; ADR 0005 as amended).
+"""Timing edits start from an explicit slot (ADR 0005 as amended).
 
 A schedule's timing keys (``export_hour``, ``interval_hours``, ``cron``, ``timezone``, the DST
 policies) may change between versions: the new timing applies from its version's

@@ -1,4 +1,4 @@
-"""Why a period's Airflow task has not started (issue 14, "Bad input"; ADR 0013): the lines
+"""Why a period's Airflow task has not started (ADR 0013): the lines
 ``exportctl explain`` adds under a period whose DAG run has task instances waiting in Airflow
 (``scheduled`` or ``queued``).
 

@@ -1,6 +1,6 @@
 """The schema of an export's file: its columns' names, types and nullability, and a fingerprint.
 
-Issue 24 item 3, ADR 0025. The schema is what a consumer parses, so its types are the file's
+ADR 0025 (the schema contract). The schema is what a consumer parses, so its types are the file's
 types, not the source's spellings: ``integer`` and ``bigint`` are both ``int64`` (the CSV text
 and the Parquet column are the same), ``numeric(14,2)`` is ``decimal(14,2)`` in both formats.
 ``docs/reference/schema-contract.md`` has the table (source type → schema type → CSV text → Parquet type);

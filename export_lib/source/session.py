@@ -1,6 +1,6 @@
 """No runaway work on a source: session limits, TCP keepalives and cancelling what is running.
 
-Seed 002's incident: a worker killed mid-query left its connection (and the query) on the
+The old system's incident: a worker killed mid-query left its connection (and the query) on the
 database until TCP noticed. Every PostgreSQL source session therefore gets
 
 * ``statement_timeout`` (default 30 min; ``EXPORT_SOURCE_STATEMENT_TIMEOUT`` or the connection

@@ -1,4 +1,4 @@
-"""Who owns a final key: the run its manifest names (issue 12; see :mod:`.stores`).
+"""Who owns a final key: the run its manifest names (see :mod:`.stores`).
 
 Shared by the local store (``stores``) and the object stores (``cloud``), which ``open_store``
 picks from; kept apart so neither store module imports the other for it.

@@ -5,7 +5,7 @@ Staging objects live under ``.staging/`` named by the attempt id, so a crashed a
 leaves anything under a final name. Promotion is an atomic rename on the same filesystem and
 never overwrites a published artifact with different content.
 
-**Ownership** (issue 12): a final key belongs to the run whose ``run_key`` its manifest names.
+**Ownership**: a final key belongs to the run whose ``run_key`` its manifest names.
 Promotion first *claims* the key by creating the manifest only if it does not exist (``os.link``
 of a complete temp file: create-if-absent, atomic; ``If-None-Match: *`` on S3,
 ``if_generation_match=0`` on GCS), then places the object. A key claimed by another run, or an

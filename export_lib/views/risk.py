@@ -1,4 +1,4 @@
-"""Outages and risk (issue 22, item 4; ADR 0020): what the timetables made due, what the ledger
+"""Outages and risk (ADR 0020): what the timetables made due, what the ledger
 has of it, and which exports are at risk of missing their deadline. Pure over ``now``.
 
 * **due slots** come from the schedule's timing (its versions included), never from runs, so an

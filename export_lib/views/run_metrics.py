@@ -1,4 +1,4 @@
-"""What the run metrics are read from (issue 13, item 6): the ledger, never the clock alone.
+"""What the run metrics are read from: the ledger, never the clock alone.
 
 ``completion`` says whether a run is complete (every captured destination acknowledged the
 newest artifact version) and how late; ``unresolved_deliveries`` counts a schedule's deliveries

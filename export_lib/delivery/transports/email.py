@@ -14,7 +14,7 @@ to ``SmtpHook`` (implicit TLS unless ``disable_ssl``; else STARTTLS unless ``dis
 TLS certificates are verified against the system CAs, or ``extra.ca_file`` for a private CA;
 an untrusted certificate is a permanent failure.
 
-Every message goes over TLS (issue 23): the connection must be ``smtps://`` or set
+Every message goes over TLS: the connection must be ``smtps://`` or set
 ``starttls=true`` (a relay that does not offer STARTTLS then fails the delivery permanently,
 nothing is sent in clear). A relay on a trusted network without TLS needs the explicit extra
 ``allow_plaintext=true``, and each delivery through it logs a warning; a login is never sent

@@ -14,7 +14,7 @@ AWS credential chain applies (instance role, IRSA), which keeps keys out of conf
 The object key is ``prefix/<artifact name>``; its user metadata carries ``sha256``. A
 ``head_object`` first acknowledges an object that already holds the same size and sha256
 (the "stored, but the response was lost" case) without uploading again. The write itself is
-conditional (``If-None-Match: *``, issue 23): an object another writer put under the key after
+conditional (``If-None-Match: *``): an object another writer put under the key after
 that check is never replaced — the same bytes are acknowledged, other bytes are a conflict
 (a multipart upload carries the precondition on its completion). ``ChecksumSHA256`` on a
 single upload makes S3 verify the body it stored against the artifact's hash.

@@ -1,4 +1,4 @@
-"""One artifact per object: a unique index on export_artifacts.uri (issue 12).
+"""One artifact per object: a unique index on export_artifacts.uri.
 
 Revision ID: 0004_unique_artifact_uri
 Revises: 0003_delivery_window

@@ -1,4 +1,4 @@
-"""Operator controls (issue 13): the audit trail, pauses, holds, revoked/deleted artifacts and
+"""Operator controls: the audit trail, pauses, holds, revoked/deleted artifacts and
 the ``cancelled`` delivery state.
 
 Revision ID: 0005_operator_controls

@@ -1,4 +1,4 @@
-"""Alerts and once-only metrics are announced once per run: export_notices (issue 13).
+"""Alerts and once-only metrics are announced once per run: export_notices.
 
 Revision ID: 0006_alerts
 Revises: 0005_operator_controls

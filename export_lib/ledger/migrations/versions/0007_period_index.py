@@ -1,4 +1,4 @@
-"""Runs are found by their period: ix_export_runs_period (issue 22).
+"""Runs are found by their period: ix_export_runs_period.
 
 "A period is exported once, whatever its slot": before a run exports, the ledger is asked for
 the schedule's delivered runs whose window overlaps the run's (export_lib.ledger.periods).

@@ -1,4 +1,4 @@
-"""Schema contracts (issue 24 item 3, ADR 0025): export_schemas, the schema each attempt staged,
+"""Schema contracts (ADR 0025): export_schemas, the schema each attempt staged,
 the contract each run compares with, and each artifact's schema fingerprint, major and change.
 
 Revision ID: 0008_schema_contracts
