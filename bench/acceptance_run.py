@@ -1,4 +1,4 @@
-"""Acceptance for issue #15: `make run` stays up under catch-up plus manual exports.
+"""Acceptance: `make run` stays up under catch-up plus manual exports.
 
 For each of --starts starts: `make run` (EXPORT_CATCHUP_LOOKBACK_HOURS=--lookback), trigger
 --triggers manual exports through the REST API while the catch-up runs, wait until every DAG

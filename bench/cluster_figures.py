@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 #  dag_id='widget_export__…', run_id='manual__…', try_number=1, dag_version_id=…, map_index=-1, …"
 WORKLOAD = re.compile(r"Executing workload in Celery:.*?ti=TaskInstanceDTO\(.*?task_id='([^']+)', "
                       r"dag_id='([^']+)', run_id='([^']+)', try_number=(\d+),.*?map_index=(-?\d+)")
-MIN_SHARE = 0.30  # issue 14: with 2 workers each runs at least 30 % of the tasks
+MIN_SHARE = 0.30  # workers share the load: with 2, each runs at least 30 % of the tasks
 
 TaskKey = tuple[str, str, str, int]  # dag_id, run_id, task_id, map_index
 
@@ -103,7 +103,7 @@ def cpu_figures(records: Iterable[Mapping], runs: Iterable[tuple[str, str]]) -> 
 
 def cpu_ratios(exports: Mapping[str, float | None], floor: Mapping[str, float | None]
                ) -> dict[str, float | None]:
-    """Each export task's median CPU over the median no-op task's (issue 25: ≤ 1.2)."""
+    """Each export task's median CPU over the median no-op task's (the bar: ≤ 1.2)."""
     noop = percentile([v for v in floor.values() if v is not None], 0.5)
     return {task: ratio(value, noop) for task, value in exports.items()}
 
@@ -197,9 +197,9 @@ def loop_figures(values: list[float]) -> dict:
 
 
 def acceptance(phases: Mapping[int, dict]) -> list[dict]:
-    """Issue 14's bars for the benchmark, from the per-worker-count phases (``{1: …, 2: …}``,
-    each with ``exports.runs`` / ``workers`` figures): each worker ≥ 30 % of the tasks with 2
-    workers, nothing run twice, the 2-worker run not slower than the 1-worker run."""
+    """The scale-out bars, from the per-worker-count phases (``{1: …, 2: …}``, each with
+    ``exports.runs`` / ``workers`` figures): each worker ≥ 30 % of the tasks with 2 workers,
+    nothing run twice, the 2-worker run not slower than the 1-worker run."""
     checks = []
     two = phases.get(2)
     if two:
@@ -218,14 +218,15 @@ def acceptance(phases: Mapping[int, dict]) -> list[dict]:
     return checks
 
 
-# Issue 25's bars, each against Airflow's floor measured in the same run.
+# The lighter-tasks bars (an export task costs close to Airflow's own per task), each against
+# Airflow's floor measured in the same run.
 CATCHUP_BAR, BURST_BAR, TASK_CPU_BAR = 1.25, 1.25, 1.2
 BURST_MIN_SCHEDULES = 40
 CPU_TASKS = ("render", "publish", "deliver")
 
 
 def lighter_tasks_checks(result: Mapping) -> list[dict]:
-    """Issue 25's acceptance from one run's figures: a 365-slot catch-up *measured* within
+    """The lighter-tasks acceptance from one run's figures: a 365-slot catch-up *measured* within
     1.25 x the floor's, an hourly burst of >= 40 schedules drained within 1.25 x the floor's,
     and render/publish/deliver each within 1.2 x a no-op task's CPU."""
     checks = []

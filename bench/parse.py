@@ -24,7 +24,7 @@ interleaved); the minimum of each figure is kept, the usual estimate of the undi
   DAG) plus those of any other shipped DAG file copied along (e.g. ``dags/demo_feed.py``).
 * ``ms_per_dag``: ``(parse_seconds - import_seconds) / dags * 1000`` of one subprocess, the
   per-DAG cost (the smallest over the repeats, like every figure; from two subprocesses'
-  figures, as until 4 Dec, the noise of two imports made it negative at 3 companies).
+  figures, the noise of two imports can make it negative at a few companies).
 * ``plugin_import_seconds``: the part of ``import_seconds`` spent importing our plugin and DAG
   factory once Airflow is imported. The dag-processor pre-imports only a file's ``airflow.*``
   imports in its parent before forking the child that parses the file, so every file's child

@@ -14,8 +14,8 @@ peak RSS (``ru_maxrss``) belongs to that path alone:
 * ``csv`` / ``parquet``: :func:`export_lib.render.engine.render` into a file. ``csv`` writes
   exactly copy_raw's bytes (``neutralize_formulas`` off: raw COPY does not neutralise), so its
   ratio is the engine's own overhead, which the 0.95 x bar is about;
-* ``csv_neutralized``: the product default (formula-like text cells get a leading ``'``,
-  issue 12), reported with its ratio so the feature's cost stays visible (no bar: it is a
+* ``csv_neutralized``: the product default (formula-like text cells get a leading
+  ``'``), reported with its ratio so the feature's cost stays visible (no bar: it is a
   content change, measured at ~3 % of server time for one text column);
 * ``pandas_naive``: ``pandas.read_sql`` + ``to_csv`` (``--skip-pandas`` leaves it out).
 

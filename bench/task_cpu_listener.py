@@ -2,7 +2,7 @@
 successful task try, the task process appends its own CPU (user + system) and peak RSS since
 its fork (``getrusage``: parse, execute and this listener; not the supervisor's share) to the
 JSON-lines file ``BENCH_TASK_CPU_FILE``. Export and no-op floor tasks are measured the same way
-(issue 25 item 4: per-task CPU by task)."""
+(the bar is each export task's CPU against a no-op task's)."""
 
 from __future__ import annotations
 
