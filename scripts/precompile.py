@@ -5,7 +5,8 @@ on two cores). A module is then compiled by the first process that imports it, a
 other process that imports it before that one has written its ``.pyc``: processes that start
 together each compile the same modules (four pytest workers collecting, then their Airflow
 subprocesses; the four components of an Airflow stack). On a fresh venv, ``make test-fast``'s
-pytest cost 46 CPU-s more than on the same venv compiled (185.3 s against 164.9 s, back to back); what those tests import is ~6,800 modules, ~16 CPU-s to compile once.
+pytest cost 46 CPU-s more than on the same venv compiled (185.3 s against 164.9 s, back to back);
+what those tests import is ~6,800 modules, ~16 CPU-s to compile once.
 
 So ``make venv`` runs this after installing: it compiles every ``.py`` file directly inside the
 site-packages directories listed in ``scripts/precompile.txt`` (~8,000 files; not their
