@@ -8,7 +8,7 @@ DAGs keep loading, and a worker parses only the company it runs.
 from __future__ import annotations
 
 import functools
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +28,7 @@ from export_airflow.operators import (
     ResolveWindowOperator,
 )
 from export_airflow.params import param, with_form
-from export_airflow.retry_policy import DeliveryWindowPolicy
+from export_airflow.retry_policy import delivery_policy
 from export_airflow.sensors import WatermarkSensor, poke_interval
 from export_airflow.timetable import ExportTimetable
 from export_lib import settings
@@ -67,24 +67,6 @@ def retry_args(schedule: Any) -> dict[str, Any]:
         "retry_exponential_backoff": 2.0,
         "max_retry_delay": own.max_delay or settings.max_retry_delay(),
     }
-
-
-def delivery_policy(schedule: Any = None) -> DeliveryWindowPolicy:
-    """The deliver tasks' retry schedule: 10 minutes doubling, at most 6 h between tries, until
-    the delivery's window closes. The deployment's ``EXPORT_DELIVERY_RETRY_BASE_SECONDS``
-    (else ``EXPORT_RETRY_DELAY_SECONDS``, else 600) and ``EXPORT_DELIVERY_RETRY_CAP_SECONDS``
-    (21600) change it for every destination; a destination's ``retry: {base, cap}`` for its own
-    deliveries (ADR 0015; the newest version that has the destination decides)."""
-    base, cap = settings.delivery_retry_base(), settings.delivery_retry_cap()
-    own: dict[str, tuple[timedelta, timedelta]] = {}
-    for version in schedule.versions if schedule is not None else ():
-        for destination in version.destinations:
-            if destination.retry is not None:
-                mine = destination.retry.base or base
-                own[destination.id] = (mine, max(destination.retry.cap or cap, mine))
-            else:
-                own.pop(destination.id, None)
-    return DeliveryWindowPolicy(base, max(cap, base), own)
 
 
 def deliver_args(schedule: Any) -> dict[str, Any]:

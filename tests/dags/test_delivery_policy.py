@@ -12,7 +12,7 @@ NOW = datetime(2026, 11, 30, 6, 0, tzinfo=UTC)
 
 
 def _policy():
-    from export_airflow.dag_factory import delivery_policy
+    from export_airflow.retry_policy import delivery_policy
 
     return delivery_policy()
 
