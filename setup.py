@@ -2,7 +2,7 @@
 
 - The package list: ``export_airflow`` (the Airflow edge) stays in ``plugins/``, where ``make run``
   and the tests' stacks point Airflow's plugins folder, and ships as a top-level package beside
-  ``export_lib``, with its subpackages (``export_airflow.dags``, ``.pages``, …; the mapping of
+  ``export_lib``, with its subpackages (``export_airflow.building``, ``.pages``, …; the mapping of
   the top package places them).
 - Where the build writes its metadata: ``build/``, not the project root. An ``*.egg-info`` in the
   root is a second copy of the distribution to every process that has the root on ``sys.path``

@@ -131,7 +131,7 @@ import json
 mode, dags_folder, loader, dag_id, task_id = sys.argv[1:6]
 if mode != "child":
     import export_airflow.plugin
-    import export_airflow.dags.dag_factory
+    import export_airflow.building.dag_factory
 t_import = clock()
 out = {"import_seconds": t_import - t0, "plugin_import_seconds": t_import - t_airflow}
 if mode == "parse":
@@ -164,7 +164,7 @@ elif mode == "child":
     if pid == 0:
         c0 = clock()
         import export_airflow.plugin
-        import export_airflow.dags.dag_factory
+        import export_airflow.building.dag_factory
         c1 = clock()
         bag = BundleDagBag(dag_folder=loader, bundle_path=Path(dags_folder),
                            bundle_name="dags-folder")

@@ -1,6 +1,6 @@
 """The Airflow edge of the export library, laid out by concern:
 
-- :mod:`export_airflow.dags`: DAG building (the factory, the manual, restatement, gap audit and
+- :mod:`export_airflow.building`: DAG building (the factory, the manual, restatement, gap audit and
   retention DAGs, trigger forms, retry schedules);
 - :mod:`export_airflow.tasks`: what runs in a task (operators, sensors, recovery, lineage, time
   limits, assets);

@@ -28,7 +28,7 @@ def test_deadline_reference_skips_runs_created_after_their_deadline(run_type, no
 
 def test_deadline_alert_survives_dag_serialization(tmp_path):
     from airflow.serialization.serialized_objects import DagSerialization
-    from export_airflow.dags.dag_factory import company_dags
+    from export_airflow.building.dag_factory import company_dags
 
     from tests.conftest import REPO
 
@@ -119,7 +119,7 @@ def test_recover_missed_is_created_skipped_outside_scheduled_runs(run_type, stat
 
 def test_manual_retry_policy_waits_30s_2min_10min_then_fails():
     from airflow.sdk.definitions.retry_policy import RetryAction
-    from export_airflow.dags.retry_policy import MANUAL_RETRY
+    from export_airflow.building.retry_policy import MANUAL_RETRY
 
     down = SourceError("source demo_source is down")
     decisions = [MANUAL_RETRY.evaluate(down, n, 4) for n in (1, 2, 3, 4)]
@@ -167,7 +167,7 @@ def test_late_data_policies_shape_the_task_graph(tmp_path):
     import shutil
 
     import yaml
-    from export_airflow.dags.dag_factory import company_dags
+    from export_airflow.building.dag_factory import company_dags
 
     from tests.conftest import REPO
 
@@ -188,7 +188,7 @@ def test_late_data_policies_shape_the_task_graph(tmp_path):
     assert restating.get_task("restate_later").grace_seconds == 86400
     assert restating.max_active_runs == 2  # the restatement waits in a run of its own
 
-    from export_airflow.dags.restatement import build_restatement_dag
+    from export_airflow.building.restatement import build_restatement_dag
 
     restatement = build_restatement_dag(str(config), "acme")
     assert restatement is not None and acme["restatement__acme"].access_control == {
@@ -207,7 +207,7 @@ def test_late_data_policies_shape_the_task_graph(tmp_path):
 def test_recover_missed_has_its_own_short_retry_budget(tmp_path):
     from datetime import timedelta as td
 
-    from export_airflow.dags.dag_factory import company_dags
+    from export_airflow.building.dag_factory import company_dags
 
     from tests.world import build_world
 
@@ -223,7 +223,7 @@ def test_task_policy_routes_large_renders_and_manual_work_to_their_queues(monkey
     """Every parsed task of the shipped config gets the queue its channel size asks for:
     dentsu-happiness' large channel renders on exports_large, manual DAGs on exports_manual,
     the rest (acme's medium channel included) on default."""
-    from export_airflow.dags.dag_factory import company_dags
+    from export_airflow.building.dag_factory import company_dags
     from export_airflow.deploy.cluster_policy import task_policy
 
     from tests.conftest import REPO

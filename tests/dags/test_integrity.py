@@ -361,7 +361,7 @@ def test_operators_render_their_template_fields_from_a_plain_context():
 
 
 def test_factory_tasks_render_to_their_configured_values():
-    from export_airflow.dags.dag_factory import company_dags
+    from export_airflow.building.dag_factory import company_dags
 
     dag = next(d for d in company_dags(DAGS / "config", "acme")
                if d.dag_id == "widget_export__acme__daily-spend")
@@ -374,7 +374,7 @@ def test_factory_tasks_render_to_their_configured_values():
 def test_the_regenerate_param_reaches_the_render_task():
     """The factory passes ``regenerate="{{ params.regenerate }}"``: it must be a template
     field, or the task sees the literal text and never regenerates."""
-    from export_airflow.dags.dag_factory import company_dags
+    from export_airflow.building.dag_factory import company_dags
 
     dag = next(d for d in company_dags(DAGS / "config", "acme")
                if d.dag_id == "widget_export__acme__daily-spend")
@@ -415,7 +415,7 @@ def test_every_task_alerts_on_final_failure_and_no_task_copies_the_form(shipped_
     export's); the trigger form is the DAG's only, and the manual lane's retry policy is on
     each of its tasks."""
     from export_airflow.alerts import ExportAlertNotifier
-    from export_airflow.dags.retry_policy import MANUAL_RETRY
+    from export_airflow.building.retry_policy import MANUAL_RETRY
 
     dags = [d for d in shipped_bag.dags.values()
             if d.dag_id.startswith(("widget_export__", "data_export__", "manual_export__"))]

@@ -22,7 +22,7 @@ COMPANIES = ("acme", "dentsu-happiness", "kiwi-outdoors")
 
 
 def _shipped_dags() -> dict:
-    from export_airflow.dags.dag_factory import company_dags
+    from export_airflow.building.dag_factory import company_dags
 
     return {dag.dag_id: dag for company in COMPANIES
             for dag in company_dags(REPO / "dags" / "config", company)}
@@ -63,7 +63,7 @@ def test_every_manual_task_is_in_the_manual_pool_at_the_top_priority(monkeypatch
 
 
 def test_the_restatement_dag_stays_out_of_the_manual_pool():
-    from export_airflow.dags.restatement import build_restatement_dag
+    from export_airflow.building.restatement import build_restatement_dag
     from export_airflow.deploy.cluster_policy import MANUAL_POOL
 
     dag = build_restatement_dag(str(REPO / "dags" / "config"), "acme")

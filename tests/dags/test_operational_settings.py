@@ -54,7 +54,7 @@ def _tune(config: Path, new: str, old: str = ANCHOR) -> None:
 
 
 def _dag(config: Path, dag_id: str = DAILY):
-    from export_airflow.dags.dag_factory import company_dags
+    from export_airflow.building.dag_factory import company_dags
 
     return next(d for d in company_dags(config, "acme") if d.dag_id == dag_id)
 
@@ -170,7 +170,7 @@ def test_the_newest_version_with_a_destination_decides_its_pacing(config):
 
 
 def test_the_policy_survives_serialization_with_its_destinations():
-    from export_airflow.dags.retry_policy import DeliveryWindowPolicy
+    from export_airflow.building.retry_policy import DeliveryWindowPolicy
 
     policy = DeliveryWindowPolicy(timedelta(minutes=10), timedelta(hours=6),
                                   {"sftp": (timedelta(minutes=30), timedelta(hours=12))})

@@ -43,7 +43,7 @@ def test_every_export_airflow_name_a_serialized_dag_holds_resolves():
     from airflow._shared.module_loading import import_string
     from airflow.serialization.serialized_objects import DagSerialization
     from export_airflow.alerts import ExportAlertNotifier
-    from export_airflow.dags.dag_factory import company_dags
+    from export_airflow.building.dag_factory import company_dags
 
     from tests.conftest import REPO
 
@@ -67,10 +67,10 @@ def test_every_export_airflow_name_a_serialized_dag_holds_resolves():
     ("from export_airflow.preload import install", "export_airflow.deploy.preload"),
     # every company loader (export_lib.config.dag_loaders.LOADER_TEMPLATE)
     ("from export_airflow.dag_factory import register_company_dags",
-     "export_airflow.dags.dag_factory"),
+     "export_airflow.building.dag_factory"),
     # DAG files copied from dags/
-    ("from export_airflow.retention import build_retention_dag", "export_airflow.dags.retention"),
-    ("from export_airflow.gap_audit import build_gap_audit_dag", "export_airflow.dags.gap_audit"),
+    ("from export_airflow.retention import build_retention_dag", "export_airflow.building.retention"),
+    ("from export_airflow.gap_audit import build_gap_audit_dag", "export_airflow.building.gap_audit"),
     ("from export_airflow.assets import consumer_dag, schedule_asset",
      "export_airflow.tasks.assets"),
 ])

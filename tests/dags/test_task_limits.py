@@ -35,7 +35,7 @@ def test_every_shipped_task_has_an_execution_timeout():
     assert {d for d in bag.dags} >= {"manual_export__acme", "export_retention"}
     assert bag.dags["export_retention"].get_task("apply_retention").execution_timeout
     # No demo export restates late data, so no restatement DAG ships with them: built here.
-    from export_airflow.dags.restatement import build_restatement_dag
+    from export_airflow.building.restatement import build_restatement_dag
 
     restatement = build_restatement_dag(str(DAGS / "config"), "acme")
     assert [t.task_id for t in restatement.tasks if not _timeout(t)] == []

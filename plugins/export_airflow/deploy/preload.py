@@ -43,9 +43,9 @@ log = logging.getLogger(__name__)
 # artifacts on S3), the delivery metrics and the lease (cProfile of the task processes of
 # bench/cluster.py, 4 Dec).
 MODULES = (
-    "export_airflow.dags.dag_factory", "export_airflow.tasks.operators",
+    "export_airflow.building.dag_factory", "export_airflow.tasks.operators",
     "export_airflow.tasks.sensors", "export_airflow.tasks.recovery",
-    "export_airflow.dags.restatement", "export_airflow.dags.manual_dag", "export_airflow.alerts",
+    "export_airflow.building.restatement", "export_airflow.building.manual_dag", "export_airflow.alerts",
     "export_airflow.runtime.connections", "export_airflow.runtime.ledger",
     "export_airflow.tasks.assets", "export_airflow.dag_factory", "export_lib.pipeline.asset_events",
     "export_lib.pipeline", "export_lib.delivery", "export_lib.ledger",

@@ -3,7 +3,7 @@ Export obligations (``obligations_ui``, its HTML in ``obligations_html``), the c
 (``company_ui``, ``company_html``, changes in ``company_actions``, runs triggered through
 ``company_trigger``), who may see and change what (``ui_access``), all mounted by ``ui``.
 
-Imported by the API server only: never imports DAG building (:mod:`export_airflow.dags`,
+Imported by the API server only: never imports DAG building (:mod:`export_airflow.building`,
 :mod:`export_airflow.tasks`, the timetable, the deadline references), and they never import it
 (tests/unit/test_layering.py, ``.importlinter``).
 """

@@ -3,7 +3,7 @@
 * :class:`WatermarkSensor` — ``late_data: wait_for_watermark``: render only once the source's
   ingestion watermark passed the window end + grace, or at the run's deadline at the latest.
 * :class:`RestateDueSensor` — ``late_data: restate``: in the company's ``restatement__<id>`` DAG
-  (export_airflow/dags/restatement.py), wait until window end + grace, then the restatement tasks
+  (export_airflow/building/restatement.py), wait until window end + grace, then the restatement tasks
   re-render the period with a fresh cutoff; different content becomes version N+1, marked as a
   correction that supersedes the earlier version.
 """

@@ -148,7 +148,7 @@ def test_the_wheel_holds_both_packages_the_migrations_and_the_plugin_entry_point
         names = set(wheel.namelist())
         entry_points = wheel.read("airflow_scheduled_exports-0.1.0.dist-info/entry_points.txt")
     assert {"export_lib/__init__.py", "export_airflow/__init__.py", "export_airflow/plugin.py",
-            "export_airflow/ui_plugin.py", "export_airflow/dags/dag_factory.py",
+            "export_airflow/ui_plugin.py", "export_airflow/building/dag_factory.py",
             "export_lib/ledger/migrations/script.py.mako"} <= names
     shipped = {n.rsplit("/", 1)[1] for n in names
                if n.startswith("export_lib/ledger/migrations/versions/")}

@@ -25,8 +25,8 @@ from airflow.sdk import DAG, Param
 
 from export_airflow.access import access_control, quiet_access_control
 from export_airflow.alerts import manual_failure_notifier
-from export_airflow.dags.params import param, with_form
-from export_airflow.dags.retry_policy import MANUAL_RETRY
+from export_airflow.building.params import param, with_form
+from export_airflow.building.retry_policy import MANUAL_RETRY
 from export_airflow.deploy.cluster_policy import MANUAL_POOL, MANUAL_PRIORITY
 from export_airflow.tasks.limits import task_timeout
 from export_airflow.tasks.operators import (

@@ -16,8 +16,8 @@ from airflow.sdk import DAG, get_parsing_context
 
 from export_airflow.access import access_control, quiet_access_control
 from export_airflow.alerts import failure_notifier
-from export_airflow.dags.params import param, with_form
-from export_airflow.dags.retry_policy import delivery_policy
+from export_airflow.building.params import param, with_form
+from export_airflow.building.retry_policy import delivery_policy
 from export_airflow.deadlines import deadline_alerts
 from export_airflow.tasks.assets import publish_alias, schedule_asset
 from export_airflow.tasks.limits import timeout_for
@@ -216,7 +216,7 @@ def build_dag(schedule: Any, config_dir: str) -> DAG:
         if late_data.policy == "restate":
             # Imported here: its TriggerDagRunOperator base pulls in ~25 modules of Airflow
             # core that every other export's task process would otherwise import for nothing.
-            from export_airflow.dags.restatement import RestateLaterOperator
+            from export_airflow.building.restatement import RestateLaterOperator
 
             # Its own short run of restatement__<company> at window end + grace: this run ends
             # with the first delivery and holds no max_active_runs slot meanwhile.
@@ -238,7 +238,7 @@ def company_dags(config_dir: Path, company_id: str, only_dag: str | None = None)
     ``only_dag`` builds just that DAG (none if it is not this company's); the whole company
     file is still validated, so a broken file fails a worker exactly as it fails the parser.
     """
-    from export_airflow.dags.manual_dag import build_manual_dag, manual_dag_id
+    from export_airflow.building.manual_dag import build_manual_dag, manual_dag_id
     from export_lib.ledger.seniority import open_catalog
 
     catalog = open_catalog(config_dir, only=company_id)
@@ -253,7 +253,7 @@ def company_dags(config_dir: Path, company_id: str, only_dag: str | None = None)
     if any(s.policies.late_data.policy == "restate" for s in schedules) and only_dag in (
             None, f"restatement__{company_id}"):
         # Imported only here: a worker of another DAG never loads the trigger operator.
-        from export_airflow.dags.restatement import build_restatement_dag
+        from export_airflow.building.restatement import build_restatement_dag
 
         dags.append(build_restatement_dag(str(config_dir), company_id))
     return dags

@@ -94,7 +94,7 @@ class RestateLaterOperator(TriggerDagRunOperator):
 def build_restatement_dag(config_dir: str, company: str) -> DAG:
     """``company``'s restatement DAG (built by its loader when one of its exports restates)."""
     from export_airflow.access import access_control, quiet_access_control
-    from export_airflow.dags.retry_policy import delivery_policy
+    from export_airflow.building.retry_policy import delivery_policy
     from export_lib.config.destinations import DEFAULT_RETRY_WINDOW
 
     with quiet_access_control(), DAG(

@@ -18,7 +18,7 @@ from typing import Any
 
 from airflow.sdk import DAG, BaseOperator
 
-from export_airflow.dags.dag_factory import EPOCH
+from export_airflow.building.dag_factory import EPOCH
 from export_airflow.tasks.operators import export_errors
 from export_lib.logfmt import get_logger
 
