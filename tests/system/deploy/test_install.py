@@ -150,6 +150,10 @@ def test_the_wheel_holds_both_packages_the_migrations_and_the_plugin_entry_point
     assert {"export_lib/__init__.py", "export_airflow/__init__.py", "export_airflow/plugin.py",
             "export_airflow/ui_plugin.py", "export_airflow/building/dag_factory.py",
             "export_lib/ledger/migrations/script.py.mako"} <= names
+    # every module of the Airflow edge, its subpackages' too (setup.py lists them from plugins/)
+    edge = REPO / "plugins" / "export_airflow"
+    assert {f"export_airflow/{p.relative_to(edge).as_posix()}" for p in edge.rglob("*.py")} \
+        - names == set()
     shipped = {n.rsplit("/", 1)[1] for n in names
                if n.startswith("export_lib/ledger/migrations/versions/")}
     assert shipped == {p.name for p in
