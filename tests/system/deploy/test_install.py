@@ -216,7 +216,8 @@ def test_airflow_plugins_lists_each_of_ours_once_from_the_entry_points(installed
     (export_plugin, export_ui) = listed
     assert export_plugin["timetables"] == ["export_airflow.timetable.ExportTimetable"]
     assert [v["href"] for v in export_ui["external_views"]] == [
-        "/exports/obligations", "/exports/"]
+        "/exports/obligations", "/exports/", "/exports/companies",
+        "/exports/companies/for-dag/{DAG_ID}", "/exports/companies/for-dag/{DAG_ID}"]
     errors = installed.run(str(installed.python), "-c",
                            "import json; from airflow import plugins_manager as m; "
                            "print(json.dumps(m.get_import_errors()))")
