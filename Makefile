@@ -132,7 +132,7 @@ acceptance: venv
 ## lint: ruff over the code and import-linter's layer contracts (.importlinter)
 lint: venv
 	$(VENV)/bin/ruff check export_lib plugins dags tests bench scripts
-	PYTHONPATH=. $(VENV)/bin/lint-imports --no-cache
+	PYTHONPATH=.:plugins $(VENV)/bin/lint-imports --no-cache
 
 ## docs: regenerate the reference pages (docs/reference/config.md, environment.md, cli.md,
 ## metrics-and-logs.md) and the config JSON Schemas (export_lib/config/*.schema.json) from the

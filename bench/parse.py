@@ -36,7 +36,7 @@ interleaved); the minimum of each figure is kept, the usual estimate of the undi
   is that per DAG.
 * ``child_plugin_import_seconds``, ``child_serialize_seconds``, ``child_file_seconds``: in a
   real parse child: a process that did what the dag-processor does before it forks (our
-  ``export_airflow.preload``, installed by ``deploy/airflow_local_settings.py``) forks; the
+  ``export_airflow.deploy.preload``, installed by ``deploy/airflow_local_settings.py``) forks; the
   child imports the plugin and the factory, parses one company's loader (``BundleDagBag``) and
   serialises its 9 DAGs. The import figure is what a parse child pays for our plugin.
 * ``worker_parse_seconds``: how Airflow's task runner parses for one task instance
@@ -131,7 +131,7 @@ import json
 mode, dags_folder, loader, dag_id, task_id = sys.argv[1:6]
 if mode != "child":
     import export_airflow.plugin
-    import export_airflow.dag_factory
+    import export_airflow.building.dag_factory
 t_import = clock()
 out = {"import_seconds": t_import - t0, "plugin_import_seconds": t_import - t_airflow}
 if mode == "parse":
@@ -140,7 +140,7 @@ if mode == "parse":
     from airflow.serialization.serialized_objects import DagSerialization
     # The first serialisation of a DAG with a custom timetable loads every plugin (~0.9 s: our
     # UI plugin brings FastAPI), once per process. The dag-processor has them loaded before it
-    # forks its parse children (export_airflow.preload), so none of them pays it: load them
+    # forks its parse children (export_airflow.deploy.preload), so none of them pays it: load them
     # here too, outside the timed loop (the "child" probe measures a real fork).
     from airflow import plugins_manager
     plugins_manager.get_timetables_plugins()
@@ -153,18 +153,18 @@ if mode == "parse":
     out["import_errors"] = dict(bag.import_errors)
 elif mode == "child":
     # What a parse child of the dag-processor pays: the dag-processor's before-fork hook
-    # (export_airflow.preload, from airflow_local_settings) has imported the factory in the
+    # (export_airflow.deploy.preload, from airflow_local_settings) has imported the factory in the
     # parent; the child then imports the plugin and parses and serialises one company's file.
-    import export_airflow.preload
+    import export_airflow.deploy.preload
     from airflow.serialization.serialized_objects import DagSerialization
-    export_airflow.preload.preload()
+    export_airflow.deploy.preload.preload()
     from pathlib import Path
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:
         c0 = clock()
         import export_airflow.plugin
-        import export_airflow.dag_factory
+        import export_airflow.building.dag_factory
         c1 = clock()
         bag = BundleDagBag(dag_folder=loader, bundle_path=Path(dags_folder),
                            bundle_name="dags-folder")

@@ -14,7 +14,7 @@ with DAG(dag_id="demo_feed", schedule=DeltaDataIntervalTimetable(timedelta(minut
 
     @task(execution_timeout=timedelta(minutes=10))
     def ingest() -> int:
-        from export_airflow.connections import airflow_resolver
+        from export_airflow.runtime.connections import airflow_resolver
 
         from export_lib.source.demo import seed_source
 

@@ -1,6 +1,6 @@
 """Metric names: ``export.<metric>`` per company and schedule, for StatsD.
 
-The Airflow edge (``export_airflow.metrics``) emits them through Airflow's ``Stats``, so they go
+The Airflow edge (``export_airflow.runtime.metrics``) emits them through Airflow's ``Stats``, so they go
 wherever the deployment sends Airflow's own metrics (StatsD, Datadog, OpenTelemetry). Plain
 StatsD has no tags, so the company and the schedule are also put *in the name*, as Airflow does
 for its own per-DAG names (``ti.finish.<dag_id>.<task_id>.<state>``):

@@ -370,7 +370,7 @@ def delivery_retry_base(environ: Environ | None = None) -> timedelta:
 
 def delivery_retry_cap(environ: Environ | None = None) -> timedelta:
     """``EXPORT_DELIVERY_RETRY_CAP_SECONDS``: the longest wait between two delivery tries,
-    else 6 h (never below the base: see export_airflow.dag_factory.delivery_policy)."""
+    else 6 h (never below the base: see export_airflow.building.retry_policy.delivery_policy)."""
     seconds = _number(DELIVERY_CAP_ENV, environ, "seconds")
     return DELIVERY_RETRY_CAP if seconds is None else timedelta(seconds=seconds)
 

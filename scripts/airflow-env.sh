@@ -170,7 +170,7 @@ if [ "$DB" = postgres ]; then
   # frees its slot); catch-up's are 2 of them at most (export_catchup). So while catch-up
   # saturates its pool, even with every budget place taken, 2 slots keep turning over short
   # tasks, and each that frees goes to the highest priority waiting: manual work
-  # (MANUAL_PRIORITY, plugins/export_airflow/cluster_policy.py). `make cluster` gets the same
+  # (MANUAL_PRIORITY, plugins/export_airflow/deploy/cluster_policy.py). `make cluster` gets the same
   # number: the Celery executor counts what it sent until it finishes, waiting in the broker or
   # not. tests/dags/test_manual_lane.py checks the inequality.
   export AIRFLOW__CORE__PARALLELISM=6

@@ -10,7 +10,7 @@ event's extra is the manifest's: what a consumer needs to find, check and date t
 reading our ledger — its schema too (ADR 0025): ``schema`` (the columns), ``schema_fingerprint``,
 ``schema_major``, and ``schema_change`` (``warn`` or ``new_major`` when the file was published
 under a schema change, with ``schema_diff``; None otherwise). Airflow-free:
-``export_airflow.assets`` turns it into an Airflow asset event.
+``export_airflow.tasks.assets`` turns it into an Airflow asset event.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 A lineage backend (Marquez, DataHub, a warehouse's catalog) draws the export as one more edge
 of the graph its users already read: the source table → the schedule's artifacts → each
 destination. This module says *which* datasets those are, from the run's captured config and
-the ledger; ``export_airflow.lineage`` turns it into OpenLineage facets for Airflow's
+the ledger; ``export_airflow.tasks.lineage`` turns it into OpenLineage facets for Airflow's
 OpenLineage provider (ADR 0027). Airflow-free and side-effect free: it opens no source, store
 or destination, and it never puts a credential in a name — namespaces carry scheme, host and
 port only (the same rule as :meth:`Connection.masked_uri`).

@@ -6,7 +6,7 @@ Every export_lib function that opens a source, an artifact store or a destinatio
 (``postgresql://user:pw@host:5432/db``, ``sqlite:////abs/path.db``, ``aws://?endpoint_url=...``)
 or Airflow's JSON form (``{"conn_type": ..., "host": ..., "extra": {...}}``); with nothing set,
 the embedded defaults of ``make run`` apply (see :func:`embedded_defaults`). That is all
-``exportctl`` needs. The Airflow edge passes its own resolver (``export_airflow.connections``),
+``exportctl`` needs. The Airflow edge passes its own resolver (``export_airflow.runtime.connections``),
 which asks Airflow: connections made in the UI or with ``airflow connections add``, secrets
 backends and ``AIRFLOW_CONN_*`` alike.
 

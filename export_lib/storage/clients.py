@@ -14,7 +14,7 @@ chain, session and retry settings are the ones the user configured there.
 Every S3 client in a process reads botocore's data (the S3 model, endpoints, partitions: ~60 ms
 of CPU of JSON) through one shared loader (:func:`share_loader`): a new boto3 session has a
 loader of its own and would read them again, and each export task opens a session or two.
-``export_airflow.preload`` fills the loader before the worker forks its tasks (:func:`warm_s3`).
+``export_airflow.deploy.preload`` fills the loader before the worker forks its tasks (:func:`warm_s3`).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ deployment shares it, an attacker does not. A deployment without a secret of at 
 :data:`MIN_SECRET_CHARS` characters gets no token at all: the page shows no action and every
 action is refused (no fallback key anybody could read in this repository).
 
-Plain Python: the Airflow edge (``export_airflow.ui_access``) passes the secret and the time.
+Plain Python: the Airflow edge (``export_airflow.pages.ui_access``) passes the secret and the time.
 """
 
 from __future__ import annotations

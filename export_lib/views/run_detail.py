@@ -5,7 +5,7 @@
 attempts and receipts, and the run's history. :func:`available_actions` says which operator
 actions apply right now; :func:`release_held` and :func:`requeue_delivery` perform them,
 recording who did it (``who``). Revoking an artifact is not done here (see the page's action
-table, ``plugins/export_airflow/obligations_ui.py``).
+table, ``plugins/export_airflow/pages/obligations_ui.py``).
 """
 
 from __future__ import annotations

@@ -1,11 +1,26 @@
-"""The Airflow edge of the export library: operators, sensors, the export timetable, the DAG
-factory, deadline references, the retry and cluster policies, and the status page.
+"""The Airflow edge of the export library, laid out by concern:
+
+- :mod:`export_airflow.building`: DAG building (the factory, the manual, restatement, gap audit and
+  retention DAGs, trigger forms, retry schedules);
+- :mod:`export_airflow.tasks`: what runs in a task (operators, sensors, recovery, lineage, time
+  limits, assets);
+- :mod:`export_airflow.pages`: the export pages of the Airflow UI (obligations, company view);
+- :mod:`export_airflow.runtime`: connections, the ledger handle and metrics inside Airflow;
+- :mod:`export_airflow.deploy`: the cluster policy and the before-fork preload.
+
+The top level holds what Airflow or a deployment reaches by name: the plugins of the
+``airflow.plugins`` entry points (``plugin``, ``ui_plugin``, ADR 0026); ``timetable`` and
+``deadlines``, whose classes Airflow finds by qualname in every stored serialized DAG;
+``alerts``, whose notifier stored deadline callbacks name; ``access``, run as
+``python -m export_airflow.access sync`` by deployments; and re-export modules for paths that
+files written into a deployment name (each says which and why). The pages never import DAG
+building and DAG building never imports the pages; no two packages import each other
+(``.importlinter``, tests/unit/test_layering.py).
 
 An installed package (``make venv`` installs it editable from ``plugins/``; the wheel and the
-image install it as is), so classes here are imported as ``export_airflow.<module>.<Class>``
+image install it as is), so classes here are imported as ``export_airflow.<path>.<Class>``
 everywhere (DAG files, the plugins, the scheduler), which keeps the qualnames of registered
-timetables and deadline references identical. Its plugins (``plugin``, ``ui_plugin``) are
-registered by the distribution's ``airflow.plugins`` entry points only (ADR 0026).
+timetables and deadline references identical.
 """
 
 from structlog.contextvars import bound_contextvars as _bound_contextvars

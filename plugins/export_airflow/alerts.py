@@ -21,7 +21,7 @@ from typing import Any
 
 from airflow.sdk import BaseNotifier
 
-from export_airflow.metrics import emit
+from export_airflow.runtime.metrics import emit
 from export_lib.alerts import Alert, AlertReason, recipients
 from export_lib.logfmt import bind, get_logger, scope
 
@@ -292,7 +292,7 @@ def build_notifier(config: Any, to: tuple[str, ...], alert: Alert) -> BaseNotifi
 def _ledger() -> Any:
     """The ledger, or None if it cannot be reached (the alert is then sent without dedupe:
     better twice than never)."""
-    from export_airflow.ledger import callback_ledger
+    from export_airflow.runtime.ledger import callback_ledger
     from export_lib.errors import LedgerError
 
     try:

@@ -159,7 +159,7 @@ class AtRiskDeadline(BaseDeadlineReference):
 
 
 def _median(schedule_id: str, now: datetime) -> timedelta | None:
-    from export_airflow.ledger import callback_ledger
+    from export_airflow.runtime.ledger import callback_ledger
     from export_lib.errors import ExportError
     from export_lib.views.risk import median_delivery
 

@@ -1,5 +1,5 @@
-"""The export pages plugin: ``export_airflow.ui`` (and ``obligations_ui``) under /exports, shown
-in the Airflow UI as Browse → Export obligations, Browse → Export runs and Browse → Export
+"""The export pages plugin: the app of :mod:`export_airflow.pages` under /exports, shown in the
+Airflow UI as Browse → Export obligations, Browse → Export runs and Browse → Export
 companies, and as an "Export company" tab on each DAG's and DAG run's page.
 
 Registered by the ``airflow.plugins`` entry point of the installed distribution (setup.cfg),
@@ -24,7 +24,7 @@ class _Pages:
     """``fastapi_apps``, built on first read (a descriptor: the plugin stays a plain class)."""
 
     def __get__(self, plugin: object, owner: type | None = None) -> list[dict]:
-        from export_airflow.ui import app
+        from export_airflow.pages.ui import app
 
         return [{"app": app, "url_prefix": "/exports", "name": "Export runs"}]
 

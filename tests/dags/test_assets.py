@@ -16,8 +16,8 @@ def _task(dag, task_id):
 def test_publish_announces_through_the_schedules_alias_and_manual_exports_do_not(
         export_world, tmp_path):
     from airflow.sdk import AssetAlias
-    from export_airflow.assets import schedule_asset
-    from export_airflow.dag_factory import company_dags
+    from export_airflow.building.dag_factory import company_dags
+    from export_airflow.tasks.assets import schedule_asset
 
     dags = {d.dag_id: d for d in company_dags(tmp_path / "dags" / "config", "acme")}
     assert _task(dags["widget_export__acme__daily-spend"], "publish").outlets == [
@@ -37,7 +37,7 @@ def test_publish_announces_through_the_schedules_alias_and_manual_exports_do_not
 
 def test_restatements_announce_corrections_through_their_own_alias(export_world):
     from airflow.sdk import AssetAlias
-    from export_airflow.restatement import build_restatement_dag
+    from export_airflow.building.restatement import build_restatement_dag
 
     dag = build_restatement_dag(str(export_world.config), "acme")
     assert _task(dag, "restate_publish").outlets == [AssetAlias("export-alias:acme/corrections")]

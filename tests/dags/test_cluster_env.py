@@ -72,7 +72,7 @@ def test_the_workers_serve_the_same_queues_in_compose_and_make_cluster(tmp_path:
         import supervise
     finally:
         sys.path.remove(str(REPO / "scripts"))
-    from export_airflow.cluster_policy import MANUAL_QUEUE, QUEUES
+    from export_airflow.deploy.cluster_policy import MANUAL_QUEUE, QUEUES
 
     services = resolved_compose(tmp_path)["services"]
     compose = {name: services[name]["command"] for name in ("airflow-worker",

@@ -126,11 +126,11 @@ print(" ".join(sorted(sys.modules)))
     # recovery: latest, no restatement: neither the REST backfill client nor Airflow core's
     # trigger_dag (TriggerDagRunOperator's base) has any business in its task processes
     ("widget_export__acme__hourly-clicks",
-     {"export_airflow.recovery", "export_airflow.restatement",
+     {"export_airflow.tasks.recovery", "export_airflow.building.restatement",
       "airflow.providers.standard.operators.trigger_dagrun", "airflow.api.common.trigger_dag"}),
     # recovery: each: its recover_missed task needs the client, still no restatement
     ("widget_export__acme__daily-spend",
-     {"export_airflow.restatement", "airflow.providers.standard.operators.trigger_dagrun"}),
+     {"export_airflow.building.restatement", "airflow.providers.standard.operators.trigger_dagrun"}),
 ])
 def test_a_workers_parse_imports_only_what_its_dag_uses(dag_id, absent):
     """Every task process parses its DAG file (issue 25: start-up is most of a task's cost);
@@ -144,7 +144,7 @@ def test_a_workers_parse_imports_only_what_its_dag_uses(dag_id, absent):
                          capture_output=True, text=True, env=env, check=True, timeout=120)
     parsed, everything = out.stdout.splitlines()[-2:]
     imported = set(parsed.split())
-    assert "export_airflow.dag_factory" in imported  # the parse did run
+    assert "export_airflow.building.dag_factory" in imported  # the parse did run
     assert absent & imported == set()
     # No format's or destination's library before a task needs it, in the plugin or the
     # parse (issue 25 item 2: start-up per task): Parquet, object stores, SFTP, e-mail, the

@@ -75,7 +75,7 @@ def test_a_viewer_reads_the_schedules_and_changes_nothing(desk):
     assert "name='token'" not in page and "id='en-go'" not in page
     assert "its operators can change them" in page and "07:00 Europe/Berlin" in page
     # Even with a token made for the viewer, a POST is refused: viewers never change.
-    from export_airflow.company_ui import form_token
+    from export_airflow.pages.company_ui import form_token
 
     class Vic:
         def get_name(self) -> str:
@@ -96,8 +96,8 @@ def test_a_viewer_reads_the_schedules_and_changes_nothing(desk):
 
 
 def test_another_company_is_a_404_that_says_nothing(desk):
-    from export_airflow.ui import app
-    from export_airflow.ui_access import visible_companies
+    from export_airflow.pages.ui import app
+    from export_airflow.pages.ui_access import visible_companies
 
     client, _, viewer, admin = desk
     app.dependency_overrides[visible_companies] = lambda: frozenset({"kiwi-outdoors"})
@@ -366,7 +366,7 @@ def test_export_now_starts_one_manual_run_with_the_chosen_window(desk):
 def test_a_one_off_run_offers_no_pause_and_its_attempts_link_to_their_logs(desk):
     """The run page of a manual export: no "Pause schedule" for its pseudo-schedule (and a
     direct POST is refused, nothing paused); each render attempt links to its task log."""
-    from export_airflow.ui_access import action_token
+    from export_airflow.pages.ui_access import action_token
 
     from export_lib.ledger import open_ledger
     from export_lib.pipeline import RunContext, render_run

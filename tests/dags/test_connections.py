@@ -1,4 +1,4 @@
-"""The Airflow resolver (export_airflow.connections): Airflow's connections become export_lib's
+"""The Airflow resolver (export_airflow.runtime.connections): Airflow's connections become export_lib's
 value objects, with the provider hooks' clients, and never show a secret.
 
 Outside a task the Task SDK looks connections up in ``AIRFLOW_CONN_*`` (its environment
@@ -30,7 +30,7 @@ def _airflow_conn(**fields):
 
 
 def test_an_airflow_connection_keeps_its_fields_and_hides_its_secrets():
-    from export_airflow.connections import from_airflow
+    from export_airflow.runtime.connections import from_airflow
 
     conn = from_airflow(_airflow_conn(
         conn_id="pg", conn_type="postgres", host="db.example", port=5433, login="alice",
@@ -48,7 +48,7 @@ def test_an_airflow_connection_keeps_its_fields_and_hides_its_secrets():
 
 def test_the_postgres_client_is_the_hooks_psycopg3_connection(postgres_server: PostgresServer):
     import psycopg
-    from export_airflow.connections import from_airflow
+    from export_airflow.runtime.connections import from_airflow
 
     from export_lib.source.database import LIBPQ_DEFAULTS
 
@@ -77,7 +77,7 @@ def test_render_through_the_airflow_resolver_goes_through_the_postgres_hook(
     import sqlite3
 
     import psycopg
-    from export_airflow.connections import airflow_resolver
+    from export_airflow.runtime.connections import airflow_resolver
 
     from export_lib.pipeline import register_run, render_run
 
@@ -129,7 +129,7 @@ def test_the_s3_client_is_the_hooks_and_the_connections_config_wins(
     caller by ``inspect.stack()`` (~0.3 s of CPU per task): with it refused, all still works."""
     import inspect
 
-    from export_airflow.connections import USER_AGENT, airflow_resolver
+    from export_airflow.runtime.connections import USER_AGENT, airflow_resolver
 
     from export_lib.storage.clients import s3_client
 
@@ -161,7 +161,7 @@ def test_the_s3_client_is_the_hooks_and_the_connections_config_wins(
 
 
 def test_an_id_airflow_does_not_know_falls_back_to_the_embedded_defaults_then_says_how():
-    from export_airflow.connections import resolve_through_airflow
+    from export_airflow.runtime.connections import resolve_through_airflow
 
     assert resolve_through_airflow("demo_source").conn_type == "sqlite"  # make run's default
     with pytest.raises(ConfigError, match=r"connection 'nowhere' is not defined: set "
@@ -174,7 +174,7 @@ def test_an_id_airflow_does_not_know_falls_back_to_the_embedded_defaults_then_sa
 def test_the_gcs_client_is_the_hooks(gcs_server: GcsServer, monkeypatch):
     """GCSHook with anonymous credentials, pointed at the emulator the way google-cloud-storage
     itself allows (STORAGE_EMULATOR_HOST); a connection with an ``endpoint`` extra is ours."""
-    from export_airflow.connections import airflow_resolver
+    from export_airflow.runtime.connections import airflow_resolver
 
     from export_lib.storage.clients import gcs_client
 
@@ -206,7 +206,7 @@ def test_a_secrets_backend_that_denies_access_fails_the_task_for_good():
 
     from tests.world import REPO
 
-    code = ("from export_airflow.connections import resolve_through_airflow\n"
+    code = ("from export_airflow.runtime.connections import resolve_through_airflow\n"
             "from export_lib.errors import ExportError\n"
             "try:\n    resolve_through_airflow('vault_pg')\n"
             "except ExportError as exc:\n"
@@ -234,7 +234,7 @@ def test_a_secrets_backend_that_denies_access_fails_the_task_for_good():
 def test_a_uri_means_the_same_to_exportctl_and_to_airflow(uri: str):
     """AIRFLOW_CONN_* read by exportctl (export_lib's parser) and by a task (Airflow's) give the
     same connection, so a config runs the same from a shell and from a DAG."""
-    from export_airflow.connections import from_airflow
+    from export_airflow.runtime.connections import from_airflow
 
     from export_lib.source.connections import parse_connection
 
@@ -250,7 +250,7 @@ def test_a_uri_without_scheme_read_by_airflow_is_refused_without_showing_it():
     """Airflow reads ``reader:pw@db:5432/x`` as type 'reader', no host, schema 'w@db:5432/x'
     (issue 23): refused, and neither the login nor any of the password is shown."""
     from airflow.sdk import Connection as AirflowConnection
-    from export_airflow.connections import from_airflow
+    from export_airflow.runtime.connections import from_airflow
 
     found = AirflowConnection.from_uri("reader:Pl4nted-pw@db.internal:5432/reporting",
                                        conn_id="leaky")

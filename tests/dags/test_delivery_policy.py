@@ -12,7 +12,7 @@ NOW = datetime(2026, 11, 30, 6, 0, tzinfo=UTC)
 
 
 def _policy():
-    from export_airflow.dag_factory import delivery_policy
+    from export_airflow.building.retry_policy import delivery_policy
 
     return delivery_policy()
 
@@ -34,7 +34,7 @@ def test_the_longest_retry_window_never_overflows_the_backoff(monkeypatch) -> No
     """retry_window may be 30 days: 126 tries of 10 min doubling, 6 h apart. Doubling past the
     cap computed 10 min * 2**40 from the 42nd try on, which no timedelta holds (OverflowError:
     the DAG of any destination with retry_window >= 10d failed to import)."""
-    from export_airflow.retry_policy import DeliveryWindowPolicy
+    from export_airflow.building.retry_policy import DeliveryWindowPolicy
 
     policy = DeliveryWindowPolicy(timedelta(minutes=10), timedelta(hours=6))
     assert policy.retries_for(timedelta(days=30)) == 126
@@ -79,7 +79,7 @@ def test_an_edit_with_a_future_effective_from_no_longer_holds_the_dag(tmp_path) 
     (here: no start), not at the edit's effective_from (ADR 0005)."""
     import shutil
 
-    from export_airflow.dag_factory import EPOCH, company_dags
+    from export_airflow.building.dag_factory import EPOCH, company_dags
 
     from export_lib.config.loader import load_catalog
     from tests.conftest import REPO

@@ -28,7 +28,7 @@ def test_deadline_reference_skips_runs_created_after_their_deadline(run_type, no
 
 def test_deadline_alert_survives_dag_serialization(tmp_path):
     from airflow.serialization.serialized_objects import DagSerialization
-    from export_airflow.dag_factory import company_dags
+    from export_airflow.building.dag_factory import company_dags
 
     from tests.conftest import REPO
 
@@ -90,7 +90,7 @@ def test_the_risk_point_alert_follows_at_risk(monkeypatch):
     ("manual", timedelta(days=3), "export_render", 3),
 ])
 def test_catch_up_renders_move_to_their_own_pool_and_lose_priority(run_type, lag, pool, weight):
-    from export_airflow.cluster_policy import task_instance_mutation_hook
+    from export_airflow.deploy.cluster_policy import task_instance_mutation_hook
 
     ti = SimpleNamespace(dag_id="widget_export__acme__daily-spend", task_id="render",
                          pool="export_render", pool_slots=2, priority_weight=3)
@@ -106,7 +106,7 @@ def test_catch_up_renders_move_to_their_own_pool_and_lose_priority(run_type, lag
 @pytest.mark.parametrize(("run_type", "state"), [
     ("scheduled", None), ("backfill", "skipped"), ("manual", "skipped")])
 def test_recover_missed_is_created_skipped_outside_scheduled_runs(run_type, state):
-    from export_airflow.cluster_policy import task_instance_mutation_hook
+    from export_airflow.deploy.cluster_policy import task_instance_mutation_hook
 
     ti = SimpleNamespace(dag_id="data_export__acme__google-ads__primary", task_id="recover_missed",
                          pool="default_pool", pool_slots=1, priority_weight=1, state=None,
@@ -119,7 +119,7 @@ def test_recover_missed_is_created_skipped_outside_scheduled_runs(run_type, stat
 
 def test_manual_retry_policy_waits_30s_2min_10min_then_fails():
     from airflow.sdk.definitions.retry_policy import RetryAction
-    from export_airflow.retry_policy import MANUAL_RETRY
+    from export_airflow.building.retry_policy import MANUAL_RETRY
 
     down = SourceError("source demo_source is down")
     decisions = [MANUAL_RETRY.evaluate(down, n, 4) for n in (1, 2, 3, 4)]
@@ -167,7 +167,7 @@ def test_late_data_policies_shape_the_task_graph(tmp_path):
     import shutil
 
     import yaml
-    from export_airflow.dag_factory import company_dags
+    from export_airflow.building.dag_factory import company_dags
 
     from tests.conftest import REPO
 
@@ -188,7 +188,7 @@ def test_late_data_policies_shape_the_task_graph(tmp_path):
     assert restating.get_task("restate_later").grace_seconds == 86400
     assert restating.max_active_runs == 2  # the restatement waits in a run of its own
 
-    from export_airflow.restatement import build_restatement_dag
+    from export_airflow.building.restatement import build_restatement_dag
 
     restatement = build_restatement_dag(str(config), "acme")
     assert restatement is not None and acme["restatement__acme"].access_control == {
@@ -207,7 +207,7 @@ def test_late_data_policies_shape_the_task_graph(tmp_path):
 def test_recover_missed_has_its_own_short_retry_budget(tmp_path):
     from datetime import timedelta as td
 
-    from export_airflow.dag_factory import company_dags
+    from export_airflow.building.dag_factory import company_dags
 
     from tests.world import build_world
 
@@ -223,8 +223,8 @@ def test_task_policy_routes_large_renders_and_manual_work_to_their_queues(monkey
     """Every parsed task of the shipped config gets the queue its channel size asks for:
     dentsu-happiness' large channel renders on exports_large, manual DAGs on exports_manual,
     the rest (acme's medium channel included) on default."""
-    from export_airflow.cluster_policy import task_policy
-    from export_airflow.dag_factory import company_dags
+    from export_airflow.building.dag_factory import company_dags
+    from export_airflow.deploy.cluster_policy import task_policy
 
     from tests.conftest import REPO
 
@@ -247,7 +247,7 @@ def test_task_policy_routes_large_renders_and_manual_work_to_their_queues(monkey
 
 
 def test_queue_for_leaves_other_dags_alone():
-    from export_airflow.cluster_policy import queue_for
+    from export_airflow.deploy.cluster_policy import queue_for
 
     assert queue_for("someone_elses_dag", "render", "large") is None
     assert queue_for("widget_export__acme__x", "publish", "large") == "default"
@@ -259,7 +259,7 @@ def test_large_pod_override_is_a_valid_pod_spec_and_matches_the_documented_yaml(
     channel's render under the KubernetesExecutor (kubectl is not installed here; the kubernetes
     client's own model checks the shape when the package is installed)."""
     import yaml
-    from export_airflow.cluster_policy import LARGE_POD_OVERRIDE
+    from export_airflow.deploy.cluster_policy import LARGE_POD_OVERRIDE
 
     from tests.conftest import REPO
 
@@ -273,7 +273,7 @@ def test_large_pod_override_is_a_valid_pod_spec_and_matches_the_documented_yaml(
 def test_large_pod_override_deserializes_into_the_kubernetes_model():
     """The V1Pod the executor gets holds every documented field: serialized back it is the
     documented spec (a misspelled or misplaced key would be dropped by the model and differ)."""
-    from export_airflow.cluster_policy import LARGE_POD_OVERRIDE, large_pod_override
+    from export_airflow.deploy.cluster_policy import LARGE_POD_OVERRIDE, large_pod_override
     from kubernetes.client import ApiClient, V1Pod
 
     pod = large_pod_override()

@@ -91,8 +91,8 @@ def shipped_exports(shipped_bag) -> Iterator[tuple]:
 
 
 # The late-data policies add tasks around the core chain once the factory supports them
-# (export_airflow.sensors): a sensor between resolve and render, a restatement after deliver.
-LATE_DATA_TASKS = importlib.util.find_spec("export_airflow.sensors") is not None
+# (export_airflow.tasks.sensors): a sensor between resolve and render, a restatement after deliver.
+LATE_DATA_TASKS = importlib.util.find_spec("export_airflow.tasks.sensors") is not None
 # restate: the export run ends by triggering its restatement run (restatement__<company> DAG).
 RESTATE = ("restate_later",)
 
@@ -338,7 +338,7 @@ def test_operators_render_their_template_fields_from_a_plain_context():
     Constructors keep templates verbatim (Airflow's rule: no work on template fields in
     ``__init__``), rendering fills them, nested structures included."""
     from airflow.sdk import DAG
-    from export_airflow.operators import DeliverOperator, PublishOperator, ResolveWindowOperator
+    from export_airflow.tasks.operators import DeliverOperator, PublishOperator, ResolveWindowOperator
 
     with DAG("template_probe", schedule=None):
         resolve = ResolveWindowOperator(task_id="resolve_window",
@@ -361,7 +361,7 @@ def test_operators_render_their_template_fields_from_a_plain_context():
 
 
 def test_factory_tasks_render_to_their_configured_values():
-    from export_airflow.dag_factory import company_dags
+    from export_airflow.building.dag_factory import company_dags
 
     dag = next(d for d in company_dags(DAGS / "config", "acme")
                if d.dag_id == "widget_export__acme__daily-spend")
@@ -374,7 +374,7 @@ def test_factory_tasks_render_to_their_configured_values():
 def test_the_regenerate_param_reaches_the_render_task():
     """The factory passes ``regenerate="{{ params.regenerate }}"``: it must be a template
     field, or the task sees the literal text and never regenerates."""
-    from export_airflow.dag_factory import company_dags
+    from export_airflow.building.dag_factory import company_dags
 
     dag = next(d for d in company_dags(DAGS / "config", "acme")
                if d.dag_id == "widget_export__acme__daily-spend")
@@ -415,7 +415,7 @@ def test_every_task_alerts_on_final_failure_and_no_task_copies_the_form(shipped_
     export's); the trigger form is the DAG's only, and the manual lane's retry policy is on
     each of its tasks."""
     from export_airflow.alerts import ExportAlertNotifier
-    from export_airflow.retry_policy import MANUAL_RETRY
+    from export_airflow.building.retry_policy import MANUAL_RETRY
 
     dags = [d for d in shipped_bag.dags.values()
             if d.dag_id.startswith(("widget_export__", "data_export__", "manual_export__"))]

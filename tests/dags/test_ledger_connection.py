@@ -26,8 +26,8 @@ def _connection_ledger(tmp_path, monkeypatch) -> str:
 
 
 def test_a_task_registers_its_run_in_the_connections_ledger(export_world, tmp_path, monkeypatch):
-    from export_airflow.ledger import task_ledger
-    from export_airflow.operators import ResolveWindowOperator
+    from export_airflow.runtime.ledger import task_ledger
+    from export_airflow.tasks.operators import ResolveWindowOperator
 
     from export_lib.ledger import open_ledger
 
@@ -46,21 +46,21 @@ def test_a_task_registers_its_run_in_the_connections_ledger(export_world, tmp_pa
 
 
 def test_without_the_connection_the_environment_decides(export_world, monkeypatch):
-    from export_airflow.ledger import task_ledger
+    from export_airflow.runtime.ledger import task_ledger
 
     monkeypatch.delenv("AIRFLOW_CONN_EXPORT_LEDGER", raising=False)
     assert task_ledger().url == export_world.ledger_url
 
 
 def test_the_pages_read_the_same_connection(airflow_db, export_world, tmp_path, monkeypatch):
-    from export_airflow.ledger import server_ledger
+    from export_airflow.runtime.ledger import server_ledger
 
     url = _connection_ledger(tmp_path, monkeypatch)
     assert server_ledger().url == url and server_ledger() is server_ledger()
 
 
 def test_a_forked_child_opens_its_own(export_world, tmp_path, monkeypatch):
-    from export_airflow import ledger as module
+    from export_airflow.runtime import ledger as module
 
     module.task_ledger()
     assert module._OPEN
@@ -77,7 +77,7 @@ def test_alerts_and_the_risk_point_read_the_connections_ledger(export_world, tmp
     """The failure and deadline notifiers deduplicate in the ledger the runs are in: with only
     the connection pointing at it, not in EXPORT_LEDGER_URL's (a second ledger)."""
     from export_airflow import alerts
-    from export_airflow.ledger import callback_ledger
+    from export_airflow.runtime.ledger import callback_ledger
 
     url = _connection_ledger(tmp_path, monkeypatch)
     assert url != export_world.ledger_url
@@ -87,7 +87,7 @@ def test_alerts_and_the_risk_point_read_the_connections_ledger(export_world, tmp
 
 def test_a_callback_where_no_connection_lookup_answers_uses_the_environment(
         export_world, tmp_path, monkeypatch):
-    from export_airflow import ledger
+    from export_airflow.runtime import ledger
 
     _connection_ledger(tmp_path, monkeypatch)
 

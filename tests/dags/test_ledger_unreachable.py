@@ -16,8 +16,8 @@ from tests.services.ports import free_port
 def test_a_task_that_cannot_reach_the_ledger_fails_retryably_naming_export_ledger_url(
         operator, monkeypatch):
     from airflow.sdk.definitions.retry_policy import RetryAction
-    from export_airflow.operators import PublishOperator, ResolveWindowOperator
-    from export_airflow.retry_policy import MANUAL_RETRY
+    from export_airflow.building.retry_policy import MANUAL_RETRY
+    from export_airflow.tasks.operators import PublishOperator, ResolveWindowOperator
 
     port = free_port()  # nothing listens there
     monkeypatch.setenv("EXPORT_LEDGER_URL",

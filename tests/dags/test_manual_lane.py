@@ -22,7 +22,7 @@ COMPANIES = ("acme", "dentsu-happiness", "kiwi-outdoors")
 
 
 def _shipped_dags() -> dict:
-    from export_airflow.dag_factory import company_dags
+    from export_airflow.building.dag_factory import company_dags
 
     return {dag.dag_id: dag for company in COMPANIES
             for dag in company_dags(REPO / "dags" / "config", company)}
@@ -37,7 +37,7 @@ def _weight(dag, task) -> int:
 
 
 def test_every_manual_task_is_in_the_manual_pool_at_the_top_priority(monkeypatch):
-    from export_airflow.cluster_policy import (
+    from export_airflow.deploy.cluster_policy import (
         MANUAL_POOL,
         MANUAL_PRIORITY,
         MANUAL_QUEUE,
@@ -63,8 +63,8 @@ def test_every_manual_task_is_in_the_manual_pool_at_the_top_priority(monkeypatch
 
 
 def test_the_restatement_dag_stays_out_of_the_manual_pool():
-    from export_airflow.cluster_policy import MANUAL_POOL
-    from export_airflow.restatement import build_restatement_dag
+    from export_airflow.building.restatement import build_restatement_dag
+    from export_airflow.deploy.cluster_policy import MANUAL_POOL
 
     dag = build_restatement_dag(str(REPO / "dags" / "config"), "acme")
     assert MANUAL_POOL not in {t.pool for t in dag.tasks}
@@ -80,7 +80,7 @@ def test_the_cluster_policy_never_moves_manual_work_into_the_catch_up_pool(run_t
     """Whatever the run looks like (a manual run days after its window, or a run type a manual
     DAG never has), the mutation hook leaves a manual task's pool and priority alone, while the
     same hook does move an export DAG's render of a backfill run (the control)."""
-    from export_airflow.cluster_policy import (
+    from export_airflow.deploy.cluster_policy import (
         CATCHUP_POOL,
         MANUAL_POOL,
         MANUAL_PRIORITY,

@@ -17,7 +17,7 @@ HELD = "acme/hourly-clicks/2026-03-29T03:00Z"
 def test_release_needs_edit_access_a_token_and_the_same_origin(airflow_db, export_world):
     from airflow.api_fastapi.app import create_app, get_auth_manager
     from airflow.api_fastapi.auth.managers.simple.user import SimpleAuthManagerUser
-    from export_airflow.ui_access import action_token
+    from export_airflow.pages.ui_access import action_token
     from fastapi.testclient import TestClient
 
     from export_lib.cli.commands import run_one
@@ -85,7 +85,7 @@ def test_release_needs_edit_access_a_token_and_the_same_origin(airflow_db, expor
     assert release(admin, "ada", token="forged").status_code == 403
     assert release({**admin, "Origin": "http://evil.example"}, "ada").status_code == 403
     # Issue 23: the token expires, and without a configured secret there is no action at all.
-    from export_airflow import ui_access
+    from export_airflow.pages import ui_access
 
     from export_lib.views.action_tokens import make_token
 

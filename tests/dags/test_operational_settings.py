@@ -54,7 +54,7 @@ def _tune(config: Path, new: str, old: str = ANCHOR) -> None:
 
 
 def _dag(config: Path, dag_id: str = DAILY):
-    from export_airflow.dag_factory import company_dags
+    from export_airflow.building.dag_factory import company_dags
 
     return next(d for d in company_dags(config, "acme") if d.dag_id == dag_id)
 
@@ -170,7 +170,7 @@ def test_the_newest_version_with_a_destination_decides_its_pacing(config):
 
 
 def test_the_policy_survives_serialization_with_its_destinations():
-    from export_airflow.retry_policy import DeliveryWindowPolicy
+    from export_airflow.building.retry_policy import DeliveryWindowPolicy
 
     policy = DeliveryWindowPolicy(timedelta(minutes=10), timedelta(hours=6),
                                   {"sftp": (timedelta(minutes=30), timedelta(hours=12))})
@@ -186,7 +186,7 @@ def test_the_policy_survives_serialization_with_its_destinations():
 def test_recover_missed_uses_its_schedules_lookback(config, monkeypatch):
     """execute() hands the task's lookback to the recovery range (no API: the previous slot
     is None, so the range is the lookback alone)."""
-    import export_airflow.recovery as recovery
+    import export_airflow.tasks.recovery as recovery
 
     monkeypatch.setenv("EXPORT_CATCHUP_LOOKBACK_HOURS", "100")
     _tune(config, ANCHOR + "    catchup: {lookback: 48h}\n")

@@ -15,7 +15,7 @@ def test_the_page_and_the_metrics_show_the_run_at_risk_and_the_slots_without_a_r
         airflow_db, export_world, monkeypatch):
     from airflow.api_fastapi.app import create_app, get_auth_manager
     from airflow.api_fastapi.auth.managers.simple.user import SimpleAuthManagerUser
-    from export_airflow import obligations_ui
+    from export_airflow.pages import obligations_ui
     from fastapi.testclient import TestClient
 
     from export_lib.config.loader import load_catalog

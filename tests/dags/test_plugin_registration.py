@@ -25,7 +25,7 @@ IMPORT_ERRORS = ("import json; from airflow import plugins_manager as m; "
                  "print(json.dumps(m.get_import_errors()))")
 # Then which page modules loading every plugin imported, and the pages' app as the api-server
 # asks for it (export_airflow.ui_plugin: only reading ``fastapi_apps`` imports them).
-PAGES = ("import sys; pages = ('fastapi', 'export_airflow.ui', 'export_airflow.obligations_ui'); "
+PAGES = ("import sys; pages = ('fastapi', 'export_airflow.pages.ui', 'export_airflow.pages.obligations_ui'); "
          "print(json.dumps([p for p in pages if p in sys.modules])); "
          "apps = m.get_fastapi_plugins()[0]; "
          "print(json.dumps([(a['name'], a['url_prefix'], type(a['app']).__name__) for a in apps]))")

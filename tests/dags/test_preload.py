@@ -1,5 +1,5 @@
 """The DAG factory, what the tasks import when they run and the plugins are loaded once in the
-processes that fork tasks and parse children (plugins/export_airflow/preload.py, issue 25 item
+processes that fork tasks and parse children (plugins/export_airflow/deploy/preload.py, issue 25 item
 2), so a fork finds them loaded; other processes import nothing more."""
 
 from __future__ import annotations
@@ -9,14 +9,14 @@ import subprocess
 import sys
 
 import pytest
-from export_airflow.preload import forking_component
+from export_airflow.deploy.preload import forking_component
 
 from tests.conftest import REPO
 
 FORK = """
 import os, sys
 sys.argv = sys.argv[1:]
-from export_airflow.preload import MODULES, install
+from export_airflow.deploy.preload import MODULES, install
 component = install()
 before = any(m in sys.modules for m in MODULES)
 r, w = os.pipe()
@@ -34,7 +34,7 @@ if pid == 0:
     session.client("s3")  # what render, publish and deliver each do
     loaded = all(m in sys.modules for m in MODULES) and cached
     before_asset = set(sys.modules)
-    from export_airflow.assets import schedule_asset
+    from export_airflow.tasks.assets import schedule_asset
     schedule_asset("acme", "acme/daily-spend")  # what parsing any export DAG builds
     assets = "asset-imports" if set(sys.modules) - before_asset else "no-asset-imports"
     os.write(w, f"{loaded} {'reads' if reads else 'no-reads'} {assets}".encode())

@@ -68,7 +68,7 @@ def test_retrigger_and_rerun_keep_one_artifact_and_one_delivery(airflow_db, expo
 
 def test_manual_export_from_the_trigger_form(airflow_db, export_world, tmp_path):
     from airflow.utils.state import DagRunState
-    from export_airflow.dag_factory import company_dags
+    from export_airflow.building.dag_factory import company_dags
 
     from export_lib.ledger import open_ledger
 

@@ -35,14 +35,14 @@ def test_every_shipped_task_has_an_execution_timeout():
     assert {d for d in bag.dags} >= {"manual_export__acme", "export_retention"}
     assert bag.dags["export_retention"].get_task("apply_retention").execution_timeout
     # No demo export restates late data, so no restatement DAG ships with them: built here.
-    from export_airflow.restatement import build_restatement_dag
+    from export_airflow.building.restatement import build_restatement_dag
 
     restatement = build_restatement_dag(str(DAGS / "config"), "acme")
     assert [t.task_id for t in restatement.tasks if not _timeout(t)] == []
 
 
 def test_timeouts_are_configurable_and_checked(monkeypatch):
-    from export_airflow.limits import task_timeout
+    from export_airflow.tasks.limits import task_timeout
 
     monkeypatch.setenv("EXPORT_TIMEOUT_RENDER", "1h30m")
     assert task_timeout("render") == timedelta(minutes=90)
@@ -55,7 +55,7 @@ def test_timeouts_are_configurable_and_checked(monkeypatch):
 def test_render_on_kill_cancels_the_running_copy(postgres_server):
     """on_kill runs while execute() reads (Airflow calls it from its SIGTERM handler or after
     a timeout): the COPY ends with the cancel and the backend runs nothing any more."""
-    from export_airflow.operators import RenderCsvOperator
+    from export_airflow.tasks.operators import RenderCsvOperator
 
     op = RenderCsvOperator(task_id="render", run={})
     outcome: list[BaseException] = []

@@ -30,14 +30,14 @@ def _task_log(mode: str) -> list[dict]:
         processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta,
                     drop_positional_args, for_stdlib],
         use_get_message=False, pass_foreign_args=True))
-    loggers = [logging.getLogger("export_airflow.operators"), logging.getLogger("airflow.task")]
+    loggers = [logging.getLogger("export_airflow.tasks.operators"), logging.getLogger("airflow.task")]
     for logger in loggers:
         logger.addHandler(handler)
         logger.setLevel(logging.INFO)
         logger.propagate = False
     try:
         with installed(mode, bind=structlog.contextvars.bound_contextvars), run_context(**RUN):
-            get_logger("export_airflow.operators").info("%d rows, %d bytes in %.1f s", 12, 345, 0.5)
+            get_logger("export_airflow.tasks.operators").info("%d rows, %d bytes in %.1f s", 12, 345, 0.5)
             logging.getLogger("airflow.task").info("Pushing xcom")
     finally:
         for logger in loggers:
@@ -51,7 +51,7 @@ def test_json_mode_gives_airflows_record_our_fields_as_keys_and_keeps_the_messag
     ours, theirs = _task_log("json")
     assert {k: v for k, v in ours.items() if k != "timestamp"} == {
         "level": "info", "event": "12 rows, 345 bytes in 0.5 s",
-        "logger": "export_airflow.operators", **RUN}
+        "logger": "export_airflow.tasks.operators", **RUN}
     assert {k: v for k, v in theirs.items() if k != "timestamp"} == {
         "level": "info", "event": "Pushing xcom", "logger": "airflow.task"}
     assert not logfmt._Mode.json  # installed() gave the mode back
@@ -60,6 +60,6 @@ def test_json_mode_gives_airflows_record_our_fields_as_keys_and_keeps_the_messag
 def test_text_mode_puts_the_words_in_the_message_and_adds_no_keys():
     ours, _ = _task_log("text")
     assert {k: v for k, v in ours.items() if k != "timestamp"} == {
-        "level": "info", "logger": "export_airflow.operators",
+        "level": "info", "logger": "export_airflow.tasks.operators",
         "event": "company=acme schedule=acme/daily-spend run=acme/daily-spend/2026-03-29T05:00Z "
                  "period=2026-03-28: 12 rows, 345 bytes in 0.5 s"}

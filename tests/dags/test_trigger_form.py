@@ -18,7 +18,7 @@ GOOD = {"company": "acme", "base_export": "acme/daily-spend", "reason": "quarter
 @pytest.fixture(scope="module")
 def serialized_manual_dag():
     from airflow.serialization.serialized_objects import DagSerialization
-    from export_airflow.dag_factory import company_dags
+    from export_airflow.building.dag_factory import company_dags
 
     # As the dag-processor builds it (the whole company: the form's enums come from its
     # config), not as a worker does for one task (only_dag: open fields, re-checked by the task).

@@ -15,7 +15,7 @@ SLOT = datetime(2026, 3, 29, 5, 0, tzinfo=UTC)
 
 
 def _company_dag(dags: Path, company: str, dag_id: str):
-    from export_airflow.dag_factory import company_dags
+    from export_airflow.building.dag_factory import company_dags
 
     dag = next(d for d in company_dags(dags / "config", company) if d.dag_id == dag_id)
     # Airflow 3.3.2's dag.test() path passes the authoring DAG to DagRun.update_state, whose

@@ -169,7 +169,7 @@ def test_the_strip_marks_where_a_new_timing_starts(ledger, tmp_path):
     from export_lib.config.edits import timing_edit_text, write_validated
     from export_lib.config.loader import load_catalog
     from export_lib.views.obligations import schedule_strips
-    from plugins.export_airflow.obligations_html import schedules_table
+    from plugins.export_airflow.pages.obligations_html import schedules_table
 
     config = tmp_path / "edited"
     shutil.copytree(ledger_config(), config)

@@ -49,7 +49,7 @@ def test_collecting_a_tier_never_loads_airflow(tier: str):
     """Every worker collects every test module: one Airflow import at the top of a tests/dags
     module (~1.7 CPU-s) was paid by the workers that never run one too. Import Airflow inside
     the test (or from a tests/support module the test loads). tests/dags may load our plugin's
-    light modules (export_airflow.preload imports the standard library only)."""
+    light modules (export_airflow.deploy.preload imports the standard library only)."""
     loaded = _airflow_modules_loaded_by_tier()[tier]
     if tier == "dags":
         loaded = [m for m in loaded if m.split(".")[0] == "airflow"]

@@ -148,8 +148,12 @@ def test_the_wheel_holds_both_packages_the_migrations_and_the_plugin_entry_point
         names = set(wheel.namelist())
         entry_points = wheel.read("airflow_scheduled_exports-0.1.0.dist-info/entry_points.txt")
     assert {"export_lib/__init__.py", "export_airflow/__init__.py", "export_airflow/plugin.py",
-            "export_airflow/ui_plugin.py", "export_airflow/dag_factory.py",
+            "export_airflow/ui_plugin.py", "export_airflow/building/dag_factory.py",
             "export_lib/ledger/migrations/script.py.mako"} <= names
+    # every module of the Airflow edge, its subpackages' too (setup.py lists them from plugins/)
+    edge = REPO / "plugins" / "export_airflow"
+    assert {f"export_airflow/{p.relative_to(edge).as_posix()}" for p in edge.rglob("*.py")} \
+        - names == set()
     shipped = {n.rsplit("/", 1)[1] for n in names
                if n.startswith("export_lib/ledger/migrations/versions/")}
     assert shipped == {p.name for p in
@@ -212,7 +216,8 @@ def test_airflow_plugins_lists_each_of_ours_once_from_the_entry_points(installed
     (export_plugin, export_ui) = listed
     assert export_plugin["timetables"] == ["export_airflow.timetable.ExportTimetable"]
     assert [v["href"] for v in export_ui["external_views"]] == [
-        "/exports/obligations", "/exports/"]
+        "/exports/obligations", "/exports/", "/exports/companies",
+        "/exports/companies/for-dag/{DAG_ID}", "/exports/companies/for-dag/{DAG_ID}"]
     errors = installed.run(str(installed.python), "-c",
                            "import json; from airflow import plugins_manager as m; "
                            "print(json.dumps(m.get_import_errors()))")

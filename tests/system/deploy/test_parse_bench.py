@@ -43,7 +43,7 @@ def test_parse_bench_prints_the_documented_figures_for_three_companies():
     assert figures["ms_per_dag"] > 0
     assert figures["serialize_ms_per_dag"] == pytest.approx(
         figures["serialize_seconds"] / figures["dags"] * 1000, abs=0.05)
-    # A parse child forked after the dag-processor's preload (export_airflow.preload) finds the
+    # A parse child forked after the dag-processor's preload (export_airflow.deploy.preload) finds the
     # plugin and the factory imported: far below a fresh process's import of them.
     assert 0 <= figures["child_plugin_import_seconds"] < figures["plugin_import_seconds"] / 5
     assert figures["child_file_seconds"] > figures["child_plugin_import_seconds"]

@@ -1,7 +1,7 @@
 """Published exports as Airflow Assets on a real scheduler (issue 24 item 1, ADR 0024).
 
 assetco's daily export publishes its newest due slot at once; a consumer DAG scheduled on the
-schedule's asset (``export_airflow.assets.consumer_dag``, as ``dags/example_asset_consumer.py``
+schedule's asset (``export_airflow.tasks.assets.consumer_dag``, as ``dags/example_asset_consumer.py``
 follows acme in ``make run``) runs once, and the event's extra is the manifest's. Clearing
 publish and deliver makes no second event and no second consumer run; a late row and a
 regenerated run publish v2, one more event and one more consumer run.
@@ -36,7 +36,7 @@ def prepare_stack(stack: SchedulerStack) -> None:
     """The consumer's DAG file, parsed before the export can publish: an event only triggers
     the DAGs scheduled on its asset when it happens."""
     (stack.root / "dags" / f"consumer_{COMPANY}.py").write_text(
-        "from export_airflow.assets import consumer_dag\n\n"
+        "from export_airflow.tasks.assets import consumer_dag\n\n"
         f'dag = consumer_dag("{COMPANY}", "{COMPANY}/daily")\n')
     stack.wait_for_dags(CONSUMER, timeout=180)
 

@@ -205,7 +205,7 @@ def test_support_sees_late_and_missed_filters_drills_down_and_releases(scheduler
 
 def test_the_manual_export_trigger_form_renders_the_draft7_params(scheduler_stack, browser):
     """Airflow's trigger form (the "Trigger" button on the DAG's page) builds its fields from
-    the params' JSON Schema, which declares Draft 7 (export_airflow/params.py, issue 25 item 3):
+    the params' JSON Schema, which declares Draft 7 (export_airflow/building/params.py, issue 25 item 3):
     every param a field with its title, description and required mark, the company and the
     base export preset to this company's values, the missing window and reason shown
     as required, the Trigger button disabled until they are filled; no schema text leaks."""

@@ -25,10 +25,10 @@ from fastapi import FastAPI, HTTPException, Query, Request
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse, JSONResponse
 
-from export_airflow.company_actions import router as company_changes
-from export_airflow.company_ui import router as company_router
-from export_airflow.obligations_ui import router as obligations_router
-from export_airflow.ui_access import Visible, visible_companies
+from export_airflow.pages.company_actions import router as company_changes
+from export_airflow.pages.company_ui import router as company_router
+from export_airflow.pages.obligations_ui import router as obligations_router
+from export_airflow.pages.ui_access import Visible, visible_companies
 
 # FastAPI's own /docs and /openapi.json would be public: they are served below, behind a login.
 app = FastAPI(title="Export runs", docs_url=None, redoc_url=None, openapi_url=None)
@@ -51,7 +51,7 @@ def docs(request: Request, _: frozenset[str] | None = Visible) -> HTMLResponse:
 
 
 def _page(**filters: Any) -> Any:
-    from export_airflow.ledger import server_ledger
+    from export_airflow.runtime.ledger import server_ledger
     from export_lib.errors import ConfigError
     from export_lib.views.reports import run_filter, runs_page
 

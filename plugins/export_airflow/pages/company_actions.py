@@ -23,8 +23,8 @@ from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
 from starlette.concurrency import run_in_threadpool
 
-from export_airflow import company_html as ch
-from export_airflow.company_ui import (
+from export_airflow.pages import company_html as ch
+from export_airflow.pages.company_ui import (
     company_schedules,
     error_page,
     form_token,
@@ -36,8 +36,8 @@ from export_airflow.company_ui import (
     view_data,
     wants_json,
 )
-from export_airflow.obligations_ui import _ledger, _now, config_directory
-from export_airflow.ui_access import Visible, check_same_origin, may_edit, secret
+from export_airflow.pages.obligations_ui import _ledger, _now, config_directory
+from export_airflow.pages.ui_access import Visible, check_same_origin, may_edit, secret
 from export_lib import settings
 from export_lib.errors import ActionTokenError, ConfigError, ExportError, FormError
 from export_lib.logfmt import get_logger
@@ -171,7 +171,7 @@ async def export_now(company: str, request: Request, user: GetUserDep,
 
 def _export_now(company: str, schedules: list[Any], form: dict[str, str], user: Any,
                 mac: str, expires: datetime) -> dict[str, Any]:
-    from export_airflow.company_trigger import trigger_manual
+    from export_airflow.pages.company_trigger import trigger_manual
     from export_lib.config.manual import manual_run_key, manual_schedule, parse_request
     from export_lib.ledger.seniority import open_catalog
     from export_lib.views.company import form_text, manual_conf
@@ -213,7 +213,7 @@ async def recover(company: str, request: Request, user: GetUserDep,
 
 def _recover(company: str, schedules: list[Any], form: dict[str, str], user: Any,
              mac: str, expires: datetime) -> dict[str, Any]:
-    from export_airflow.company_trigger import airflow_api
+    from export_airflow.pages.company_trigger import airflow_api
     from export_lib.ledger.seniority import open_catalog
     from export_lib.pipeline.audit_apply import run_audit
     from export_lib.views.company import form_whole

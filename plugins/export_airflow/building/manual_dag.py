@@ -9,7 +9,7 @@ fails that task with the reason and registers nothing — captured on the run wi
 user, and never persisted as a schedule. Retries: 3, after 30 s, 2 min and 10 min (seed 002).
 
 Its own lane (ADR 0018): every task runs in the ``export_manual`` pool, which scheduled and
-catch-up work never use, at :data:`~export_airflow.cluster_policy.MANUAL_PRIORITY`, so a free
+catch-up work never use, at :data:`~export_airflow.deploy.cluster_policy.MANUAL_PRIORITY`, so a free
 executor slot goes to it first; under Celery the cluster policy also routes it to the
 ``exports_manual`` queue, served by a worker of its own. A catch-up backlog queues behind it.
 """
@@ -25,17 +25,17 @@ from airflow.sdk import DAG, Param
 
 from export_airflow.access import access_control, quiet_access_control
 from export_airflow.alerts import manual_failure_notifier
-from export_airflow.cluster_policy import MANUAL_POOL, MANUAL_PRIORITY
-from export_airflow.limits import task_timeout
-from export_airflow.operators import (
+from export_airflow.building.params import param, with_form
+from export_airflow.building.retry_policy import MANUAL_RETRY
+from export_airflow.deploy.cluster_policy import MANUAL_POOL, MANUAL_PRIORITY
+from export_airflow.tasks.limits import task_timeout
+from export_airflow.tasks.operators import (
     SUMMARY,
     DeliverOperator,
     PublishOperator,
     RenderCsvOperator,
     ResolveWindowOperator,
 )
-from export_airflow.params import param, with_form
-from export_airflow.retry_policy import MANUAL_RETRY
 
 DOC = """### Manual export of company `{company}`
 

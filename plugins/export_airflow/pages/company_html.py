@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import quote, urlencode
 
-from export_airflow.obligations_html import doc, esc, table
+from export_airflow.pages.obligations_html import doc, esc, table
 from export_lib.views.company import PRESETS
 
 PRESET_TEXT = {"yesterday": "yesterday", "last_week": "last week (Monday to Monday)",

@@ -8,6 +8,7 @@ from typing import Any
 
 from airflow.sdk.definitions.retry_policy import RetryDecision, RetryPolicy
 
+from export_lib import settings
 from export_lib.errors import ExportError
 
 
@@ -108,3 +109,21 @@ class DeliveryWindowPolicy(RetryPolicy):
         return cls(timedelta(seconds=data["base"]), timedelta(seconds=data["cap"]),
                    {d: (timedelta(seconds=b), timedelta(seconds=c))
                     for d, (b, c) in data.get("destinations", {}).items()})
+
+
+def delivery_policy(schedule: Any = None) -> DeliveryWindowPolicy:
+    """The deliver tasks' retry schedule: 10 minutes doubling, at most 6 h between tries, until
+    the delivery's window closes. The deployment's ``EXPORT_DELIVERY_RETRY_BASE_SECONDS``
+    (else ``EXPORT_RETRY_DELAY_SECONDS``, else 600) and ``EXPORT_DELIVERY_RETRY_CAP_SECONDS``
+    (21600) change it for every destination; a destination's ``retry: {base, cap}`` for its own
+    deliveries (ADR 0015; the newest version that has the destination decides)."""
+    base, cap = settings.delivery_retry_base(), settings.delivery_retry_cap()
+    own: dict[str, tuple[timedelta, timedelta]] = {}
+    for version in schedule.versions if schedule is not None else ():
+        for destination in version.destinations:
+            if destination.retry is not None:
+                mine = destination.retry.base or base
+                own[destination.id] = (mine, max(destination.retry.cap or cap, mine))
+            else:
+                own.pop(destination.id, None)
+    return DeliveryWindowPolicy(base, max(cap, base), own)

@@ -3,7 +3,7 @@
 * :class:`WatermarkSensor` — ``late_data: wait_for_watermark``: render only once the source's
   ingestion watermark passed the window end + grace, or at the run's deadline at the latest.
 * :class:`RestateDueSensor` — ``late_data: restate``: in the company's ``restatement__<id>`` DAG
-  (export_airflow/restatement.py), wait until window end + grace, then the restatement tasks
+  (export_airflow/building/restatement.py), wait until window end + grace, then the restatement tasks
   re-render the period with a fresh cutoff; different content becomes version N+1, marked as a
   correction that supersedes the earlier version.
 """
@@ -15,8 +15,8 @@ from typing import Any
 
 from airflow.sdk import BaseSensorOperator
 
-from export_airflow.limits import task_timeout
-from export_airflow.operators import CancelsSourceQueries, export_errors
+from export_airflow.tasks.limits import task_timeout
+from export_airflow.tasks.operators import CancelsSourceQueries, export_errors
 from export_lib import settings
 from export_lib.logfmt import get_logger
 
@@ -43,8 +43,8 @@ class WatermarkSensor(CancelsSourceQueries, BaseSensorOperator):
         self.run = run
 
     def poke(self, context: Any) -> bool:
-        from export_airflow.connections import airflow_resolver
-        from export_airflow.ledger import task_ledger
+        from export_airflow.runtime.connections import airflow_resolver
+        from export_airflow.runtime.ledger import task_ledger
         from export_lib.pipeline import RunSummary, watermark_ready
 
         with export_errors():
@@ -78,7 +78,7 @@ class RestateDueSensor(BaseSensorOperator):
     def poke(self, context: Any) -> Any:
         from airflow.sdk import PokeReturnValue
 
-        from export_airflow.ledger import task_ledger
+        from export_airflow.runtime.ledger import task_ledger
         from export_lib.pipeline.restatement import restated_run
 
         with export_errors():

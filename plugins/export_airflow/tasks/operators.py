@@ -3,7 +3,7 @@
 Each builds its ledger/store in ``execute()`` (never at parse time), calls one library
 function, logs for a support reader and returns a small JSON-able summary to XCom. Connection
 ids resolve through Airflow (UI, ``airflow connections add``, secrets backends, env vars) via
-:func:`export_airflow.connections.airflow_resolver`, handed to the library call.
+:func:`export_airflow.runtime.connections.airflow_resolver`, handed to the library call.
 Non-retryable export errors (config, authorisation, validation, fencing) fail the task at once
 through ``AirflowFailException``; transient ones (source down, ledger unreachable) propagate so
 Airflow's retries apply.
@@ -24,8 +24,8 @@ from airflow.sdk.exceptions import (
     AirflowSkipException,
 )
 
-from export_airflow.limits import task_timeout
-from export_airflow.metrics import delivery_metrics, emit, render_metrics
+from export_airflow.runtime.metrics import delivery_metrics, emit, render_metrics
+from export_airflow.tasks.limits import task_timeout
 from export_lib.errors import ExportError, LeaseHeldError, RenderBudgetError
 from export_lib.logfmt import bind, get_logger, run_context, scope
 
@@ -84,7 +84,7 @@ class ResolveWindowOperator(BaseOperator):
 
     @scope
     def execute(self, context: Any) -> dict[str, Any]:
-        from export_airflow.ledger import task_ledger
+        from export_airflow.runtime.ledger import task_ledger
         from export_lib.ledger.seniority import open_catalog
         from export_lib.pipeline import slot_at_or_before, start_manual, start_run
 
@@ -125,10 +125,10 @@ class ResolveWindowOperator(BaseOperator):
 
 class ReportsLineage:
     """OpenLineage (ADR 0027): the provider asks for lineage as a task starts and ends; only
-    when OpenLineage is configured, so ``export_airflow.lineage`` is imported only then."""
+    when OpenLineage is configured, so ``export_airflow.tasks.lineage`` is imported only then."""
 
     def lineage(self) -> Any:
-        from export_airflow.lineage import export_facets
+        from export_airflow.tasks.lineage import export_facets
 
         return export_facets(self.lineage_run_key())
 
@@ -205,8 +205,8 @@ class RenderCsvOperator(ReportsLineage, CancelsSourceQueries, BaseOperator):
 
     @scope
     def execute(self, context: Any) -> dict[str, Any]:
-        from export_airflow.connections import airflow_resolver
-        from export_airflow.ledger import task_ledger
+        from export_airflow.runtime.connections import airflow_resolver
+        from export_airflow.runtime.ledger import task_ledger
         from export_lib.config.loader import allowlist
         from export_lib.pipeline import Rendered, RenderSkipped, RunSummary, render_run
         from export_lib.storage.stores import open_store
@@ -259,7 +259,7 @@ class PublishOperator(ReportsLineage, BaseOperator):
     :param rendered: the summary pushed by RenderCsvOperator (templated / XComArg)
     :param correction: mark a new version as a correction (late-data restatement)
     :param asset_alias: announce a new artifact version on the schedule's asset through this
-        alias (its outlet; export_airflow.assets, ADR 0024); None: announce nothing
+        alias (its outlet; export_airflow.tasks.assets, ADR 0024); None: announce nothing
     :param config_dir: the config catalog (its ``alerts:``): the schedule's schema changes
         published under ``schema_policy: warn`` are alerted once each (ADR 0025; templated;
         None: no schema alert, a manual export)
@@ -294,8 +294,8 @@ class PublishOperator(ReportsLineage, BaseOperator):
 
     @scope
     def execute(self, context: Any) -> list[str]:
-        from export_airflow.connections import airflow_resolver
-        from export_airflow.ledger import task_ledger
+        from export_airflow.runtime.connections import airflow_resolver
+        from export_airflow.runtime.ledger import task_ledger
         from export_lib.pipeline import (
             Rendered,
             captured_destinations,
@@ -318,7 +318,7 @@ class PublishOperator(ReportsLineage, BaseOperator):
             # (and fails) an earlier run.
             ids = captured_destinations(ledger, rendered.run_key)
             if self.asset_alias:
-                from export_airflow.assets import announce
+                from export_airflow.tasks.assets import announce
                 from export_lib.pipeline.asset_events import published_event
 
                 announce(context, self.asset_alias, published_event(ledger, published))
@@ -352,7 +352,7 @@ class DeliverOperator(ReportsLineage, BaseOperator):
         self.config_dir = config_dir
 
     def lineage(self) -> Any:
-        from export_airflow.lineage import deliver_facets
+        from export_airflow.tasks.lineage import deliver_facets
         from export_lib.pipeline import PublishResult
 
         return deliver_facets(PublishResult.from_xcom(self.published).run_key,
@@ -360,8 +360,8 @@ class DeliverOperator(ReportsLineage, BaseOperator):
 
     @scope
     def execute(self, context: Any) -> dict[str, Any]:
-        from export_airflow.connections import airflow_resolver
-        from export_airflow.ledger import task_ledger
+        from export_airflow.runtime.connections import airflow_resolver
+        from export_airflow.runtime.ledger import task_ledger
         from export_lib.pipeline import PublishResult, deliver_run, requeue_deliveries
 
         now = _now()

@@ -83,8 +83,8 @@ def operator_lineage(lineage: RunLineage) -> OperatorLineage:
 
 def export_facets(run_key: str) -> OperatorLineage:
     """Render's and publish's lineage: the source table in, the schedule's artifacts out."""
-    from export_airflow.connections import airflow_resolver
-    from export_airflow.ledger import task_ledger
+    from export_airflow.runtime.connections import airflow_resolver
+    from export_airflow.runtime.ledger import task_ledger
     from export_lib.pipeline.lineage import export_lineage
 
     return operator_lineage(export_lineage(task_ledger(), run_key, resolver=airflow_resolver()))
@@ -92,8 +92,8 @@ def export_facets(run_key: str) -> OperatorLineage:
 
 def deliver_facets(run_key: str, destination_id: str) -> OperatorLineage:
     """Deliver's lineage: the schedule's artifacts in, the destination out."""
-    from export_airflow.connections import airflow_resolver
-    from export_airflow.ledger import task_ledger
+    from export_airflow.runtime.connections import airflow_resolver
+    from export_airflow.runtime.ledger import task_ledger
     from export_lib.pipeline.lineage import deliver_lineage
 
     return operator_lineage(deliver_lineage(task_ledger(), run_key, destination_id,

@@ -25,8 +25,8 @@ from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 
-from export_airflow import obligations_html as h
-from export_airflow.ui_access import (
+from export_airflow.pages import obligations_html as h
+from export_airflow.pages.ui_access import (
     Visible,
     action_token,
     check_same_origin,
@@ -49,7 +49,7 @@ def _now() -> datetime:
 
 @contextmanager
 def _ledger() -> Iterator[Any]:
-    from export_airflow.ledger import server_ledger
+    from export_airflow.runtime.ledger import server_ledger
 
     ledger = server_ledger()  # one engine per api-server process, not per request
     ledger.ensure_schema()
@@ -191,7 +191,7 @@ def _why(form: dict[str, str], default: str) -> str:
 
 
 def _revoke(ledger: Any, run_key: str, form: dict[str, str], who: str, now: datetime) -> str:
-    from export_airflow.connections import airflow_resolver
+    from export_airflow.runtime.connections import airflow_resolver
     from export_lib.errors import WindowError
     from export_lib.pipeline.controls import revoke_artifact
 

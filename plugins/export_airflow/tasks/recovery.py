@@ -26,7 +26,7 @@ from typing import Any
 from airflow.sdk import BaseHook, BaseOperator
 from airflow.sdk.exceptions import AirflowSkipException
 
-from export_airflow.metrics import emit
+from export_airflow.runtime.metrics import emit
 from export_lib import settings
 from export_lib.logfmt import bind, get_logger, scope
 from export_lib.pipeline.backfills import API_CONN_ID, AirflowApi
@@ -47,7 +47,7 @@ def catchup_lookback(schedule: Any = None) -> timedelta:
 def api_from_airflow(conn_id: str = API_CONN_ID) -> AirflowApi:
     """The REST client (export_lib.pipeline.backfills) with the credentials of the Airflow
     connection ``conn_id`` (UI, secrets backend or ``AIRFLOW_CONN_*``), logged in."""
-    from export_airflow.operators import export_errors
+    from export_airflow.tasks.operators import export_errors
 
     with export_errors():
         return AirflowApi.from_connection(BaseHook.get_connection(conn_id)).login()
@@ -81,7 +81,7 @@ class RecoverMissedOperator(BaseOperator):
 
     @scope
     def execute(self, context: Any) -> dict[str, Any]:
-        from export_airflow.operators import export_errors
+        from export_airflow.tasks.operators import export_errors
         from export_lib.ledger.seniority import open_catalog
         from export_lib.periods.recovery import recovery_range
         from export_lib.pipeline import slot_log_context

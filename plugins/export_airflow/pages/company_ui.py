@@ -29,9 +29,9 @@ from airflow.api_fastapi.core_api.security import GetUserDep
 from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
 
-from export_airflow import company_html as ch
-from export_airflow.obligations_ui import _catalog_schedules, _ledger, _now, config_directory
-from export_airflow.ui_access import Visible, may_edit, secret
+from export_airflow.pages import company_html as ch
+from export_airflow.pages.obligations_ui import _catalog_schedules, _ledger, _now, config_directory
+from export_airflow.pages.ui_access import Visible, may_edit, secret
 from export_lib import settings
 from export_lib.errors import ActionTokenError, ConfigError, FormError
 from export_lib.logfmt import get_logger

@@ -25,16 +25,16 @@ from typing import Any
 from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOperator
 from airflow.sdk import DAG, Param
 
-from export_airflow.assets import corrections_alias
-from export_airflow.limits import task_timeout
-from export_airflow.operators import (
+from export_airflow.tasks.assets import corrections_alias
+from export_airflow.tasks.limits import task_timeout
+from export_airflow.tasks.operators import (
     SUMMARY,
     DeliverOperator,
     PublishOperator,
     RenderCsvOperator,
     export_errors,
 )
-from export_airflow.sensors import RestateDueSensor
+from export_airflow.tasks.sensors import RestateDueSensor
 from export_lib.logfmt import get_logger
 
 log = get_logger(__name__)  # not self.log: our records carry the run's fields (logfmt)
@@ -94,7 +94,7 @@ class RestateLaterOperator(TriggerDagRunOperator):
 def build_restatement_dag(config_dir: str, company: str) -> DAG:
     """``company``'s restatement DAG (built by its loader when one of its exports restates)."""
     from export_airflow.access import access_control, quiet_access_control
-    from export_airflow.dag_factory import delivery_policy  # it imports this module
+    from export_airflow.building.retry_policy import delivery_policy
     from export_lib.config.destinations import DEFAULT_RETRY_WINDOW
 
     with quiet_access_control(), DAG(
