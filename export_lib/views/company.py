@@ -352,7 +352,7 @@ def manual_conf(company: str, base_export: str, start: datetime, end: datetime, 
                 destinations: Iterable[str] = (), columns: Iterable[str] = (),
                 regenerate: bool = False) -> dict[str, Any]:
     """The conf the manual DAG's trigger form produces for this request (local instants
-    with their UTC offset, as the form's help asks)."""
+    in UTC, as the form takes them)."""
     return {"company": company, "base_export": base_export,
             "window_start": start.isoformat(), "window_end": end.isoformat(),
             "columns": list(columns), "format": format or "csv",

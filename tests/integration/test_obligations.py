@@ -234,7 +234,7 @@ def test_the_demo_first_screen_after_its_first_catch_up_shows_no_miss(tmp_path, 
 def test_a_not_tracked_period_shows_whether_it_was_delivered():
     """A first catch-up's period (not tracked, ADR 0029) keeps its grey colour, never a verdict;
     the square says whether a file went out: a grey check when delivered, a dash when not."""
-    from plugins.export_airflow.obligations_html import _cell, legend
+    from plugins.export_airflow.pages.obligations_html import _cell, legend
 
     base = {"kind": "run", "outcome": "untracked", "run_key": "acme/daily-spend/k",
             "slot_local": "2026-03-29 07:00 CEST", "slot_utc": "2026-03-29T05:00:00Z"}

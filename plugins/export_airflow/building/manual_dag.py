@@ -40,12 +40,13 @@ from export_airflow.tasks.operators import (
 DOC = """### Manual export of company `{company}`
 
 Exports one window of a configured export once, for the reason you give. Pick the company, the
-export to base it on (its query, tenant scoping and destinations apply), the window
-(`[start, end)`, date-times with their UTC offset), optionally explicit columns, the format and a
-subset of the configured destinations. Nothing is saved as a schedule. The run, its artifact and
-deliveries are in the ledger: `exportctl runs --company {company}`. Who triggered the run is
-recorded on it.
-"""
+export to base it on (its query, tenant scoping and destinations apply), the window (`[start,
+end)`; the pickers read the UI's time zone, UTC unless changed at the bottom left), optionally
+explicit columns, the format and a subset of the configured destinations. To pick a period in the
+company's local time (yesterday, last week, last month, or any local start and end), use **Export
+now** on the company's page instead (Browse → Export companies): it converts the period and
+triggers this DAG. Nothing is saved as a schedule. The run, its artifact and deliveries are in the
+ledger: `exportctl runs --company {company}`. Who triggered the run is recorded on it."""
 
 
 def manual_params(company: str, schedules: Sequence[Any] | None) -> dict[str, Param]:
@@ -68,10 +69,12 @@ def manual_params(company: str, schedules: Sequence[Any] | None) -> dict[str, Pa
         # without both, or with a value that is not an RFC 3339 date-time (with its offset),
         # before the run exists. resolve_window checks the rest (order, span, retention).
         "window_start": param(type="string", format="date-time", title="Window start",
-                              description="Inclusive, with its UTC offset, e.g. "
-                                          "2026-11-01T00:00:00+01:00"),
+                              description="Inclusive, in the UI's time zone (UTC unless "
+                                          "changed at the bottom left of the page); for a "
+                                          "company-local period use Export now on Browse → "
+                                          "Export companies"),
         "window_end": param(type="string", format="date-time", title="Window end",
-                            description="Exclusive, with its UTC offset; after the start."),
+                            description="Exclusive, in the same time zone; after the start."),
         "columns": param([], type="array", items={"type": "string", "enum": columns or [""]},
                          uniqueItems=True, title="Columns",
                          description="Leave empty for the export's configured columns; else a "
