@@ -208,13 +208,19 @@ def config_read_only(environ: Environ | None = None) -> bool:
     """``EXPORT_CONFIG_READ_ONLY`` (true/false, default false): the config directory is managed
     elsewhere (in git, by a deploy) even where this process could write it, so the company
     page shows a timing change as the change to commit and never writes the file."""
-    raw = _read(CONFIG_READ_ONLY_ENV, environ)
+    return _flag(CONFIG_READ_ONLY_ENV, environ,
+                 "false: the company page writes the config file where it can")
+
+
+def _flag(name: str, environ: Environ | None, default_meaning: str) -> bool:
+    """A true/false variable (also 1/0, yes/no), false when unset; anything else refused."""
+    raw = _read(name, environ)
     if raw is None or raw.lower() in ("false", "0", "no"):
         return False
     if raw.lower() in ("true", "1", "yes"):
         return True
-    raise ConfigError(f"{CONFIG_READ_ONLY_ENV}: {raw!r} is not true or false; unset it for the "
-                      "default (false: the company page writes the config file where it can)")
+    raise ConfigError(f"{name}: {raw!r} is not true or false; unset it for the default "
+                      f"({default_meaning})")
 
 
 def artifact_root(environ: Environ | None = None) -> str | None:
@@ -308,13 +314,8 @@ def ui_allow_unscoped_auth(environ: Environ | None = None) -> bool:
     """``EXPORT_UI_ALLOW_UNSCOPED_AUTH`` (true/false, default false): serve the export pages
     under an auth manager that cannot limit a user to some DAGs (SimpleAuthManager), where every
     user reads every company's runs — a single-tenant setup's explicit choice (ADR 0023)."""
-    raw = _read(UI_ALLOW_UNSCOPED_ENV, environ)
-    if raw is None or raw.lower() in ("false", "0", "no"):
-        return False
-    if raw.lower() in ("true", "1", "yes"):
-        return True
-    raise ConfigError(f"{UI_ALLOW_UNSCOPED_ENV}: {raw!r} is not true or false; unset it for the "
-                      "default (false: the export pages need an auth manager that scopes DAGs)")
+    return _flag(UI_ALLOW_UNSCOPED_ENV, environ,
+                 "false: the export pages need an auth manager that scopes DAGs")
 
 
 def ui_token_ttl(environ: Environ | None = None) -> timedelta:

@@ -180,3 +180,16 @@ def test_short_durations_are_one_grammar_for_variables_and_config():
     with pytest.raises(ConfigError, match=r"^EXPORT_TIMEOUT_RENDER: '1000000000d' is not a "
                                           r"duration"):  # more days than a timedelta holds
         settings.task_timeout("render", {"EXPORT_TIMEOUT_RENDER": "1000000000d"})
+
+
+@pytest.mark.parametrize(("reader", "name"), [
+    (settings.config_read_only, "EXPORT_CONFIG_READ_ONLY"),
+    (settings.ui_allow_unscoped_auth, "EXPORT_UI_ALLOW_UNSCOPED_AUTH"),
+])
+def test_a_flag_reads_true_or_false_and_refuses_anything_else(reader, name):
+    assert reader({}) is False
+    assert [reader({name: v}) for v in ("true", "YES", "1", "false", "no", "0")] == [
+        True, True, True, False, False, False]
+    with pytest.raises(ConfigError, match=rf"^{name}: 'maybe' is not true or false; unset it "
+                                          r"for the default \(false: "):
+        reader({name: "maybe"})
