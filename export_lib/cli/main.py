@@ -193,7 +193,8 @@ def add_preview_parser(subparsers: argparse._SubParsersAction) -> None:
     adhoc.add_argument("--dst-fold", default="first", choices=("first", "second", "both"))
     adhoc.add_argument("--schedule-id", default="adhoc", help="prefix of the run keys (adhoc)")
     adhoc.add_argument("--holidays-country", help="previous_business_day skips this country's "
-                       "holidays (ISO code, e.g. NZ), as company.holidays.country does")
+                       "weekend and holidays (ISO code, e.g. NZ, IL), as "
+                       "company.holidays.country does")
     adhoc.add_argument("--holidays-subdivision", help="and this subdivision's (e.g. AUK)")
     adhoc.add_argument("--holiday", action="append", default=[], metavar="DATE",
                        help="skip this date too (YYYY-MM-DD; repeat for more)")

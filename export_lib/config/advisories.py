@@ -38,7 +38,7 @@ def holiday_warnings(companies: Mapping[str, CompanyConfig], schedules: Iterable
                      now: datetime) -> list[str]:
     """A holiday calendar nothing reads (no ``previous_business_day`` export in any version),
     and explicit ``dates`` without a country that all lie before today (in the company
-    timezone): from then on the calendar skips weekends only, silently (ADR 0019)."""
+    timezone): from then on the calendar skips Saturdays and Sundays only, silently (ADR 0019)."""
     kinds: dict[str, set[str]] = {}
     for schedule in schedules:
         kinds.setdefault(schedule.company.id, set()).update(
@@ -56,6 +56,6 @@ def holiday_warnings(companies: Mapping[str, CompanyConfig], schedules: Iterable
         if calendar.country is None and calendar.dates[-1] < today:
             lines.append(f"warning: {company_id}: company.holidays.dates ends at "
                          f"{calendar.dates[-1].isoformat()}, before today ({today.isoformat()}): "
-                         "previous_business_day now skips weekends only; add the coming "
+                         "previous_business_day now skips Saturdays and Sundays only; add the coming "
                          "holidays, or set holidays.country")
     return lines

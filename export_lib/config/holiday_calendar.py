@@ -1,10 +1,12 @@
-"""A company's holiday calendar (``company.holidays``): the local dates that are not business
-days, besides Saturdays and Sundays (ADR 0019).
+"""A company's holiday calendar (``company.holidays``): its weekend and the local dates that are
+not business days (ADR 0019).
 
 Two sources, alone or together: a ``country`` (and optionally one of its ``subdivision`` codes)
 from the maintained ``holidays`` package, observed days included (New Zealand's Waitangi Day on
 a Saturday is off on the Monday), and ``dates`` the company lists itself (a shutdown, a regional
-day the package does not know). Every date is a local date in the company timezone. Only
+day the package does not know). The country also sets the weekend and its working weekend days
+(the package's working-day rules: Friday and Saturday in Israel); without a country the weekend
+is Saturday and Sunday. Every date is a local date in the company timezone. Only
 ``previous_business_day`` windows read the calendar (:mod:`export_lib.periods.business_days`).
 
 The calendar is part of the company, so it is part of every schedule's ``config_version``: a
@@ -147,8 +149,9 @@ class HolidayCalendar(FrozenModel):
     """
 
     country: str | None = Field(None, description="The two-letter ISO 3166 code of a country "
-                                "the holidays package knows; its public holidays (observed days "
-                                "included) are not business days.", examples=["NZ"])
+                                "the holidays package knows; its weekend (Friday and Saturday for "
+                                "IL) and public holidays (observed days included) are not "
+                                "business days, its working weekend days are.", examples=["NZ"])
     subdivision: str | None = Field(None, description="One of the country's subdivision codes "
                                     "(a state, a region), for its regional holidays too.",
                                     examples=["AUK"])
@@ -190,7 +193,7 @@ class HolidayCalendar(FrozenModel):
         if self.country is None and not self.dates:
             raise invalid("holidays", "holidays needs 'country' (e.g. {country: NZ, "
                           "subdivision: AUK}) and/or 'dates' (e.g. {dates: [2026-12-29]}); "
-                          "remove the holidays key for weekends only")
+                          "remove the holidays key for Saturday-Sunday weekends only")
         return self
 
     def lists(self, day: date) -> bool:

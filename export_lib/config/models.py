@@ -105,7 +105,7 @@ CronExpression = Annotated[str, BeforeValidator(check_cron)]
 
 class CompanyConfig(FrozenModel):
     """A company (tenant). ``authorized`` lists who may receive its data besides the owner;
-    ``holidays`` the days its ``previous_business_day`` windows skip besides weekends."""
+    ``holidays`` the weekend and the days its ``previous_business_day`` windows skip."""
 
     id: Slug = Field(description="The company id: names its DAGs, schedules and files; the "
                      "file must be called <id>.yaml.", examples=["acme"])
@@ -125,8 +125,10 @@ class CompanyConfig(FrozenModel):
         "active", description="active: its exports run; paused: its DAGs are paused and a run "
         "that starts anyway is skipped (pausing is not a new config version).")
     holidays: HolidayCalendar | None = Field(
-        None, description="The days previous_business_day windows skip besides Saturdays and "
-        "Sundays; left out: weekends only.", examples=[{"country": "NZ", "subdivision": "AUK"}])
+        None, description="The business days of previous_business_day windows: with a country, "
+        "its own weekend (Friday and Saturday for IL), its working weekend days and its "
+        "holidays; left out, or dates alone: Saturday and Sunday are the weekend.",
+        examples=[{"country": "NZ", "subdivision": "AUK"}])
 
     def may_receive(self, identity: str) -> bool:
         """Whether ``identity`` (an email) may receive this company's data."""

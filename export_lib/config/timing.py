@@ -265,7 +265,8 @@ class WindowSpec(FrozenModel):
     kind: WindowKind = Field(
         "calendar_day", description="For a slot on local day D (company time zone): "
         "calendar_day is day D-1; trailing_days the N days before D; previous_business_day the "
-        "last Monday-Friday before D that is not a company holiday; trailing_hours the N hours "
+        "last business day before D (not a weekend day of the company's holiday country, "
+        "Saturday and Sunday without one, nor a company holiday); trailing_hours the N hours "
         "before the slot; interval the time since the previous slot. Windows are half-open "
         "[start, end).")
     # The lower bound is the validator's (its message names the kind); here only for editors.

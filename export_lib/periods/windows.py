@@ -4,8 +4,10 @@ For a slot ``s`` whose local date (in the window timezone) is D:
 
 * ``calendar_day``          → [start_of_day(D−1), start_of_day(D))
 * ``trailing_days`` N       → [start_of_day(D−N), start_of_day(D))
-* ``previous_business_day`` → B = latest Mon–Fri date before D that is not a holiday of the
-  company's calendar (``company.holidays``, ADR 0019) → [start_of_day(B), start_of_day(B+1))
+* ``previous_business_day`` → B = latest business day before D: a working day of the country
+  of the company's calendar (its own weekend, e.g. Friday–Saturday in Israel; Saturday–Sunday
+  without a country) that is not one of its holidays (``company.holidays``, ADR 0019)
+  → [start_of_day(B), start_of_day(B+1))
 * ``trailing_hours`` N      → [s − N hours, s)  (absolute hours, so 23/25-hour days don't matter)
 * ``interval``              → [previous slot, s)
 
@@ -103,8 +105,8 @@ def window_for(spec: WindowSpec, timing: Timing, slot: datetime, window_tz: str,
 
     :param previous: the slot before ``slot`` if the caller already knows it (a preview
         walking consecutive slots); otherwise it is searched for ``interval`` windows.
-    :param holidays: the days ``previous_business_day`` skips besides weekends (local dates
-        in ``window_tz``); the other kinds ignore it.
+    :param holidays: the calendar whose weekend and holidays ``previous_business_day`` skips
+        (local dates in ``window_tz``; None: Saturday and Sunday); the other kinds ignore it.
     """
     tz = zone(window_tz)
     day = slot.astimezone(tz).date()
@@ -134,7 +136,7 @@ def resolve_window(source: Schedule | tuple[WindowSpec, Timing], slot: datetime)
 
     :param source: a :class:`~export_lib.config.models.Schedule` (window math in the company
         timezone, business days by the company's holidays), or a pair whose window math uses
-        the timing's own timezone and weekends only.
+        the timing's own timezone and Saturday–Sunday weekends only.
     :param slot: an aware instant that MUST be a slot of the schedule.
     :raises WindowError: the slot is not on the schedule (the message names nearby slots).
     """

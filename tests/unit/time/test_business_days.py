@@ -14,7 +14,13 @@ from export_lib.config.holiday_calendar import HolidayCalendar
 from export_lib.config.loader import load_catalog
 from export_lib.config.models import Schedule
 from export_lib.errors import WindowError
-from export_lib.periods.business_days import holidays_skipped, previous_business_day
+from export_lib.periods.business_days import (
+    holidays_skipped,
+    is_business_day,
+    is_weekend_day,
+    previous_business_day,
+    weekend_name,
+)
 from export_lib.periods.preview import render_table, schedule_rows
 from export_lib.periods.windows import resolve_window
 from tests.support.time import SHIPPED, utc
@@ -151,7 +157,8 @@ def test_a_calendar_that_closes_every_day_is_a_window_error_not_a_hang():
     weekdays = [date(2025, 6, 2) + timedelta(days=n) for n in range(580)]
     calendar = HolidayCalendar(dates=tuple(d for d in weekdays if d.weekday() < 5))
     with pytest.raises(WindowError, match=r"no business day in the 366 days before 2027-01-01: "
-                       r"every one is a weekend day or a holiday of the calendar \(415 listed "
+                       r"every one is a weekend day \(Saturday and Sunday\) or a holiday of the "
+                       r"calendar \(415 listed "
                        r"dates\); check company.holidays.dates"):
         previous_business_day(date(2027, 1, 1), calendar)
 
@@ -218,3 +225,85 @@ def test_a_run_captures_the_holiday_window_and_the_calendar(tmp_path):
     rebuilt = Schedule.model_validate(run.config_snapshot)
     assert rebuilt.company.holidays == schedule.company.holidays
     assert rebuilt.with_version().config_version == schedule.config_version
+
+
+# The country's own weekend and working-day rules (the ``holidays`` package's), each date worked
+# out by hand from the law: Israel rests Friday–Saturday; Saudi Arabia Friday–Saturday (since
+# 28 Jun 2013); the UAE Saturday–Sunday since 1 Jan 2022 (Friday–Saturday before); Russia moved
+# the day off of Saturday 1 Nov 2025 to Monday 3 Nov, so that Saturday is a working day.
+IL, SA, AE, RU, DE = (HolidayCalendar(country=c) for c in ("IL", "SA", "AE", "RU", "DE"))
+
+
+@pytest.mark.parametrize(("calendar", "day", "reports"), [
+    pytest.param(IL, "2026-03-01", "2026-02-26", id="il-sunday-reports-thursday"),
+    pytest.param(IL, "2026-03-02", "2026-03-01", id="il-monday-reports-sunday"),
+    pytest.param(IL, "2026-02-28", "2026-02-26", id="il-saturday-reports-thursday"),
+    pytest.param(IL, "2026-09-14", "2026-09-10", id="il-rosh-hashanah-sat-sun-monday-reports-thu"),
+    pytest.param(IL, "2025-04-14", "2025-04-10", id="il-pesach-on-sunday-monday-reports-thu"),
+    pytest.param(SA, "2026-02-15", "2026-02-12", id="sa-sunday-reports-thursday"),
+    pytest.param(SA, "2026-02-23", "2026-02-19", id="sa-founding-day-sunday-monday-reports-thu"),
+    pytest.param(SA, "2025-02-24", "2025-02-20", id="sa-founding-day-sat-observed-sun"),
+    pytest.param(AE, "2026-03-01", "2026-02-27", id="ae-sunday-reports-friday"),
+    pytest.param(AE, "2026-03-02", "2026-02-27", id="ae-monday-reports-friday"),
+    pytest.param(AE, "2025-12-03", "2025-11-28", id="ae-national-day-mon-tue-wed-reports-fri"),
+    pytest.param(AE, "2021-03-07", "2021-03-04", id="ae-2021-friday-saturday-weekend"),
+    pytest.param(RU, "2025-11-05", "2025-11-01", id="ru-working-saturday-after-two-days-off"),
+    pytest.param(RU, "2025-11-02", "2025-11-01", id="ru-sunday-reports-working-saturday"),
+    pytest.param(RU, "2025-11-01", "2025-10-31", id="ru-working-saturday-reports-friday"),
+    pytest.param(RU, "2025-11-10", "2025-11-07", id="ru-ordinary-monday-reports-friday"),
+    pytest.param(DE, "2026-04-07", "2026-04-02", id="de-easter-unchanged"),
+    pytest.param(DE, "2026-03-01", "2026-02-27", id="de-sunday-reports-friday"),
+    pytest.param(None, "2026-03-01", "2026-02-27", id="none-sunday-reports-friday"),
+    pytest.param(HolidayCalendar(dates=(date(2026, 2, 26),)), "2026-03-01", "2026-02-27",
+                 id="dates-alone-keep-saturday-sunday"),
+])
+def test_previous_business_day_follows_the_country_weekend(calendar, day, reports):
+    assert previous_business_day(date.fromisoformat(day), calendar) == date.fromisoformat(reports)
+
+
+def test_holidays_skipped_names_only_those_on_working_days():
+    """A holiday on the country's weekend is left out (the weekend skipped it anyway); one on
+    a working day is named, whatever its weekday."""
+    assert holidays_skipped(date(2026, 9, 14), IL) == ((date(2026, 9, 13), "Rosh Hashanah"),)
+    assert holidays_skipped(date(2025, 2, 24), SA) == (
+        (date(2025, 2, 23), "Founding Day Holiday (observed)"),)
+    assert holidays_skipped(date(2025, 12, 3), AE) == (
+        (date(2025, 12, 1), "National Day"), (date(2025, 12, 2), "National Day"))
+    assert holidays_skipped(date(2025, 11, 5), RU) == (
+        (date(2025, 11, 3), "Day off (substituted from 11/01/2025)"),
+        (date(2025, 11, 4), "Unity Day"))
+    assert holidays_skipped(date(2026, 3, 1), IL) == ()  # Friday and Saturday: the weekend
+
+
+def test_the_weekend_in_words():
+    assert [weekend_name(date(2026, 3, 1), c) for c in (IL, SA, AE, RU, DE, None)] == [
+        "Friday and Saturday", "Friday and Saturday", "Saturday and Sunday",
+        "Saturday and Sunday", "Saturday and Sunday", "Saturday and Sunday"]
+    assert weekend_name(date(2021, 3, 7), AE) == "Friday and Saturday"
+    assert is_weekend_day(date(2025, 11, 1), RU)  # a weekend day, though worked that week
+    assert is_business_day(date(2025, 11, 1), RU)
+    assert not is_business_day(date(2025, 11, 8), RU)
+
+
+def test_a_closed_calendar_names_the_country_weekend():
+    weekdays = [date(2025, 6, 1) + timedelta(days=n) for n in range(580)]
+    calendar = HolidayCalendar(country="IL", dates=tuple(d for d in weekdays
+                                                         if d.weekday() not in (4, 5)))
+    with pytest.raises(WindowError, match=r"no business day in the 366 days before 2027-01-01: "
+                       r"every one is a weekend day \(Friday and Saturday\) or a holiday of the "
+                       r"calendar \(IL holidays \+ \d+ listed dates\)"):
+        previous_business_day(date(2027, 1, 1), calendar)
+
+
+def test_an_israeli_company_sunday_export_reports_thursday(tmp_path):
+    """Through the config: 07:00 on Sunday 1 Mar 2026 in Jerusalem (IST, UTC+2) reports
+    Thursday 26 Feb; Monday's export reports Sunday, a working day there."""
+    (tmp_path / "defaults.yaml").write_text((SHIPPED / "defaults.yaml").read_text())
+    (tmp_path / "kiwi.yaml").write_text(
+        (KIWI % {"holidays": "  holidays: {country: IL}"}).replace("Pacific/Auckland",
+                                                                    "Asia/Jerusalem"))
+    schedule = load_catalog(tmp_path).schedule("kiwi/revenue")
+    assert bounds(schedule, "2026-03-01T05:00Z") == ("2026-02-25T22:00:00+00:00",
+                                                     "2026-02-26T22:00:00+00:00")
+    assert bounds(schedule, "2026-03-02T05:00Z") == ("2026-02-28T22:00:00+00:00",
+                                                     "2026-03-01T22:00:00+00:00")

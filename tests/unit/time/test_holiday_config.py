@@ -85,8 +85,8 @@ def test_country_subdivision_and_dates_together(tmp_path):
                  "subdivision: AUK}", id="subdivision-without-country"),
     pytest.param("{}", "(holidays)",
                  "holidays needs 'country' (e.g. {country: NZ, subdivision: AUK}) and/or "
-                 "'dates' (e.g. {dates: [2026-12-29]}); remove the holidays key for weekends "
-                 "only", id="empty"),
+                 "'dates' (e.g. {dates: [2026-12-29]}); remove the holidays key for "
+                 "Saturday-Sunday weekends only", id="empty"),
     pytest.param("{dates: ['29/12/2026']}", "dates[0]",
                  "expected a date written YYYY-MM-DD such as 2026-12-29, without a time "
                  "(got '29/12/2026')", id="date-format"),
@@ -129,8 +129,8 @@ def test_validate_warns_about_a_calendar_nothing_reads_and_a_list_that_ran_out(t
     assert holiday_warnings(catalog.companies, catalog.schedules, now=during) == [unread]
     assert holiday_warnings(catalog.companies, catalog.schedules, now=after) == [
         unread, "warning: kiwi: company.holidays.dates ends at 2026-12-29, before today "
-        "(2026-12-30): previous_business_day now skips weekends only; add the coming holidays, "
-        "or set holidays.country"]
+        "(2026-12-30): previous_business_day now skips Saturdays and Sundays only; add the "
+        "coming holidays, or set holidays.country"]
     write(tmp_path, "{country: NZ, dates: [2026-02-06]}")
     catalog = load_catalog(tmp_path)
     assert holiday_warnings(catalog.companies, catalog.schedules, now=after) == []
