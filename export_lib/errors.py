@@ -84,6 +84,12 @@ class LedgerError(ExportError):
     retryable = True
 
 
+class LedgerUnavailable(LedgerError):
+    """The ledger's host did not let us in or did not answer in time (down, unreachable, or
+    past its connect or read timeout). The message names the host (masked) and what was waited
+    for. Retryable: the host may come back."""
+
+
 class RenderBudgetError(ExportError):
     """The render budget (source queries at once, globally and per company) is full. Retryable:
     the Airflow edge reschedules the render, nothing was claimed or changed."""

@@ -47,6 +47,7 @@ RENDER_LEASE = timedelta(minutes=5)
 RENDER_BUDGET = 4  # source queries at once (ADR 0003 §5)
 RENDER_BUDGET_PER_COMPANY = 2
 STATEMENT_TIMEOUT = "30min"
+LEDGER_CONNECT_TIMEOUT = 5  # seconds: a dead ledger host holds the scheduler this long at most
 
 # --- Variable names ------------------------------------------------------------------------
 RETRIES_ENV = "EXPORT_RETRIES"
@@ -61,6 +62,7 @@ RENDER_LEASE_ENV = "EXPORT_RENDER_LEASE_SECONDS"
 RENDER_BUDGET_ENV = "EXPORT_RENDER_BUDGET"
 RENDER_BUDGET_PER_COMPANY_ENV = "EXPORT_RENDER_BUDGET_PER_COMPANY"
 STATEMENT_TIMEOUT_ENV = "EXPORT_SOURCE_STATEMENT_TIMEOUT"
+LEDGER_CONNECT_TIMEOUT_ENV = "EXPORT_LEDGER_CONNECT_TIMEOUT_SECONDS"
 LOG_FORMAT_ENV = "EXPORT_LOG_FORMAT"
 DAG_INDEX_ENV = "EXPORT_DAG_INDEX_DIR"
 UI_SECRET_ENV = "EXPORT_UI_SECRET"
@@ -91,6 +93,10 @@ VARIABLES: tuple[Variable, ...] = (
              "EXPORT_DAG_INDEX_DIR is set.", "unset", "a directory"),
     Variable("EXPORT_LEDGER_URL", "The run ledger's database.", "the embedded SQLite ledger",
              "a SQLAlchemy URL, e.g. postgresql+psycopg://user:password@host/exports"),
+    Variable(LEDGER_CONNECT_TIMEOUT_ENV, "How long a connection to a PostgreSQL ledger may take "
+             "(a connect_timeout in the ledger's URL or connection extras wins); the scheduler "
+             "also waits at most this long for the at-risk point's read of the ledger.",
+             str(LEDGER_CONNECT_TIMEOUT), "a whole number of seconds, at least 2"),
     Variable("EXPORT_CONFIG_DIR", "The config directory (defaults.yaml and one <company>.yaml "
              "each) when a command names none.", "unset", "a directory"),
     Variable("EXPORT_ARTIFACT_ROOT", "Where published files are stored.",
@@ -277,6 +283,13 @@ def statement_timeout(environ: Environ | None = None) -> str | None:
     """``EXPORT_SOURCE_STATEMENT_TIMEOUT`` as written (PostgreSQL units; checked by
     export_lib.source.session, which also reads the connection extra), or None."""
     return _read(STATEMENT_TIMEOUT_ENV, environ)
+
+
+def ledger_connect_timeout(environ: Environ | None = None) -> int:
+    """``EXPORT_LEDGER_CONNECT_TIMEOUT_SECONDS`` (whole seconds, at least 2: libpq counts
+    less as 2), else 5: libpq waits for an unreachable host until the OS gives up otherwise."""
+    return _whole(LEDGER_CONNECT_TIMEOUT_ENV, environ, LEDGER_CONNECT_TIMEOUT, 2,
+                  "a whole number of seconds >= 2")
 
 
 # --- Render lease and budget ---------------------------------------------------------------

@@ -56,7 +56,8 @@ def masked(url: str) -> str:
 
 
 def make_engine(url: str) -> Engine:
-    """An engine for the ledger URL (psycopg 3 for PostgreSQL; SQLite locks at BEGIN)."""
+    """An engine for the ledger URL (psycopg 3 for PostgreSQL, with a connect timeout;
+    SQLite locks at BEGIN)."""
     u = make_url(url)
     if u.drivername in ("postgresql", "postgres"):
         u = u.set(drivername="postgresql+psycopg")
@@ -75,4 +76,8 @@ def make_engine(url: str) -> Engine:
             conn.exec_driver_sql("BEGIN IMMEDIATE")
 
         return engine
-    return create_engine(u, pool_pre_ping=True)
+    # libpq waits for a host that does not answer until the OS gives up (minutes): bounded
+    # here, unless the URL (or the connection's extras) says otherwise.
+    timeout = {} if "connect_timeout" in u.query else {
+        "connect_timeout": settings.ledger_connect_timeout()}
+    return create_engine(u, pool_pre_ping=True, connect_args=timeout)

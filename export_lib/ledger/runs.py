@@ -26,6 +26,7 @@ from export_lib.errors import (
     FencingError,
     LeaseHeldError,
     LedgerError,
+    LedgerUnavailable,
     PublishError,
 )
 from export_lib.ledger.access import LedgerAccess
@@ -80,7 +81,7 @@ def open_ledger(url: str | None = None) -> Ledger:
             pass
     except OperationalError as exc:
         reason = str(exc.orig).strip().splitlines()[0] if exc.orig else str(exc)
-        raise LedgerError(
+        raise LedgerUnavailable(
             f"cannot reach the export ledger at {masked(resolved)}: {reason}. "
             "Check EXPORT_LEDGER_URL and that the database is up."
         ) from exc

@@ -21,13 +21,14 @@ alert.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from statistics import median
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 
 from export_lib.ledger.schema import deliveries, runs
 from export_lib.periods.instants import format_instant
@@ -169,17 +170,18 @@ def _first_ack():
             .where(deliveries.c.run_key == runs.c.run_key).scalar_subquery())
 
 
-def median_delivery(engine: Engine, schedule_ids: Iterable[str], *, now: datetime,
-                    sample: int = MEDIAN_SAMPLE) -> dict[str, timedelta]:
+def median_delivery(engine: Engine | Connection, schedule_ids: Iterable[str], *,
+                    now: datetime, sample: int = MEDIAN_SAMPLE) -> dict[str, timedelta]:
     """Per schedule, the median slot→first acknowledged delivery of its newest ``sample``
     delivered runs started by the scheduler (catch-up, backfills and manual runs start late by
-    design and are left out); schedules without one are absent (one statement)."""
+    design and are left out); schedules without one are absent (one statement). Given a
+    connection, it reads on it (the scheduler's read sets its own statement timeout there)."""
     ids = sorted(set(schedule_ids))
     took: dict[str, list[timedelta]] = {}
     if not ids:
         return {}
     first_ack = _first_ack().label("delivered_at")
-    with engine.connect() as conn:
+    with (nullcontext(engine) if isinstance(engine, Connection) else engine.connect()) as conn:
         rows = conn.execute(
             sa.select(runs.c.schedule_id, runs.c.slot, first_ack)
             .where(runs.c.schedule_id.in_(ids), runs.c.trigger == "scheduled",

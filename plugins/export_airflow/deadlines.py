@@ -158,21 +158,33 @@ class AtRiskDeadline(BaseDeadlineReference):
         return RiskRule(median=_median(self.schedule_id, now)).offset(deadline)
 
 
+# The scheduler's risk reads in this process: a dead ledger is not asked again for a minute.
+_RISK_READS: Any = None
+
+
 def _median(schedule_id: str, now: datetime) -> timedelta | None:
-    from export_airflow.runtime.ledger import callback_ledger
+    """The schedule's median delivery time, or None (half the deadline) when the ledger has
+    none or does not answer within its connect timeout: the scheduler waits no longer."""
+    global _RISK_READS
+    from export_airflow.runtime.ledger import callback_ledger_url, ledger_at
+    from export_lib import settings
     from export_lib.errors import ExportError
+    from export_lib.ledger.bounded import FailureMemory, bounded_read
     from export_lib.views.risk import median_delivery
 
     # A schedule's line, no run's: the words come from the fields (logfmt).
     fields = {"company": schedule_id.split("/", 1)[0], "schedule": schedule_id}
+    if _RISK_READS is None:
+        _RISK_READS = FailureMemory()
     try:
-        ledger = callback_ledger()  # one per process, kept (not disposed after each read)
+        # ledger_at(): one per process, kept (not disposed after each read)
+        return bounded_read(callback_ledger_url, ledger_at,
+                            lambda conn: median_delivery(conn, [schedule_id], now=now)
+                            .get(schedule_id),
+                            seconds=settings.ledger_connect_timeout(), memory=_RISK_READS)
     except ExportError as exc:
-        log.warning("ledger unreachable (%s); its risk point is half the deadline", exc,
-                    extra=fields)
+        log.warning("%s; its risk point is half the deadline", exc, extra=fields)
         return None
-    try:
-        return median_delivery(ledger.engine, [schedule_id], now=now).get(schedule_id)
     except Exception as exc:  # noqa: BLE001 - a risk point never stops the scheduler
         log.warning("median delivery time not read (%s: %s); its risk point is half the "
                     "deadline", type(exc).__name__, exc, extra=fields)

@@ -92,6 +92,16 @@ def test_render_lease_and_budget():
         settings.render_budget({"EXPORT_RENDER_BUDGET": "0"})
 
 
+def test_ledger_connect_timeout():
+    assert settings.ledger_connect_timeout({}) == 5
+    assert settings.ledger_connect_timeout({"EXPORT_LEDGER_CONNECT_TIMEOUT_SECONDS": " 12 "}) == 12
+    for bad in ("1", "0", "2.5", "soon"):
+        with pytest.raises(ConfigError, match=rf"^EXPORT_LEDGER_CONNECT_TIMEOUT_SECONDS: "
+                                              rf"'{re.escape(bad)}' is not a whole number of "
+                                              r"seconds >= 2; unset it for the default \(5\)$"):
+            settings.ledger_connect_timeout({"EXPORT_LEDGER_CONNECT_TIMEOUT_SECONDS": bad})
+
+
 def test_operational_defaults_without_any_variable_are_the_seed_values():
     assert (settings.task_retries({}), settings.retry_delay({}), settings.max_retry_delay({})) == (
         11, timedelta(minutes=10), timedelta(days=1))

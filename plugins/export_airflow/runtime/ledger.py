@@ -42,19 +42,29 @@ def task_ledger() -> Ledger:
 
 def callback_ledger() -> Ledger:
     """The ledger for code Airflow calls outside a task's own work: failure and deadline
-    notifiers (task process, triggerer) and the risk point's median (scheduler). The Task
-    SDK's lookup where it answers, else the server-side one; if neither can be asked here,
-    ``EXPORT_LEDGER_URL``: alerts then deduplicate in the ledger the runs are in, not in a
-    second one when only the connection is configured."""
+    notifiers (task process, triggerer) and the risk point's median (scheduler)."""
+    return _cached(callback_ledger_url())
+
+
+def callback_ledger_url() -> str:
+    """The URL of :func:`callback_ledger` (not connected): the Task SDK's lookup where it
+    answers, else the server-side one; if neither can be asked here, ``EXPORT_LEDGER_URL``:
+    alerts then deduplicate in the ledger the runs are in, not in a second one when only the
+    connection is configured."""
     for lookup in (_task_connection_url, _server_connection_url):
         try:
-            return _cached(lookup())
+            return ledger_url(lookup())
         except ImportError:
             raise
         except Exception as exc:  # noqa: BLE001 - a lookup this process cannot make
             log.info("ledger connection %s not looked up by %s here (%s: %s)", LEDGER_CONN_ID,
                      lookup.__name__, type(exc).__name__, exc)
-    return _cached(None)
+    return ledger_url(None)
+
+
+def ledger_at(url: str) -> Ledger:
+    """The process's ledger at ``url`` (opened once, kept)."""
+    return _cached(url)
 
 
 def server_ledger() -> Ledger:
