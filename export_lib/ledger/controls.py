@@ -95,6 +95,14 @@ def spend_form_token(ledger: Ledger, mac: str, *, who: str, now: datetime,
     return True
 
 
+def form_token_spent(ledger: Ledger, mac: str) -> bool:
+    """Whether a form token was spent already: a replayed form is refused before its content
+    is even read (:func:`spend_form_token` still decides, atomically, when the work is done)."""
+    with ledger._read() as conn:
+        return conn.execute(sa.select(form_tokens.c.mac).where(form_tokens.c.mac == mac)
+                            ).first() is not None
+
+
 # -- pauses --------------------------------------------------------------------------------------
 
 def active_pause(ledger: Ledger, company: str, schedule_id: str | None) -> dict[str, Any] | None:

@@ -14,12 +14,16 @@ DAILY = "acme/daily-spend"
 
 
 @pytest.fixture()
-def desk(airflow_db, export_world):
+def desk(airflow_db, export_world, monkeypatch):
     from airflow.api_fastapi.app import create_app, get_auth_manager
     from airflow.api_fastapi.auth.managers.simple.user import SimpleAuthManagerUser
     from fastapi.testclient import TestClient
 
     from export_lib.cli.commands import run_one
+
+    # The pages read the clock once per request; one instant for the whole test, so a test
+    # that spans a slot (07:00 Berlin, 06:00Z) plans and checks against the same "now".
+    _freeze(monkeypatch, datetime.now(UTC).replace(second=0, microsecond=0))
 
     run_one(str(export_world.config), DAILY, "2026-03-29T05:00Z",
             now=datetime(2026, 3, 30, tzinfo=UTC))
@@ -31,6 +35,12 @@ def desk(airflow_db, export_world):
         return {"Authorization": f"Bearer {token}"}
 
     return client, export_world, auth("vic", "viewer"), auth("ada", "admin")
+
+
+def _freeze(monkeypatch: pytest.MonkeyPatch, instant: datetime) -> None:
+    """The pages' clock stands at ``instant`` (every module that reads it)."""
+    for module in ("obligations_ui", "company_ui", "company_actions"):
+        monkeypatch.setattr(f"export_airflow.pages.{module}._now", lambda: instant)
 
 
 def _token(page: str) -> str:
@@ -161,7 +171,7 @@ def test_an_operator_plans_applies_and_the_change_is_recorded(desk):
 
     replay = client.post("/exports/companies/acme/reschedule", data={**form, "export_hour": "10"},
                          headers=admin, follow_redirects=False)
-    assert replay.status_code == 403 and "already used (a replayed request)" in replay.text
+    assert replay.status_code == 403 and "already used (a replayed request)" in replay.text, replay.text
     assert path.read_text() == text and len(_ledger_actions("acme")) == 1
 
 
@@ -416,11 +426,14 @@ def test_the_company_endpoints_are_in_the_plugin_openapi(desk):
         assert paths[path][method]["description"], path
 
 
-def test_an_operator_recovers_the_gaps_of_the_company(desk):
+def test_an_operator_recovers_the_gaps_of_the_company(desk, monkeypatch):
     """The gap audit's plan on the page and its recover action: without the Airflow API
     connection (none in this test's Airflow) the backfills are not requested and the answer
     says so; the form is spent once; a lookback beyond 90 days is refused naming the field."""
     client, _, viewer, admin = desk
+    # Two days after the run, at noon: both days' 07:00 slots are due and past their deadline
+    # whatever the hour the suite runs at.
+    _freeze(monkeypatch, datetime(2026, 3, 31, 12, 0, tzinfo=UTC))
     gaps = client.get("/exports/companies/acme/gaps.json?days=2", headers=viewer).json()
     # daily-spend ran once (29 March) and has recovery "each": its last two days are gaps to
     # backfill; the schedules that never ran are not audited (nothing was deployed).

@@ -45,6 +45,8 @@ from export_lib.logfmt import get_logger
 router = APIRouter(prefix="/companies", tags=["company view"])
 log = get_logger(__name__)
 MAX_FORM = 16_384  # bytes: every form of the page is far smaller
+REPLAYED = ("this form was already used (a replayed request): reload the page for a new form; "
+            "nothing was changed")
 
 
 async def _posted(request: Request) -> dict[str, str]:
@@ -76,6 +78,11 @@ def _check(user: Any, company: str, form: dict[str, str],
                                         ttl=settings.ui_token_ttl())
     except ActionTokenError as exc:
         raise HTTPException(status_code=403, detail=str(exc)) from None
+    from export_lib.ledger.controls import form_token_spent
+
+    with _ledger() as ledger:  # a replay is refused as one, whatever it now asks for
+        if form_token_spent(ledger, mac):
+            raise HTTPException(status_code=403, detail=REPLAYED)
     return schedules, mac, expires
 
 
@@ -83,8 +90,7 @@ def _spend(ledger: Any, mac: str, who: str, expires: datetime) -> None:
     from export_lib.ledger.controls import spend_form_token
 
     if not spend_form_token(ledger, mac, who=who, now=_now(), expires_at=expires):
-        raise HTTPException(status_code=403, detail="this form was already used (a replayed "
-                            "request): reload the page for a new form; nothing was changed")
+        raise HTTPException(status_code=403, detail=REPLAYED)
 
 
 async def _change(name: str, company: str, request: Request, user: Any,

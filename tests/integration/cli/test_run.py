@@ -167,7 +167,7 @@ def test_unreachable_ledger_is_one_clear_line_with_the_password_masked(tmp_path:
         assert "Traceback" not in result.stderr
         assert "s3cr3t-pw" not in result.stderr + result.stdout
         assert result.stderr.startswith(
-            f"exportctl: LedgerError: cannot reach the export ledger at {shown}")
+            f"exportctl: LedgerUnavailable: cannot reach the export ledger at {shown}")
         assert "Connection refused. Check EXPORT_LEDGER_URL" in result.stderr
 
 
