@@ -375,6 +375,9 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for add in SUBCOMMANDS:
         add(subparsers)
+    from export_lib.cli.common_help import fill_help
+
+    fill_help(parser)
     return parser
 
 
