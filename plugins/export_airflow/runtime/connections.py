@@ -97,9 +97,9 @@ def _gcp_extra(extra: dict[str, Any], name: str) -> Any:
 
 
 def _hook_speaks_psycopg3() -> bool:
-    from airflow.providers.postgres.hooks import postgres
+    from export_airflow.airflow_compat import postgres_hook_uses_psycopg3
 
-    return bool(getattr(postgres, "USE_PSYCOPG3", False))
+    return postgres_hook_uses_psycopg3()
 
 
 def _postgres_client(found: Any, **libpq_defaults: Any) -> Any:
