@@ -61,7 +61,9 @@ def airflow_api() -> tuple[Any, str | None]:
     try:
         conn = connection_from_secrets(API_CONN_ID)
         if conn is None:
-            return None, f"connection {API_CONN_ID!r} is not defined"
+            return None, (f"connection {API_CONN_ID!r} is not defined in Airflow: add it with "
+                          f"'airflow connections add {API_CONN_ID} --conn-uri "
+                          "http://USER:PASSWORD@HOST:PORT'")
         return AirflowApi.from_connection(conn).login(), None
     except ExportError as exc:
         return None, str(exc)
