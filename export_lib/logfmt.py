@@ -49,8 +49,9 @@ FIELD_HELP = {"company": "the company id",
               "schedule": "the schedule id: <company>/<export> or <company>/<channel>/<kind>",
               "run": "the run key: <schedule>/<slot in UTC>",
               "period": "the period exported, named in the company's time zone",
-              STATUS: "the run's state in the ledger when the line was written (registered, "
-                      "reading, rendering, validating, ready, failed, skipped, cancelled)"}
+              STATUS: "the run's state in the ledger as the process writing the line last "
+                      "knew it (registered, reading, rendering, validating, ready, failed, "
+                      "skipped, cancelled)"}
 Binder = Callable[..., AbstractContextManager[Any]]
 
 # Immutable default: a context is replaced, never changed in place, so a thread or task that

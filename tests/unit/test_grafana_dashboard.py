@@ -84,3 +84,19 @@ def test_every_panel_uses_the_dashboards_data_source_variable():
     assert queries and {json.dumps(p["datasource"]) for p in queries} == {
         json.dumps({"type": "prometheus", "uid": "${datasource}"})}
     assert len({p["id"] for p in dashboard["panels"]}) == len(dashboard["panels"])
+
+
+def test_the_reference_page_names_each_metric_as_the_mapping_does():
+    """docs/reference/metrics-and-logs.md's Prometheus column (scripts/reference_pages.py)."""
+    import sys
+
+    sys.path.insert(0, str(DASHBOARD.parents[2] / "scripts"))
+    try:
+        from reference_pages import prometheus_name
+    finally:
+        sys.path.remove(str(DASHBOARD.parents[2] / "scripts"))
+    mapping = rules()
+    for metric in METRICS:
+        name = "airflow." + metric_name(metric, "acme", "acme/daily-spend")
+        series, _ = prometheus(name, STATSD_TYPE[kind(metric)], mapping)
+        assert prometheus_name(metric) in series, (metric, series)
