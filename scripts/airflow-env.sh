@@ -200,8 +200,9 @@ if [ -n "$CLUSTER" ]; then
   export AIRFLOW_CONN_ARTIFACTS_S3="aws://exports:exports@/?endpoint_url=http%3A%2F%2F127.0.0.1%3A$S3PORT&region_name=us-east-1"
   # deploy/cluster.env switches StatsD on; compose sends to its statsd-exporter, here the
   # supervisor's listener (scripts/statsd_sink.py) writes what arrives to run/statsd.txt.
-  export AIRFLOW__METRICS__STATSD_HOST=127.0.0.1
-  export AIRFLOW__METRICS__STATSD_PORT="$STATSDPORT"
+  # A host and port already set win (bench/cluster.py listens itself).
+  export AIRFLOW__METRICS__STATSD_HOST="${AIRFLOW__METRICS__STATSD_HOST:-127.0.0.1}"
+  export AIRFLOW__METRICS__STATSD_PORT="${AIRFLOW__METRICS__STATSD_PORT:-$STATSDPORT}"
   unset _pg
 fi
 
