@@ -1,17 +1,16 @@
 """Our log lines and the run each is about (ADR 0010).
 
-Every line we log carries ``company``, ``schedule``, ``run``, ``period`` and ``status``. The first
-four are bound once,
-where a run's work starts (a pipeline entry point, an operator's ``execute``: :func:`run_context`
-around a block, or :func:`scope` on the function and :func:`bind` once it knows its run), in a
-context variable, so everything called from there — the ledger, the source, the store, the
-delivery engine — logs them without being handed the run. ``status`` is the run's state in the
-ledger as this process last knew it: the state a bound run record had (the first one bound for
-that run in the scope), then each state the ledger moved the run to (:func:`note_status`, after
-the transaction committed). It is kept per run key and shared by nested scopes, so a state change
-inside a stage shows on the operator's lines after it. Our loggers (:func:`get_logger`, the one
-way we log) read them at each call, together with any a call passes in ``extra``, and put them
-on the record:
+Every line we log carries ``company``, ``schedule``, ``run``, ``period`` and ``status``. The
+first four are bound once, where a run's work starts (a pipeline entry point, an operator's
+``execute``: :func:`run_context` around a block, or :func:`scope` on the function and
+:func:`bind` once it knows its run), in a context variable, so everything called from there —
+the ledger, the source, the store, the delivery engine — logs them without being handed the run.
+``status`` is the run's state in the ledger as this process last knew it: the state a bound run
+record had (the first one bound for that run in the scope), then each state the ledger moved the
+run to (:func:`note_status`, after the transaction committed). It is kept per run key and shared
+by nested scopes, so a state change inside a stage shows on the operator's lines after it. Our
+loggers (:func:`get_logger`, the one way we log) read them at each call, together with any a
+call passes in ``extra``, and put them on the record:
 
 * always as record attributes (``record.company`` …, ``None`` when unknown);
 * ``text`` (the default): also as ``company=… schedule=… run=… period=…`` words in front of a
