@@ -265,9 +265,10 @@ def _metrics_and_json_logs_arrived(cluster: Cluster, runs: dict[str, str]) -> No
         (path,) = [p for p in (cluster.home / "logs").rglob("task_id=render/attempt=1.log")
                    if f"run_id={runs[dag_id]}" in str(p)]
         records = [json.loads(line) for line in path.read_text().splitlines()]
+        # The engine's, the stage's and the operator's "N rows, N bytes" lines.
         rendered = [r for r in records if " rows, " in str(r.get("event"))]
         assert [(r["company"], r["status"]) for r in rendered] == [
-            (dag_id.split("__")[1], "rendering")], rendered
+            (dag_id.split("__")[1], "rendering")] * 3, rendered
         assert rendered[0]["run"].startswith(rendered[0]["schedule"] + "/") and rendered[0][
             "period"], rendered
 
