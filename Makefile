@@ -56,7 +56,7 @@ run: venv postgres-packages
 stop:
 	@bash scripts/stop.sh
 
-## cluster: docker-compose.yaml's Celery topology without Docker (PostgreSQL, Redis, moto S3,
+## cluster: docker-compose.yaml's Celery topology without Docker (PostgreSQL, Redis, moto S3, StatsD,
 ## api-server, scheduler, dag-processor, triggerer, three Celery workers) in .airflow-cluster
 cluster: venv
 	@bash scripts/ensure-debian-packages.sh cluster

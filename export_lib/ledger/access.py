@@ -15,9 +15,11 @@ from sqlalchemy.exc import OperationalError
 
 from export_lib.errors import LedgerError
 from export_lib.ledger.database import masked
-from export_lib.logfmt import get_logger
+from export_lib.logfmt import get_logger, note_status
 
 log = get_logger(__name__)
+# Connection.info key: (run key, state) of each run a transaction moved.
+MOVED = "export_moved_runs"
 
 
 class LedgerAccess:
@@ -61,11 +63,21 @@ class LedgerAccess:
 
     @contextmanager
     def _tx(self) -> Iterator[Connection]:
+        """One transaction. The runs it moved (``Ledger._move``) reach the log lines' ``status``
+        once it committed: a rolled-back move never shows."""
+        moved: list[tuple[str, str]] = []
         try:
             with self.engine.begin() as conn:
-                yield conn
+                conn.info[MOVED] = moved
+                try:
+                    yield conn
+                finally:
+                    # info belongs to the pooled DBAPI connection: never left for its next user.
+                    conn.info.pop(MOVED, None)
         except OperationalError as exc:
             raise LedgerError(f"ledger {masked(self.url)} failed: {exc.orig}") from exc
+        for run_key, state in moved:
+            note_status(run_key, state)
 
     @contextmanager
     def _read(self) -> Iterator[Connection]:

@@ -29,7 +29,7 @@ from export_lib.errors import (
     LedgerUnavailable,
     PublishError,
 )
-from export_lib.ledger.access import LedgerAccess
+from export_lib.ledger.access import MOVED, LedgerAccess
 from export_lib.ledger.budget import RenderBudget, check_budget, live_renders, lock_budget
 from export_lib.ledger.contracts import publish_under_contract
 from export_lib.ledger.database import ledger_url, make_engine, masked
@@ -125,6 +125,7 @@ class Ledger(LedgerAccess):
             run_id=run.id, at=now, from_state=run.state, to_state=target.value,
             attempt_id=attempt_id, detail=reason,
         ))
+        conn.info.get(MOVED, []).append((run.run_key, target.value))  # see _tx
 
     # -- registration ---------------------------------------------------------------------
     def register(self, reg: RunRegistration, now: datetime) -> tuple[RunRecord, bool]:

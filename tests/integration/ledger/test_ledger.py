@@ -121,6 +121,37 @@ def test_every_transition_is_logged_as_an_event(sqlite_ledger):
                      ("rendering", "validating"), ("validating", "ready")]
 
 
+def test_each_committed_move_becomes_the_status_of_the_runs_log_lines(pg_ledger, caplog):
+    """The log field ``status`` (export_lib.logfmt) follows the ledger: the registered record,
+    then each move once its transaction committed; a move rolled back never shows."""
+    import logging
+
+    from export_lib.logfmt import bind, get_logger, scope
+
+    log = get_logger("export_lib.tests.ledger")
+
+    @scope
+    def task() -> None:
+        run = pg_ledger.register(registration(), NOW)[0]
+        bind(**run.log_context())
+        log.info("registered")
+        att = _staged(pg_ledger, run.run_key, "a" * 64)
+        log.info("staged")
+        with pytest.raises(RuntimeError, match="^rolled back$"), pg_ledger._tx() as conn:
+            pg_ledger._move(conn, pg_ledger._lock_run(conn, run.run_key), RunState.FAILED, NOW)
+            raise RuntimeError("rolled back")
+        log.info("after the rollback")
+        pg_ledger.publish(run.run_key, att.attempt_id, now=NOW, fmt="csv",
+                          promote=lambda v: ("u", "m"))
+        log.info("published")
+
+    with caplog.at_level(logging.INFO, logger="export_lib.tests"):
+        task()
+    assert [(r.getMessage().split(": ")[-1], r.status) for r in caplog.records] == [
+        ("registered", "registered"), ("staged", "validating"),
+        ("after the rollback", "validating"), ("published", "ready")]
+
+
 @pytest.mark.parametrize(("current", "target"), [
     ("registered", "ready"), ("ready", "failed"), ("cancelled", "reading"), ("validating", "skipped"),
 ])
