@@ -8,13 +8,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime
 
 from sqlalchemy import Connection
 from sqlalchemy.engine import Engine
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import InterfaceError, OperationalError
 
 from export_lib.errors import LedgerError
 from export_lib.ledger.database import masked
+from export_lib.ledger.reconnect import ledger_error
 from export_lib.logfmt import get_logger
 
 log = get_logger(__name__)
@@ -59,19 +61,32 @@ class LedgerAccess:
             "EXPORT_LEDGER_URL first"
         )
 
+    def agreed_now(self, now: datetime) -> datetime:
+        """The earlier of ``now`` and the database's clock (export_lib.ledger.clock): the
+        moment a decision that closes something is taken at."""
+        from export_lib.ledger.clock import agreed_now
+        from export_lib.ledger.reconnect import reconnecting
+
+        def read() -> datetime:
+            with self._read() as conn:
+                return agreed_now(conn, now)
+
+        return reconnecting(read, what="ledger clock")
+
     @contextmanager
     def _tx(self) -> Iterator[Connection]:
+        """One transaction; a ledger that went away is LedgerUnavailable (one line)."""
         try:
             with self.engine.begin() as conn:
                 yield conn
-        except OperationalError as exc:
-            raise LedgerError(f"ledger {masked(self.url)} failed: {exc.orig}") from exc
+        except (OperationalError, InterfaceError) as exc:
+            raise ledger_error(self.url, exc) from exc
 
     @contextmanager
     def _read(self) -> Iterator[Connection]:
         try:
             with self.engine.connect() as conn:
                 yield conn
-        except OperationalError as exc:
-            raise LedgerError(f"ledger {masked(self.url)} failed: {exc.orig}") from exc
+        except (OperationalError, InterfaceError) as exc:
+            raise ledger_error(self.url, exc) from exc
 
