@@ -86,7 +86,7 @@ def reconnecting(call: Callable[[], T], *, what: str, seconds: float | None = No
                 waited = clock() - started
                 if not again():  # e.g. an object was already moved: the task's retry decides
                     raise
-                if waited + pause > budget:
+                if waited >= budget:
                     raise LedgerUnavailable(
                         f"{exc}; {what} gave up after {waited:.0f} s of reconnecting "
                         f"(EXPORT_LEDGER_RECONNECT_SECONDS={budget:g}); the task's retry "
@@ -94,7 +94,8 @@ def reconnecting(call: Callable[[], T], *, what: str, seconds: float | None = No
                 if not warned:
                     log.warning("%s: %s; reconnecting for up to %g s", what, exc, budget)
                     warned = True
-                sleep(pause * random.uniform(0.5, 1.0))  # jitter: workers do not stampede
+                # jitter: workers do not stampede; the last pause ends with the budget
+                sleep(min(pause * random.uniform(0.5, 1.0), budget - waited))
                 pause = min(pause * 2, LONGEST_PAUSE)
                 continue
             if warned:
