@@ -30,11 +30,15 @@ class LedgerAccess:
         self.url = url or str(engine.url)
 
     # -- schema ---------------------------------------------------------------------------
-    def upgrade(self) -> None:
-        """Bring the schema to the newest Alembic revision (idempotent)."""
+    def upgrade(self) -> tuple[str | None, str | None]:
+        """Bring the schema to the newest Alembic revision (idempotent); (before, after).
+        A ledger a newer release migrated is refused, never downgraded."""
         from export_lib.ledger.migrations import upgrade
 
-        upgrade(self.engine)
+        try:
+            return upgrade(self.engine)
+        except (OperationalError, InterfaceError) as exc:
+            raise ledger_error(self.url, exc) from exc
 
     def ensure_schema(self) -> None:
         """Make sure the tables exist at the newest revision before a command uses them.
@@ -43,14 +47,17 @@ class LedgerAccess:
         fresh checkout); a server database is never migrated implicitly — two workers racing
         on DDL, or a migration nobody reviewed, is worse than a clear error.
         """
-        from export_lib.ledger.migrations import current, head
+        from export_lib.ledger.migrations import current, head, newer_than_package
 
         try:
             have, want = current(self.engine), head()
-        except OperationalError as exc:
-            raise LedgerError(f"ledger {masked(self.url)} failed: {exc.orig}") from exc
+        except (OperationalError, InterfaceError) as exc:
+            raise ledger_error(self.url, exc) from exc
         if have == want:
             return
+        refusal = newer_than_package(have, masked(self.url))
+        if refusal:
+            raise LedgerError(refusal)
         if self.engine.dialect.name == "sqlite":
             log.info("upgrading the embedded ledger %s from %s to %s", masked(self.url), have, want)
             self.upgrade()
