@@ -17,7 +17,7 @@ import subprocess
 import sys
 import threading
 import time
-from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
@@ -25,12 +25,12 @@ import sqlalchemy as sa
 from export_lib.errors import LedgerError
 from export_lib.ledger import RunState, open_ledger
 from export_lib.ledger.migrations import VERSION_TABLE, head
-from tests.fixtures.ledger import registration
 from tests.support import ledger_fixture
 from tests.support.cli import exportctl
 from tests.world import REPO, clean_env
 
 RUNS = int(os.environ.get("LEDGER_FIXTURE_RUNS", "2000"))
+NEXT_AFTER_BEFORE_NEWEST = "0008_schema_contracts"
 
 
 def _upgrade(url: str, *, own_process: bool = False) -> subprocess.CompletedProcess[str]:
@@ -86,46 +86,63 @@ def test_upgrade_keeps_every_row_and_is_idempotent(pg_database, revision):
     engine.dispose()
 
 
-def test_a_process_keeps_working_while_the_ledger_is_upgraded(pg_database):
+@pytest.fixture(scope="module")
+def release_before_newest(tmp_path_factory) -> Path:
+    """The source tree of the release whose newest ledger revision is BEFORE_NEWEST: the
+    parent of the commit that added the next revision (``git archive``)."""
+    if not (REPO / ".git").exists():
+        pytest.skip("needs the project's git history (a checkout, not an export)")
+    added = subprocess.run(
+        ["git", "-C", str(REPO), "log", "--format=%H", "--diff-filter=A", "--",
+         f"export_lib/ledger/migrations/versions/{NEXT_AFTER_BEFORE_NEWEST}.py"],
+        capture_output=True, text=True, check=True).stdout.split()[-1]
+    tree = tmp_path_factory.mktemp("old-release")
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", f"{added}^", "export_lib"],
+                             capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
+    return tree
+
+
+def test_a_process_of_the_previous_release_keeps_working_while_the_ledger_is_upgraded(
+        pg_database, release_before_newest, tmp_path):
+    """That release's code registers, claims and fails runs all along while this package
+    migrates the ledger under it (the revisions add columns and tables: old code reads and
+    writes on)."""
     engine = sa.create_engine(pg_database)
-    ledger_fixture.build(engine, ledger_fixture.PREVIOUS_RELEASE, RUNS)
-    done, errors, work = threading.Event(), [], []
-
-    def keep_working() -> None:
-        """Register, claim and fail runs, as a scheduler and workers do, all along."""
-        ledger, i = open_ledger(pg_database), 0
-        while not done.is_set():
-            i += 1
-            key = f"acme/live/{i}"
-            try:
-                reg = registration(key)
-                ledger.register(reg, datetime.now(UTC))
-                attempt = ledger.claim_attempt(key, origin="live", now=datetime.now(UTC),
-                                               staging_uri=lambda a: f"file:///s/{a}",
-                                               lease=timedelta(seconds=30))
-                ledger.fail(key, attempt.attempt_id, "done", datetime.now(UTC))
-                work.append(time.monotonic())
-            except Exception as exc:  # noqa: BLE001 - asserted below
-                errors.append(exc)
-        ledger.engine.dispose()
-
-    worker = threading.Thread(target=keep_working)
-    worker.start()
-    time.sleep(1)
+    ledger_fixture.build(engine, ledger_fixture.BEFORE_NEWEST, RUNS)
+    stop = tmp_path / "stop"
+    worker = subprocess.Popen(
+        [sys.executable, str(REPO / "tests/support/old_release_worker.py"), pg_database,
+         str(stop)], cwd=tmp_path, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        env=clean_env(PYTHONPATH=str(release_before_newest)))
+    lines: list[tuple[float, str]] = []
+    reader = threading.Thread(target=lambda: lines.extend(
+        (time.monotonic(), line.strip()) for line in worker.stdout))
+    reader.start()
+    deadline = time.monotonic() + 60
+    while len([x for x in lines if x[1].startswith("ok")]) < 3:
+        assert time.monotonic() < deadline and worker.poll() is None, (lines, worker.stderr)
+        time.sleep(0.1)
     started = time.monotonic()
     result = _upgrade(pg_database, own_process=True)
     ended = time.monotonic()
-    time.sleep(1)
-    done.set()
-    worker.join(timeout=60)
+    time.sleep(1.5)
+    stop.touch()
+    assert worker.wait(timeout=60) == 0, worker.stderr.read()
+    reader.join(timeout=10)
     assert result.returncode == 0, result.stderr
-    assert errors == []
-    assert any(t < started for t in work) and any(t > ended for t in work)
+    assert result.stdout.strip().endswith(f"(was {ledger_fixture.BEFORE_NEWEST})")
+    assert lines[0][1] == f"code {release_before_newest / 'export_lib'}"  # the old code ran
+    assert [line for _, line in lines if not line.startswith(("ok", "code"))] == []
+    done = [t for t, line in lines if line.startswith("ok")]
+    assert any(t > ended for t in done) and any(t < started for t in done)
     with engine.connect() as conn:
-        live = conn.execute(sa.text(
-            "SELECT count(*) FROM export_runs WHERE run_key LIKE 'acme/live/%' "
+        made = conn.execute(sa.text(
+            "SELECT count(*) FROM export_runs WHERE run_key LIKE 'acme/old-release/%' "
             "AND state = 'failed'")).scalar_one()
-    assert live == len(work)
+    assert made == len(done)
+    # This package reads what the old code wrote before and after the upgrade.
+    assert open_ledger(pg_database).get_run("acme/old-release/1").state == "failed"
     engine.dispose()
 
 
