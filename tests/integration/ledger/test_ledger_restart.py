@@ -147,6 +147,12 @@ def _final_state(world: World, keys: list[str]) -> None:
     delivered = [sha256_file(p) for p in files if not p.name.endswith(".sha256")]
     assert sorted(delivered) == sorted(expected)  # one file per delivery, its bytes exact
     assert {r.state for r in ledger.list_runs()} == {"ready"}  # nothing left between states
+    assert len(ledger.list_runs()) == len(keys)
+    # The artifact store holds each period's one artifact (and its manifest), nothing more.
+    published = {str(a.uri) for key in keys for a in ledger.artifacts(key)}
+    stored = {p.as_uri() for p in world.artifacts.rglob("*") if p.is_file()
+              and ".staging" not in p.parts and not p.name.endswith(".manifest.json")}
+    assert stored == published and len(stored) == len(keys)
     ledger.engine.dispose()
 
 
