@@ -110,7 +110,7 @@ def test_the_lease_thread_logs_with_the_run_that_started_it(caplog):
     failed = threading.Event()
 
     class Ledger:
-        def renew_lease(self, attempt_id, until):
+        def renew_lease(self, attempt_id, lease):
             failed.set()
             raise ConnectionError("ledger down")
 

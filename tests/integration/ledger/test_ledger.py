@@ -29,9 +29,11 @@ def test_a_ledger_database_is_a_copy_at_the_newest_revision_and_pg_database_is_e
 
 
 def _staged(ledger, run_key, sha, *, now=NOW):
+    # A lease that has lapsed by the database's clock as soon as it is written (leases are the
+    # database's clock, not ``now``): the next _staged takes the run over.
     attempt = ledger.claim_attempt(run_key, origin="test", now=now,
                                    staging_uri=lambda a: f"file:///tmp/staging/{a}.csv",
-                                   regenerate=True, lease=timedelta(minutes=1))
+                                   regenerate=True, lease=timedelta(0))
     ledger.advance(run_key, attempt.attempt_id, RunState.RENDERING, now)
     ledger.record_staged(run_key, attempt.attempt_id, rows=10, nbytes=100, sha256=sha, now=now)
     ledger.advance(run_key, attempt.attempt_id, RunState.VALIDATING, now)
@@ -180,10 +182,10 @@ def test_unreachable_ledger_names_the_url_with_the_password_masked(postgres_serv
 
 def test_attempt_superseded_while_rendering_cannot_record_its_object(pg_ledger):
     key = pg_ledger.register(registration(), NOW)[0].run_key
-    old = pg_ledger.claim_attempt(key, origin="stalled", now=NOW,
+    old = pg_ledger.claim_attempt(key, origin="stalled", now=NOW, lease=timedelta(0),
                                   staging_uri=lambda a: f"file:///tmp/staging/{a}.csv")
-    # The stalled attempt's lease (an hour by default) lapsed: the retry takes over.
-    pg_ledger.claim_attempt(key, origin="retry", now=NOW + timedelta(hours=1, seconds=1),
+    # The stalled attempt's lease lapsed (by the database's clock): the retry takes over.
+    pg_ledger.claim_attempt(key, origin="retry", now=NOW + timedelta(seconds=1),
                             staging_uri=lambda a: f"file:///tmp/staging/{a}.csv")
     with pytest.raises(FencingError, match=r"\(generation 1\) is stale; generation 2 owns"):
         pg_ledger.record_staged(key, old.attempt_id, rows=1, nbytes=1, sha256="c" * 64, now=NOW)
