@@ -122,8 +122,8 @@ soak: venv
 ## 20 companies and a 2-minute source outage, the soak over 168 h of catch-up with 5 manual
 ## exports, and the manual lane during a 7-day catch-up; the ledger's PostgreSQL down for 2
 ## minutes under 26 periods, an upgrade in place over 20,000 runs, workers 5 minutes off. make
-## test runs the same tests at a smaller size (3 companies and a 45 s outage, 6 h, 1 day; a 30 s
-## ledger outage under 8 periods, 2,000 runs).
+## test runs the same tests at a smaller size (3 companies and a 45 s outage, 6 h, 1 day; a 15 s
+## ledger outage under 6 periods, 1,000 runs).
 acceptance: venv
 	@bash scripts/ensure-debian-packages.sh
 	FAULT_COMPANIES=20 FAULT_OUTAGE_SECONDS=120 SOAK_LOOKBACK_HOURS=168 SOAK_TRIGGERS=5 \

@@ -10,7 +10,7 @@ render on: each stage is idempotent on the run key). Every call either waits the
 period has exactly one artifact and one acknowledged delivery per destination, whose file at
 the destination has the artifact's sha256.
 
-Sizes: ``LEDGER_OUTAGE_SECONDS`` (30 in make test, 120 in make acceptance) and
+Sizes: ``LEDGER_OUTAGE_SECONDS`` (15 in make test, 120 in make acceptance) and
 ``LEDGER_RESTART_PERIODS`` (hourly periods; 6 and 24).
 """
 
@@ -51,9 +51,10 @@ from tests.services.postgres import (
 )
 from tests.world import COMPANIES, SEEDED_AT, World, build_world
 
-OUTAGE = float(os.environ.get("LEDGER_OUTAGE_SECONDS", "30"))
+OUTAGE = float(os.environ.get("LEDGER_OUTAGE_SECONDS", "15"))
 PERIODS = int(os.environ.get("LEDGER_RESTART_PERIODS", "6"))
-RECONNECT = 20  # < OUTAGE: calls early in the outage give up (one line), later ones wait it out
+# < OUTAGE: calls early in the outage give up (one line), later ones wait it out
+RECONNECT = max(2, int(OUTAGE * 2 / 3))
 LEASE = 3  # seconds: a render the outage stranded is taken over this soon after
 UNAVAILABLE = re.compile(r"^the export ledger at postgresql://127\.0\.0\.1:\d+ is unavailable: "
                          r"[^\n]+$")

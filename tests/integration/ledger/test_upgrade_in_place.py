@@ -2,7 +2,7 @@
 
 The fixture (tests/support/ledger_fixture.py) is made at test time at the schema of the last
 tagged release and at the revision before the newest two, with ``LEDGER_FIXTURE_RUNS`` runs
-(2,000 in make test, 20,000 in make acceptance) in every state, their artifacts and deliveries
+(1,000 in make test, 20,000 in make acceptance) in every state, their artifacts and deliveries
 in every state. The upgrade keeps every row of every table exactly (a full dump before and
 after, compared on the columns that existed before), is idempotent, and a process using the
 ledger keeps working while it runs. A ledger a newer release migrated is refused with both
@@ -29,7 +29,7 @@ from tests.support import ledger_fixture
 from tests.support.cli import exportctl
 from tests.world import REPO, clean_env
 
-RUNS = int(os.environ.get("LEDGER_FIXTURE_RUNS", "2000"))
+RUNS = int(os.environ.get("LEDGER_FIXTURE_RUNS", "1000"))
 NEXT_AFTER_BEFORE_NEWEST = "0008_schema_contracts"
 
 
