@@ -14,8 +14,9 @@ the hook's client (``Connection.clients``):
   every libpq extra of the connection apply; otherwise export_lib connects from the fields.
 * S3: ``S3Hook``'s boto3 session and client (role assumption, profiles, ``config_kwargs``;
   the connection's retry/timeout settings win over export_lib's defaults).
-* GCS: ``GCSHook.get_conn()`` (key file, keyfile dict, ADC, impersonation). A connection with
-  an ``endpoint`` extra (an emulator) is built by export_lib, which honours it.
+* GCS: export_lib builds the client from the connection's extras, as the Google provider
+  names them (key file, keyfile dict, ADC, impersonation chain, an emulator ``endpoint``): the
+  provider itself is not installed (it requires ray, google-ads and Vertex AI).
 
 SFTP, SMTP and webhook destinations use export_lib's own transports (the atomic temp-name
 protocol, failure classification and idempotency keys they need), fed with the fields resolved
@@ -82,18 +83,12 @@ def from_airflow(found: Any) -> Connection:
         clients["postgres"] = functools.partial(_postgres_client, found)
     elif conn_type == "aws":
         clients["s3"] = functools.partial(_s3_client, found.conn_id)
-    elif conn_type == "google_cloud_platform" and not _gcp_extra(extra, "endpoint"):
-        clients["gcs"] = functools.partial(_gcs_client, found.conn_id)
     return Connection(
         conn_id=found.conn_id, conn_type=conn_type, host=found.host or None,
         port=int(found.port) if found.port else None, login=found.login or None,
         password=found.password or None, schema=found.schema or None, extra=extra,
         clients=clients,
     )
-
-
-def _gcp_extra(extra: dict[str, Any], name: str) -> Any:
-    return extra.get(name) or extra.get(f"extra__google_cloud_platform__{name}")
 
 
 def _hook_speaks_psycopg3() -> bool:
@@ -144,9 +139,3 @@ def _s3_client(conn_id: str, *, connect_timeout: float, read_timeout: float,
     share_loader(session)
     return session.client("s3", endpoint_url=hook.conn_config.get_service_endpoint_url("s3"),
                           config=ours.merge(theirs) if theirs else ours, verify=hook.verify)
-
-
-def _gcs_client(conn_id: str) -> Any:
-    from airflow.providers.google.cloud.hooks.gcs import GCSHook
-
-    return GCSHook(gcp_conn_id=conn_id).get_conn()
