@@ -178,9 +178,40 @@ def short_duration_seconds(text: str) -> int | None:
     return ((days * 24 + hours) * 60 + minutes) * 60 + seconds
 
 
+# The Airflow way to set an EXPORT_<NAME> setting: option <name> of the [exports] section (the
+# provider metadata declares it, export_airflow/provider.py), as AIRFLOW__EXPORTS__<NAME> in the
+# environment (read here, so exportctl sees it too) or in airflow.cfg (read by the Airflow edge,
+# which registers the lookup with :func:`use_airflow_config`). EXPORT_<NAME> wins over both.
+EXPORTS_PREFIX = "EXPORT_"
+AIRFLOW_ENV_PREFIX = "AIRFLOW__EXPORTS__"
+_airflow_config: list = []  # at most one lookup: option name -> value or None
+
+
+def exports_option(name: str) -> str | None:
+    """``EXPORT_RETRIES`` → ``retries``: its option in the ``[exports]`` section (None: the
+    variable has no Airflow form)."""
+    if not name.startswith(EXPORTS_PREFIX) or "<" in name:
+        return None
+    return name.removeprefix(EXPORTS_PREFIX).lower()
+
+
+def use_airflow_config(lookup) -> None:
+    """Read ``[exports]`` options through ``lookup(option) -> str | None`` (airflow.cfg, its
+    ``_cmd``/``_secret`` forms) after both environment forms; None stops that."""
+    _airflow_config[:] = [lookup] if lookup else []
+
+
 def _read(name: str, environ: Environ | None) -> str | None:
-    """The variable's value without surrounding blanks; None when unset or empty."""
-    value = (os.environ if environ is None else environ).get(name)
+    """The variable's value without surrounding blanks; None when unset or empty. An unset
+    ``EXPORT_<NAME>`` falls back to ``AIRFLOW__EXPORTS__<NAME>``, then to airflow.cfg's
+    ``[exports] <name>`` when the Airflow edge registered it (this process's settings only)."""
+    env = os.environ if environ is None else environ
+    value = env.get(name)
+    option = exports_option(name) if value is None or not value.strip() else None
+    if option:
+        value = env.get(AIRFLOW_ENV_PREFIX + option.upper())
+        if (value is None or not value.strip()) and _airflow_config and environ is None:
+            value = _airflow_config[0](option)
     if value is None:
         return None
     return value.strip() or None

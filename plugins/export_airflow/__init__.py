@@ -28,6 +28,17 @@ from structlog.contextvars import bound_contextvars as _bound_contextvars
 from export_lib import settings as _settings
 from export_lib.logfmt import install as _install_log_format
 
+
+def _exports_option(option: str) -> str | None:
+    """airflow.cfg's ``[exports] <option>`` (or its ``_cmd``/``_secret`` form), which export_lib
+    reads after EXPORT_<NAME> and AIRFLOW__EXPORTS__<NAME> (export_lib/settings.py)."""
+    from airflow.sdk import conf
+
+    return conf.get("exports", option, fallback=None)
+
+
+_settings.use_airflow_config(_exports_option)
+
 # EXPORT_LOG_FORMAT=json: our records' company/schedule/run/period become keys of Airflow's
 # structured log records: Airflow's processor chain merges structlog's context variables into
 # stdlib records too (ADR 0010).
