@@ -196,8 +196,8 @@ def exports_option(name: str) -> str | None:
 
 
 def use_airflow_config(lookup) -> None:
-    """Read ``[exports]`` options through ``lookup(option) -> str | None`` (airflow.cfg, its
-    ``_cmd``/``_secret`` forms) after both environment forms; None stops that."""
+    """Read ``[exports]`` options through ``lookup(option) -> str | None`` (airflow.cfg) after
+    both environment forms; None stops that."""
     _airflow_config[:] = [lookup] if lookup else []
 
 

@@ -18,9 +18,10 @@ from export_lib import settings
 
 PACKAGE = "airflow-scheduled-exports"
 NOTIFIERS = ["export_airflow.alerts.ExportAlertNotifier"]
-# The settings whose value must stay out of `airflow config list` and may come from a command
-# or a secrets backend (AIRFLOW__EXPORTS__UI_SECRET_CMD / _SECRET).
-SENSITIVE = {settings.UI_SECRET_ENV}
+# No option is declared "sensitive" (which would allow AIRFLOW__EXPORTS__UI_SECRET_CMD): at
+# import, Airflow masks every sensitive option's value, and masking even an unset one imports the
+# Task SDK's task runner (models, SQLAlchemy dialects) into every Airflow process, the CLI
+# included (tests/dags/test_preload.py saw it). EXPORT_UI_SECRET is never logged by us either way.
 
 
 def _type(allowed: str) -> str:
@@ -68,7 +69,6 @@ def _options() -> dict[str, dict[str, Any]]:
                 # None: Airflow supplies no value, export_lib's own default applies (one source)
                 "default": None,
                 "example": default,
-                **({"sensitive": True} if variable.name in SENSITIVE else {}),
             }
     return options
 

@@ -2,8 +2,7 @@
 
 - ``apache_airflow_provider``: ``get_provider_info()`` passes Airflow's own provider schema;
   ``airflow providers list`` lists the package and ``airflow config list --section exports``
-  shows our settings; airflow.cfg ``[exports]`` and the ``_cmd`` form reach export_lib's
-  settings through the edge;
+  shows our settings; airflow.cfg ``[exports]`` reaches export_lib's settings through the edge;
 - ``airflow.policy``: Airflow's policy plugin manager holds our hooks with no
   ``airflow_local_settings.py``, the scheduler's mutation hook is switched on, and an old copy of
   that file beside the entry point does not apply the policy twice.
@@ -58,7 +57,8 @@ def test_the_provider_info_passes_airflows_schema_and_lists_every_setting():
         "retries", "retry_delay_seconds", "ui_allow_unscoped_auth", "ledger_url")} == {
         "retries": "integer", "retry_delay_seconds": "float",
         "ui_allow_unscoped_auth": "boolean", "ledger_url": "string"}
-    assert (options["retries"]["example"], options["ui_secret"].get("sensitive")) == ("11", True)
+    assert options["retries"]["example"] == "11"
+    assert [name for name, option in options.items() if option.get("sensitive")] == []
     assert {o["default"] for o in options.values()} == {None}  # export_lib's defaults apply
     # the schema is a real check: a type Airflow does not know is refused
     options["retries"]["type"] = "int"
@@ -78,15 +78,20 @@ def test_airflow_lists_the_provider_and_the_exports_section(tmp_path):
     assert "# ledger_url = " in section.splitlines()
 
 
-def test_airflow_cfg_and_the_cmd_form_reach_the_settings_through_the_edge(tmp_path):
-    (tmp_path / "airflow.cfg").write_text("[exports]\nretries = 4\nrender_budget = 6\n")
-    code = ("import json, export_airflow; from export_lib import settings; "
-            "print(json.dumps([settings.task_retries(), settings.render_budget()[0], "
-            "settings.ui_secret()]))")
-    result = _run(tmp_path, sys.executable, "-c", code,
-                  AIRFLOW__EXPORTS__RENDER_BUDGET="5", AIRFLOW__EXPORTS__UI_SECRET_CMD="echo s3")
-    # airflow.cfg's retries; the environment's render budget wins over airflow.cfg's
-    assert json.loads(result.stdout.splitlines()[-1]) == [4, 5, "s3"]
+def test_airflow_cfg_reaches_the_settings_through_the_edge(tmp_path):
+    (tmp_path / "airflow.cfg").write_text("[exports]\nretries = 4\nrender_budget = 6\n"
+                                          "ui_token_minutes = 7\n")
+    # an Airflow process: Airflow loaded first (a process that has not loaded it reads only the
+    # environment, export_airflow never imports Airflow for a setting)
+    code = ("import json, sys, export_airflow; from export_lib import settings; "
+            "before = settings.task_retries(); import airflow; "
+            "print(json.dumps([before, settings.task_retries(), settings.render_budget()[0], "
+            "settings.ui_token_ttl().total_seconds(), 'airflow.sdk' in sys.modules]))")
+    result = _run(tmp_path, sys.executable, "-c", code, AIRFLOW__EXPORTS__RENDER_BUDGET="5",
+                  EXPORT_UI_TOKEN_MINUTES="9")
+    # airflow.cfg's retries; the environment wins over airflow.cfg, EXPORT_ over both
+    assert json.loads(result.stdout.splitlines()[-1]) == [settings.TASK_RETRIES, 4, 5, 540.0,
+                                                          True]
 
 
 POLICY = """
