@@ -15,9 +15,10 @@ point; a DAG folder holding only the loaders and the company files parses; ``exp
 migrates a ledger with the shipped migrations and runs one export end to end. Airflow runs in
 subprocesses only (the worker running this module never loads it).
 
-Cost (2 cores, warm uv cache, measured 3 Dec): 81 s wall and ~44 s of CPU for the module (the
-lock synced from the cache, a pip dry run, two Airflow processes, one DAG folder parse); a cold
-cache downloads the lock once.
+Cost (2 cores, warm uv cache): ~43 s of CPU for the module (the runtime lock synced from the
+cache, a pip dry run, three Airflow processes, one DAG folder parse, one export), 191 s wall
+measured on a machine shared at a load of ~13 (81 s wall and ~44 CPU-s for the module before the
+policy and export checks, alone); a cold cache downloads the lock once.
 """
 
 from __future__ import annotations
