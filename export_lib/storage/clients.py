@@ -101,7 +101,8 @@ def gcs_client(conn: Connection) -> Any:
         from google.auth.credentials import AnonymousCredentials
 
         options = {"api_endpoint": endpoint} if endpoint else None
-        return storage.Client(project=project or "anonymous", credentials=AnonymousCredentials(),
+        return storage.Client(project=project or ("emulator" if endpoint else "anonymous"),
+                              credentials=AnonymousCredentials(),
                               client_options=options)
     key_path, keyfile = gcs_extra(conn, "key_path"), gcs_extra(conn, "keyfile_dict")
     credentials = None
