@@ -42,7 +42,7 @@ if [ "$uv_lock" = "${2:-}" ] || [ "$mode" = wheel ]; then
   [ "$("$uv" --version 2>/dev/null | cut -d' ' -f2)" = "$uv_version" ] || pip_uv
 else
   tool="$(mktemp -d)"; trap 'rm -rf "$tool"' EXIT
-  pip_uv --target "$tool"
+  PIP_USER=0 pip_uv --target "$tool"  # --target refuses --user, which an image may set (PIP_USER)
   uv="$tool/bin/uv"
 fi
 
