@@ -153,8 +153,9 @@ if mode == "parse":
     out["import_errors"] = dict(bag.import_errors)
 elif mode == "child":
     # What a parse child of the dag-processor pays: the dag-processor's before-fork hook
-    # (export_airflow.deploy.preload, from the airflow.policy entry point) has imported the factory in the
-    # parent; the child then imports the plugin and parses and serialises one company's file.
+    # (export_airflow.deploy.preload, from the airflow.policy entry point) has imported the factory
+    # in the parent; the child then imports the plugin and parses and serialises one company's
+    # file.
     import export_airflow.deploy.preload
     from airflow.serialization.serialized_objects import DagSerialization
     export_airflow.deploy.preload.preload()

@@ -239,3 +239,20 @@ def test_the_airflow_config_lookup_comes_last_and_only_for_the_process_environme
     finally:
         settings.use_airflow_config(None)
     assert settings.task_retries({}) == settings.TASK_RETRIES
+
+
+def test_a_malformed_value_set_the_airflow_way_is_named_where_it_was_set(monkeypatch):
+    with pytest.raises(ConfigError, match=r"^AIRFLOW__EXPORTS__RETRIES: 'many' is not a whole "):
+        settings.task_retries({"AIRFLOW__EXPORTS__RETRIES": "many"})
+    with pytest.raises(ConfigError, match=r"^EXPORT_TIMEOUT_RENDER: 'soon' is not a duration"):
+        settings.task_timeout("render", {"EXPORT_TIMEOUT_RENDER": "soon",
+                                         "AIRFLOW__EXPORTS__TIMEOUT_RENDER": "2h"})
+    monkeypatch.delenv("EXPORT_UI_ALLOW_UNSCOPED_AUTH", raising=False)
+    monkeypatch.delenv("AIRFLOW__EXPORTS__UI_ALLOW_UNSCOPED_AUTH", raising=False)
+    settings.use_airflow_config(lambda option: "perhaps")
+    try:
+        with pytest.raises(ConfigError, match=r"^airflow\.cfg \[exports\] ui_allow_unscoped_auth: "
+                                              r"'perhaps' is not true or false"):
+            settings.ui_allow_unscoped_auth()
+    finally:
+        settings.use_airflow_config(None)
