@@ -36,7 +36,7 @@ interleaved); the minimum of each figure is kept, the usual estimate of the undi
   is that per DAG.
 * ``child_plugin_import_seconds``, ``child_serialize_seconds``, ``child_file_seconds``: in a
   real parse child: a process that did what the dag-processor does before it forks (our
-  ``export_airflow.deploy.preload``, installed by ``deploy/airflow_local_settings.py``) forks; the
+  ``export_airflow.deploy.preload``, installed by the ``airflow.policy`` entry point) forks; the
   child imports the plugin and the factory, parses one company's loader (``BundleDagBag``) and
   serialises its 9 DAGs. The import figure is what a parse child pays for our plugin.
 * ``worker_parse_seconds``: how Airflow's task runner parses for one task instance
@@ -153,8 +153,9 @@ if mode == "parse":
     out["import_errors"] = dict(bag.import_errors)
 elif mode == "child":
     # What a parse child of the dag-processor pays: the dag-processor's before-fork hook
-    # (export_airflow.deploy.preload, from airflow_local_settings) has imported the factory in the
-    # parent; the child then imports the plugin and parses and serialises one company's file.
+    # (export_airflow.deploy.preload, from the airflow.policy entry point) has imported the factory
+    # in the parent; the child then imports the plugin and parses and serialises one company's
+    # file.
     import export_airflow.deploy.preload
     from airflow.serialization.serialized_objects import DagSerialization
     export_airflow.deploy.preload.preload()
@@ -316,7 +317,7 @@ def measure(companies: int, repeat: int, clock: str = "wall",
 def measure_dag_processor(companies: int, metadata_db: Path | None = None
                           ) -> dict[str, float | int]:
     """End to end: one pass of a real ``airflow dag-processor -n 1`` over the generated folder,
-    as deployed (our ``airflow_local_settings``, so the factory is imported before it forks;
+    as deployed (our ``airflow.policy`` entry point, so the factory is imported before it forks;
     its default two parsing processes), writing every DAG to a SQLite metadata database made by
     ``airflow db migrate`` (or a copy of ``metadata_db``, an already migrated one). CPU is the
     dag-processor's and all its parse children's."""
@@ -329,8 +330,6 @@ def measure_dag_processor(companies: int, metadata_db: Path | None = None
         dags, home = root / "dags", root / "home"
         (home / "config").mkdir(parents=True)
         write_config(dags, companies)
-        shutil.copy(ROOT / "deploy" / "airflow_local_settings.py",
-                    home / "config" / "airflow_local_settings.py")
         env = {**probe_env(home, dags), "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
                "AIRFLOW__DAG_PROCESSOR__DAG_FILE_PROCESSOR_TIMEOUT": "600"}
         airflow = str(Path(probe_python()).parent / "airflow")

@@ -184,12 +184,51 @@ def short_duration_seconds(text: str) -> int | None:
     return ((days * 24 + hours) * 60 + minutes) * 60 + seconds
 
 
+# The Airflow way to set an EXPORT_<NAME> setting: option <name> of the [exports] section (the
+# provider metadata declares it, export_airflow/provider.py), as AIRFLOW__EXPORTS__<NAME> in the
+# environment (read here, so exportctl sees it too) or in airflow.cfg (read by the Airflow edge,
+# which registers the lookup with :func:`use_airflow_config`). EXPORT_<NAME> wins over both.
+EXPORTS_PREFIX = "EXPORT_"
+AIRFLOW_ENV_PREFIX = "AIRFLOW__EXPORTS__"
+_airflow_config: list = []  # at most one lookup: option name -> value or None
+_sources: dict[str, str] = {}  # variable -> where its last value was read (_source)
+
+
+def exports_option(name: str) -> str | None:
+    """``EXPORT_RETRIES`` → ``retries``: its option in the ``[exports]`` section (None: the
+    variable has no Airflow form)."""
+    if not name.startswith(EXPORTS_PREFIX) or "<" in name:
+        return None
+    return name.removeprefix(EXPORTS_PREFIX).lower()
+
+
+def use_airflow_config(lookup) -> None:
+    """Read ``[exports]`` options through ``lookup(option) -> str | None`` (airflow.cfg) after
+    both environment forms; None stops that."""
+    _airflow_config[:] = [lookup] if lookup else []
+
+
 def _read(name: str, environ: Environ | None) -> str | None:
-    """The variable's value without surrounding blanks; None when unset or empty."""
-    value = (os.environ if environ is None else environ).get(name)
+    """The variable's value without surrounding blanks; None when unset or empty. An unset
+    ``EXPORT_<NAME>`` falls back to ``AIRFLOW__EXPORTS__<NAME>``, then to airflow.cfg's
+    ``[exports] <name>`` when the Airflow edge registered it (this process's settings only)."""
+    env = os.environ if environ is None else environ
+    value, _sources[name] = env.get(name), name
+    option = exports_option(name) if value is None or not value.strip() else None
+    if option:
+        value, _sources[name] = env.get(AIRFLOW_ENV_PREFIX + option.upper()), (
+            AIRFLOW_ENV_PREFIX + option.upper())
+        if (value is None or not value.strip()) and _airflow_config and environ is None:
+            value, _sources[name] = _airflow_config[0](option), f"airflow.cfg [exports] {option}"
     if value is None:
         return None
     return value.strip() or None
+
+
+def _source(name: str) -> str:
+    """Where ``name``'s value was last read from, for an error about it: the variable itself,
+    its ``AIRFLOW__EXPORTS__`` form or airflow.cfg's option."""
+    return _sources.get(name, name)
 
 
 # --- Where things are ----------------------------------------------------------------------
@@ -231,7 +270,7 @@ def _flag(name: str, environ: Environ | None, default_meaning: str) -> bool:
         return False
     if raw.lower() in ("true", "1", "yes"):
         return True
-    raise ConfigError(f"{name}: {raw!r} is not true or false; unset it for the default "
+    raise ConfigError(f"{_source(name)}: {raw!r} is not true or false; unset it for the default "
                       f"({default_meaning})")
 
 
@@ -312,7 +351,8 @@ def _whole(name: str, environ: Environ | None, default: int, least: int, what: s
     if raw is None:
         return default
     if not raw.isdigit() or int(raw) < least:
-        raise ConfigError(f"{name}: {raw!r} is not {what}; unset it for the default ({default})")
+        raise ConfigError(f"{_source(name)}: {raw!r} is not {what}; unset it for the default "
+                          f"({default})")
     return int(raw)
 
 
@@ -349,8 +389,8 @@ def ui_token_ttl(environ: Environ | None = None) -> timedelta:
     minutes = _whole(UI_TOKEN_MINUTES_ENV, environ, int(UI_TOKEN_TTL.total_seconds() // 60), 1,
                      "a whole number of minutes from 1 to 1440")
     if minutes > 1440:
-        raise ConfigError(f"{UI_TOKEN_MINUTES_ENV}: {minutes} is more than a day (1440); an "
-                          "action form is for now, unset it for the default (60)")
+        raise ConfigError(f"{_source(UI_TOKEN_MINUTES_ENV)}: {minutes} is more than a day "
+                          "(1440); an action form is for now, unset it for the default (60)")
     return timedelta(minutes=minutes)
 
 
@@ -367,7 +407,7 @@ def _number(name: str, environ: Environ | None, unit: str, *, zero: bool = False
         value = math.nan
     if not math.isfinite(value) or value < 0 or (value == 0 and not zero):
         least = "0 or more" if zero else "above 0"
-        raise ConfigError(f"{name}: {raw!r} is not a number of {unit} {least}; write e.g. "
+        raise ConfigError(f"{_source(name)}: {raw!r} is not a number of {unit} {least}; write e.g. "
                           f"{name}=30, or unset it for the default")
     return value
 
@@ -412,11 +452,13 @@ def task_timeout(kind: str, environ: Environ | None = None) -> timedelta:
         return default
     value = _duration(text)
     if value is None:
-        raise ConfigError(f"{var}: {text!r} is not a duration; use e.g. '2h', '90m', '1h30m' or "
+        raise ConfigError(f"{_source(var)}: {text!r} is not a duration; use e.g. '2h', '90m', "
+                          "'1h30m' or "
                           f"'45s', or unset it for the default ({int(default.total_seconds())} "
                           "s)")
     if value <= timedelta(0):
-        raise ConfigError(f"{var}: {text!r} is zero; every export task needs a time limit")
+        raise ConfigError(f"{_source(var)}: {text!r} is zero; every export task needs a time "
+                          "limit")
     return value
 
 

@@ -35,6 +35,11 @@ def environment_page() -> str:
            "deployment's defaults: an export's own `retries`, `timeouts`, `catchup`, "
            "`late_data.poke_interval` and a destination's `retry` win "
            "([config reference](config.md#policies)).", "",
+           "Each `EXPORT_<NAME>` variable can also be set the Airflow way, as option `<name>` of "
+           "the `[exports]` section (the package is an Airflow provider that declares it): "
+           "`AIRFLOW__EXPORTS__<NAME>` in the environment, or in `airflow.cfg` for the Airflow "
+           "processes and tasks. `EXPORT_<NAME>` wins when both are set; `airflow config list "
+           "--section exports` lists them.", "",
            "| Variable | What it sets | Default | Allowed values |", "|---|---|---|---|"]
     for var in settings.VARIABLES:
         out.append(f'| <a id="{var.name.lower().replace("<", "").replace(">", "")}"></a>'

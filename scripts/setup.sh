@@ -57,8 +57,9 @@ if [ -z "$PG_AIRFLOW_CURRENT" ]; then
     pg_psql_admin -c "COMMENT ON DATABASE \"${PG_DB_PREFIX}airflow\" IS '$(pg_airflow_stamp)'" >/dev/null
   fi
 fi
-mkdir -p "$AIRFLOW_HOME/config"
-cp "$ROOT/deploy/airflow_local_settings.py" "$AIRFLOW_HOME/config/airflow_local_settings.py"
+# The cluster policy comes with the installed package (its airflow.policy entry point); the
+# copy of airflow_local_settings.py earlier setups wrote here is not needed.
+rm -f "$AIRFLOW_HOME/config/airflow_local_settings.py"
 
 echo "==> Export ledger"
 exportctl ledger upgrade

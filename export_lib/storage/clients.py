@@ -4,12 +4,16 @@
 * S3: ``aws://KEY:SECRET@/?endpoint_url=…&region_name=…`` (extras ``aws_access_key_id``,
   ``aws_secret_access_key``, ``aws_session_token`` also accepted).
 * GCS: ``google-cloud-platform://?project=p`` with ``key_path`` or ``keyfile_dict`` for a
-  service account, or ``endpoint`` for an emulator (anonymous credentials). Airflow's
+  service account (else Application Default Credentials), ``impersonation_chain`` (a service
+  account, or a comma-separated chain whose last is impersonated), ``is_anonymous``, or
+  ``endpoint`` for an emulator (anonymous credentials): the Google provider's connection
+  extras, read here with google-auth, so the product needs no Google provider (it requires
+  ~100 packages: ray, google-ads, Vertex AI). Airflow's
   ``extra__google_cloud_platform__<name>`` spellings are accepted too.
 
-A connection whose resolver offers a ready-made client (``conn.clients["s3"]`` /
-``["gcs"]``, e.g. from Airflow's S3Hook / GCSHook) gets that client instead: its credential
-chain, session and retry settings are the ones the user configured there.
+A connection whose resolver offers a ready-made client (``conn.clients["s3"]``, from Airflow's
+S3Hook) gets that client instead: its credential chain, session and retry settings are the
+ones the user configured there.
 
 Every S3 client in a process reads botocore's data (the S3 model, endpoints, partitions: ~60 ms
 of CPU of JSON) through one shared loader (:func:`share_loader`): a new boto3 session has a
@@ -23,6 +27,7 @@ import json
 import threading
 from typing import Any
 
+from export_lib.errors import ConfigError
 from export_lib.source.connections import Connection
 
 
@@ -92,17 +97,47 @@ def gcs_client(conn: Connection) -> Any:
 
     project = gcs_extra(conn, "project") or None
     endpoint = gcs_extra(conn, "endpoint")
-    if endpoint:
+    if endpoint or _true(gcs_extra(conn, "is_anonymous")):
         from google.auth.credentials import AnonymousCredentials
 
-        return storage.Client(project=project or "emulator", credentials=AnonymousCredentials(),
-                              client_options={"api_endpoint": endpoint})
+        options = {"api_endpoint": endpoint} if endpoint else None
+        return storage.Client(project=project or ("emulator" if endpoint else "anonymous"),
+                              credentials=AnonymousCredentials(),
+                              client_options=options)
     key_path, keyfile = gcs_extra(conn, "key_path"), gcs_extra(conn, "keyfile_dict")
+    credentials = None
     if key_path or keyfile:
         from google.oauth2 import service_account
 
         info = json.loads(keyfile) if isinstance(keyfile, str) else keyfile
         credentials = (service_account.Credentials.from_service_account_file(key_path)
                        if key_path else service_account.Credentials.from_service_account_info(info))
-        return storage.Client(project=project or credentials.project_id, credentials=credentials)
-    return storage.Client(project=project)
+        project = project or credentials.project_id
+    chain = gcs_extra(conn, "impersonation_chain")
+    if chain:
+        credentials = _impersonated(conn, credentials, chain)
+    return storage.Client(project=project, credentials=credentials)
+
+
+def _true(value: Any) -> bool:
+    return value is True or str(value).strip().lower() in ("true", "1", "yes")
+
+
+def _impersonated(conn: Connection, source: Any, chain: Any) -> Any:
+    """The last account of ``chain`` (a list, or a comma-separated string, as the Google
+    provider reads it) impersonated through the others, from ``source`` (None: ADC)."""
+    import google.auth
+    from google.auth import impersonated_credentials
+
+    accounts = [a.strip() for a in (chain.split(",") if isinstance(chain, str) else chain)
+                if a.strip()]
+    if not accounts:
+        raise ConfigError(f"connection {conn.conn_id!r}: extra impersonation_chain {chain!r} "
+                          "names no service account; set it to an account e-mail (or a "
+                          "comma-separated chain) or remove it")
+    scopes = ["https://www.googleapis.com/auth/cloud-platform"]
+    if source is None:
+        source, _ = google.auth.default(scopes=scopes)
+    return impersonated_credentials.Credentials(
+        source_credentials=source, target_principal=accounts[-1], delegates=accounts[:-1],
+        target_scopes=scopes)

@@ -23,10 +23,28 @@ everywhere (DAG files, the plugins, the scheduler), which keeps the qualnames of
 timetables and deadline references identical.
 """
 
+import sys as _sys
+
 from structlog.contextvars import bound_contextvars as _bound_contextvars
 
 from export_lib import settings as _settings
 from export_lib.logfmt import install as _install_log_format
+
+
+def _exports_option(option: str) -> str | None:
+    """airflow.cfg's ``[exports] <option>``, which export_lib reads after EXPORT_<NAME> and
+    AIRFLOW__EXPORTS__<NAME> (export_lib/settings.py). Only once Airflow is loaded (every
+    Airflow process loads it before our plugins and DAGs): reading a setting never imports
+    Airflow into a process that has not (its import masks secrets through the Task SDK's task
+    runner, ~0.5 s; tests/dags/test_preload.py)."""
+    if "airflow.configuration" not in _sys.modules:
+        return None
+    from airflow.sdk import conf
+
+    return conf.get("exports", option, fallback=None)
+
+
+_settings.use_airflow_config(_exports_option)
 
 # EXPORT_LOG_FORMAT=json: our records' company/schedule/run/period become keys of Airflow's
 # structured log records: Airflow's processor chain merges structlog's context variables into

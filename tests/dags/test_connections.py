@@ -171,30 +171,31 @@ def test_an_id_airflow_does_not_know_falls_back_to_the_embedded_defaults_then_sa
 
 
 
-def test_the_gcs_client_is_the_hooks(gcs_server: GcsServer, monkeypatch):
-    """GCSHook with anonymous credentials, pointed at the emulator the way google-cloud-storage
-    itself allows (STORAGE_EMULATOR_HOST); a connection with an ``endpoint`` extra is ours."""
+def test_a_gcs_connection_is_read_with_the_google_providers_extras(gcs_server: GcsServer,
+                                                                     monkeypatch):
+    """No Google provider (it requires ray, google-ads, Vertex AI): export_lib builds the client
+    from the connection's extras as the provider names them. ``is_anonymous`` against the
+    emulator the way google-cloud-storage itself allows (STORAGE_EMULATOR_HOST)."""
     from export_airflow.runtime.connections import airflow_resolver
 
     from export_lib.storage.clients import gcs_client
 
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", gcs_server.endpoint)
-    monkeypatch.setenv("AIRFLOW_CONN_HOOK_GCS", json.dumps({
+    monkeypatch.setenv("AIRFLOW_CONN_ANON_GCS", json.dumps({
         "conn_type": "google_cloud_platform", "extra": {"is_anonymous": True,
                                                         "project": GCS_PROJECT}}))
-    monkeypatch.setenv("AIRFLOW_CONN_EMULATED_GCS", gcs_server.connection_uri())
     resolver = airflow_resolver()
-    bucket = f"hook-{uuid.uuid4().hex[:10]}"
+    bucket = f"anon-{uuid.uuid4().hex[:10]}"
     gcs_server.client().create_bucket(bucket)
 
-    client = gcs_client(resolver("hook_gcs"))
-    client.bucket(bucket).blob("k").upload_from_string(b"via GCSHook")
+    client = gcs_client(resolver("anon_gcs"))
+    client.bucket(bucket).blob("k").upload_from_string(b"anonymous")
 
-    assert set(resolver("hook_gcs").clients) == {"gcs"}
-    assert resolver("emulated_gcs").clients == {}
-    # the hook's is_anonymous credentials: export_lib's builder would have asked ADC (none here)
+    assert resolver("anon_gcs").clients == {}
+    # is_anonymous honoured: without it the builder would have asked ADC (none here)
     assert type(client._credentials).__name__ == "AnonymousCredentials"
-    assert gcs_server.client().bucket(bucket).blob("k").download_as_bytes() == b"via GCSHook"
+    assert client.project == GCS_PROJECT
+    assert gcs_server.client().bucket(bucket).blob("k").download_as_bytes() == b"anonymous"
 
 
 def test_a_secrets_backend_that_denies_access_fails_the_task_for_good():

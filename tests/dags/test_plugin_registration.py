@@ -50,7 +50,7 @@ def test_airflow_plugins_lists_each_of_ours_once_in_the_dev_setup():
 def test_no_plugin_import_error_with_the_checkout_on_sys_path():
     """``python -m …`` from the root and pytest put the checkout first on ``sys.path``: a build's
     ``*.egg-info`` there would be a second copy of the distribution, its entry points loaded
-    twice (setup.py writes it to build/)."""
+    twice (setup.cfg's [egg_info] writes it to requirements/)."""
     result = _airflow(sys.executable, "-c", f"{IMPORT_ERRORS}; {PAGES}",
                       PYTHONPATH=f"{REPO}:{REPO}/plugins")
     assert result.returncode == 0, result.stderr[-3000:]

@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.support.locks import DEV, RUNTIME, norm, pins
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -61,27 +63,22 @@ def test_no_source_file_in_export_lib_imports_airflow():
 
 
 def _lock() -> dict[str, str]:
-    pins = {}
-    for line in (REPO / "requirements.txt").read_text().splitlines():
-        line = line.strip()
-        if not line or line.startswith("#"):
-            continue
-        name, sep, version = line.partition("==")
-        assert sep, f"requirements.txt line {line!r} is not pinned with =="
-        pins[name.lower().replace("_", "-")] = version
-    return pins
+    return pins(RUNTIME)
 
 
-def test_lock_pins_every_installed_package():
-    frozen = subprocess.run([sys.executable, "-m", "pip", "freeze", "--exclude-editable"],
+def test_the_dev_venv_is_exactly_the_dev_lock():
+    """``make venv`` syncs requirements-dev.txt: every installed distribution is pinned there
+    at its version (the package itself, editable, aside)."""
+    frozen = subprocess.run([sys.executable, "-m", "pip", "freeze", "--all", "--exclude-editable"],
                             capture_output=True, text=True, check=True).stdout
     installed = {}
     for line in frozen.splitlines():
         if "==" in line:
             name, _, version = line.partition("==")
-            installed[name.lower().replace("_", "-")] = version
+            installed[norm(name)] = version
     installed.pop("airflow-scheduled-exports", None)
-    assert installed == _lock()
+    # pip is the venv's own (python -m venv), which uv pip sync leaves alone
+    assert {k: v for k, v in installed.items() if k != "pip"} == pins(DEV)
 
 
 def test_compose_file_has_the_production_topology():

@@ -25,7 +25,7 @@ def _lint_imports(root: Path) -> subprocess.CompletedProcess[str]:
     contracts in ``root``."""
     script = Path(sys.executable).parent / "lint-imports"
     assert script.is_file(), f"{script} is missing: install the lock (make venv, or " \
-                             "pip install -r requirements.txt)"
+                             "pip install -r requirements-dev.txt)"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join((str(root), str(root / "plugins"))),
            "NO_COLOR": "1", "COLUMNS": "200"}
     return subprocess.run([str(script), "--config", str(root / ".importlinter"), "--no-cache"],

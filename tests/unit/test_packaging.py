@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.locks import RUNTIME, pins
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -122,7 +124,7 @@ def test_every_module_export_airflow_imports_is_declared_in_setup_cfg():
     assert undeclared(modules) == []
     assert {o for m in third_party(modules) for o in owners(m)} >= {
         "apache-airflow", "apache-airflow-providers-postgres", "apache-airflow-providers-fab",
-        "apache-airflow-providers-amazon", "apache-airflow-providers-google"}
+        "apache-airflow-providers-amazon"}
 
 
 def _requirements() -> dict[str, str]:
@@ -135,12 +137,7 @@ def _requirements() -> dict[str, str]:
 
 
 def _lock() -> dict[str, str]:
-    pins = {}
-    for line in (REPO / "requirements.txt").read_text().splitlines():
-        name, sep, version = line.strip().partition("==")
-        if sep and not name.startswith("#"):
-            pins[_norm(name)] = version
-    return pins
+    return pins(RUNTIME)
 
 
 def test_airflow_is_required_as_the_tested_minor_release_not_an_exact_pin():
@@ -171,7 +168,7 @@ def test_the_heavy_destinations_are_extras_and_the_core_is_required(module, wher
     ("airflow.sdk", "install_requires"),
     ("airflow.providers.postgres.hooks.postgres", "install_requires"),
     ("airflow.providers.amazon.aws.hooks.s3", "extra:s3"),
-    ("airflow.providers.google.cloud.hooks.gcs", "extra:gcs"),
+    ("airflow.providers.sftp.hooks.sftp", "extra:sftp"),
     ("kubernetes.client", "extra:kubernetes")])
 def test_the_airflow_edge_needs_its_providers_and_the_heavy_ones_are_extras(module, where):
     assert {_declared().get(d) for d in owners(module)} == {where}

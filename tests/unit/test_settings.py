@@ -203,3 +203,56 @@ def test_a_flag_reads_true_or_false_and_refuses_anything_else(reader, name):
     with pytest.raises(ConfigError, match=rf"^{name}: 'maybe' is not true or false; unset it "
                                           r"for the default \(false: "):
         reader({name: "maybe"})
+
+
+def test_an_export_setting_can_be_set_the_airflow_way_and_export_variables_win():
+    """``AIRFLOW__EXPORTS__<NAME>`` (the provider's ``[exports]`` section, as Airflow spells it
+    in the environment) when ``EXPORT_<NAME>`` is unset or blank; the EXPORT_ form wins."""
+    assert settings.task_retries({"AIRFLOW__EXPORTS__RETRIES": "3"}) == 3
+    assert settings.task_retries({"AIRFLOW__EXPORTS__RETRIES": "3", "EXPORT_RETRIES": "5"}) == 5
+    assert settings.task_retries({"AIRFLOW__EXPORTS__RETRIES": "3", "EXPORT_RETRIES": " "}) == 3
+    assert settings.task_timeout("render", {"AIRFLOW__EXPORTS__TIMEOUT_RENDER": "90m"}) == (
+        timedelta(minutes=90))
+    assert settings.ledger_url({"AIRFLOW__EXPORTS__LEDGER_URL": "sqlite:///x.db"}) == (
+        "sqlite:///x.db")
+    # variables without an EXPORT_ name have no Airflow form
+    assert settings.exports_option("AIRFLOW_HOME") is None
+    assert settings.airflow_home({"AIRFLOW__EXPORTS__HOME": "/nowhere"}) is None
+
+
+def test_the_airflow_config_lookup_comes_last_and_only_for_the_process_environment(monkeypatch):
+    asked = []
+
+    def lookup(option: str) -> str | None:
+        asked.append(option)
+        return {"retries": "7"}.get(option)
+
+    monkeypatch.delenv("EXPORT_RETRIES", raising=False)
+    monkeypatch.delenv("AIRFLOW__EXPORTS__RETRIES", raising=False)
+    settings.use_airflow_config(lookup)
+    try:
+        assert settings.task_retries() == 7
+        monkeypatch.setenv("AIRFLOW__EXPORTS__RETRIES", "2")
+        assert settings.task_retries() == 2
+        assert settings.task_retries({}) == settings.TASK_RETRIES  # a given mapping is all
+        assert asked == ["retries"]
+    finally:
+        settings.use_airflow_config(None)
+    assert settings.task_retries({}) == settings.TASK_RETRIES
+
+
+def test_a_malformed_value_set_the_airflow_way_is_named_where_it_was_set(monkeypatch):
+    with pytest.raises(ConfigError, match=r"^AIRFLOW__EXPORTS__RETRIES: 'many' is not a whole "):
+        settings.task_retries({"AIRFLOW__EXPORTS__RETRIES": "many"})
+    with pytest.raises(ConfigError, match=r"^EXPORT_TIMEOUT_RENDER: 'soon' is not a duration"):
+        settings.task_timeout("render", {"EXPORT_TIMEOUT_RENDER": "soon",
+                                         "AIRFLOW__EXPORTS__TIMEOUT_RENDER": "2h"})
+    monkeypatch.delenv("EXPORT_UI_ALLOW_UNSCOPED_AUTH", raising=False)
+    monkeypatch.delenv("AIRFLOW__EXPORTS__UI_ALLOW_UNSCOPED_AUTH", raising=False)
+    settings.use_airflow_config(lambda option: "perhaps")
+    try:
+        with pytest.raises(ConfigError, match=r"^airflow\.cfg \[exports\] ui_allow_unscoped_auth: "
+                                              r"'perhaps' is not true or false"):
+            settings.ui_allow_unscoped_auth()
+    finally:
+        settings.use_airflow_config(None)

@@ -107,10 +107,10 @@ def preload() -> None:
         failed.append(f"the DAG serialiser ({type(exc).__name__}: {exc})")
     try:
         # The first Asset a process builds (every export DAG has one: export_airflow.tasks.assets)
-        # initialises the providers' asset URI handlers, which imports each provider's asset
-        # module, the Google provider's GCS hook and google-cloud-storage among them: in every
-        # task process and parse child, while parsing its loader (cProfile, bench/cluster.py:
-        # the largest part of an export task's start-up). Built here, the forks have them.
+        # initialises the providers' asset URI handlers, which imports each provider's asset module
+        # (with the Google provider installed, its GCS hook and google-cloud-storage): in every
+        # task process and parse child, while parsing its loader (cProfile, bench/cluster.py: the
+        # largest part of an export task's start-up). Built here, the forks have them.
         from export_airflow.tasks.assets import schedule_asset
 
         schedule_asset("preload", "preload/asset")

@@ -14,8 +14,9 @@ the hook's client (``Connection.clients``):
   every libpq extra of the connection apply; otherwise export_lib connects from the fields.
 * S3: ``S3Hook``'s boto3 session and client (role assumption, profiles, ``config_kwargs``;
   the connection's retry/timeout settings win over export_lib's defaults).
-* GCS: ``GCSHook.get_conn()`` (key file, keyfile dict, ADC, impersonation). A connection with
-  an ``endpoint`` extra (an emulator) is built by export_lib, which honours it.
+* GCS: export_lib builds the client from the connection's extras, as the Google provider
+  names them (key file, keyfile dict, ADC, impersonation chain, an emulator ``endpoint``): the
+  provider itself is not installed (it requires ray, google-ads and Vertex AI).
 * SFTP (conn type ``sftp`` or ``ssh``): ``SFTPHook.get_conn()``, the paramiko SFTP session the
   SFTP provider opens, so host key checking, key file, private key and passphrase, timeouts,
   ciphers and proxy command are read the Airflow way; export_lib keeps the upload protocol.
@@ -85,8 +86,6 @@ def from_airflow(found: Any) -> Connection:
         clients["postgres"] = functools.partial(_postgres_client, found)
     elif conn_type == "aws":
         clients["s3"] = functools.partial(_s3_client, found.conn_id)
-    elif conn_type == "google_cloud_platform" and not _gcp_extra(extra, "endpoint"):
-        clients["gcs"] = functools.partial(_gcs_client, found.conn_id)
     elif conn_type in ("sftp", "ssh"):
         clients["sftp"] = functools.partial(_sftp_client, found.conn_id, "conn_timeout" in extra)
     return Connection(
@@ -95,10 +94,6 @@ def from_airflow(found: Any) -> Connection:
         password=found.password or None, schema=found.schema or None, extra=extra,
         clients=clients,
     )
-
-
-def _gcp_extra(extra: dict[str, Any], name: str) -> Any:
-    return extra.get(name) or extra.get(f"extra__google_cloud_platform__{name}")
 
 
 def _hook_speaks_psycopg3() -> bool:
@@ -149,12 +144,6 @@ def _s3_client(conn_id: str, *, connect_timeout: float, read_timeout: float,
     share_loader(session)
     return session.client("s3", endpoint_url=hook.conn_config.get_service_endpoint_url("s3"),
                           config=ours.merge(theirs) if theirs else ours, verify=hook.verify)
-
-
-def _gcs_client(conn_id: str) -> Any:
-    from airflow.providers.google.cloud.hooks.gcs import GCSHook
-
-    return GCSHook(gcp_conn_id=conn_id).get_conn()
 
 
 # Without a conn_timeout extra the SSH hook would wait on a silent host for as long as the

@@ -6,19 +6,24 @@ requirements.txt <wheel>``: the two RUN steps of the Dockerfile, in a plain ``py
 as the stock image's Python has pip. There is no Docker engine here; the rest of the Dockerfile
 only copies files (its RUN lines are checked in tests/unit/test_foundation.py).
 
-Then, in that venv only (no checkout on ``sys.path``, an empty plugins folder): ``pip install``
-of the wheel over the lock would add nothing else; both packages import; ``airflow plugins``
-lists each of our plugins once, from the entry points; a DAG folder holding only the loaders and
-the company files parses; ``exportctl`` migrates a ledger with the shipped migrations. Airflow
-runs in subprocesses only (the worker running this module never loads it).
+The lock is the runtime lock (requirements.txt), never the dev lock: no test tool, no uv, no
+Google provider is in that venv. Then, in that venv only (no checkout on ``sys.path``, an empty
+plugins folder, no ``airflow_local_settings.py``): ``pip install`` of the wheel over the lock
+would add nothing else; both packages import; ``airflow plugins`` lists each of our plugins
+once, from the entry points; Airflow loads the cluster policy from the ``airflow.policy`` entry
+point; a DAG folder holding only the loaders and the company files parses; ``exportctl``
+migrates a ledger with the shipped migrations and runs one export end to end. Airflow runs in
+subprocesses only (the worker running this module never loads it).
 
-Cost (2 cores, warm uv cache, measured 3 Dec): 81 s wall and ~44 s of CPU for the module (the
-lock synced from the cache, a pip dry run, two Airflow processes, one DAG folder parse); a cold
-cache downloads the lock once.
+Cost (2 cores, warm uv cache): ~43 s of CPU for the module (the runtime lock synced from the
+cache, a pip dry run, three Airflow processes, one DAG folder parse, one export), 191 s wall
+measured on a machine shared at a load of ~13 (81 s wall and ~44 CPU-s for the module before the
+policy and export checks, alone); a cold cache downloads the lock once.
 """
 
 from __future__ import annotations
 
+import configparser
 import json
 import os
 import re
@@ -30,18 +35,27 @@ import sysconfig
 import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime, time, timedelta
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import pytest
 
+from export_lib.checksums import sha256_file
 from export_lib.ledger.migrations import VERSION_TABLE
-from tests.world import REPO
+from tests.support.locks import norm, pins
+from tests.world import DAILY, REPO
 
 WHEEL = "airflow_scheduled_exports-0.1.0-py3-none-any.whl"
 DISTRIBUTION = "airflow-scheduled-exports==0.1.0"
 ENTRY_POINTS = {
     "export_plugin": "export_airflow.plugin:ExportPlugin",
     "export_ui": "export_airflow.ui_plugin:ExportUiPlugin",
+}
+OTHER_ENTRY_POINTS = {
+    "airflow.policy": {"exports": "export_airflow.deploy.policy"},
+    "apache_airflow_provider": {"provider_info": "export_airflow.provider:get_provider_info"},
+    "console_scripts": {"exportctl": "export_lib.cli.main:main"},
 }
 
 
@@ -150,7 +164,7 @@ def test_the_wheel_holds_both_packages_the_migrations_and_the_plugin_entry_point
     assert {"export_lib/__init__.py", "export_airflow/__init__.py", "export_airflow/plugin.py",
             "export_airflow/ui_plugin.py", "export_airflow/building/dag_factory.py",
             "export_lib/ledger/migrations/script.py.mako"} <= names
-    # every module of the Airflow edge, its subpackages' too (setup.py lists them from plugins/)
+    # every module of the Airflow edge, its subpackages' too (setup.cfg lists them from plugins/)
     edge = REPO / "plugins" / "export_airflow"
     assert {f"export_airflow/{p.relative_to(edge).as_posix()}" for p in edge.rglob("*.py")} \
         - names == set()
@@ -163,27 +177,27 @@ def test_the_wheel_holds_both_packages_the_migrations_and_the_plugin_entry_point
     assert shipped == {p.name for p in
                        (REPO / "export_lib/ledger/migrations/versions").glob("*.py")}
     assert not [n for n in names if n.startswith(("tests/", "dags/", "plugins/", "scripts/"))]
-    assert entry_points.decode().split("\n\n")[0].splitlines() == [
-        "[airflow.plugins]", *(f"{name} = {target}" for name, target in ENTRY_POINTS.items())]
+    groups = configparser.ConfigParser(delimiters=("=",))
+    groups.optionxform = str  # entry point names keep their case
+    groups.read_string(entry_points.decode())
+    assert {group: dict(groups[group]) for group in groups.sections()} == {
+        "airflow.plugins": ENTRY_POINTS, **OTHER_ENTRY_POINTS}
 
 
-def test_the_environment_is_exactly_the_lock_and_the_wheel(installed):
-    """Every distribution is the lock's version or the wheel; only the venv's own pip and
-    setuptools (which uv pip sync leaves alone) are not pinned."""
+def test_the_environment_is_exactly_the_runtime_lock_and_the_wheel(installed):
+    """Every distribution is the runtime lock's version or the wheel; only the venv's own pip
+    (which uv pip sync leaves alone) is not pinned. No test tool, no installer."""
     listed = installed.run(str(installed.python), "-c",
                            "import json, importlib.metadata as m; print(json.dumps("
                            "[[d.metadata['Name'], d.version] for d in m.distributions()]))")
-    found = {_norm(name): version for name, version in json.loads(listed.stdout)}
-    pins = {_norm(name): version for name, _, version in
-            (line.partition("==") for line in (REPO / "requirements.txt").read_text().splitlines()
-             if "==" in line and not line.startswith("#"))}
-    assert set(found) - set(pins) == {"airflow-scheduled-exports", "pip", "setuptools"}
-    assert {name: found.get(name) for name in pins} == pins
+    found = {norm(name): version for name, version in json.loads(listed.stdout)}
+    runtime = pins(REPO / "requirements.txt")
+    assert set(found) - set(runtime) == {"airflow-scheduled-exports", "pip"}
+    assert {name: found.get(name) for name in runtime} == runtime
     assert found["airflow-scheduled-exports"] == "0.1.0"
-
-
-def _norm(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
+    assert {"pytest", "moto", "ruff", "selenium", "uv", "ray",
+            "apache-airflow-providers-google"} & set(found) == set()
+    assert not (installed.python.parent / "uv").exists()
 
 
 def test_pip_install_of_the_wheel_over_the_lock_would_install_nothing_else(installed):
@@ -262,3 +276,40 @@ def test_exportctl_migrates_a_ledger_with_the_shipped_migrations(installed):
     with sqlite3.connect(ledger) as db:
         assert db.execute(f"SELECT version_num FROM {VERSION_TABLE}").fetchall() == [
             (_migration_head(),)]
+
+
+def test_airflow_loads_the_cluster_policy_from_the_entry_point(installed):
+    """No airflow_local_settings.py anywhere: the policy's hooks are registered from the wheel's
+    ``airflow.policy`` entry point, and the scheduler will call the mutation hook."""
+    code = ("import json, sys; from airflow import settings; "
+            "pm = settings.get_policy_plugin_manager(); hooks = pm.hook; print(json.dumps({"
+            "'task_policy': [i.plugin_name for i in hooks.task_policy.get_hookimpls()], "
+            "'mutation': [i.plugin_name for i in "
+            "hooks.task_instance_mutation_hook.get_hookimpls()], "
+            "'is_noop': settings.task_instance_mutation_hook.is_noop, "
+            "'local_settings': 'airflow_local_settings' in sys.modules}))")
+    result = installed.run(str(installed.python), "-c", code)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert json.loads(result.stdout.splitlines()[-1]) == {
+        "task_policy": ["exports"], "mutation": ["exports"], "is_noop": False,
+        "local_settings": False}
+
+
+def test_exportctl_runs_one_export_end_to_end(installed):
+    """The installed ``exportctl`` alone: a ledger, the demo source and one export of the shipped
+    DAG folder's config, its artifact on disk with the sha256 the ledger recorded."""
+    config = str(installed.root / "dags" / "config")
+    home = installed.root / "home"
+    for args in (("ledger", "upgrade"), ("demo", "seed", "--config", config)):
+        result = installed.run(str(installed.python.parent / "exportctl"), *args)
+        assert result.returncode == 0, result.stderr[-3000:]
+    yesterday = datetime.now(UTC).date() - timedelta(days=1)
+    slot = datetime.combine(yesterday, time(7), ZoneInfo("Europe/Berlin")).astimezone(UTC)
+    result = installed.run(str(installed.python.parent / "exportctl"), "run", config,
+                           "--schedule", DAILY, "--slot", slot.isoformat(), "--json")
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = json.loads(result.stdout)
+    assert (out["state"], out["artifact"]["rows"]) == ("ready", 72)
+    artifact = Path(out["artifact"]["uri"].removeprefix("file://"))
+    assert artifact.parent == home / "exports" / "artifacts" / "acme" / "daily-spend"
+    assert sha256_file(artifact) == out["artifact"]["sha256"]

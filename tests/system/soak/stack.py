@@ -39,8 +39,8 @@ from tests.services.ports import free_port
 from tests.services.postgres import PostgresServer
 
 REPO = Path(__file__).resolve().parents[3]
-COPIED = ("Makefile", "scripts", "dags", "plugins", "deploy", "setup.cfg", "setup.py",
-          "pyproject.toml", "requirements.txt")
+COPIED = ("Makefile", "scripts", "dags", "plugins", "deploy", "setup.cfg", "pyproject.toml",
+          "requirements.txt", "requirements-dev.txt", "requirements")
 EXPORT_DAG_PREFIXES = ("widget_export__", "data_export__", "manual_export")
 # Variables of a developer's shell that must not leak into the copy's stack.
 SCRUBBED_PREFIXES = ("AIRFLOW", "EXPORT_", "PG", "MAKE")
@@ -70,7 +70,7 @@ def copy_project(dest: Path) -> Path:
     # The copy shares the project's venv: its packaging files must not look newer than the
     # install, or the copy's `make` would reinstall (and re-point the editable install to it).
     installed = (REPO / ".venv" / ".installed").stat().st_mtime
-    for name in ("requirements.txt", "setup.cfg", "setup.py", "pyproject.toml"):
+    for name in ("requirements.txt", "requirements-dev.txt", "setup.cfg", "pyproject.toml"):
         os.utime(dest / name, (installed - 1, installed - 1))
     return dest
 
