@@ -36,6 +36,7 @@ from export_airflow.tasks.operators import (
     RenderCsvOperator,
     ResolveWindowOperator,
 )
+from export_lib.formats import BUILTIN
 
 DOC = """### Manual export of company `{company}`
 
@@ -79,7 +80,10 @@ def manual_params(company: str, schedules: Sequence[Any] | None) -> dict[str, Pa
                          uniqueItems=True, title="Columns",
                          description="Leave empty for the export's configured columns; else a "
                                      "subset of the base export's (checked when the run starts)."),
-        "format": param("csv", type="string", enum=["csv", "parquet"], title="Format"),
+        # The built-in formats: a plugin's is set in the company file (no entry point scan at
+        # every parse of this DAG).
+        "format": param("csv", type="string", enum=sorted(BUILTIN), title="Format",
+                        description="The export's compression is kept (none for parquet)."),
         "destinations": param([], type="array",
                               items={"type": "string", "enum": destinations or [""]},
                               title="Destinations",
@@ -99,7 +103,7 @@ def _open_params(company: str) -> dict[str, Param]:
         "base_export": param("", **text),
         "window_start": param("", **text), "window_end": param("", **text),
         "columns": param([], type="array", items=text),
-        "format": param("csv", type="string", enum=["csv", "parquet"]),
+        "format": param("csv", type="string", enum=sorted(BUILTIN)),
         "destinations": param([], type="array", items=text),
         "reason": param("", type="string", minLength=3),
         "regenerate": param(False, type="boolean"),

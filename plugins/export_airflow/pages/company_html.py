@@ -159,7 +159,8 @@ def _export_now(company: str, data: dict[str, Any], token: str | None) -> str:
             f"period <select name='preset' id='en-preset'><option value=''>— start and end —"
             f"</option>{presets}</select> or from <input type='datetime-local' name='start' "
             "id='en-start'> to <input type='datetime-local' name='end' id='en-end'> "
-            "format <select name='format'><option>csv</option><option>parquet</option>"
+            "format <select name='format'><option>csv</option><option>jsonl</option>"
+            "<option>parquet</option>"
             "</select> destinations <input name='destinations' size='14' placeholder='all'> "
             "reason <input name='reason' id='en-reason' size='24' required minlength='3'> "
             "<button type='submit' id='en-go'>Export now</button></form>")
