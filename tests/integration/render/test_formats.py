@@ -22,7 +22,8 @@ from pydantic import ValidationError
 from export_lib.errors import UnknownFormatError
 from export_lib.formats import get_format, installed_formats
 from export_lib.render.engine import RenderOptions
-from tests.integration.render.test_render import EXPECTED_UTC, run
+from tests.fixtures.render import spec
+from tests.integration.render.test_render import EXPECTED_UTC, _schema, run
 
 EXPECTED_JSONL = (
     b'{"company_id":"acme","event_time":"2026-03-01 00:00:00+00","campaign":"spring, sale",'
@@ -148,7 +149,6 @@ def test_json_lines_escape_strings_and_print_odd_values_identically_on_both_engi
     query = dict(table="odd", table_schema=pg_schema,
                  columns=("company_id", "ts", "t", "n", "f", "d", "naive", "u", "j", "b"),
                  timestamp_column="ts", tenant_column="company_id", ingested_column=None)
-    from tests.fixtures.render import spec
 
     fast, fast_result = run(pg, spec(**query), format="jsonl")
     generic, generic_result = run(pg, spec(**query), format="jsonl", engine="generic")
@@ -244,3 +244,14 @@ def test_a_format_installed_as_a_package_is_found_by_its_entry_point_and_used(
     with pytest.raises(UnknownFormatError, match=r"installed formats are csv, jsonl, parquet, "
                                                  r"pipes\. "):
         get_format("pipe")
+
+
+@pytest.mark.parametrize("columns", [
+    ("event_time", "company_id"), ("company_id",), ("clicks", "company_id", "campaign")],
+    ids=["tenant-last", "tenant-only", "tenant-between"])
+def test_json_lines_of_any_column_order_are_the_same_on_both_engines(pg, columns):
+    query = spec(table_schema=_schema(pg), columns=columns)
+    fast, fast_result = run(pg, query, format="jsonl")
+    generic, _ = run(pg, query, format="jsonl", engine="generic")
+    assert fast_result.engine == "postgres_copy" and fast == generic
+    assert [list(json.loads(line)) for line in fast.splitlines()] == [list(columns)] * 4
