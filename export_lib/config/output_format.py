@@ -25,9 +25,11 @@ def _known_format(value: str) -> str:
     return value
 
 
+# What an entry point name of a format looks like (the registry checks the name itself).
+FORMAT_NAME_PATTERN = "^[a-z][a-z0-9_]*$"
 FormatName = Annotated[str, AfterValidator(_known_format), WithJsonSchema({
-    "type": "string", "pattern": "^[a-z][a-z0-9_]*$",
-    "examples": ["csv", "jsonl", "parquet"]})]
+    "type": "string", "pattern": FORMAT_NAME_PATTERN,
+    "examples": ["jsonl", "parquet", "csv"]})]
 Compression = Literal["none", "gzip", "zstd"]
 
 

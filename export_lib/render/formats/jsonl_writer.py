@@ -11,22 +11,24 @@ JSON has the type:
   the company zone per ``csv.timestamps``); everything else (text, uuid, json, arrays) the
   string of its text form. No formula neutralisation: no spreadsheet opens JSON.
 
-On PostgreSQL the server prints every line: a COPY of one text column per row, each value
-turned into its JSON text by the expression :func:`json_expression` gives its type and joined
-behind its key (``'{"id":' || id::text || ',"name":' || coalesce(to_json(name)::text,
-'null') || ... || '}'``); the tenant column, equal to the company id on every row, is part of
-its key's literal. The COPY runs in CSV mode with a delimiter and quote character (0x1F, 0x1E)
-that JSON text never contains unescaped, so each line arrives exactly as printed (text mode
-would double every backslash), and is read by :meth:`CopyOut.pump` on a reader thread (half
-the client CPU of psycopg's row iterator: with compression, client CPU is what counts).
+On PostgreSQL the server prints every line, as a CSV COPY whose fields alternate between the
+keys (constant text: ``{"id":``, ``,"name":``, ..., ``}``) and the values, each printed as its
+JSON text (:func:`json_expression`: integers and numbers as the server prints them, strings
+through ``to_json``, timestamps quoted), with ``NULL 'null'``. The delimiter and the quote
+character are 0x1F and 0x1E, which JSON text never contains unescaped, so no field is ever
+quoted and the client only deletes the 0x1F between the fields (``bytes.replace``, C speed),
+after quoting a NaN or an infinity: a number field that is exactly ``NaN``, ``Infinity`` or
+``-Infinity`` between two delimiters. The tenant column, equal to the company id on every row,
+is part of its key's constant. The COPY is read by :meth:`CopyOut.pump` on a reader thread
+(half the client CPU of psycopg's row iterator; with compression, client CPU counts).
 
 Measured on the bench table (500,000 rows, 11 columns, best of 4 on a shared 2-core machine):
-this COPY took 1.6-2.0 x the CSV COPY's time, ``row_to_json`` of the row 3.6 x (the row is
-built as a composite and every column's type looked up again for each row). Converting the
-CSV COPY to JSON on the client in Arrow's kernels was no faster on that machine and cost
-~110 MB more peak RSS (pyarrow.compute). The generic path prints the same bytes: PostgreSQL's
-``to_json`` and Python's ``json`` escape strings alike (``\\"``, ``\\\\``, ``\\n``...,
-``\\u001f`` for the other control characters, everything else as UTF-8).
+this COPY took 1.6-1.8 x the CSV COPY's time (its output is 2.1 x as long), a concatenation
+of each row's JSON in SQL (``'{"id":' || id::text || ...``) 2.0-2.2 x, ``row_to_json`` 3.6 x.
+Converting the CSV COPY to JSON on the client in Arrow's kernels was no faster on that machine
+and cost ~110 MB more peak RSS (pyarrow.compute). The generic path prints the same bytes:
+PostgreSQL's ``to_json`` and Python's ``json`` escape strings alike (``\\"``, ``\\\\``,
+``\\n``..., ``\\u001f`` for the other control characters, everything else as UTF-8).
 """
 
 from __future__ import annotations
@@ -53,29 +55,34 @@ class JsonLinesFormat(OutputFormat):
     def copy_plan(self, job: Any) -> CopyPlan:
         from psycopg import sql
 
-        pieces, key = [], "{"
+        fields, key = [], "{"
         for name in job.columns:
             key += _string(name) + ":"
             if name == job.spec.tenant_column and job.types[name].text:
                 key += _string(job.bounds.company_id) + ","  # WHERE tenant = company
                 continue
-            pieces.append(sql.SQL("{} || coalesce({}, 'null')").format(
-                sql.Literal(key), json_expression(sql.Identifier(name), job.types[name])))
+            fields += [sql.Literal(key), json_expression(sql.Identifier(name), job.types[name])]
             key = ","
-        line = sql.SQL(" || ").join(pieces) if pieces else sql.Literal("")
+        fields.append(sql.Literal("}" if key == "," else key[:-1] + "}"))
         statement = sql.SQL(
-            "COPY (SELECT {} || {} FROM ({}) AS export_rows) "
-            "TO STDOUT (FORMAT csv, DELIMITER {}, QUOTE {})"
-        ).format(line, sql.Literal("}" if key == "," else key[:-1] + "}"), job.select(),
-                 sql.Literal("\x1f"), sql.Literal("\x1e"))
+            "COPY (SELECT {} FROM ({}) AS export_rows) "
+            "TO STDOUT (FORMAT csv, DELIMITER {}, QUOTE {}, NULL 'null')"
+        ).format(sql.SQL(", ").join(fields), job.select(), sql.Literal(_SEP.decode()),
+                 sql.Literal("\x1e"))
         return CopyPlan(statement, job.options.output_zone)
 
     def write_copy(self, job: Any, copy: Any, out: BinaryIO) -> int:
         from export_lib.render.copy import CopyStream
 
+        numbers = any(t.kind in _NUMBERS for t in job.column_types)
         stream = CopyStream(copy)
-        while data := stream.read(1 << 20):
-            out.write(data)
+        # read() hands back at most the rest of one piece of the reader thread, and a piece
+        # is whole rows: a NaN field is never cut between two reads.
+        while data := stream.read(1 << 30):
+            if numbers:
+                for bare, quoted in _NOT_NUMBERS:
+                    data = data.replace(bare, quoted)
+            out.write(data.replace(_SEP, b""))
         return copy.rows or 0
 
     def write_rows(self, job: Any, fetch: Callable[[], Sequence[tuple[Any, ...]]],
@@ -94,24 +101,32 @@ class JsonLinesFormat(OutputFormat):
         return rows
 
 
+_SEP = b"\x1f"
+_NUMBERS = ("decimal", "float4", "float8")
+# A number field the server printed as a value JSON has no number for: quoted, as the generic
+# path does. Only a number field can be exactly this between two delimiters (a string field
+# starts with a quote).
+_NOT_NUMBERS = [(_SEP + word + _SEP, _SEP + b'"' + word + b'"' + _SEP)
+                for word in (b"NaN", b"Infinity", b"-Infinity")]
+
+
 def json_expression(column: Any, sql_type: SqlType) -> Any:
     """The SQL expression printing a non-NULL value of ``column`` as its JSON text (NULL stays
-    NULL): what :func:`value_formatter` prints for the same value."""
+    NULL, which the COPY prints as ``null``): what :func:`value_formatter` prints."""
     from psycopg import sql
 
     kind = sql_type.kind
-    if kind == "int":
-        return sql.SQL("{}::text").format(column)
-    if kind in ("decimal", "float4", "float8", "bool"):
-        # A number with the server's digits (a string for NaN/Infinity); true/false.
-        return sql.SQL("to_json({})::text").format(column)
+    if kind in ("int", *_NUMBERS):
+        return column  # as the server prints it, the CSV's digits
+    if kind == "bool":
+        return sql.SQL("to_json({})").format(column)
     if kind in ("timestamptz", "timestamp", "date"):
         # Printed under the session's TimeZone and DateStyle ISO, like the CSV; never holds a
         # character JSON escapes, so it is quoted as it is.
         return sql.SQL("'\"' || {}::text || '\"'").format(column)
     if sql_type.text:
-        return sql.SQL("to_json({})::text").format(column)
-    return sql.SQL("to_json({}::text)::text").format(column)
+        return sql.SQL("to_json({})").format(column)
+    return sql.SQL("to_json({}::text)").format(column)
 
 
 def _number(text: str) -> str:
