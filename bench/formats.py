@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import statistics
 import subprocess
@@ -142,6 +143,7 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def run(dsn: str, args: argparse.Namespace) -> dict:
+    load_before = os.getloadavg()[0]  # the machine's load: on a busy one the times add up
     t0 = time.perf_counter()
     seed(dsn, args.rows)
     print(f"seeded {args.rows} rows in {time.perf_counter() - t0:.1f}s", file=sys.stderr)
@@ -156,7 +158,8 @@ def run(dsn: str, args: argparse.Namespace) -> dict:
                 runs[path].append(measure(path, dsn, Path(tmp), csv_file))
                 print(path, runs[path][-1], file=sys.stderr)
     results = summarize(runs, args.rows)
-    return {"rows": args.rows, "results": results, "check": check_bars(results)}
+    return {"rows": args.rows, "results": results, "check": check_bars(results),
+            "load_average_1m": [round(load_before, 2), round(os.getloadavg()[0], 2)]}
 
 
 def summarize(runs: dict[str, list[dict]], rows: int) -> dict:
