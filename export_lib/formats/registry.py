@@ -32,6 +32,8 @@ BUILTIN: dict[str, str] = {
     "parquet": "export_lib.render.formats.parquet_writer:ParquetFormat",
 }
 _loaded: dict[str, OutputFormat] = {}
+# The ledger's format column holds 20 characters: the name and ".zst".
+MAX_NAME = 16
 
 
 def get_format(name: str) -> OutputFormat:
@@ -119,6 +121,10 @@ def _checked(name: str, cls: object, origin: str) -> OutputFormat:
         if not isinstance(getattr(instance, attr, None), str) or not getattr(instance, attr):
             raise ConfigError(f"output format {name!r} ({origin}) has no {attr}; set the "
                               f"class attribute {attr} to a non-empty string")
+    if len(name) > MAX_NAME:
+        raise ConfigError(f"output format {name!r} ({origin}) has a name of {len(name)} "
+                          f"characters; the ledger records at most {MAX_NAME} (with .zst): "
+                          "register it under a shorter name")
     if instance.name != name:
         raise ConfigError(f"output format {name!r} ({origin}) calls itself "
                           f"{instance.name!r}; register it under that name, or rename it")

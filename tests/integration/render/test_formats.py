@@ -19,7 +19,7 @@ import pytest
 import zstandard
 from pydantic import ValidationError
 
-from export_lib.errors import UnknownFormatError
+from export_lib.errors import ConfigError, UnknownFormatError
 from export_lib.formats import get_format, installed_formats
 from export_lib.render.engine import RenderOptions
 from tests.fixtures.render import spec
@@ -223,7 +223,8 @@ def installed_plugin(tmp_path, monkeypatch):
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: pipes-format\nVersion: 1.0\n")
     (info / "entry_points.txt").write_text(
-        "[export_lib.formats]\npipes = pipes_format:PipeFormat\n")
+        "[export_lib.formats]\npipes = pipes_format:PipeFormat\n"
+        "pipes_with_a_long_name = pipes_format:PipeFormat\n")
     monkeypatch.syspath_prepend(str(site))
     yield
     from export_lib.formats import registry
@@ -233,7 +234,7 @@ def installed_plugin(tmp_path, monkeypatch):
 
 def test_a_format_installed_as_a_package_is_found_by_its_entry_point_and_used(
         pg, installed_plugin):
-    assert installed_formats() == ["csv", "jsonl", "parquet", "pipes"]
+    assert installed_formats() == ["csv", "jsonl", "parquet", "pipes", "pipes_with_a_long_name"]
     data, result = run(pg, format="pipes", compression="zstd")
     # No COPY plan: the generic path feeds it batches, on PostgreSQL too.
     assert (result.format, result.engine, result.rows) == ("pipes.zst", "generic", 4)
@@ -242,8 +243,14 @@ def test_a_format_installed_as_a_package_is_found_by_its_entry_point_and_used(
     assert lines[1] == ("acme|2026-03-01 00:00:00+00:00|spring, sale|10|12.50|0.25|True|"
                         "2026-03-01 01:00:00+00:00")
     with pytest.raises(UnknownFormatError, match=r"installed formats are csv, jsonl, parquet, "
-                                                 r"pipes\. "):
+                                                 r"pipes, pipes_with_a_long_name\. "):
         get_format("pipe")
+    # The ledger records the name (and .zst) in 20 characters.
+    with pytest.raises(ConfigError, match=(
+            r"^output format 'pipes_with_a_long_name' \(entry point 'pipes_format:PipeFormat' "
+            r"of package pipes-format 1\.0\) has a name of 22 characters; the ledger records "
+            r"at most 16 \(with \.zst\): register it under a shorter name$")):
+        get_format("pipes_with_a_long_name")
 
 
 @pytest.mark.parametrize("columns", [
