@@ -134,7 +134,7 @@ def main(argv: list[str] | None = None) -> None:
             stop_postgres(server)
     print(json.dumps(summary, indent=2))
     if args.record:
-        record("formats", figures(summary["results"], args.rows),
+        record("formats", figures(summary["results"], args.rows, summary["load_average_1m"]),
                argv=sys.argv[1:] if argv is None else argv, summary=summary)
     if args.check and not summary["check"]["passed"]:
         print(f"FAIL: {[b for b in summary['check']['bars'] if not b['passed']]}",
@@ -200,8 +200,9 @@ def check_bars(results: dict) -> dict:
     return {"passed": all(b["passed"] for b in bars), "bars": bars}
 
 
-def figures(results: dict, rows: int) -> list[Figure]:
-    """The table rows (bench/RESULTS.md): seconds against csv + gzip_of_csv, jsonl.gz's RSS."""
+def figures(results: dict, rows: int, load: list[float]) -> list[Figure]:
+    """The table rows (bench/RESULTS.md): seconds against csv + gzip_of_csv, jsonl.gz's RSS;
+    ``load``: the machine's 1-minute load average before and after the run."""
     budget = results["csv"]["seconds"] + results["gzip_of_csv"]["seconds"]
     base = (f"CSV render {results['csv']['seconds']:g} s + gzip of it "
             f"{results['gzip_of_csv']['seconds']:g} s")
@@ -209,8 +210,11 @@ def figures(results: dict, rows: int) -> list[Figure]:
             "jsonl_gz": "JSON Lines + gzip render", "jsonl": "JSON Lines render",
             "csv_gz": "CSV + gzip render", "jsonl_zst": "JSON Lines + zstd render"}
     out = [Figure(path, f"{what[path]}, {rows:,} rows", results[path]["seconds"], "s",
-                  base + (f"; bar <= {RATIO_BAR:g}×" if path == "jsonl_gz" else ""),
-                  round(results[path]["seconds"] / budget, 3)) for path in results]
+                  base + (f"; bar <= {RATIO_BAR:g}×; fastest runs "
+                          f"{results[path]['fastest_vs_csv_plus_gzip']:g}×; machine load "
+                          f"{load[0]:g} → {load[1]:g} on {os.cpu_count()} cores"
+                          if path == "jsonl_gz" else ""),
+                  round(results[path]["seconds"] / budget, 3)) for path in PATHS if path in results]
     rss = results["jsonl_gz"]["peak_rss_mb"]
     out.append(Figure("jsonl_gz peak RSS", "largest resident memory of a jsonl.gz render", rss,
                       "MB", f"bar {RSS_BAR_MB:g} MB", round(rss / RSS_BAR_MB, 3)))
