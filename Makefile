@@ -165,10 +165,11 @@ lint: venv
 docs: venv
 	$(PY) scripts/docs_reference.py
 
-## bench: the render benchmark at 2 M rows with its bars (--check), recorded in bench/RESULTS.md;
+## bench: the render and output format benchmarks at 2 M rows with their bars (--check), recorded in bench/RESULTS.md;
 ## the others: bench/README.md
 bench: venv
 	$(PY) bench/render.py --rows 2000000 --skip-pandas --check --record
+	$(PY) bench/formats.py --rows 2000000 --check --record
 
 ## clean: reset-db, then delete .airflow, exports and logs
 clean: reset-db

@@ -38,6 +38,19 @@ class FormError(ConfigError):
         self.field = field
 
 
+class UnknownFormatError(ConfigError):
+    """No output format of that name is built in or installed (``export_lib.formats`` entry
+    points); the message lists the ones that are."""
+
+    def __init__(self, name: str, installed: list[str]) -> None:
+        super().__init__(
+            f"unknown output format {name!r}; the installed formats are "
+            f"{', '.join(installed)}. Use one of them, or install the package that registers "
+            f"{name!r} under the export_lib.formats entry point group")
+        self.name = name
+        self.installed = installed
+
+
 class WindowError(ExportError):
     """A slot or reporting window cannot be resolved (e.g. a slot that is not on the schedule)."""
 

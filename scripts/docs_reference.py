@@ -38,6 +38,7 @@ from export_lib.config.json_schema import (  # noqa: E402
     defaults_schema,
 )
 from export_lib.config.models import POLICY_KEYS  # noqa: E402
+from export_lib.config.output_format import FORMAT_NAME_PATTERN  # noqa: E402
 from export_lib.config.patterns import RULES  # noqa: E402
 from export_lib.config.risk import AFTER_PATTERN  # noqa: E402
 
@@ -67,6 +68,8 @@ PATTERN_WORDS = {
                       "that order) or ISO 8601 such as PT2H; at most 366 days",
     AFTER_PATTERN: "a share of the deadline such as 50% (1% to 99%), or a duration shorter "
                    "than the deadline such as 45m",
+    FORMAT_NAME_PATTERN: "csv, jsonl, parquet, or the name an installed output format plugin "
+                         "registers (lower case letters, digits, '_')",
 }
 FORMAT_WORDS = {"date-time": "date and time", "date": "date", "email": "email address"}
 _VERSIONS = ("WidgetExportVersion", "DataExportKindVersion")

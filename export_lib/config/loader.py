@@ -57,7 +57,7 @@ if TYPE_CHECKING:
 log = get_logger(__name__)
 
 DEFAULTS_FILE = "defaults.yaml"
-_SHARED_OUTPUT_KEYS = ("format", "csv", "destinations")
+_SHARED_OUTPUT_KEYS = ("format", "compression", "csv", "destinations")
 
 
 @dataclass(frozen=True)
@@ -425,7 +425,8 @@ def _widget_schedule(company: CompanyConfig, widget: WidgetExportConfig) -> Sche
     return Schedule(
         schedule_id=f"{company.id}/{widget.id}", dag_id=f"widget_export__{company.id}__{widget.id}",
         kind="widget", company=company, export_id=widget.id, timing=timing, window=widget.window,
-        query=widget.query, format=widget.format, csv=widget.csv,
+        query=widget.query, format=widget.format, compression=widget.compression,
+        csv=widget.csv,
         destinations=widget.destinations, policies=_policies(widget),
         owner=widget.owner or company.owner, effective_from=widget.effective_from,
     ).with_version().model_copy(update={"history": history}).with_timeline()
@@ -446,7 +447,8 @@ def _data_schedule(company: CompanyConfig, channel: DataExportConfig, kind: str,
         schedule_id=f"{company.id}/{channel.channel}/{kind}",
         dag_id=f"data_export__{company.id}__{channel.channel}__{kind}",
         kind=kind, company=company, channel=channel.channel, size=channel.size, timing=timing,
-        window=spec.window, query=channel.query, format=spec.format, csv=spec.csv,
+        window=spec.window, query=channel.query, format=spec.format,
+        compression=spec.compression, csv=spec.csv,
         destinations=spec.destinations, policies=_policies(spec),
         owner=spec.owner or company.owner, effective_from=spec.effective_from,
     ).with_version().model_copy(update={"history": history}).with_timeline()

@@ -18,15 +18,17 @@ from __future__ import annotations
 
 import hashlib
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from export_lib.config.limits import MAX_COLUMNS, MAX_DESTINATIONS, MAX_REASON, StrictBool, shown
 from export_lib.config.messages import issues_from_validation
+from export_lib.config.output_format import FormatName
 from export_lib.config.patterns import COLUMN_NAME, DESTINATION_ID, SCHEDULE_ID, SLUG
 from export_lib.config.text import control_char
 from export_lib.errors import ConfigError
+from export_lib.formats import check_pair
 
 if TYPE_CHECKING:
     from export_lib.config.loader import Catalog
@@ -49,7 +51,7 @@ class ManualRequest(BaseModel):
     window_start: datetime = Field(examples=["2026-03-01T00:00:00+01:00"])
     window_end: datetime = Field(examples=["2026-03-08T00:00:00+01:00"])
     columns: tuple[Column, ...] = Field(default=(), max_length=MAX_COLUMNS)
-    format: Literal["csv", "parquet"] | None = None
+    format: FormatName | None = None
     destinations: tuple[DestinationId, ...] = Field(default=(), max_length=MAX_DESTINATIONS)
     reason: str = Field(min_length=3, max_length=MAX_REASON, examples=["customer asked for March again"])
     regenerate: StrictBool = False
@@ -149,9 +151,12 @@ def manual_schedule(catalog: Catalog, request: ManualRequest, *, run_id: str,
     query = type(base.query).model_validate({**base.query.model_dump(),
                                              "columns": request.columns}) \
         if request.columns else base.query
+    fmt = request.format or base.format
+    # The base export's compression, unless the format asked for cannot take it (parquet).
+    compression = base.compression if check_pair(fmt, base.compression) is None else "none"
     temp = type(base).model_validate({
         **base.model_dump(), "schedule_id": f"{request.company}/manual-{tag}",
         "dag_id": f"manual_export__{request.company}", "kind": "manual", "query": query,
-        "format": request.format or base.format, "destinations": destinations,
+        "format": fmt, "compression": compression, "destinations": destinations,
     })
     return temp.with_version()

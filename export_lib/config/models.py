@@ -52,6 +52,13 @@ from export_lib.config.operational import (
     TaskTimeouts,
     check_poke_interval,
 )
+from export_lib.config.output_format import (
+    COMPRESSION_HELP,
+    FORMAT_HELP,
+    Compression,
+    FormatName,
+    check_output,
+)
 from export_lib.config.patterns import (
     CONN_ID,
     KEYWORD,
@@ -245,8 +252,10 @@ CSV_DELIMITERS = (",", ";", "|", "\t")
 class _ExportFields(PolicyFields):
     """What every export shares: output shape, destinations, DST policy, owner."""
 
-    format: Literal["csv", "parquet"] = Field("csv", description="The file format.")
-    csv: CsvOptions = Field(CsvOptions(), description="CSV options (format: csv only).",
+    format: FormatName = Field("csv", description=FORMAT_HELP)
+    compression: Compression = Field("none", description=COMPRESSION_HELP, examples=["gzip"])
+    csv: CsvOptions = Field(CsvOptions(), description="CSV options (format: csv only; "
+                            "timestamps also applies to jsonl).",
                             examples=[{"delimiter": ";", "timestamps": "local"}])
     destinations: tuple[Destination, ...] = Field(
         min_length=1, max_length=MAX_DESTINATIONS, description="Where each published file "
@@ -272,6 +281,10 @@ class _ExportFields(PolicyFields):
             raise invalid("effective_from", f"effective_from {value.isoformat()} is outside "
                           "the years 2000 to 2100; use the date the export really starts")
         return value
+
+    @model_validator(mode="after")
+    def _output_fits(self) -> Any:
+        return check_output(self)
 
     @model_validator(mode="after")
     def _versions_in_order(self) -> Any:
@@ -402,8 +415,10 @@ class DataExportDefaults(FrozenModel):
         "of its own reads the default query with <channel_column> = <channel> added.",
         examples=["channel"])
     query: QuerySpec | None = Field(None, description="The query of channels that have none.")
-    format: Literal["csv", "parquet"] = Field("csv", description="The file format.")
-    csv: CsvOptions = Field(CsvOptions(), description="CSV options (format: csv only).")
+    format: FormatName = Field("csv", description=FORMAT_HELP)
+    compression: Compression = Field("none", description=COMPRESSION_HELP)
+    csv: CsvOptions = Field(CsvOptions(), description="CSV options (format: csv only; "
+                            "timestamps also applies to jsonl).")
     destinations: tuple[Destination, ...] = Field(
         (), description="Destinations of every data export; {company} in a path is the "
         "company id, so no directory is shared.",
@@ -411,6 +426,10 @@ class DataExportDefaults(FrozenModel):
                     "path": "outbox/{company}/data_exports"}]])
     primary: DataExportKindDefaults = Field(description="Defaults of every primary export.")
     secondary: DataExportKindDefaults = Field(description="Defaults of every secondary export.")
+
+    @model_validator(mode="after")
+    def _output_fits(self) -> Any:
+        return check_output(self)
 
 
 class SourceTable(FrozenModel):
@@ -568,7 +587,8 @@ class Schedule(FrozenModel):
     timing: Timing
     window: WindowSpec
     query: QuerySpec
-    format: Literal["csv", "parquet"]
+    format: str
+    compression: Compression = "none"
     csv: CsvOptions
     destinations: tuple[Destination, ...]
     policies: PolicyFields
@@ -644,6 +664,9 @@ class Schedule(FrozenModel):
         # keep their version (``fail`` written out means what leaving it out means).
         if data["policies"].get("schema_policy") == "fail":
             del data["policies"]["schema_policy"]
+        # No compression is left out, so configs written before the field existed keep theirs.
+        if data.get("compression") == "none":
+            del data["compression"]
         return data
 
     def snapshot(self, *, operational: bool = True) -> dict[str, Any]:

@@ -30,6 +30,9 @@ from export_lib.errors import (
     PublishError,
     SchemaContractError,
 )
+from export_lib.formats import file_extension, media_type
+from export_lib.formats.compression import decompressed_reader
+from export_lib.formats.registry import format_label
 from export_lib.ledger import Ledger, RunState
 from export_lib.ledger.budget import RenderBudget
 from export_lib.ledger.records import ArtifactRecord, RunRecord
@@ -54,9 +57,6 @@ if TYPE_CHECKING:
     from export_lib.ledger.contracts import SchemaPublication
 
 log = get_logger(__name__)
-
-EXT = {"csv": "csv", "parquet": "parquet"}
-
 
 @dataclass(frozen=True)
 class RunContext:
@@ -107,13 +107,13 @@ def render_run(ledger: Ledger, store: ArtifactStore, run_key: str, *, now: datet
     schedule = schedule_of(run)
     if allowlist is not None:
         _check_allowed(run, schedule, allowlist)
-    fmt = schedule.format
+    ext = file_extension(schedule.format, schedule.compression)
     lease = render_lease()
     try:
         attempt = claim_waiting(
             ledger, run.run_key, now=now, wait=wait, origin=ctx.origin,
             regenerate=regenerate,
-            staging_uri=lambda attempt_id: store.staging_uri(attempt_id, EXT[fmt]),
+            staging_uri=lambda attempt_id: store.staging_uri(attempt_id, ext),
             budget=budget or RenderBudget.from_env(), lease=lease,
         )
     except PublishError:
@@ -126,7 +126,8 @@ def render_run(ledger: Ledger, store: ArtifactStore, run_key: str, *, now: datet
     run = _get(ledger, run_key)  # a regeneration moved the source cutoff to now
     try:
         ledger.advance(run_key, attempt.attempt_id, RunState.RENDERING, now)
-        options = RenderOptions(format=fmt, timezone=run.timezone,
+        options = RenderOptions(format=schedule.format, compression=schedule.compression,
+                                timezone=run.timezone,
                                 delimiter=schedule.csv.delimiter,
                                 timestamps=schedule.csv.timestamps,
                                 neutralize_formulas=schedule.csv.neutralize_formulas)
@@ -162,10 +163,11 @@ def render_run(ledger: Ledger, store: ArtifactStore, run_key: str, *, now: datet
         # Said, not silent: a new company whose rows are not in the source yet (or whose id
         # differs from the source's tenant column) would otherwise send empty files unseen.
         log.warning("company=%s schedule=%s period=%s: 0 rows in [%s, %s) from %s; the file "
-                    "has only its %s", run.company, run.schedule_id,
+                    "has %s", run.company, run.schedule_id,
                     period_label(run.window_start, run.window_end, run.timezone),
                     run.window_start.isoformat(), run.window_end.isoformat(),
-                    schedule.query.table, "header" if fmt == "csv" else "schema")
+                    schedule.query.table, {"csv": "only its header", "parquet": "only its "
+                                           "schema"}.get(schedule.format, "no rows"))
     return Rendered(run_key=run_key, attempt_id=attempt.attempt_id,
                     generation=attempt.generation, rows=result.rows, bytes=result.bytes,
                     sha256=result.sha256, columns=tuple(result.columns))
@@ -193,7 +195,8 @@ def _already(run_key: str, latest: ArtifactRecord) -> AlreadyPublished:
 
 
 def _validate_staged(store: ArtifactStore, uri: str, *, sha256: str, nbytes: int, fmt: str,
-                     columns: list[str] | None, delimiter: str = ",") -> None:
+                     columns: list[str] | None, delimiter: str = ",",
+                     compression: str = "none") -> None:
     with store.read(uri) as fh:
         actual_sha, actual_bytes = sha256_stream(fh)
     if (actual_sha, actual_bytes) != (sha256, nbytes):
@@ -204,7 +207,8 @@ def _validate_staged(store: ArtifactStore, uri: str, *, sha256: str, nbytes: int
         )
     if fmt == "csv" and columns:
         with store.read(uri) as fh:
-            text = io.TextIOWrapper(fh, encoding="utf-8", newline="")
+            text = io.TextIOWrapper(decompressed_reader(compression, fh), encoding="utf-8",
+                                    newline="")
             header = next(csv.reader(text, delimiter=delimiter), [])
         if header != columns:
             raise ArtifactValidationError(
@@ -239,11 +243,12 @@ def publish_run(ledger: Ledger, store: ArtifactStore, run_key: str, attempt_id: 
             "object is not published. Clear render with downstream to render the period again."
         )
     schedule = schedule_of(run)
-    fmt = schedule.format
+    fmt = format_label(schedule.format, schedule.compression)  # csv, jsonl.gz, ...
     try:
         ledger.advance(run_key, attempt_id, RunState.VALIDATING, now)
         _validate_staged(store, attempt.staging_uri, sha256=attempt.sha256 or "",
-                         nbytes=attempt.bytes or 0, fmt=fmt,
+                         nbytes=attempt.bytes or 0, fmt=schedule.format,
+                         compression=schedule.compression,
                          columns=columns or list(schedule.query.columns),
                          delimiter=schedule.csv.delimiter)
     except ArtifactValidationError as exc:
@@ -257,7 +262,9 @@ def publish_run(ledger: Ledger, store: ArtifactStore, run_key: str, attempt_id: 
             "window_start_utc": run.window_start.isoformat(), "timezone": run.timezone,
             "window_end_utc": run.window_end.isoformat(), "period": period,
             "rows": attempt.rows, "bytes": attempt.bytes, "sha256": attempt.sha256,
-            "format": fmt, "config_version": run.config_version,
+            "format": fmt, "compression": schedule.compression,
+            "media_type": media_type(schedule.format, schedule.compression),
+            "config_version": run.config_version,
             "late_data_policy": schedule.policies.late_data.policy,
             "reproducible": schedule.query.ingested_column is not None,
             "source_cutoff_utc": run.source_cutoff.isoformat() if run.source_cutoff else None,
@@ -266,7 +273,8 @@ def publish_run(ledger: Ledger, store: ArtifactStore, run_key: str, attempt_id: 
             "correction": bool(correction and version > 1),
             **manifest_fields(attempt, publication),
         }
-        key = artifact_key(run.company, run.schedule_id, period, run.slot, version, EXT[fmt],
+        key = artifact_key(run.company, run.schedule_id, period, run.slot, version,
+                           file_extension(schedule.format, schedule.compression),
                            major=publication.entry.major if publication else None)
         return store.promote(attempt.staging_uri, key, manifest)
 

@@ -1,17 +1,18 @@
-"""Render one export window of one company into a CSV or Parquet artifact, streaming.
+"""Render one export window of one company into an artifact of any output format, streaming.
 
 ``render`` validates the spec against the live source, builds a tenant-scoped, half-open
 window query (``tenant = company AND start <= ts < end [AND ingested < cutoff]``) and streams
 the rows into ``sink`` (any writable binary file object), computing sha256 and the byte count
 on the way: the artifact is never re-read and never held in memory.
 
-Engines: PostgreSQL CSV is ``COPY (SELECT ...) TO STDOUT (FORMAT csv, HEADER)`` read in
-~1 MiB chunks and passed to the sink; PostgreSQL Parquet parses the same COPY output (raw
-values, no header) with pyarrow's streaming CSV reader. Both read through the one COPY reader,
-:class:`export_lib.render.copy.CopyOut`. SQLite (and any DB-API source) reads ``fetchmany``
-batches. Both CSV engines print byte-identical files (conventions in
-:mod:`export_lib.render.csv_format`); both Parquet engines write identical files.
-Hashing and writing run on a writer thread (:mod:`export_lib.render.sink`), off the read loop.
+The file's bytes come from the output format (:mod:`export_lib.formats`: CSV, JSON Lines and
+Parquet built in, others installed as plugins). On PostgreSQL a format with a COPY plan reads
+its own ``COPY (SELECT ...) TO STDOUT`` through the one COPY reader,
+:class:`export_lib.render.copy.CopyOut` (CSV and JSON Lines pass the server's bytes through;
+Parquet parses them with pyarrow); otherwise, and on SQLite or any DB-API source, it is fed
+``fetchmany`` batches. Both paths print byte-identical files. ``compression`` (gzip, zstd)
+wraps what the format writes on a thread of its own; hashing and writing run on the sink's
+writer thread (:mod:`export_lib.render.sink`), off the read loop, over the compressed bytes.
 """
 
 from __future__ import annotations
@@ -19,18 +20,22 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any, BinaryIO, Literal
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict
 
 from export_lib.config.query import QuerySpec, validate_spec
 from export_lib.errors import ConfigError, RenderError, WindowError
+from export_lib.formats import OutputFormat, compressed, get_format
+from export_lib.formats.registry import format_label
 from export_lib.logfmt import get_logger
+from export_lib.render.job import RenderJob, RenderOptions
 from export_lib.render.sink import HashingSink
 from export_lib.source.checks import local_time_problem, naive_timestamp_columns
-from export_lib.source.database import Source, SqlType, classify, describe_columns
+from export_lib.source.database import Source, classify, describe_columns
 from export_lib.source.export_schema import ExportSchema, observed_schema
-from export_lib.source.sql import Bounds, ColumnExpr, build_postgres, build_sqlite, total_order
+from export_lib.source.sql import Bounds, build_postgres, build_sqlite
+
+__all__ = ["RENDER_APP_PREFIX", "RenderOptions", "RenderResult", "render"]
 
 log = get_logger(__name__)
 
@@ -38,44 +43,12 @@ FETCH_ROWS = 10_000
 Engine = Literal["postgres_copy", "generic"]
 
 
-class RenderOptions(BaseModel):
-    """How the artifact is written. ``timezone`` (IANA) applies when ``timestamps='local'``."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    format: Literal["csv", "parquet"] = "csv"
-    delimiter: Literal[",", ";", "\t", "|"] = ","
-    timestamps: Literal["utc", "local"] = "utc"
-    timezone: str = "UTC"
-    # Parquet row groups end at ~row_group_bytes of Arrow data (bounded memory whatever the
-    # row width); row_group_rows, when set, also caps the rows per group.
-    # 4 MiB: peak RSS at 2 M rows 141 MB, against 154 MB at 8 MiB and 168 MB at 16 MiB.
-    row_group_bytes: int = Field(default=4 << 20, ge=1 << 20, le=1 << 30)
-    row_group_rows: int | None = Field(default=None, ge=1_000, le=1_048_576)
-    compression: Literal["snappy", "zstd", "gzip", "none"] = "snappy"
-    # CSV only: formula-like text cells get a leading ' (render/csv_format.py).
-    neutralize_formulas: bool = True
-
-    @field_validator("timezone")
-    @classmethod
-    def _known_zone(cls, value: str) -> str:
-        try:
-            ZoneInfo(value)
-        except (ZoneInfoNotFoundError, ValueError):
-            raise ValueError(
-                f"unknown time zone {value!r}; use an IANA name such as 'Europe/Berlin'"
-            ) from None
-        return value
-
-    @property
-    def output_zone(self) -> str:
-        return self.timezone if self.timestamps == "local" else "UTC"
-
-
 class RenderResult(BaseModel):
-    """What was written. ``reproducible`` is False when the spec has no ``ingested_column``
-    (a retry may then see late rows the first attempt did not); ``export_schema`` is the file's
-    schema (names, types, nullability; ADR 0025), the same for CSV and Parquet."""
+    """What was written. ``format`` is the file's label (``csv``, ``jsonl.gz``: the format and
+    its compression); ``bytes`` and ``sha256`` are the file's, compressed. ``reproducible`` is
+    False when the spec has no ``ingested_column`` (a retry may then see late rows the first
+    attempt did not); ``export_schema`` is the file's schema (names, types, nullability;
+    ADR 0025), the same whatever the format."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -83,7 +56,7 @@ class RenderResult(BaseModel):
     bytes: int
     sha256: str
     columns: tuple[str, ...]
-    format: Literal["csv", "parquet"]
+    format: str
     reproducible: bool
     engine: Engine
     export_schema: ExportSchema
@@ -131,7 +104,10 @@ def render(
                       == "timestamp")
     bounds = Bounds(company_id, window_start, window_end, cutoff, naive)
     types = {c: classify(columns[c], source.dialect) for c in spec.columns}
-    fast = engine == "auto" and source.dialect == "postgresql"
+    job = RenderJob(spec, bounds, types, options, source.dialect, schedule_id)
+    fmt = get_format(options.format)
+    plan = (fmt.copy_plan(job) if engine == "auto" and source.dialect == "postgresql"
+            else None)
     period = f"[{window_start.isoformat()}, {window_end.isoformat()})"
     # The caller's run context adds run and period (render_run binds them).
     fields = {"company": company_id, "schedule": schedule_id or None}
@@ -140,16 +116,22 @@ def render(
                     "is not reproducible", company_id, schedule_id, period, spec.table,
                     extra=fields)
     with source.guarded(f"rendering {spec.table} for company {company_id!r}"), \
-            HashingSink(sink) as out:
-        if options.format == "csv":
-            rows = (_copy_csv if fast else _generic_csv)(source, spec, bounds, types, options, out)
-        else:
-            rows = (_copy_parquet if fast else _generic_parquet)(
-                source, spec, bounds, types, options, out)
+            HashingSink(sink) as hashed:
+        out = compressed(hashed, options.compression)
+        try:
+            rows = (_write_copy(source, job, fmt, plan, out) if plan is not None
+                    else _write_rows(source, job, fmt, out))
+        except BaseException:
+            if out is not hashed:
+                out.abort()
+            raise
+        if out is not hashed:
+            out.close()  # the compressed stream's end, before the sink's last write
     result = RenderResult(
-        rows=rows, bytes=out.bytes, sha256=out.sha256, columns=spec.columns,
-        format=options.format, reproducible=spec.ingested_column is not None,
-        engine="postgres_copy" if fast else "generic", export_schema=schema,
+        rows=rows, bytes=hashed.bytes, sha256=hashed.sha256, columns=spec.columns,
+        format=format_label(options.format, options.compression),
+        reproducible=spec.ingested_column is not None,
+        engine="postgres_copy" if plan is not None else "generic", export_schema=schema,
     )
     log.info("company=%s schedule=%s period=%s: rendered %s rows, %s bytes of %s (%s), sha256 %s",
              company_id, schedule_id, period, result.rows, result.bytes, result.format,
@@ -180,132 +162,32 @@ def _set_zone(source: Source, zone: str, company_id: str) -> None:
         (zone, (RENDER_APP_PREFIX + company_id)[:63]))
 
 
-def _copy_csv(source: Source, spec: QuerySpec, bounds: Bounds, types: dict[str, SqlType],
-              options: RenderOptions, out: HashingSink) -> int:
-    from psycopg import sql
-
+def _write_copy(source: Source, job: RenderJob, fmt: OutputFormat, plan: Any,
+                out: BinaryIO) -> int:
     from export_lib.render.copy import CopyOut
 
-    exprs: dict[str, ColumnExpr] = {}
-    # Floats go out as the server prints them (docs/adr/0004-float-text.md).
-    for name, sql_type in types.items():
-        if sql_type.kind == "bool":
-            exprs[name] = "bool_text"
-        elif _neutralized(name, sql_type, spec, options):
-            exprs[name] = "neutral_text"
-    query = sql.SQL("COPY ({}) TO STDOUT (FORMAT csv, HEADER, DELIMITER {})").format(
-        build_postgres(spec, bounds, exprs, _order(spec, types)), sql.Literal(options.delimiter))
-    _set_zone(source, options.output_zone, bounds.company_id)
-    with CopyOut(source.connection, query) as copy:
-        for chunk in copy.chunks():
-            out.write(chunk)
+    _set_zone(source, plan.zone, job.bounds.company_id)
+    with CopyOut(source.connection, plan.statement) as copy:
+        rows = fmt.write_copy(job, copy, out)
     source.connection.rollback()
-    return copy.rows or 0
+    return rows
 
 
-def _neutralized(name: str, sql_type: SqlType, spec: QuerySpec, options: RenderOptions) -> bool:
-    """Whether a column's values get formula neutralisation: character columns, except the
-    tenant column (it holds the company id, a slug: never a formula)."""
-    return options.neutralize_formulas and sql_type.text and name != spec.tenant_column
+def _write_rows(source: Source, job: RenderJob, fmt: OutputFormat, out: BinaryIO) -> int:
+    cursor = _generic_cursor(source, job)
+    rows = fmt.write_rows(job, lambda: cursor.fetchmany(FETCH_ROWS), out)
+    cursor.close()
+    if source.dialect == "postgresql":
+        source.connection.rollback()
+    return rows
 
 
-def _order(spec: QuerySpec, types: dict[str, SqlType]) -> tuple[str, ...]:
-    return total_order(spec, frozenset(c for c, t in types.items() if t.unordered))
-
-
-def _generic_cursor(source: Source, spec: QuerySpec, bounds: Bounds,
-                    order: tuple[str, ...]) -> Any:
+def _generic_cursor(source: Source, job: RenderJob) -> Any:
     if source.dialect == "sqlite":
-        text, params = build_sqlite(spec, bounds, order)
+        text, params = build_sqlite(job.spec, job.bounds, job.order)
         return source.connection.execute(text, params)
     # Any other DB-API source: a server-side cursor keeps memory bounded.
     cursor = source.connection.cursor(name="export_render")
     cursor.itersize = FETCH_ROWS
-    cursor.execute(build_postgres(spec, bounds, order=order))
+    cursor.execute(build_postgres(job.spec, job.bounds, order=job.order))
     return cursor
-
-
-def _generic_csv(source: Source, spec: QuerySpec, bounds: Bounds, types: dict[str, SqlType],
-                 options: RenderOptions, out: HashingSink) -> int:
-    from export_lib.render.csv_format import field_formatter, header_line, row_encoder
-
-    zone = ZoneInfo(options.output_zone)
-    single = len(spec.columns) == 1
-    encode = row_encoder(
-        [field_formatter(types[c], zone=zone, delimiter=options.delimiter, single_column=single,
-                         neutralize_formulas=_neutralized(c, types[c], spec, options))
-         for c in spec.columns],
-        options.delimiter,
-    )
-    out.write(header_line(spec.columns, options.delimiter))
-    cursor = _generic_cursor(source, spec, bounds, _order(spec, types))
-    rows = 0
-    while batch := cursor.fetchmany(FETCH_ROWS):
-        out.write(encode(batch))
-        rows += len(batch)
-    cursor.close()
-    _end_read(source)
-    return rows
-
-
-def _generic_parquet(source: Source, spec: QuerySpec, bounds: Bounds,
-                     types: dict[str, SqlType], options: RenderOptions, out: HashingSink) -> int:
-    from export_lib.render.parquet_format import RowGroupWriter, arrow_schema, batches_from_rows
-
-    schema = arrow_schema(spec.columns, types, options.output_zone)
-    writer = RowGroupWriter(out, schema, group_bytes=options.row_group_bytes,
-                            max_rows=options.row_group_rows, compression=options.compression)
-    cursor = _generic_cursor(source, spec, bounds, _order(spec, types))
-    try:
-        for batch in batches_from_rows(lambda: cursor.fetchmany(FETCH_ROWS), schema,
-                                       [types[c] for c in spec.columns]):
-            writer.add(batch)
-    except (ValueError, TypeError, ArithmeticError) as exc:
-        raise RenderError(f"a value of {spec.table} does not fit the Parquet schema "
-                          f"{schema}: {exc}") from exc
-    finally:
-        writer.close()
-    cursor.close()
-    _end_read(source)
-    return writer.rows
-
-
-def _copy_parquet(source: Source, spec: QuerySpec, bounds: Bounds, types: dict[str, SqlType],
-                  options: RenderOptions, out: HashingSink) -> int:
-    import pyarrow as pa
-    import pyarrow.csv as pcsv
-    from psycopg import sql
-
-    from export_lib.render.copy import CopyOut, CopyStream
-    from export_lib.render.parquet_format import RowGroupWriter, arrow_schema, csv_read_options
-
-    schema = arrow_schema(spec.columns, types, options.output_zone)
-    exprs: dict[str, ColumnExpr] = {
-        c: "numeric_38_9" for c, t in types.items() if t.kind == "decimal" and not t.precision}
-    query = sql.SQL("COPY ({}) TO STDOUT (FORMAT csv)").format(
-        build_postgres(spec, bounds, exprs, _order(spec, types)))
-    _set_zone(source, "UTC", bounds.company_id)
-    writer = RowGroupWriter(out, schema, group_bytes=options.row_group_bytes,
-                            max_rows=options.row_group_rows, compression=options.compression)
-    try:
-        with CopyOut(source.connection, query) as copy:
-            stream = CopyStream(copy)
-            if not stream.empty():
-                for batch in pcsv.open_csv(stream, *csv_read_options(schema)):
-                    writer.add(batch)
-    except pa.ArrowInvalid as exc:
-        raise RenderError(f"a value of {spec.table} does not fit the Parquet schema: {exc}; "
-                          "declare the column's precision in the source or cast it in a view"
-                          ) from exc
-    finally:
-        writer.close()
-    source.connection.rollback()
-    if copy.rows != writer.rows:
-        raise RenderError(f"COPY reported {copy.rows} rows but {writer.rows} were written; "
-                          "the artifact is incomplete and must not be published")
-    return writer.rows
-
-
-def _end_read(source: Source) -> None:
-    if source.dialect == "postgresql":
-        source.connection.rollback()

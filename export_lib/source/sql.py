@@ -14,7 +14,8 @@ from typing import Any, Literal
 
 from export_lib.config.query import LIST_OPS, NULL_OPS, QuerySpec
 
-ColumnExpr = Literal["plain", "bool_text", "numeric_38_9", "neutral_text"]
+# "text": the value as the server prints it (JSON Lines writes timestamps so, like the CSV).
+ColumnExpr = Literal["plain", "bool_text", "text", "numeric_38_9", "neutral_text"]
 # CSV formula neutralisation (csv_format.FORMULA_STARTS): tab, CR, '+', '-', '=', '@'.
 # Server CPU for 2 M rows with one text column (bench table, median of 7, interleaved): no
 # expression 2.46 s; ascii(c) IN (...) 2.65 s; left(c, 1) IN (...) 2.97 s; c ~ '^[...]' 2.92 s;
@@ -65,7 +66,7 @@ def _pg_expr(name: str, kind: ColumnExpr) -> Any:
     from psycopg import sql
 
     col = sql.Identifier(name)
-    if kind == "bool_text":
+    if kind in ("bool_text", "text"):
         return sql.SQL("{c}::text AS {c}").format(c=col)
     if kind == "numeric_38_9":
         return sql.SQL("{c}::numeric(38,9) AS {c}").format(c=col)

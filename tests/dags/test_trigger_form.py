@@ -54,7 +54,7 @@ def test_a_good_request_passes(serialized_manual_dag):
     ({"columns": ["company_id", "password"]}, r"'password' is not one of"),
     ({"destinations": ["someone-elses-bucket"]}, r"'someone-elses-bucket' is not one of"),
     ({"reason": "x"}, r"'x' is too short"),
-    ({"format": "xlsx"}, r"'xlsx' is not one of \['csv', 'parquet'\]"),
+    ({"format": "xlsx"}, r"'xlsx' is not one of \['csv', 'jsonl', 'parquet'\]"),
 ])
 def test_a_bad_request_is_refused_before_a_run_exists(serialized_manual_dag, change, refused):
     from airflow.exceptions import ParamValidationError

@@ -64,7 +64,8 @@ CASES = [
      r"manual export form: reason: contains a control character \(U\+202E at position 7\)"),
     ("regenerate-text", {"regenerate": "yes"},
      r"manual export form: regenerate: Input should be a valid boolean"),
-    ("format-unknown", {"format": "xlsx"}, r"manual export form: format: Input should be 'csv' or"),
+    ("format-unknown", {"format": "xlsx"}, r"manual export form: format: unknown output format "
+     r"'xlsx'; the installed formats are csv, jsonl, parquet\. "),
     ("unknown-field", {"tenant_column": "widget_id"},
      r"manual export form: tenant_column: unknown field; allowed fields:"),
     ("columns-too-many", {"columns": [f"c{i}" for i in range(600)]},

@@ -120,11 +120,16 @@ def build_message(
     return msg
 
 
-def _mime(fmt: str) -> tuple[str, str]:
-    return {"csv": ("text", "csv"), "json": ("application", "json"),
-            "jsonl": ("application", "x-ndjson"),
-            "parquet": ("application", "vnd.apache.parquet")}.get(
-        fmt.lower(), ("application", "octet-stream"))
+def _mime(label: str) -> tuple[str, str]:
+    """The attachment's media type from the artifact's format label (``csv``, ``jsonl.gz``)."""
+    from export_lib.errors import ConfigError
+    from export_lib.formats.registry import media_type, parse_label
+
+    try:
+        maintype, _, subtype = media_type(*parse_label(label.lower())).partition("/")
+    except ConfigError:  # a plugin format no longer installed: still deliverable
+        return "application", "octet-stream"
+    return maintype, subtype
 
 
 def sender(conn: Connection) -> str:

@@ -16,6 +16,7 @@ executor slot goes to it first; under Celery the cluster policy also routes it t
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
@@ -36,6 +37,7 @@ from export_airflow.tasks.operators import (
     RenderCsvOperator,
     ResolveWindowOperator,
 )
+from export_lib.formats import installed_formats
 
 DOC = """### Manual export of company `{company}`
 
@@ -79,7 +81,8 @@ def manual_params(company: str, schedules: Sequence[Any] | None) -> dict[str, Pa
                          uniqueItems=True, title="Columns",
                          description="Leave empty for the export's configured columns; else a "
                                      "subset of the base export's (checked when the run starts)."),
-        "format": param("csv", type="string", enum=["csv", "parquet"], title="Format"),
+        "format": param("csv", type="string", enum=format_names(), title="Format",
+                        description="The export's compression is kept (none for parquet)."),
         "destinations": param([], type="array",
                               items={"type": "string", "enum": destinations or [""]},
                               title="Destinations",
@@ -92,6 +95,13 @@ def manual_params(company: str, schedules: Sequence[Any] | None) -> dict[str, Pa
     }
 
 
+@functools.cache
+def format_names() -> list[str]:
+    """The built-in and installed output formats (a gap audit may ask for a plugin's): the
+    entry points are scanned once per process, not at every parse of every manual DAG."""
+    return installed_formats()
+
+
 def _open_params(company: str) -> dict[str, Param]:
     text = {"type": "string"}
     return {
@@ -99,7 +109,7 @@ def _open_params(company: str) -> dict[str, Param]:
         "base_export": param("", **text),
         "window_start": param("", **text), "window_end": param("", **text),
         "columns": param([], type="array", items=text),
-        "format": param("csv", type="string", enum=["csv", "parquet"]),
+        "format": param("csv", type="string", enum=format_names()),
         "destinations": param([], type="array", items=text),
         "reason": param("", type="string", minLength=3),
         "regenerate": param(False, type="boolean"),

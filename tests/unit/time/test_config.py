@@ -100,8 +100,9 @@ def test_config_version_changes_with_content_but_not_with_pause(config_dir):
                  id="window-without-n"),
     pytest.param("export_hour: 7", "exprt_hour: 7",
                  "widget_exports[0].exprt_hour: unknown key 'exprt_hour'; did you mean "
-                 "'export_hour'? allowed keys: at_risk, catchup, csv, deadline, destinations, dst_fold, "
-                 "dst_gap, effective_from, export_hour, format, history, id, interval_hours, "
+                 "'export_hour'? allowed keys: at_risk, catchup, compression, csv, deadline, "
+                 "destinations, dst_fold, dst_gap, effective_from, export_hour, format, history, "
+                 "id, interval_hours, "
                  "late_data, late_start, legal_hold, owner, query, recovery, retention_days, "
                  "retries, schema_policy, skip_empty, timeouts, timezone, window", id="unknown-key"),
     pytest.param("export_hour: 7", "dst_fold: twice",
