@@ -11,6 +11,7 @@ CONFIG = REPO / "dags" / "config"
 
 def test_the_batch_dag_runs_one_task_in_the_catch_up_pool_below_todays_work():
     from export_airflow.building.recovery_batch import build_recovery_batch_dag
+
     from export_lib.ledger.seniority import open_catalog
 
     schedules = [s for s in open_catalog(str(CONFIG), only="acme").for_company("acme")
