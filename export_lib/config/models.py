@@ -184,7 +184,8 @@ class PolicyFields(FrozenModel):
                                           "out: the deployment defaults.",
                                           examples=[{"render": "2h"}])
     catchup: Catchup | None = Field(None, description="How far back a run looks for missed "
-                                    "slots; left out: the deployment default.",
+                                    "slots and from how many it recovers them in batches; left "
+                                    "out: the deployment defaults.",
                                     examples=[{"lookback": "72h"}])
     at_risk: AtRisk | None = Field(None, description="When an undelivered run counts as at "
                                    "risk of missing its deadline (an early warning, not a miss); "

@@ -126,12 +126,19 @@ class TaskTimeouts(FrozenModel):
 
 class Catchup(FrozenModel):
     """``catchup:``: ``lookback`` is how far before its own slot a scheduled run looks for
-    missed slots at least (it always reaches back to the previous run after an outage)."""
+    missed slots at least (it always reaches back to the previous run after an outage);
+    ``batch_over`` how many missed periods it recovers one backfill run each (ADR 0032)."""
 
     lookback: Duration | None = Field(None, description="How far before its own slot a run "
                                       "looks for missed slots at least (0s: only back to the "
                                       "previous run); left out: EXPORT_CATCHUP_LOOKBACK_HOURS, "
                                       "else 48h.", examples=["72h"])
+    batch_over: int | None = Field(None, ge=0, description="More missed periods than this "
+                                   "are recovered in batches, each batch one task exporting "
+                                   "many periods (each with its own run, artifact and "
+                                   "deliveries), instead of one backfill run per period; left "
+                                   "out: EXPORT_BATCH_RECOVERY_THRESHOLD, else 8.",
+                                   examples=[8])
 
     @field_validator("lookback")
     @classmethod

@@ -46,6 +46,15 @@ def catchup_lookback(schedule: Any = None) -> timedelta:
     return settings.catchup_lookback()
 
 
+def batch_threshold(schedule: Any = None) -> int:
+    """More missed periods than this are recovered in batches (ADR 0032): the schedule's
+    ``catchup.batch_over``, else ``EXPORT_BATCH_RECOVERY_THRESHOLD``, else 8."""
+    own = schedule.policies.catchup if schedule is not None else None
+    if own is not None and own.batch_over is not None:
+        return own.batch_over
+    return settings.batch_recovery_threshold()
+
+
 def api_from_airflow(conn_id: str = API_CONN_ID) -> AirflowApi:
     """The REST client (export_lib.pipeline.backfills) with the credentials of the Airflow
     connection ``conn_id`` (UI, secrets backend or ``AIRFLOW_CONN_*``), logged in."""
@@ -113,7 +122,7 @@ class RecoverMissedOperator(BaseOperator):
             emit("gauge", "catchup.backlog", company, self.schedule_id, 0)
             return {"backfill_id": None, "missed": 0}
         with export_errors():
-            plan = self._plan(api, dag_id, company, wanted)
+            plan = self._plan(api, dag_id, company, wanted, schedule)
         if plan.kind == "batch":
             return self._batches(api, company, plan, fields)
         if plan.kind == "none":
@@ -140,7 +149,8 @@ class RecoverMissedOperator(BaseOperator):
                 "first": f"{outcome.created[0]:%Y-%m-%dT%H:%M:%SZ}",
                 "last": f"{outcome.created[-1]:%Y-%m-%dT%H:%M:%SZ}"}
 
-    def _plan(self, api: AirflowApi, dag_id: str, company: str, wanted: Any) -> Any:
+    def _plan(self, api: AirflowApi, dag_id: str, company: str, wanted: Any,
+              schedule: Any) -> Any:
         """Backfill or batches (ADR 0032): the missed slots not settled in the ledger and not
         in flight (a queued or running backfill run, or batch)."""
         from export_airflow.runtime.ledger import task_ledger
@@ -152,7 +162,7 @@ class RecoverMissedOperator(BaseOperator):
         in_flight |= batch_slots_in_flight(api, company, self.schedule_id)
         return plan_recovery(wanted.slots, settled=settled_slots(task_ledger(), self.schedule_id,
                                                                  wanted.slots),
-                             in_flight=in_flight, threshold=settings.batch_recovery_threshold(),
+                             in_flight=in_flight, threshold=batch_threshold(schedule),
                              size=settings.batch_recovery_size())
 
     def _batches(self, api: AirflowApi, company: str, plan: Any,

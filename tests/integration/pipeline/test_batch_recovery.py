@@ -129,6 +129,16 @@ def test_a_batch_gives_each_period_its_run_artifact_and_deliveries(batch_world, 
     assert staging["KeyCount"] == 0
     # Periods in slot order: each registration (and its render) after the previous one's.
     assert [r.created_at for r in runs] == sorted(r.created_at for r in runs)
+    # Visible as a period of its own, plus the batch that produced it.
+    from export_lib.pipeline.explain import explain_facts, explain_period
+
+    text = explain_period(world.schedule(), SLOTS[0], explain_facts(ledger, DAILY, SLOTS[0]),
+                          now=NOW + timedelta(hours=1))
+    assert text.startswith(f"{DAILY}, slot 2026-03-19 07:00 CET (06:00 UTC), period ")
+    assert text.endswith(" Exported by batched recovery: DAG recovery_batch__acme, run and task "
+                         "batch__test/export_periods (its task log has this period's lines).")
+    assert "exported by batch recovery_batch__acme/batch__test/export_periods" in [
+        e["detail"] for e in ledger.events(runs[0].run_key)]
 
 
 def test_a_failing_period_fails_alone_and_a_retry_exports_only_the_not_done(
