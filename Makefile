@@ -120,14 +120,16 @@ soak: venv
 
 ## acceptance: the long runs at their acceptance size, outside make test: the fault test with
 ## 20 companies and a 2-minute source outage, the soak over 168 h of catch-up with 5 manual
-## exports, and the manual lane during a 7-day catch-up. make test runs the same tests
-## at a smaller size (3 companies and a 45 s outage, 6 h, 1 day).
+## exports, the manual lane during a 7-day catch-up and a batched recovery of 365 missed days.
+## make test runs the same tests at a smaller size (3 companies and a 45 s outage, 6 h, 1 day,
+## 20 days).
 acceptance: venv
 	@bash scripts/ensure-debian-packages.sh
 	FAULT_COMPANIES=20 FAULT_OUTAGE_SECONDS=120 SOAK_LOOKBACK_HOURS=168 SOAK_TRIGGERS=5 \
-	  MANUAL_LANE_LOOKBACK_HOURS=168 \
+	  MANUAL_LANE_LOOKBACK_HOURS=168 CATCHUP_BATCH_MISSED=365 \
 	  $(PYTEST) -n $(TEST_WORKERS) --durations=10 tests/system/cluster/test_cluster.py \
-	  tests/system/soak/test_soak.py tests/system/scheduler/test_manual_lane.py $(PYTEST_ARGS)
+	  tests/system/soak/test_soak.py tests/system/scheduler/test_manual_lane.py \
+	  tests/system/scheduler/test_catchup.py $(PYTEST_ARGS)
 
 ## lint: ruff over the code and import-linter's layer contracts (.importlinter)
 lint: venv
