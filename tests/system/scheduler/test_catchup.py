@@ -276,7 +276,7 @@ def test_every_schedules_asset_exists_before_its_first_publication(catchup):
     update, and two backfill runs of one new schedule publishing at once raced: one publish was
     failed after its artifact was published ("duplicate key … idx_asset_name_uri_unique" in
     the api-server's log, adjust's backfill, 4 Dec)."""
-    schedules = {f"{COMPANY}/{channel}/{kind}" for channel in ("google-ads", "facebook", "adjust")
+    schedules = {f"{COMPANY}/{channel}/{kind}" for channel in ("google-ads", "facebook", "tiktok", "adjust")
                  for kind in ("primary", "secondary")}
     assets = catchup.api.ok("GET", f"/api/v2/assets?name_pattern=export:{COMPANY}/&limit=50"
                             )["assets"]
