@@ -31,7 +31,7 @@ from export_lib.ledger import Ledger, RunState
 from export_lib.ledger.runs import render_lease
 from export_lib.logfmt import get_logger, run_context
 from export_lib.periods.instants import format_instant
-from export_lib.pipeline.results import PublishResult, Rendered, RenderSkipped
+from export_lib.pipeline.results import PublishResult, Rendered, RenderResult, RenderSkipped
 from export_lib.pipeline.stages import (
     RunContext,
     deliver_run,
@@ -202,7 +202,7 @@ def _export(ledger: Ledger, store: ArtifactStore, schedule: Schedule, slot: date
     return PeriodOutcome(slot, key, "exported", published=new)
 
 
-def _render(ledger: Ledger, store: ArtifactStore, key: str, batch: Batch):
+def _render(ledger: Ledger, store: ArtifactStore, key: str, batch: Batch) -> RenderResult:
     """render_run, waiting (bounded by ``batch.budget_wait``) for a place in the render budget
     instead of failing the period: the batch holds at most one place at a time."""
     waited = 0.0
