@@ -195,9 +195,28 @@ def backfilled(stack: SchedulerStack, api, dag_id: str, wanted: list[datetime],
             "peak_rss_mb": measured["peak_rss_mb"], "runs": total}
 
 
+def _ledger_runs(stack: SchedulerStack, schedule_id: str) -> list[dict]:
+    """Every ledger run of ``schedule_id`` as ``exportctl runs --json`` shows it (pages of the
+    views' largest page)."""
+    from export_lib.ledger import open_ledger
+    from export_lib.views.reports import MAX_LIMIT, run_filter, runs_page
+
+    ledger = open_ledger(stack.stack.stack_environ()["EXPORT_LEDGER_URL"])
+    found: list[dict] = []
+    try:
+        while True:
+            page = runs_page(ledger.engine, run_filter(schedule_id=schedule_id, limit=MAX_LIMIT,
+                                                       offset=len(found)),
+                             now=datetime.now(UTC))
+            found.extend(json.loads(json.dumps(list(page.runs))))
+            if not page.runs or len(found) >= page.total:
+                return found
+    finally:
+        ledger.engine.dispose()
+
+
 def ledger_check(stack: SchedulerStack, schedule_id: str, wanted: list[datetime]) -> dict:
-    runs = {r["slot_utc"]: r for r in stack.stack.ledger_runs()
-            if r["schedule"] == schedule_id}
+    runs = {r["slot_utc"]: r for r in _ledger_runs(stack, schedule_id)}
     mine = [runs.get(f"{s:%Y-%m-%dT%H:%M:%SZ}") for s in wanted]
     bad = [f"{s:%Y-%m-%dT%H:%MZ}" for s, r in zip(wanted, mine, strict=True) if r is None
            or r["state"] != "ready" or [a["version"] for a in r["artifacts"]] != [1]
