@@ -659,6 +659,9 @@ class Schedule(FrozenModel):
         for key in OPERATIONAL_KEYS:
             if not operational or policies[key] is None:
                 del policies[key]
+        if policies.get("catchup") and policies["catchup"].get("batch_over") is None:
+            # Left out, so snapshots stay as they were before the field existed.
+            policies["catchup"].pop("batch_over", None)
         if not operational or late_data["poke_interval"] is None:
             del late_data["poke_interval"]
         for destination in data["destinations"]:
