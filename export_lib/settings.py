@@ -43,6 +43,10 @@ TASK_TIMEOUTS = {
 }
 WATERMARK_POKE_INTERVAL = timedelta(minutes=5)
 CATCHUP_LOOKBACK = timedelta(hours=48)
+# ADR 0032: more missed periods than this are recovered in batches of BATCH_SIZE periods, each
+# batch one task (one process) instead of one DAG run of four task processes per period.
+BATCH_THRESHOLD = 8
+BATCH_SIZE = 50
 RENDER_LEASE = timedelta(minutes=5)
 RENDER_BUDGET = 4  # source queries at once (ADR 0003 §5)
 RENDER_BUDGET_PER_COMPANY = 2
@@ -59,6 +63,8 @@ DELIVERY_CAP_ENV = "EXPORT_DELIVERY_RETRY_CAP_SECONDS"
 TIMEOUT_ENV_PREFIX = "EXPORT_TIMEOUT_"
 POKE_ENV = "EXPORT_WATERMARK_POKE_SECONDS"
 LOOKBACK_ENV = "EXPORT_CATCHUP_LOOKBACK_HOURS"
+BATCH_THRESHOLD_ENV = "EXPORT_BATCH_RECOVERY_THRESHOLD"
+BATCH_SIZE_ENV = "EXPORT_BATCH_RECOVERY_SIZE"
 RENDER_LEASE_ENV = "EXPORT_RENDER_LEASE_SECONDS"
 RENDER_BUDGET_ENV = "EXPORT_RENDER_BUDGET"
 RENDER_BUDGET_PER_COMPANY_ENV = "EXPORT_RENDER_BUDGET_PER_COMPANY"
@@ -166,6 +172,12 @@ VARIABLES: tuple[Variable, ...] = (
     Variable(LOOKBACK_ENV, "How far back a run looks for missed slots at least.",
              str(int(CATCHUP_LOOKBACK.total_seconds() // 3600)),
              "a number of hours, 0 or more (0: only back to the previous run)"),
+    Variable(BATCH_THRESHOLD_ENV, "A schedule with more missed periods than this recovers "
+             "them in batches (one task exports many periods, each with its own run, artifact "
+             "and deliveries) instead of one backfill run per period.", str(BATCH_THRESHOLD),
+             "a whole number, 0 or more (0: every recovery is batched)"),
+    Variable(BATCH_SIZE_ENV, "How many periods one batch task exports, oldest first.",
+             str(BATCH_SIZE), "a whole number, at least 1"),
 )
 
 
@@ -483,6 +495,17 @@ def watermark_poke_interval(environ: Environ | None = None) -> timedelta:
     """``EXPORT_WATERMARK_POKE_SECONDS``: how often ``wait_for_watermark`` looks, else 5 min."""
     seconds = _number(POKE_ENV, environ, "seconds")
     return WATERMARK_POKE_INTERVAL if seconds is None else timedelta(seconds=seconds)
+
+
+def batch_recovery_threshold(environ: Environ | None = None) -> int:
+    """``EXPORT_BATCH_RECOVERY_THRESHOLD``: more missed periods than this are recovered in
+    batches (ADR 0032), else 8."""
+    return _whole(BATCH_THRESHOLD_ENV, environ, BATCH_THRESHOLD, 0, "a whole number, 0 or more")
+
+
+def batch_recovery_size(environ: Environ | None = None) -> int:
+    """``EXPORT_BATCH_RECOVERY_SIZE``: the periods one batch task exports, else 50."""
+    return _whole(BATCH_SIZE_ENV, environ, BATCH_SIZE, 1, "a whole number, at least 1")
 
 
 def catchup_lookback(environ: Environ | None = None) -> timedelta:

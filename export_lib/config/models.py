@@ -191,7 +191,8 @@ class PolicyFields(FrozenModel):
                                           "out: the deployment defaults.",
                                           examples=[{"render": "2h"}])
     catchup: Catchup | None = Field(None, description="How far back a run looks for missed "
-                                    "slots; left out: the deployment default.",
+                                    "slots and from how many it recovers them in batches; left "
+                                    "out: the deployment defaults.",
                                     examples=[{"lookback": "72h"}])
     at_risk: AtRisk | None = Field(None, description="When an undelivered run counts as at "
                                    "risk of missing its deadline (an early warning, not a miss); "
@@ -681,6 +682,9 @@ class Schedule(FrozenModel):
         for key in OPERATIONAL_KEYS:
             if not operational or policies[key] is None:
                 del policies[key]
+        if policies.get("catchup") and policies["catchup"].get("batch_over") is None:
+            # Left out, so snapshots stay as they were before the field existed.
+            policies["catchup"].pop("batch_over", None)
         if not operational or late_data["poke_interval"] is None:
             del late_data["poke_interval"]
         for destination in data["destinations"]:

@@ -126,12 +126,19 @@ class TaskTimeouts(FrozenModel):
 
 class Catchup(FrozenModel):
     """``catchup:``: ``lookback`` is how far before its own slot a scheduled run looks for
-    missed slots at least (it always reaches back to the previous run after an outage)."""
+    missed slots at least (it always reaches back to the previous run after an outage);
+    ``batch_over`` how many missed periods it recovers one backfill run each (ADR 0032)."""
 
     lookback: Duration | None = Field(None, description="How far before its own slot a run "
                                       "looks for missed slots at least (0s: only back to the "
                                       "previous run); left out: EXPORT_CATCHUP_LOOKBACK_HOURS, "
                                       "else 48h.", examples=["72h"])
+    batch_over: int | None = Field(None, description="More missed periods than this "
+                                   "are recovered in batches, each batch one task exporting "
+                                   "many periods (each with its own run, artifact and "
+                                   "deliveries), instead of one backfill run per period; left "
+                                   "out: EXPORT_BATCH_RECOVERY_THRESHOLD, else 8.",
+                                   examples=[8])
 
     @field_validator("lookback")
     @classmethod
@@ -140,6 +147,15 @@ class Catchup(FrozenModel):
             raise invalid("duration", f"catchup.lookback cannot be negative (got "
                           f"{short(value)}); give e.g. '48h', or '0s' to look back only to the "
                           "previous run")
+        return value
+
+    @field_validator("batch_over")
+    @classmethod
+    def _not_negative_count(cls, value: int | None) -> int | None:
+        if value is not None and value < 0:
+            raise invalid("count", f"catchup.batch_over cannot be negative (got {value}); give "
+                          "e.g. 8 (0: every recovery in batches), or leave it out for the "
+                          "deployment default")
         return value
 
 

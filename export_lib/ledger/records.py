@@ -64,6 +64,9 @@ class RunRecord:
     schema_baseline: int | None = None
     """The schema contract (``export_schemas.seq``, 0: none yet) the run compares its file
     with, captured at its first check (ADR 0025); None until then."""
+    batch: str | None = None
+    """The batched recovery that exported the run (``dag_id/run_id/task_id``, ADR 0032); None
+    when the run had its own DAG run or came from the command line."""
 
     def as_dict(self, *, with_snapshot: bool = False) -> dict[str, Any]:
         data = {k: _iso(v) for k, v in asdict(self).items()}

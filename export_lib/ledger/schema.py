@@ -83,6 +83,9 @@ runs = Table(
     # Revision 0008: the schema contract the run compares its file with (export_schemas.seq;
     # 0: none was published yet), captured at its first check and never rewritten (ADR 0025).
     Column("schema_baseline", Integer, nullable=True),
+    # Revision 0010: the Airflow task of the batched recovery that exported the run
+    # (``dag_id/run_id/task_id``; ADR 0032); NULL when the run had its own DAG run.
+    Column("batch", String(300), nullable=True),
 )
 
 attempts = Table(

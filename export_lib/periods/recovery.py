@@ -15,8 +15,10 @@ creates a second run for a logical date.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Literal
 
 from export_lib.config.timing import Timing
 from export_lib.periods.slots import slots_between
@@ -33,6 +35,7 @@ class RecoveryRange:
     first: datetime
     last: datetime
     count: int
+    slots: tuple[datetime, ...] = ()
 
     def describe(self) -> str:
         return (f"{self.count} missed slot{'s' if self.count != 1 else ''} "
@@ -57,7 +60,49 @@ def recovery_range(timing: Timing, slot: datetime, *, previous: datetime | None,
     missed = [s for s in slots_between(timing, start, slot) if s < slot]
     if not missed:
         return None
-    return RecoveryRange(first=missed[0], last=missed[-1], count=len(missed))
+    return RecoveryRange(first=missed[0], last=missed[-1], count=len(missed),
+                         slots=tuple(missed))
 
 
-__all__ = ["CATCHUP_BUDGET", "RecoveryRange", "recovery_range"]
+@dataclass(frozen=True)
+class RecoveryPlan:
+    """How the missed slots are recovered (ADR 0032): ``backfill`` (one Airflow run per slot,
+    ``first`` .. ``last``), ``batch`` (``batches``, each one task exporting its slots oldest
+    first) or ``none`` (every slot is settled in the ledger or already in flight)."""
+
+    kind: Literal["none", "backfill", "batch"]
+    todo: tuple[datetime, ...] = ()
+    batches: tuple[tuple[datetime, ...], ...] = ()
+
+    def describe(self) -> str:
+        if self.kind == "none":
+            return "no slot left to recover"
+        span = f"{self.todo[0]:%Y-%m-%dT%H:%MZ} .. {self.todo[-1]:%Y-%m-%dT%H:%MZ}"
+        if self.kind == "backfill":
+            return f"{len(self.todo)} slot(s) {span} by backfill"
+        return f"{len(self.todo)} slot(s) {span} in {len(self.batches)} batch(es)"
+
+
+def plan_recovery(missed: Sequence[datetime], *, settled: set[datetime],
+                  in_flight: set[datetime], threshold: int, size: int) -> RecoveryPlan:
+    """Choose between a backfill and batches for ``missed`` (oldest first).
+
+    The slots to do are the missed ones neither settled in the ledger (ready, skipped,
+    cancelled) nor in flight (a queued or running backfill run or batch). More than
+    ``threshold`` of them go in batches of ``size``. So do fewer when settled slots lie between
+    them (a batch left one failed period behind): a backfill over that range would start a
+    no-op run for each settled slot in it, which has no Airflow run of its own.
+
+    Worked example: 365 daily slots missed, 300 ready from a first batch, 2 of its periods
+    failed and the other 63 not started; threshold 8, size 50: 65 to do → 2 batches (50, 15).
+    """
+    todo = tuple(s for s in sorted(missed) if s not in settled and s not in in_flight)
+    if not todo:
+        return RecoveryPlan("none")
+    spanned = [s for s in missed if todo[0] <= s <= todo[-1]]
+    if len(todo) <= threshold and len(spanned) == len(todo):
+        return RecoveryPlan("backfill", todo)
+    return RecoveryPlan("batch", todo, tuple(todo[i:i + size] for i in range(0, len(todo), size)))
+
+
+__all__ = ["CATCHUP_BUDGET", "RecoveryPlan", "RecoveryRange", "plan_recovery", "recovery_range"]

@@ -20,6 +20,7 @@ from export_lib.logfmt import bind, get_logger, scope
 from export_lib.periods.instants import format_instant
 from export_lib.pipeline.audit import AuditPlan, Gap, find_gaps, plan_audit
 from export_lib.pipeline.backfills import AirflowApi, BackfillOutcome, trigger_once
+from export_lib.pipeline.batch_requests import request_batches
 
 if TYPE_CHECKING:
     from export_lib.config.loader import Catalog
@@ -43,12 +44,14 @@ class AuditResult:
     not_requested: list[str] = field(default_factory=list)  # DAG ids (dry run or no API)
     # Periods no slot reports: (manual run id, what Airflow answered) per recovery requested.
     recoveries: list[tuple[str, str]] = field(default_factory=list)
+    # Batched recovery runs (ADR 0032): (batch run id, what Airflow answered) per batch.
+    batches: list[tuple[str, str]] = field(default_factory=list)
     applied: bool = False
 
     @property
     def changed(self) -> int:
         return (len(self.recorded) + sum(len(b.created) for b in self.backfills)
-                + sum(answer == "requested" for _, answer in self.recoveries))
+                + sum(answer == "requested" for _, answer in (*self.recoveries, *self.batches)))
 
     def summary(self) -> str:
         plan = self.plan
@@ -65,11 +68,13 @@ class AuditResult:
                     "requested or in flight")
         created = sum(len(b.created) for b in self.backfills)
         requested = sum(answer == "requested" for _, answer in self.recoveries)
+        batched = sum(answer == "requested" for _, answer in self.batches)
         return (f"{self.changed} change(s): {len(self.recorded)} gap(s) recorded in the ledger "
                 f"({len(self.plan.unrecoverable)} unrecoverable), {created} backfill run(s) "
                 f"requested from Airflow"
                 + (f", {requested} period(s) no slot reports requested from the manual lane"
-                   if requested else ""))
+                   if requested else "")
+                + (f", {batched} batched recovery run(s) requested" if batched else ""))
 
     def as_dict(self) -> dict[str, Any]:
         return {**self.plan.as_dict(), "applied": self.applied, "changed": self.changed,
@@ -80,6 +85,7 @@ class AuditResult:
                                "deferred": b.deferred} for b in self.backfills],
                 "not_requested": self.not_requested,
                 "recoveries": [{"run_id": r, "answer": a} for r, a in self.recoveries],
+                "batches": [{"run_id": r, "answer": a} for r, a in self.batches],
                 "summary": self.summary()}
 
 
@@ -112,6 +118,27 @@ def _record(ledger: Ledger, catalog: Catalog, gap: Gap, reason: str, *, now: dat
     return summary.run_key, True
 
 
+def _batches(catalog: Catalog, gaps: list[Gap]) -> tuple[tuple[datetime, ...], ...]:
+    """The gaps of one schedule in batches (ADR 0032), or () for a backfill: more gaps than
+    ``EXPORT_BATCH_RECOVERY_THRESHOLD``, or settled slots between them (a backfill would run
+    each of those again, as a no-op run)."""
+    from export_lib import settings
+    from export_lib.periods.recovery import plan_recovery
+    from export_lib.periods.slots import slots_between
+
+    wanted = sorted(g.slot for g in gaps)
+    schedule = catalog.schedule(gaps[0].schedule_id)
+    timing = schedule.timing
+    own = schedule.policies.catchup
+    threshold = (own.batch_over if own is not None and own.batch_over is not None
+                 else settings.batch_recovery_threshold())
+    spanned = [s for s in slots_between(timing, wanted[0], wanted[-1]) if s < wanted[-1]]
+    spanned.append(wanted[-1])
+    plan = plan_recovery(spanned, settled=set(spanned) - set(wanted), in_flight=set(),
+                         threshold=threshold, size=settings.batch_recovery_size())
+    return plan.batches if plan.kind == "batch" else ()
+
+
 def apply_audit(plan: AuditPlan, ledger: Ledger, catalog: Catalog, *, now: datetime,
                 api: AirflowApi | None, notify: Notify | None = None) -> AuditResult:
     """Record every ``skip``/``unrecoverable`` gap and request every backfill (``api``; None
@@ -124,9 +151,19 @@ def apply_audit(plan: AuditPlan, ledger: Ledger, catalog: Catalog, *, now: datet
         (recorded if done else left_alone).append(key)
     backfills: list[BackfillOutcome] = []
     not_requested: list[str] = []
+    batched: list[tuple[str, str]] = []
     for dag_id, gaps in plan.backfills.items():
         if api is None:
             not_requested.append(dag_id)
+            continue
+        batches = _batches(catalog, gaps)
+        if batches:
+            asked = request_batches(api, gaps[0].company, gaps[0].schedule_id, batches)
+            batched.extend(asked)
+            log.info("company=%s schedule=%s period=%s: %d missed slot(s) in %d batch(es): %s",
+                     *gaps[-1].log_fields(), len(gaps), len(batches),
+                     ", ".join(f"{run_id} {answer}" for run_id, answer in asked),
+                     extra={"company": gaps[-1].company, "schedule": gaps[-1].schedule_id})
             continue
         outcome = api.request_backfill(dag_id, [g.slot for g in gaps])
         backfills.append(outcome)
@@ -145,7 +182,8 @@ def apply_audit(plan: AuditPlan, ledger: Ledger, catalog: Catalog, *, now: datet
                  "switch; %s: %s run %s", gap.company, gap.schedule_id, gap.label.rsplit("/")[-1],
                  answer, gap.manual_dag_id, gap.run_id)
     return AuditResult(plan, recorded=recorded, left_alone=left_alone, backfills=backfills,
-                       not_requested=not_requested, recoveries=recoveries, applied=True)
+                       not_requested=not_requested, recoveries=recoveries, batches=batched,
+                       applied=True)
 
 
 def run_audit(catalog: Catalog, ledger: Ledger, *, since: datetime, until: datetime, now: datetime,

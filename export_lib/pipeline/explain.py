@@ -215,7 +215,13 @@ def explain_period(schedule: Schedule, slot: datetime, facts: PeriodFacts, *, no
     head = (f"{schedule.schedule_id}, slot {_when(slot, tz)}, period "
             f"{run.window_start:%Y-%m-%d %H:%M}–{run.window_end:%Y-%m-%d %H:%M} UTC "
             f"(run {run.run_key}): ")
-    return head + _registered(schedule, slot, facts, now, next_retry)
+    text = head + _registered(schedule, slot, facts, now, next_retry)
+    if run.batch:
+        # ADR 0032: the period had no DAG run of its own; its task log is the batch's.
+        dag_id, _, rest = run.batch.partition("/")
+        text += (f" Exported by batched recovery: DAG {dag_id}, run and task {rest} (its task "
+                 "log has this period's lines).")
+    return text
 
 
 def slots_of_day(schedule: Schedule, day: date) -> tuple[datetime, ...]:

@@ -188,7 +188,7 @@ def runs_page(engine: Engine, f: RunFilter, *, now: datetime,
                       runs.c.window_start, runs.c.window_end, runs.c.timezone, runs.c.window_kind,
                       runs.c.config_version, runs.c.deadline, runs.c.state, runs.c.reason,
                       runs.c.owner, runs.c.trigger, runs.c.created_at, runs.c.updated_at,
-                      tracked_expression().label("tracked"))
+                      runs.c.batch, tracked_expression().label("tracked"))
             .where(*where).order_by(runs.c.slot.desc(), runs.c.id.desc())
             .limit(f.limit).offset(f.offset)
         ).all()
@@ -224,6 +224,7 @@ def runs_page(engine: Engine, f: RunFilter, *, now: datetime,
         rows.append({
             "run_key": r.run_key, "state": r.state, "reason": r.reason, "company": r.company,
             "schedule": r.schedule_id, "trigger": r.trigger, "owner": r.owner,
+            "batch": r.batch,  # the batched recovery that exported it (ADR 0032), else None
             "slot_utc": _iso(r.slot),
             "window_start_utc": _iso(r.window_start),
             "window_end_utc": _iso(r.window_end), "timezone": r.timezone,

@@ -205,7 +205,7 @@ def test_a_newcomer_writing_into_an_existing_companys_directory_is_its_own_impor
     assert {i for i in bag.dags if i.split("__")[1:2] == ["acme"]} == {
         "widget_export__acme__daily-spend", "widget_export__acme__hourly-clicks",
         "data_export__acme__google-ads__primary", "data_export__acme__google-ads__secondary",
-        "manual_export__acme"}
+        "manual_export__acme", "recovery_batch__acme"}
     validate = subprocess.run([sys.executable, "-m", "export_lib", "validate", str(config)],
                               capture_output=True, text=True)
     assert validate.returncode == 1 and line in validate.stdout.splitlines()

@@ -48,11 +48,14 @@ def _expected_id(schedule) -> str:
 
 
 def _expected_ids(folder: Path = DAGS) -> set[str]:
-    """Every export of the catalog, each company's ``manual_export__<company>``, plus one DAG
+    """Every export of the catalog, each company's ``manual_export__<company>`` (and
+    ``recovery_batch__<company>`` when one of its exports has ``recovery: each``), plus one DAG
     per other DAG file (``demo_feed.py`` → ``demo_feed``) when those files exist."""
     catalog = _catalog(folder / "config")
     ids = {_expected_id(s) for s in catalog.schedules}
     ids |= {f"manual_export__{company}" for company in catalog.companies}
+    ids |= {f"recovery_batch__{s.company.id}" for s in catalog.schedules
+            if s.policies.recovery == "each"}
     return ids | {p.stem for p in folder.glob("*.py")
                   if not p.name.startswith("company_") and p.name != "config_check.py"}
 
@@ -81,7 +84,7 @@ def test_shipped_dag_ids_are_exactly_the_configured_exports(shipped_bag):
             "widget_export__kiwi-outdoors__six-hourly-orders",
             "data_export__acme__google-ads__primary", "data_export__acme__google-ads__secondary",
             "data_export__dentsu-happiness__tiktok__secondary", "manual_export__acme",
-            "manual_export__kiwi-outdoors"} <= expected
+            "manual_export__kiwi-outdoors", "recovery_batch__acme"} <= expected
 
 
 @pytest.fixture(scope="module")
@@ -195,7 +198,7 @@ BROKEN_ACME = {
 
 
 def _of_acme(dag_id: str) -> bool:
-    return "__acme__" in dag_id or dag_id == "manual_export__acme"
+    return "__acme__" in dag_id or dag_id in ("manual_export__acme", "recovery_batch__acme")
 
 
 @pytest.mark.parametrize("breakage", sorted(BROKEN_ACME))
@@ -231,7 +234,7 @@ def test_a_loader_whose_yaml_was_deleted_is_one_import_error_naming_the_file(dag
     assert (f"{loader}: DAG loader without a company file {dags_copy}/config/kiwi-outdoors.yaml; "
             f"remove it with: exportctl loaders {dags_copy}") in bag.import_errors[check]
     assert set(bag.dags) == {i for i in _expected_ids(DAGS) if "__kiwi-outdoors__" not in i
-                             and i != "manual_export__kiwi-outdoors"}
+                             and not i.endswith("__kiwi-outdoors")}
 
 
 

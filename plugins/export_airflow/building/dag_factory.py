@@ -250,6 +250,11 @@ def company_dags(config_dir: Path, company_id: str, only_dag: str | None = None)
         # A worker running a manual task needs no form enums (see manual_dag.manual_params).
         form = None if only_dag is not None else schedules
         dags.append(build_manual_dag(config_dir, company_id, form))
+    recovering = [s for s in schedules if s.policies.recovery == "each"]
+    if recovering and only_dag in (None, f"recovery_batch__{company_id}"):
+        from export_airflow.building.recovery_batch import build_recovery_batch_dag
+
+        dags.append(build_recovery_batch_dag(str(config_dir), company_id, recovering))
     if any(s.policies.late_data.policy == "restate" for s in schedules) and only_dag in (
             None, f"restatement__{company_id}"):
         # Imported only here: a worker of another DAG never loads the trigger operator.

@@ -6,7 +6,9 @@ within the lookback) are recovered by this task, in scheduled runs of ``recovery
 schedules only: it finds the slots before its own that have no run and creates **one Airflow
 backfill** over them through the public REST API (``POST /api/v2/backfills``, the same path as
 the UI's backfill dialog; client: export_lib.pipeline.backfills), oldest first,
-``max_active_runs`` = the catch-up budget, ``reprocess_behavior=none``. Backfill runs are
+``max_active_runs`` = the catch-up budget, ``reprocess_behavior=none``. More missed periods
+than ``EXPORT_BATCH_RECOVERY_THRESHOLD`` (or settled ones among them) are recovered in batches
+instead: runs of the company's ``recovery_batch__<company>`` DAG (ADR 0032). Backfill runs are
 ordered after scheduled runs by the scheduler, and the cluster policy sends their renders to
 the ``export_catchup`` pool.
 
@@ -42,6 +44,15 @@ def catchup_lookback(schedule: Any = None) -> timedelta:
     if own is not None and own.lookback is not None:
         return own.lookback  # 0 is a value here: look back only to the previous run
     return settings.catchup_lookback()
+
+
+def batch_threshold(schedule: Any = None) -> int:
+    """More missed periods than this are recovered in batches (ADR 0032): the schedule's
+    ``catchup.batch_over``, else ``EXPORT_BATCH_RECOVERY_THRESHOLD``, else 8."""
+    own = schedule.policies.catchup if schedule is not None else None
+    if own is not None and own.batch_over is not None:
+        return own.batch_over
+    return settings.batch_recovery_threshold()
 
 
 def api_from_airflow(conn_id: str = API_CONN_ID) -> AirflowApi:
@@ -111,7 +122,16 @@ class RecoverMissedOperator(BaseOperator):
             emit("gauge", "catchup.backlog", company, self.schedule_id, 0)
             return {"backfill_id": None, "missed": 0}
         with export_errors():
-            outcome = api.request_backfill(dag_id, [wanted.first, wanted.last])
+            plan = self._plan(api, dag_id, company, wanted, schedule)
+        if plan.kind == "batch":
+            return self._batches(api, company, plan, fields)
+        if plan.kind == "none":
+            log.info("company=%s schedule=%s period=%s: %s missed, %s", *fields,
+                     wanted.count, plan.describe())
+            emit("gauge", "catchup.backlog", company, self.schedule_id, 0)
+            return {"backfill_id": None, "missed": 0}
+        with export_errors():
+            outcome = api.request_backfill(dag_id, [plan.todo[0], plan.todo[-1]])
         # The backlog: slots still without a run (all wanted ones while a backfill waits).
         emit("gauge", "catchup.backlog", company, self.schedule_id,
              wanted.count if outcome.deferred else len(outcome.created))
@@ -128,3 +148,32 @@ class RecoverMissedOperator(BaseOperator):
         return {"backfill_id": outcome.backfill_id, "missed": len(outcome.created),
                 "first": f"{outcome.created[0]:%Y-%m-%dT%H:%M:%SZ}",
                 "last": f"{outcome.created[-1]:%Y-%m-%dT%H:%M:%SZ}"}
+
+    def _plan(self, api: AirflowApi, dag_id: str, company: str, wanted: Any,
+              schedule: Any) -> Any:
+        """Backfill or batches (ADR 0032): the missed slots not settled in the ledger and not
+        in flight (a queued or running backfill run, or batch)."""
+        from export_airflow.runtime.ledger import task_ledger
+        from export_lib.ledger.batches import settled_slots
+        from export_lib.periods.recovery import plan_recovery
+        from export_lib.pipeline.batch_requests import batch_slots_in_flight
+
+        in_flight = api.active_slots(dag_id, wanted.first, wanted.last + timedelta(seconds=1))
+        in_flight |= batch_slots_in_flight(api, company, self.schedule_id)
+        return plan_recovery(wanted.slots, settled=settled_slots(task_ledger(), self.schedule_id,
+                                                                 wanted.slots),
+                             in_flight=in_flight, threshold=batch_threshold(schedule),
+                             size=settings.batch_recovery_size())
+
+    def _batches(self, api: AirflowApi, company: str, plan: Any,
+                 fields: tuple[str, ...]) -> dict[str, Any]:
+        from export_airflow.tasks.operators import export_errors
+        from export_lib.pipeline.batch_requests import request_batches
+
+        with export_errors():
+            outcomes = request_batches(api, company, self.schedule_id, plan.batches)
+        emit("gauge", "catchup.backlog", company, self.schedule_id, len(plan.todo))
+        log.info("company=%s schedule=%s period=%s: %s: %s", *fields, plan.describe(),
+                 ", ".join(f"{run_id} {state}" for run_id, state in outcomes))
+        return {"backfill_id": None, "missed": len(plan.todo), "batches": [
+            run_id for run_id, _ in outcomes]}

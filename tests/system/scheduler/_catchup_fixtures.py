@@ -13,6 +13,10 @@ can be a few minutes ahead:
   (counting on the backlog's size raced both ways on the shared stack);
 * ``facebook`` primary: the same slot, deadline 30 s, delivered to a webhook nobody listens
   on: its on-time run misses its deadline (Browse → Deadlines), its catch-up run does not show;
+* ``tiktok`` primary: the same slot and source, recovery ``each`` with ``BATCH_MISSED`` daily
+  slots missed, more than the batch threshold: its ``recover_missed`` asks for batches of
+  ``recovery_batch__catchup-co`` (ADR 0032), held at the same gate while the on-time slot
+  comes due;
 * ``adjust`` primary: 03:00 daily, recovery ``none``: backfilled by the tests over 10–7 days ago.
   Its current version (window 3 days) is in force from ``ADJUST_EDIT_AGE`` ago; ``history``
   keeps the one before (window 2 days), which the backfill's older slots must get.
@@ -43,6 +47,11 @@ BACKFILLED = f"data_export__{COMPANY}__adjust__primary"
 # "oldest first, never more than the budget at once" to mean something; CATCHUP_MISSED=30 is
 # the size the module had before the gate (5.5–7 min on its own stack).
 MISSED = int(os.environ.get("CATCHUP_MISSED", "8"))
+BATCHED = f"data_export__{COMPANY}__tiktok__primary"
+BATCH_DAG = f"recovery_batch__{COMPANY}"
+# tiktok's missed daily slots (yesterday's scheduled + the rest in batches): 20 in make test,
+# a year (CATCHUP_BATCH_MISSED=365) in make acceptance.
+BATCH_MISSED = int(os.environ.get("CATCHUP_BATCH_MISSED", "20"))
 # At least this long between writing the config and the on-time slot: the dag-processor finds
 # the new file (the shared stack looks every 5 s), the newest due slot runs and recover_missed
 # queues the backlog (observed: 29 queued ~40 s after the write; with 45 s, under a full
@@ -77,6 +86,20 @@ data_exports:
       deadline: 5m
       recovery: each
       catchup: {{lookback: {lookback}}}
+    secondary: {far}
+  - channel: tiktok
+    query:
+      source: fixture_source
+      table: catchup_metrics
+      columns: [company_id, channel, metric_date, impressions, clicks, spend, updated_at]
+      timestamp_column: updated_at
+      tenant_column: company_id
+    primary:
+      cron: "{minute} {hour} * * *"
+      window: {{days: 1}}
+      deadline: 5m
+      recovery: each
+      catchup: {{lookback: {batch_lookback}}}
     secondary: {far}
   - channel: facebook
     primary:
@@ -122,7 +145,8 @@ class Gate:
                 "INSERT INTO catchupco_rows SELECT %s, 'google-ads', (%s::timestamp - g * "
                 "interval '6 hours')::date, 1000 + g, g, g / 4.0, %s::timestamp - g * "
                 "interval '6 hours' FROM generate_series(1, %s) g",
-                (COMPANY, now.replace(tzinfo=None), now.replace(tzinfo=None), (MISSED + 3) * 4))
+                (COMPANY, now.replace(tzinfo=None), now.replace(tzinfo=None),
+                 (max(MISSED, BATCH_MISSED) + 3) * 4))
             conn.execute("CREATE TABLE catchupco_gate (open boolean NOT NULL)")
             conn.execute("INSERT INTO catchupco_gate VALUES (false)")
             conn.execute(
@@ -175,6 +199,7 @@ def write_company(stack: SchedulerStack, now: datetime) -> datetime:
     and the file written to the stack, so ``LEAD`` covers the scheduler's own work alone (two
     exportctl processes inside it took the lead away on a slow machine: CI, 2 Dec)."""
     fields = {"far": FAR, "lookback": f"{(MISSED - 1) * 24}h",
+              "batch_lookback": f"{(BATCH_MISSED - 1) * 24}h",
               "adjust_from": f"{adjust_edit(now):%Y-%m-%dT%H:%M:%SZ}"}
 
     def full(slot: datetime) -> str:

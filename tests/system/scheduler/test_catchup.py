@@ -17,6 +17,9 @@ import pytest
 
 from tests.system.scheduler._catchup_fixtures import (
     BACKFILLED,
+    BATCH_DAG,
+    BATCH_MISSED,
+    BATCHED,
     COMPANY,
     MISSED,
     MISSER,
@@ -103,11 +106,14 @@ def _on_time_slot_starts_within_60s(catchup: CatchupStack) -> None:
     task_started = _t(first_task) - slot
     backlog = [r for r in catchup.runs(ONTIME) if r["run_type"] == "backfill"
                and r["state"] in ("queued", "running")]
+    batches = [r for r in catchup.runs(BATCH_DAG) if r["state"] in ("queued", "running")]
     print(f"\non-time slot {slot:%H:%M:%S}: run started +{run_started.total_seconds():.1f} s, "
           f"resolve_window started +{task_started.total_seconds():.1f} s, "
-          f"{len(backlog)} backfill runs still queued/running, tis {len(tis)}")
+          f"{len(backlog)} backfill runs and {len(batches)} batch runs still queued/running, "
+          f"tis {len(tis)}")
     assert run_started <= START_BAR and task_started <= START_BAR
     assert backlog, "the backlog was already gone: the bar was not tested under catch-up"
+    assert batches, "no batch was under way: the bar was not tested under a batched recovery"
     catchup.gate.open()
 
     done = wait_for(lambda: (r := on_time_run()) and r["state"] in ("success", "failed") and r,
@@ -148,7 +154,7 @@ def test_a_deadline_miss_shows_in_browse_deadlines_and_catch_up_runs_do_not(catc
     every = [d for dag in dags for d in catchup.api.ok(
         "GET", f"/ui/dags/{dag}/dagRuns/~/deadlines?limit=100")["deadlines"]]
     assert {(d["dag_id"], d["dag_run_id"]) for d in every if d["dag_id"] != BACKFILLED} <= {
-        (d, r["dag_run_id"]) for d in (ONTIME, MISSER) for r in catchup.runs(d)
+        (d, r["dag_run_id"]) for d in (ONTIME, MISSER, BATCHED) for r in catchup.runs(d)
         if _t(r["logical_date"]) == slot}
     # adjust's newest 03:00 slot is scheduled when its DAG appears; run between 03:00 and its
     # 2 h deadline that run is on time and has its deadline row like any (CI, 3 Dec, 04:12 UTC).
@@ -270,7 +276,7 @@ def test_every_schedules_asset_exists_before_its_first_publication(catchup):
     update, and two backfill runs of one new schedule publishing at once raced: one publish was
     failed after its artifact was published ("duplicate key … idx_asset_name_uri_unique" in
     the api-server's log, adjust's backfill, 4 Dec)."""
-    schedules = {f"{COMPANY}/{channel}/{kind}" for channel in ("google-ads", "facebook", "adjust")
+    schedules = {f"{COMPANY}/{channel}/{kind}" for channel in ("google-ads", "facebook", "tiktok", "adjust")
                  for kind in ("primary", "secondary")}
     assets = catchup.api.ok("GET", f"/api/v2/assets?name_pattern=export:{COMPANY}/&limit=50"
                             )["assets"]
@@ -282,3 +288,55 @@ def test_every_schedules_asset_exists_before_its_first_publication(catchup):
             (dag_id, "deliver")], asset
         assert asset["uri"].endswith(f"/{COMPANY}/{schedule.split('/', 1)[1].replace('/', '__')}"
                                      ), asset
+
+
+@pytest.mark.timeout(1500)  # a year of periods in make acceptance
+def test_missed_slots_beyond_the_threshold_recover_in_batches_each_period_its_own_run(catchup):
+    """ADR 0032: tiktok's BATCH_MISSED - 1 missed slots (more than the threshold, 8) are
+    exported by runs of recovery_batch__catchup-co, oldest first, no backfill run at all; the
+    ledger holds one run per period, each with artifact v1, its delivery and its window's
+    rows, naming the batch that exported it."""
+    import math
+
+    import psycopg
+
+    slot = catchup.slot
+    catchup.gate.open()  # when this test runs alone
+    wanted = [slot - timedelta(days=d) for d in range(BATCH_MISSED, 1, -1)]
+    size = 50
+
+    def finished():
+        runs = catchup.api.ok("GET", f"/api/v2/dags/{BATCH_DAG}/dagRuns?limit=100"
+                                     "&order_by=run_after")["dag_runs"]
+        return runs if len(runs) == math.ceil(len(wanted) / size) and all(
+            r["state"] in ("success", "failed") for r in runs) else None
+
+    started = time.monotonic()
+    runs = wait_for(finished, 1200, interval=5, what=f"the batches of {BATCHED}")
+    print(f"\n{len(wanted)} periods in {len(runs)} batch(es) finished "
+          f"{time.monotonic() - started:.0f} s after the gate opened")
+    assert [r["state"] for r in runs] == ["success"] * len(runs)
+    covered = [p for r in runs for p in r["conf"]["periods"]]
+    assert covered == [f"{s:%Y-%m-%dT%H:%MZ}" for s in wanted]  # oldest first, each once
+    assert all(r["note"].startswith("Batched recovery of catchup-co/tiktok/primary: ")
+               for r in runs)
+    assert [r for r in catchup.runs(BATCHED) if r["run_type"] == "backfill"] == []
+    tis = catchup.api.ok("GET", f"/api/v2/dags/{BATCH_DAG}/dagRuns/~/taskInstances"
+                                "?limit=100")["task_instances"]
+    assert {(t["task_id"], t["pool"]) for t in tis} == {("export_periods", "export_catchup")}
+    ledger = {r["slot_utc"]: r for r in catchup.stack.ledger_runs()
+              if r["schedule"] == f"{COMPANY}/tiktok/primary"}
+    batched = [ledger[f"{s:%Y-%m-%dT%H:%M:%SZ}"] for s in wanted]
+    assert {r["trigger"] for r in batched} == {"batch"}
+    assert {r["batch"].rsplit("/", 1)[-1] for r in batched} == {"export_periods"}
+    assert [[a["version"] for a in r["artifacts"]] for r in batched] == [[1]] * len(wanted)
+    assert {(d["state"], d["version"]) for r in batched for d in r["deliveries"]} == {
+        ("acknowledged", 1)}
+    assert [len(r["deliveries"]) for r in batched] == [1] * len(wanted)
+    with psycopg.connect(catchup.gate.dsn) as conn:
+        for r in batched:
+            (rows,) = conn.execute(
+                "SELECT count(*) FROM catchupco_rows WHERE company_id = %s AND updated_at >= "
+                "%s::timestamptz AT TIME ZONE 'UTC' AND updated_at < %s::timestamptz AT TIME "
+                "ZONE 'UTC'", (COMPANY, r["window_start_utc"], r["window_end_utc"])).fetchone()
+            assert r["artifacts"][0]["rows"] == rows > 0, r["run_key"]

@@ -44,7 +44,9 @@ def _hourly(company: str) -> dict:
                   "timestamp_column": "event_time", "tenant_column": "company_id"},
         "format": "csv",
         "destinations": [{"id": "box", "type": "local", "path": f"outbox/{company}/hourly"}],
-        "deadline": "30m", "recovery": "each", "catchup": {"lookback": f"{LOOKBACK_HOURS}h"},
+        "deadline": "30m", "recovery": "each", "catchup": {"lookback": f"{LOOKBACK_HOURS}h",
+                                                  # one backfill run a slot (ADR 0032)
+                                                  "batch_over": 100000},
         "retries": {"count": 1, "delay": "5s"}, "timeouts": {"render": "5m"},
     }
 

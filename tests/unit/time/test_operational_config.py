@@ -117,7 +117,11 @@ HELP = "expected a duration such as '2h', '90m', '1h30m' or 'PT2H'"
                  f"widget_exports[0].catchup.lookback: {HELP} (got '-1h')", id="lookback-negative"),
     pytest.param("    catchup: {lookback_hours: 48}\n", "",
                  "widget_exports[0].catchup.lookback_hours: unknown key 'lookback_hours'; did you "
-                 "mean 'lookback'? allowed keys: lookback", id="catchup-unknown-key"),
+                 "mean 'lookback'? allowed keys: batch_over, lookback", id="catchup-unknown-key"),
+    pytest.param("    catchup: {batch_over: -1}\n", "",
+                 "widget_exports[0].catchup.batch_over: catchup.batch_over cannot be negative "
+                 "(got -1); give e.g. 8 (0: every recovery in batches), or leave it out for the "
+                 "deployment default", id="batch-over-negative"),
     pytest.param("    late_data: {policy: wait_for_watermark, poke_interval: 0s}\n", "",
                  "widget_exports[0].late_data.poke_interval: late_data.poke_interval must be "
                  "longer than zero (got 0s); give e.g. '5m', or leave it out for the deployment "

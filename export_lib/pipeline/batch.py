@@ -1,0 +1,224 @@
+"""Batched recovery (ADR 0032): one process exports many missed periods of one schedule, oldest
+first, each exactly as its own DAG run would.
+
+Per period, in slot order: :func:`start_run` (registration with the version in force for the
+slot, its cutoff, the start policies: a pause, the period-exported-once rule, the owner's
+authorisation, ``late_start``), :func:`render_run` (an attempt with its lease, fenced, inside
+the render budget, streamed), :func:`publish_run` (its own immutable artifact and manifest) and
+:func:`deliver_run` for each destination the run captured (its own delivery record). Nothing is
+shared between periods but the process: the batch is only a loop over the stages every DAG run
+calls, so the ledger's contract holds per period by construction.
+
+Failure isolation: a period whose stage raises (a source error, a destination down, a schema
+change refused) is recorded by that stage as it would be in its own run and the loop goes on
+with the next one. A period already done — its run final, or ready with every captured
+destination's delivery settled — is passed over without a stage call, so a retried or cleared
+batch re-runs only the periods that are not done, and a delivered period is exported again
+only by an explicit regenerate (never from here). Pure of Airflow: ``clock`` and ``sleep`` are
+passed in.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
+
+from export_lib.errors import ExportError, RenderBudgetError
+from export_lib.ledger import Ledger, RunState
+from export_lib.ledger.runs import render_lease
+from export_lib.logfmt import get_logger, run_context
+from export_lib.periods.instants import format_instant
+from export_lib.pipeline.results import PublishResult, Rendered, RenderResult, RenderSkipped
+from export_lib.pipeline.stages import (
+    RunContext,
+    deliver_run,
+    list_deliveries,
+    publish_run,
+    render_run,
+    schedule_of,
+)
+from export_lib.pipeline.start import slot_log_context, start_run
+
+if TYPE_CHECKING:
+    from export_lib.config.loader import Allowlist
+    from export_lib.config.models import Schedule
+    from export_lib.source.connections import ConnectionResolver
+    from export_lib.storage.stores import ArtifactStore
+
+log = get_logger(__name__)
+
+# A delivery in one of these states needs nothing more from a batch: acknowledged, or settled
+# by its window or an operator (``exhausted`` and ``refused`` come back only by a requeue).
+SETTLED = frozenset({"acknowledged", "exhausted", "refused", "cancelled"})
+_FINAL_RUN = frozenset({RunState.SKIPPED.value, RunState.CANCELLED.value})
+# How long one period's render waits for a place in the render budget before that period
+# fails (and is retried with the batch): places free within one short render.
+BUDGET_WAIT = timedelta(minutes=10)
+
+
+@dataclass(frozen=True)
+class PeriodOutcome:
+    """What the batch did with one period: ``done`` (already done before), ``exported``,
+    ``skipped`` (a start policy said so, recorded in the ledger) or ``failed``."""
+
+    slot: datetime
+    run_key: str
+    outcome: str
+    detail: str = ""
+    published: PublishResult | None = None  # set when this batch published a new version
+
+    def line(self) -> str:
+        return f"{format_instant(self.slot)} {self.outcome}" + (
+            f": {self.detail}" if self.detail else "")
+
+
+@dataclass(frozen=True)
+class BatchOutcome:
+    """Every period of the batch, in slot order."""
+
+    schedule_id: str
+    periods: tuple[PeriodOutcome, ...] = field(default_factory=tuple)
+
+    def of(self, outcome: str) -> list[PeriodOutcome]:
+        return [p for p in self.periods if p.outcome == outcome]
+
+    @property
+    def failed(self) -> list[PeriodOutcome]:
+        return self.of("failed")
+
+    def describe(self) -> str:
+        counts = ", ".join(f"{len(self.of(o))} {o}" for o in
+                           ("exported", "done", "skipped", "failed") if self.of(o))
+        return f"{self.schedule_id}: {len(self.periods)} period(s): {counts or 'none'}"
+
+
+class BatchIncomplete(ExportError):
+    """Some periods of a batch failed; the others were exported. Retrying the batch re-runs
+    only the failed ones (and any that had not started)."""
+
+    def __init__(self, outcome: BatchOutcome) -> None:
+        failed = outcome.failed
+        super().__init__(
+            f"{outcome.describe()}; failed: "
+            + "; ".join(p.line() for p in failed[:5])
+            + (f"; and {len(failed) - 5} more" if len(failed) > 5 else "")
+            + ". Every other period is published and delivered; a retry of this task (or a "
+              "clear) exports only the periods that are not done")
+        self.outcome = outcome
+
+
+def period_done(ledger: Ledger, run_key: str) -> bool:
+    """Has the run of ``run_key`` nothing left for a batch: skipped or cancelled, or ready with
+    a settled delivery of its newest artifact to every destination it captured?"""
+    run = ledger.get_run(run_key)
+    if run is None:
+        return False
+    if run.state in _FINAL_RUN:
+        return True
+    if run.state != RunState.READY.value:
+        return False
+    latest = ledger.latest_artifact(run_key)
+    wanted = {d.id for d in schedule_of(run).destinations}
+    settled = {d["destination"] for d in list_deliveries(ledger, run_key)
+               if d["version"] == latest.version and d["state"] in SETTLED}
+    return wanted <= settled
+
+
+@dataclass(frozen=True)
+class Batch:
+    """Where and how a batch runs: ``ref`` names it on each run it exports (the Airflow task,
+    ``dag_id/run_id/task_id``, or ``cli``); ``clock`` and ``sleep`` are the time it runs in."""
+
+    ref: str
+    ctx: RunContext = RunContext(origin="batch", trigger="batch")
+    config_dir: str | None = None
+    resolver: ConnectionResolver | None = None
+    allowlist: Allowlist | None = None
+    clock: Callable[[], datetime] = lambda: datetime.now(UTC)
+    sleep: Callable[[float], None] = time.sleep
+    budget_wait: timedelta = BUDGET_WAIT
+
+
+def export_batch(ledger: Ledger, store: ArtifactStore, schedule: Schedule,
+                 slots: Sequence[datetime], batch: Batch) -> BatchOutcome:
+    """Export every period of ``slots`` (any order given; done in slot order) of ``schedule``
+    (with its earlier versions: each slot runs under the version in force for it).
+
+    :returns: each period's outcome; the caller raises :class:`BatchIncomplete` when any failed
+    """
+    outcomes = []
+    for slot in sorted(set(slots)):
+        fields = slot_log_context(schedule, slot)
+        with run_context(**fields):
+            outcomes.append(_one_period(ledger, store, schedule, slot, fields["run"], batch))
+    outcome = BatchOutcome(schedule.schedule_id, tuple(outcomes))
+    log.info("company=%s schedule=%s period=%s..%s: batch %s: %s", schedule.company.id,
+             schedule.schedule_id, format_instant(min(slots)) if slots else "-",
+             format_instant(max(slots)) if slots else "-", batch.ref, outcome.describe())
+    return outcome
+
+
+def _one_period(ledger: Ledger, store: ArtifactStore, schedule: Schedule, slot: datetime,
+                key: str, batch: Batch) -> PeriodOutcome:
+    if period_done(ledger, key):
+        return PeriodOutcome(slot, key, "done")
+    try:
+        return _export(ledger, store, schedule, slot, batch)
+    except ExportError as exc:
+        # Recorded by the stage that raised (a failed attempt, a delivery's error and its
+        # retry window); this period alone waits for the batch's retry.
+        log.warning("period %s failed in batch %s: %s", format_instant(slot), batch.ref, exc)
+        return PeriodOutcome(slot, key, "failed", f"{type(exc).__name__}: {exc}")
+
+
+def _export(ledger: Ledger, store: ArtifactStore, schedule: Schedule, slot: datetime,
+            batch: Batch) -> PeriodOutcome:
+    from export_lib.ledger.batches import mark_batch
+
+    started = start_run(ledger, schedule, slot, now=batch.clock(), ctx=batch.ctx)
+    key = started.run_key
+    if started.skip_reason:
+        return PeriodOutcome(slot, key, "skipped", started.skip_reason)
+    mark_batch(ledger, key, batch.ref, batch.clock())
+    rendered = _render(ledger, store, key, batch)
+    if isinstance(rendered, RenderSkipped):
+        return PeriodOutcome(slot, key, "skipped", rendered.skipped)
+    fresh = rendered if isinstance(rendered, Rendered) else None
+    published = publish_run(ledger, store, key, fresh.attempt_id if fresh else None,
+                            now=batch.clock(), columns=list(fresh.columns) if fresh else None)
+    new = published if published.created else None
+    failures = []
+    for destination in schedule_of(ledger.get_run(key)).destinations:
+        try:  # one destination down does not keep the period from the others
+            deliver_run(ledger, key, destination.id, now=batch.clock(),
+                        config_dir=batch.config_dir, resolver=batch.resolver)
+        except ExportError as exc:
+            failures.append(f"{destination.id}: {exc}")
+    if failures:
+        return PeriodOutcome(slot, key, "failed", "; ".join(failures), new)
+    return PeriodOutcome(slot, key, "exported", published=new)
+
+
+def _render(ledger: Ledger, store: ArtifactStore, key: str, batch: Batch) -> RenderResult:
+    """render_run, waiting (bounded by ``batch.budget_wait``) for a place in the render budget
+    instead of failing the period: the batch holds at most one place at a time."""
+    waited = 0.0
+    while True:
+        try:
+            # Another attempt holding the period (a killed try of this batch) is waited for
+            # until it publishes or its lease lapses, as exportctl run does.
+            return render_run(ledger, store, key, now=batch.clock(), ctx=batch.ctx,
+                              resolver=batch.resolver, allowlist=batch.allowlist,
+                              wait=render_lease() + timedelta(seconds=10))
+        except RenderBudgetError:
+            if waited >= batch.budget_wait.total_seconds():
+                raise
+            batch.sleep(1.0)
+            waited += 1.0
+
+
+__all__ = ["Batch", "BatchIncomplete", "BatchOutcome", "PeriodOutcome", "export_batch",
+           "period_done"]

@@ -1,0 +1,30 @@
+"""The batched-recovery DAG (ADR 0032) as plain data: one task in the recovery lane, one batch
+of a company at a time, its params, and the company's publish aliases as its outlets."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent.parent
+CONFIG = REPO / "dags" / "config"
+
+
+def test_the_batch_dag_runs_one_task_in_the_catch_up_pool_below_todays_work():
+    from export_airflow.building.recovery_batch import build_recovery_batch_dag
+
+    from export_lib.ledger.seniority import open_catalog
+
+    schedules = [s for s in open_catalog(str(CONFIG), only="acme").for_company("acme")
+                 if s.policies.recovery == "each"]
+    dag = build_recovery_batch_dag(str(CONFIG), "acme", schedules)
+
+    assert (dag.dag_id, dag.schedule, dag.max_active_runs) == ("recovery_batch__acme", None, 1)
+    assert sorted(dag.tags) == ["company:acme", "kind:recovery"]
+    assert set(dag.params) == {"schedule_id", "periods"}
+    (task,) = dag.tasks
+    assert (task.task_id, task.pool, task.priority_weight, task.weight_rule) == (
+        "export_periods", "export_catchup", -100, "absolute")
+    assert task.company == "acme"
+    assert task.aliases == {s.schedule_id: f"export-alias:{s.schedule_id}"
+                            for s in schedules} != {}
+    assert task.retries == 11

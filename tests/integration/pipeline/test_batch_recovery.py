@@ -1,0 +1,195 @@
+"""Batched recovery (ADR 0032) on a real PostgreSQL ledger and source, artifacts in the moto S3
+server, a local destination and a webhook: each period of a batch gets its own run, artifact
+v1 and delivery records; a period whose source rows are unreadable and a destination down for
+part of the batch fail only their periods; a retry (a clear) exports only what is not done."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime, timedelta
+
+import psycopg
+import pytest
+
+from export_lib.source.demo import seed_source
+from tests.fixtures.delivery import webhook, webhook_server  # noqa: F401 - fixtures
+from tests.world import COMPANIES, DAILY, SEEDED_AT, build_world
+
+# acme/daily-spend: 07:00 Berlin; ten calendar days inside the seeded range, across the start
+# of summer time (slot 06:00Z before 29 March, 05:00Z from it).
+SLOTS = [datetime(2026, 3, d, 6, 0, tzinfo=UTC) for d in range(19, 29)] + [
+    datetime(2026, 3, 29, 5, 0, tzinfo=UTC)]
+NOW = SEEDED_AT + timedelta(days=1)
+# The period 2026-03-24 (Berlin), slot 2026-03-25 07:00 Berlin: one hour of its source rows is
+# unreadable.
+BROKEN = datetime(2026, 3, 25, 6, 0, tzinfo=UTC)
+UNREADABLE = (datetime(2026, 3, 24, 10, 0, tzinfo=UTC), datetime(2026, 3, 24, 11, 0, tzinfo=UTC))
+
+
+class Clock:
+    """The batch's time: advances one second a reading, so leases and events keep order."""
+
+    def __init__(self, start: datetime) -> None:
+        self.now = start
+
+    def __call__(self) -> datetime:
+        self.now += timedelta(seconds=1)
+        return self.now
+
+
+@pytest.fixture()
+def batch_world(tmp_path, monkeypatch, postgres_server, pg_ledger_database, s3_server, webhook):  # noqa: F811
+    """Source rows in PostgreSQL behind a view that refuses the rows listed in ``unreadable``;
+    artifacts in an S3 bucket; destinations: acme-dir (local) and acme-hook (webhook)."""
+    from export_lib.source.connections import parse_connection
+
+    dsn = postgres_server.dsn.rsplit("/", 1)[0] + "/" + pg_ledger_database.rsplit("/", 1)[1]
+    bucket = f"artifacts-{uuid.uuid4().hex[:10]}"
+    s3_server.client().create_bucket(Bucket=bucket)
+    world = build_world(tmp_path, pg_ledger_database, days=14, AIRFLOW_CONN_DEMO_SOURCE=dsn,
+                        EXPORT_ARTIFACT_ROOT=f"s3://{bucket}/exports",
+                        EXPORT_ARTIFACT_CONN="artifacts",
+                        AIRFLOW_CONN_ARTIFACTS=s3_server.connection_uri(),
+                        AIRFLOW_CONN_ACME_HOOK=webhook.connection_uri()).use(monkeypatch)
+    seed_source(parse_connection("demo_source", dsn), COMPANIES, now=SEEDED_AT, days=14)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("ALTER TABLE widget_metrics RENAME TO widget_metrics_base")
+        conn.execute("CREATE TABLE unreadable (lo timestamptz, hi timestamptz)")
+        conn.execute("""CREATE FUNCTION readable(t timestamptz) RETURNS boolean AS $$
+            BEGIN
+              IF EXISTS (SELECT 1 FROM unreadable WHERE t >= lo AND t < hi) THEN
+                RAISE EXCEPTION 'row at % is unreadable (test fault)', t;
+              END IF;
+              RETURN true;
+            END $$ LANGUAGE plpgsql""")
+        conn.execute("CREATE VIEW widget_metrics AS SELECT * FROM widget_metrics_base "
+                     "WHERE readable(event_time)")
+    world.grant_connection("acme_hook", "webhook")
+    path = world.config / "acme.yaml"
+    path.write_text(path.read_text().replace(
+        "      - {id: acme-dir, type: local, path: outbox/acme/daily-spend}\n",
+        "      - {id: acme-dir, type: local, path: outbox/acme/daily-spend}\n"
+        "      - {id: acme-hook, type: webhook, conn_id: acme_hook}\n", 1))
+    return world, dsn, s3_server.client(), bucket
+
+
+def _batch(world, clock):
+    from export_lib.config.loader import allowlist
+    from export_lib.pipeline.batch import Batch
+
+    return Batch(ref="recovery_batch__acme/batch__test/export_periods",
+                 config_dir=str(world.config), allowlist=allowlist(str(world.config)),
+                 clock=clock, sleep=lambda _s: None)
+
+
+def _window_rows(dsn, run) -> int:
+    with psycopg.connect(dsn) as conn:
+        return conn.execute(
+            "SELECT count(*) FROM widget_metrics_base WHERE company_id = 'acme' "
+            "AND event_time >= %s AND event_time < %s",
+            (run.window_start, run.window_end)).fetchone()[0]
+
+
+def _deliveries(ledger):
+    import sqlalchemy as sa
+
+    with ledger.engine.connect() as conn:
+        return sorted(conn.execute(sa.text(
+            "SELECT run_key, destination_id, artifact_version, state FROM deliveries")).all())
+
+
+def test_a_batch_gives_each_period_its_run_artifact_and_deliveries(batch_world, webhook):  # noqa: F811
+    from export_lib.pipeline.batch import export_batch
+    from export_lib.storage.stores import open_store
+
+    world, dsn, s3, bucket = batch_world
+    ledger = world.ledger()
+
+    outcome = export_batch(ledger, open_store(), world.schedule(), list(reversed(SLOTS)),
+                           _batch(world, Clock(NOW)))
+
+    assert [(p.slot, p.outcome) for p in outcome.periods] == [(s, "exported") for s in SLOTS]
+    runs = sorted(ledger.list_runs(schedule_id=DAILY), key=lambda r: r.slot)
+    assert [r.slot for r in runs] == SLOTS
+    assert {(r.state, r.trigger, r.batch) for r in runs} == {
+        ("ready", "batch", "recovery_batch__acme/batch__test/export_periods")}
+    assert len({r.config_version for r in runs}) == 1 and all(r.source_cutoff for r in runs)
+    for run in runs:
+        (artifact,) = ledger.artifacts(run.run_key)
+        assert artifact.version == 1
+        assert artifact.rows == _window_rows(dsn, run) > 0, run.run_key
+        key = artifact.uri.split(f"s3://{bucket}/", 1)[1]
+        body = s3.get_object(Bucket=bucket, Key=key)["Body"].read().decode()
+        assert len(body.splitlines()) == artifact.rows + 1  # the header
+        assert s3.head_object(Bucket=bucket, Key=key + ".manifest.json")
+    assert _deliveries(ledger) == sorted(
+        (r.run_key, dest, 1, "acknowledged") for r in runs for dest in ("acme-dir", "acme-hook"))
+    assert sum(webhook.state.processed.values()) == len(SLOTS)
+    staging = s3.list_objects_v2(Bucket=bucket, Prefix="exports/.staging")
+    assert staging["KeyCount"] == 0
+    # Periods in slot order: each registration (and its render) after the previous one's.
+    assert [r.created_at for r in runs] == sorted(r.created_at for r in runs)
+    # Visible as a period of its own, plus the batch that produced it.
+    from export_lib.pipeline.explain import explain_facts, explain_period
+
+    text = explain_period(world.schedule(), SLOTS[0], explain_facts(ledger, DAILY, SLOTS[0]),
+                          now=NOW + timedelta(hours=1))
+    assert text.startswith(f"{DAILY}, slot 2026-03-19 07:00 CET (06:00 UTC), period ")
+    assert text.endswith(" Exported by batched recovery: DAG recovery_batch__acme, run and task "
+                         "batch__test/export_periods (its task log has this period's lines).")
+    assert "exported by batch recovery_batch__acme/batch__test/export_periods" in [
+        e["detail"] for e in ledger.events(runs[0].run_key)]
+
+
+def test_a_failing_period_fails_alone_and_a_retry_exports_only_the_not_done(
+        batch_world, webhook):  # noqa: F811
+    from export_lib.pipeline.batch import BatchIncomplete, export_batch
+    from export_lib.storage.stores import open_store
+
+    world, dsn, s3, bucket = batch_world
+    ledger, clock = world.ledger(), Clock(NOW)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("INSERT INTO unreadable VALUES (%s, %s)", UNREADABLE)
+    webhook.fail_next(3, 503)  # the webhook is down for the first three periods' deliveries
+
+    first = export_batch(ledger, open_store(), world.schedule(), SLOTS, _batch(world, clock))
+
+    broken_key = f"{DAILY}/2026-03-25T06:00Z"
+    assert [(p.slot, p.outcome) for p in first.failed] == [
+        (SLOTS[0], "failed"), (SLOTS[1], "failed"), (SLOTS[2], "failed"), (BROKEN, "failed")]
+    assert "is unreadable (test fault)" in next(p.detail for p in first.failed
+                                                if p.slot == BROKEN)
+    with pytest.raises(BatchIncomplete, match=r"^acme/daily-spend: 11 period\(s\): 7 exported, "
+                       r"4 failed; failed: 2026-03-19T06:00:00Z failed: acme-hook: delivery "):
+        raise BatchIncomplete(first)
+    assert ledger.get_run(broken_key).state == "failed"
+    assert ledger.artifacts(broken_key) == []
+    before = {(k, d): s for k, d, _v, s in _deliveries(ledger)}
+    assert sum(s == "acknowledged" for s in before.values()) == 2 * 7 + 3  # acme-dir of 0-2 too
+    assert {before[(f"{DAILY}/{s:%Y-%m-%dT%H:%MZ}", "acme-hook")] for s in SLOTS[:3]} == {
+        "pending"}
+    received = sum(webhook.state.processed.values())
+    assert received == 7
+
+    # The fault clears; the retry (a clear of the batch's task) runs the same batch again.
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("DELETE FROM unreadable")
+    second = export_batch(ledger, open_store(), world.schedule(), SLOTS, _batch(world, clock))
+
+    assert [p.slot for p in second.of("done")] == [s for s in SLOTS if s not in
+                                                   (*SLOTS[:3], BROKEN)]
+    assert [p.slot for p in second.of("exported")] == [*SLOTS[:3], BROKEN]
+    assert second.failed == []
+    assert _deliveries(ledger) == sorted(
+        (f"{DAILY}/{s:%Y-%m-%dT%H:%MZ}", dest, 1, "acknowledged") for s in SLOTS
+        for dest in ("acme-dir", "acme-hook"))
+    assert sum(webhook.state.processed.values()) == received + 4  # each once: the three and the broken
+    for slot in SLOTS:
+        key = f"{DAILY}/{slot:%Y-%m-%dT%H:%MZ}"
+        assert [a.version for a in ledger.artifacts(key)] == [1]
+    (broken_artifact,) = ledger.artifacts(broken_key)
+    assert broken_artifact.rows == _window_rows(dsn, ledger.get_run(broken_key))
+    # A third run of the batch finds everything done and calls no stage at all.
+    third = export_batch(ledger, open_store(), world.schedule(), SLOTS, _batch(world, clock))
+    assert [p.outcome for p in third.periods] == ["done"] * len(SLOTS)
+    assert sum(webhook.state.processed.values()) == received + 4
