@@ -13,14 +13,11 @@ apart would have each import the others' private helpers.
 
 from __future__ import annotations
 
-import csv
-import io
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from export_lib.checksums import sha256_stream
 from export_lib.errors import (
     ArtifactValidationError,
     ConfigError,
@@ -43,6 +40,7 @@ from export_lib.pipeline.results import (
     RenderSkipped,
 )
 from export_lib.pipeline.schema_contract import manifest_fields, render_check, schema_policy_of
+from export_lib.pipeline.staging import EXT, ArtifactTarget, validate_staged
 from export_lib.source.connections import ConnectionResolver
 from export_lib.storage.stores import ArtifactStore
 
@@ -53,8 +51,6 @@ if TYPE_CHECKING:
     from export_lib.ledger.contracts import SchemaPublication
 
 log = get_logger(__name__)
-
-EXT = {"csv": "csv", "parquet": "parquet"}
 
 
 @dataclass(frozen=True)
@@ -123,33 +119,40 @@ def render_run(ledger: Ledger, store: ArtifactStore, run_key: str, *, now: datet
         log.info("published as v%s meanwhile; not rendering again", latest.version)
         return _already(run_key, latest)
     run = _get(ledger, run_key)  # a regeneration moved the source cutoff to now
+    target: ArtifactTarget | None = None
     try:
         ledger.advance(run_key, attempt.attempt_id, RunState.RENDERING, now)
         options = RenderOptions(format=fmt, timezone=run.timezone,
                                 delimiter=schedule.csv.delimiter,
                                 timestamps=schedule.csv.timestamps,
                                 neutralize_formulas=schedule.csv.neutralize_formulas)
+        # Straight to the final name where the store can (ADR 0031), else a staging object.
+        target = ArtifactTarget(ledger, store, run, attempt, schedule,
+                                render_check(ledger, run, schedule))
         with LeaseKeeper(ledger, attempt.attempt_id, lease), \
                 open_source(resolve(schedule.query.source, resolver)) as source, \
-                store.open_staging(attempt.staging_uri) as sink:
+                target.open() as sink:
             result = render(
                 source, schedule.query, company_id=run.company, window_start=run.window_start,
                 window_end=run.window_end, cutoff=run.source_cutoff, options=options, sink=sink,
-                schedule_id=run.schedule_id, check_schema=render_check(ledger, run, schedule),
+                schedule_id=run.schedule_id, check_schema=target.check_schema,
             )
+            target.check_head()
         ledger.record_staged(run_key, attempt.attempt_id, rows=result.rows, nbytes=result.bytes,
                              sha256=result.sha256, now=now,
                              file_schema=result.export_schema.as_json())
     except BaseException as exc:  # a task timeout or kill too: give the budget place back
         reason = str(exc) if isinstance(exc, ExportError) else f"interrupted: {exc!r}"
         ledger.fail(run_key, attempt.attempt_id, reason, now)
+        if target is not None:
+            target.discard()
         raise
     log.info("rendered %d rows, %d bytes, sha256 %s (attempt %s, generation %d)",
              result.rows, result.bytes, result.sha256[:16], attempt.attempt_id[:12],
              attempt.generation)
     if result.rows == 0 and schedule.policies.skip_empty and latest is None:
         reason = "the window holds no rows and the export sets skip_empty; nothing is published"
-        store.delete(attempt.staging_uri)
+        store.delete(target.uri)
         ledger.skip(run_key, reason, now)
         log.info("%s", reason)
         return RenderSkipped(run_key=run_key, skipped=reason)
@@ -187,26 +190,6 @@ def _already(run_key: str, latest: ArtifactRecord) -> AlreadyPublished:
                             sha256=latest.sha256, rows=latest.rows)
 
 
-def _validate_staged(store: ArtifactStore, uri: str, *, sha256: str, nbytes: int, fmt: str,
-                     columns: list[str] | None, delimiter: str = ",") -> None:
-    with store.read(uri) as fh:
-        actual_sha, actual_bytes = sha256_stream(fh)
-    if (actual_sha, actual_bytes) != (sha256, nbytes):
-        raise ArtifactValidationError(
-            f"staged object {uri} does not match what was rendered: sha256 {actual_sha[:16]}… "
-            f"({actual_bytes} bytes) instead of {sha256[:16]}… ({nbytes} bytes); it was changed "
-            "or truncated after rendering, so it is not published. A retry renders it again."
-        )
-    if fmt == "csv" and columns:
-        with store.read(uri) as fh:
-            text = io.TextIOWrapper(fh, encoding="utf-8", newline="")
-            header = next(csv.reader(text, delimiter=delimiter), [])
-        if header != columns:
-            raise ArtifactValidationError(
-                f"staged CSV {uri} has header {header}, expected the configured columns {columns}"
-            )
-
-
 @scope
 def publish_run(ledger: Ledger, store: ArtifactStore, run_key: str, attempt_id: str | None, *,
                 now: datetime, columns: list[str] | None = None,
@@ -237,10 +220,10 @@ def publish_run(ledger: Ledger, store: ArtifactStore, run_key: str, attempt_id: 
     fmt = schedule.format
     try:
         ledger.advance(run_key, attempt_id, RunState.VALIDATING, now)
-        _validate_staged(store, attempt.staging_uri, sha256=attempt.sha256 or "",
-                         nbytes=attempt.bytes or 0, fmt=fmt,
-                         columns=columns or list(schedule.query.columns),
-                         delimiter=schedule.csv.delimiter)
+        validate_staged(store, attempt.staging_uri, sha256=attempt.sha256 or "",
+                        nbytes=attempt.bytes or 0, fmt=fmt,
+                        columns=columns or list(schedule.query.columns),
+                        delimiter=schedule.csv.delimiter)
     except ArtifactValidationError as exc:
         ledger.fail(run_key, attempt_id, str(exc), now)
         raise
@@ -269,7 +252,8 @@ def publish_run(ledger: Ledger, store: ArtifactStore, run_key: str, attempt_id: 
         artifact, created = ledger.publish(run_key, attempt_id, now=now, fmt=fmt,
                                            promote=promote, correction=correction,
                                            schema_policy=schema_policy_of(schedule))
-    except SchemaContractError as exc:  # another run's contract came first (ADR 0025)
+    except (SchemaContractError, ArtifactValidationError) as exc:
+        # Another run's contract came first (ADR 0025), or it renamed this file (ADR 0031).
         ledger.fail(run_key, attempt_id, str(exc), now)
         raise
     if created and artifact.schema_change:
