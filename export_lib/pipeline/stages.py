@@ -304,8 +304,6 @@ def deliver_run(ledger: Ledger, run_key: str, destination_id: str, *, now: datet
     The destination's and the artifact store's connections resolve through ``resolver`` (the
     environment when None).
     """
-    import tempfile
-    from pathlib import Path
     from urllib.parse import unquote, urlsplit
 
     from export_lib.config.destinations import select_destinations
@@ -327,33 +325,29 @@ def deliver_run(ledger: Ledger, run_key: str, destination_id: str, *, now: datet
                 "config_version": run.config_version}
     blocked = delivery_block(run, artifact)  # cancelled or revoked by an operator
     removed = blocked or current.removal_reason(destination, run.company)
-    # A file:// artifact is read in place whatever EXPORT_ARTIFACT_ROOT says now; an
-    # object-store artifact is streamed to a temp copy (deleted after the delivery).
-    local = None
+    # Read in place (ADR 0031): a file:// artifact whatever EXPORT_ARTIFACT_ROOT says now; an
+    # object-store artifact streamed from the store, or copied server-side by the transport.
+    local = stored = None
     if artifact.uri.startswith("file:"):
         local = Path(unquote(urlsplit(artifact.uri).path))
-    with tempfile.TemporaryDirectory(prefix="export-deliver-") as tmp:
-        if local is None and removed is None:
-            local = open_store(resolver=resolver).download(artifact.uri,
-                                          Path(tmp) / artifact.uri.rsplit("/", 1)[-1])
-        name = artifact.uri.rsplit("/", 1)[-1]
-        deliverable = DeliverableArtifact(
-            local_path=local or Path(tmp) / name, name=local.name if local else name,
-            version=artifact.version, sha256=artifact.sha256,
-            bytes=artifact.bytes, rows=artifact.rows, format=artifact.format, uri=artifact.uri,
-            window_start=artifact.window_start, window_end=artifact.window_end,
-            manifest=manifest,
+    elif removed is None:
+        stored = open_store(resolver=resolver).stored(artifact.uri)  # type: ignore[attr-defined]
+    deliverable = DeliverableArtifact(
+        local_path=local, name=local.name if local else artifact.uri.rsplit("/", 1)[-1],
+        version=artifact.version,
+        sha256=artifact.sha256, bytes=artifact.bytes, rows=artifact.rows,
+        format=artifact.format, uri=artifact.uri, window_start=artifact.window_start,
+        window_end=artifact.window_end, manifest=manifest, stored=stored,
+    )
+    if removed is not None:
+        outcome = refuse(ledger.engine, destination, deliverable, run_key=run_key,
+                         period_label=period, reason=removed, retry_until=retry_until, now=now)
+    else:
+        outcome = deliver(
+            ledger.engine, destination, deliverable, run_key=run_key, period_label=period,
+            owner=run.owner, authorized=current.authorized, retry_until=retry_until,
+            now=now, resolver=resolver,
         )
-        if removed is not None:
-            outcome = refuse(ledger.engine, destination, deliverable, run_key=run_key,
-                             period_label=period, reason=removed, retry_until=retry_until,
-                             now=now)
-        else:
-            outcome = deliver(
-                ledger.engine, destination, deliverable, run_key=run_key, period_label=period,
-                owner=run.owner, authorized=current.authorized, retry_until=retry_until,
-                now=now, resolver=resolver,
-            )
     if blocked is not None:
         raise DeliveryError(f"run {run_key}: {blocked}; not delivered to {destination_id}")
     return DeliverResult(run_key=run_key, destination=destination_id, **outcome.as_xcom())

@@ -33,6 +33,7 @@ from export_lib.logfmt import get_logger
 from export_lib.source.connections import Connection
 from export_lib.storage.clients import gcs_client, s3_client
 from export_lib.storage.multipart import PartWriter, abort_upload, parse_pending, uploaded_parts
+from export_lib.storage.objects import StoredObject
 from export_lib.storage.ownership import check_owner, owner_of, unowned
 
 log = get_logger(__name__)
@@ -82,11 +83,9 @@ class _BucketStore:
     def local_path(self, uri: str) -> Path | None:
         return None
 
-    def download(self, uri: str, target: Path) -> Path:
-        with self.read(uri) as src, open(target, "wb") as dst:
-            while chunk := src.read(1024 * 1024):
-                dst.write(chunk)
-        return target
+    def stored(self, uri: str) -> StoredObject:
+        """A published object, for delivery to stream or copy (never downloaded to disk)."""
+        return StoredObject(self.scheme, self.bucket, self._own(uri), self.conn, self.client)
 
     def promote(self, staging_uri: str, key: str, manifest: dict) -> tuple[str, str]:
         """Claim the key (manifest created only if absent), then copy the object; a key
@@ -348,6 +347,7 @@ class GcsStore(_BucketStore):
     def __init__(self, bucket: str, prefix: str, conn: Connection) -> None:
         super().__init__(bucket, prefix)
         self.client = gcs_client(conn)
+        self.conn = conn
         self._bucket = self.client.bucket(bucket)
 
     def _upload(self, key: str, fh: BinaryIO, meta: dict) -> None:
