@@ -56,13 +56,13 @@ class PartWriter:
 
     def __init__(self, client: Any, bucket: str, key_of: Callable[[], str], *,
                  attempt_id: str, on_started: Callable[[str], None],
-                 part_size: int = PART_SIZE, workers: int = WORKERS) -> None:
+                 part_size: int | None = None, workers: int = WORKERS) -> None:
         self._client = client
         self._bucket = bucket
         self._key_of = key_of
         self._attempt_id = attempt_id
         self._on_started = on_started
-        self._part_size = part_size
+        self._part_size = part_size or PART_SIZE
         self._buf = bytearray()
         self._pool = ThreadPoolExecutor(workers, thread_name_prefix="export-part")
         self._slots = threading.BoundedSemaphore(workers + 1)

@@ -73,15 +73,28 @@ class _Counting(io.RawIOBase):
 
     def __init__(self, raw: Any, owner: StoredObject) -> None:
         self._raw, self._owner = raw, owner
+        self._position = 0
 
     def readable(self) -> bool:
         return True
+
+    def tell(self) -> int:
+        return self._position
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        # Forward-only: an uploader may "seek" to where it already is (GCS's resumable
+        # upload does after each chunk); going back would mean reading the store again.
+        target = {io.SEEK_SET: offset, io.SEEK_CUR: self._position + offset}.get(whence)
+        if target != self._position:
+            raise io.UnsupportedOperation(f"{self._owner.uri} is streamed forward only")
+        return self._position
 
     def read(self, size: int | None = -1) -> bytes:
         if size is None or size < 0:  # all of it (an e-mail attachment, bounded by its limit)
             return b"".join(iter(lambda: self.read(READ_CHUNK), b""))
         data = self._raw.read(min(size, READ_CHUNK))
         self._owner.bytes_read += len(data)
+        self._position += len(data)
         return data
 
     def readinto(self, buffer: Any) -> int:

@@ -51,7 +51,7 @@ log = get_logger(__name__)
 
 SINGLE_PUT_LIMIT = 5 * 1024**3  # S3's maximum PutObject size
 PART_SIZE = 64 * 1024 * 1024
-STREAM_PART = 8 * 1024 * 1024  # a store's stream: one part held at a time (S3's minimum: 5 MiB)
+STREAM_PART = 5 * 1024 * 1024  # a store's stream: one part held at a time (S3's minimum)
 COPY_PART = 1024 * 1024 * 1024  # server-side copy ranges (S3's maximum part: 5 GiB)
 _AUTH_CODES = {
     "InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "ExpiredToken",
@@ -270,13 +270,16 @@ def _b64(sha256_hex: str) -> str:
     return base64.b64encode(bytes.fromhex(sha256_hex)).decode()
 
 
-def _read_full(stream: Any, size: int) -> bytes:
-    """Up to ``size`` bytes (fewer only at the end): a network stream returns short reads."""
-    pieces, left = [], size
-    while left and (piece := stream.read(left)):
-        pieces.append(piece)
-        left -= len(piece)
-    return b"".join(pieces)
+def _read_full(stream: Any, size: int) -> bytearray:
+    """Up to ``size`` bytes (fewer only at the end; a network stream returns short reads),
+    read into one buffer: the part is held once."""
+    buf = bytearray(size)
+    view, filled = memoryview(buf), 0
+    while filled < size and (got := stream.readinto(view[filled:])):
+        filled += got
+    view.release()
+    del buf[filled:]
+    return buf
 
 
 class _NotFound(Exception):  # noqa: N818 - private control flow, never escapes this module
