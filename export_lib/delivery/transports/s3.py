@@ -18,6 +18,10 @@ conditional (``If-None-Match: *``): an object another writer put under the key a
 that check is never replaced — the same bytes are acknowledged, other bytes are a conflict
 (a multipart upload carries the precondition on its completion). ``ChecksumSHA256`` on a
 single upload makes S3 verify the body it stored against the artifact's hash.
+
+An artifact in an S3 artifact store this connection reaches with the same credentials is
+copied server-side (ADR 0031: S3 computes the copy's SHA-256); any other store's artifact is
+streamed from the store, never through a local file.
 """
 
 from __future__ import annotations
