@@ -171,17 +171,8 @@ class S3Store(_BucketStore):
         return True
 
     def _parts(self, uri: str, key: str, upload_id: str) -> list[dict]:
-        from botocore.exceptions import ClientError
-
-        try:
-            return uploaded_parts(self.client, self.bucket, key, upload_id)
-        except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") in ("NoSuchUpload", "404"):
-                raise ArtifactValidationError(
-                    f"the upload {uri} no longer exists (aborted, or completed by another "
-                    "publication); it is not published. A retry renders it again") from exc
-            raise StorageError(f"cannot list the parts of {uri} via "
-                               f"{self.conn.masked_uri()}: {exc}") from exc
+        return uploaded_parts(self.client, self.bucket, key, upload_id, uri=uri,
+                              via=self.conn.masked_uri())
 
     def promote(self, staging_uri: str, key: str, manifest: dict) -> tuple[str, str]:
         """A pending upload: claim the key, then complete the upload under it with

@@ -25,7 +25,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 from urllib.parse import parse_qs, quote, urlsplit
 
-from export_lib.errors import StorageError
+from export_lib.errors import ArtifactValidationError, StorageError
 
 PART_SIZE = 16 * 1024 * 1024
 WORKERS = 2
@@ -161,10 +161,21 @@ def abort_upload(client: Any, bucket: str, key: str, upload_id: str) -> bool:
     return True
 
 
-def uploaded_parts(client: Any, bucket: str, key: str, upload_id: str) -> list[dict[str, Any]]:
-    """The upload's stored parts, in order (``ListParts`` pages of up to 1,000)."""
+def uploaded_parts(client: Any, bucket: str, key: str, upload_id: str, *, uri: str,
+                   via: str) -> list[dict[str, Any]]:
+    """The upload's stored parts, in order (``ListParts`` pages of up to 1,000).
+    ArtifactValidationError when the upload is gone (nothing of it can be published)."""
+    from botocore.exceptions import ClientError
+
     parts: list[dict[str, Any]] = []
-    for page in client.get_paginator("list_parts").paginate(Bucket=bucket, Key=key,
-                                                            UploadId=upload_id):
-        parts.extend(page.get("Parts", []))
+    try:
+        for page in client.get_paginator("list_parts").paginate(Bucket=bucket, Key=key,
+                                                                UploadId=upload_id):
+            parts.extend(page.get("Parts", []))
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") in ("NoSuchUpload", "404"):
+            raise ArtifactValidationError(
+                f"the upload {uri} no longer exists (aborted, or completed by another "
+                "publication); it is not published. A retry renders it again") from exc
+        raise StorageError(f"cannot list the parts of {uri} via {via}: {exc}") from exc
     return sorted(parts, key=lambda p: p["PartNumber"])
