@@ -32,7 +32,13 @@ from export_lib.errors import ArtifactValidationError, PublishError, StorageErro
 from export_lib.logfmt import get_logger
 from export_lib.source.connections import Connection
 from export_lib.storage.clients import gcs_client, s3_client
-from export_lib.storage.multipart import PartWriter, abort_upload, parse_pending, uploaded_parts
+from export_lib.storage.multipart import (
+    PartWriter,
+    abort_others,
+    abort_upload,
+    parse_pending,
+    uploaded_parts,
+)
 from export_lib.storage.objects import StoredObject
 from export_lib.storage.ownership import check_owner, owner_of, unowned
 
@@ -205,6 +211,9 @@ class S3Store(_BucketStore):
                             "of run %s", self._uri(final), manifest["run_key"])
                 self._delete(final)
             self._complete(staging_uri, final, upload_id)
+        # Publication is fenced: any other upload of this key is a stale attempt's (a worker
+        # killed before it recorded its upload leaves one that no attempt names).
+        abort_others(self.client, self.bucket, final, keep=upload_id)
         self._put_bytes(manifest_key, body, "application/json")
         return self._uri(final), self._uri(manifest_key)
 

@@ -26,6 +26,9 @@ from typing import Any
 from urllib.parse import parse_qs, quote, urlsplit
 
 from export_lib.errors import ArtifactValidationError, StorageError
+from export_lib.logfmt import get_logger
+
+log = get_logger(__name__)
 
 PART_SIZE = 16 * 1024 * 1024
 WORKERS = 2
@@ -159,6 +162,20 @@ def abort_upload(client: Any, bucket: str, key: str, upload_id: str) -> bool:
                            f"{exc}; a bucket lifecycle rule for incomplete uploads removes it"
                            ) from exc
     return True
+
+
+def abort_others(client: Any, bucket: str, key: str, *, keep: str) -> None:
+    """Abort every unfinished upload of ``key`` but ``keep``; a failure is logged (the
+    artifact is published; garbage collection or a lifecycle rule gets them)."""
+    try:
+        found = client.list_multipart_uploads(Bucket=bucket, Prefix=key).get("Uploads", [])
+        for upload in found:
+            if upload["Key"] == key and upload["UploadId"] != keep:
+                abort_upload(client, bucket, key, upload["UploadId"])
+                log.info("aborted the stale upload %s of s3://%s/%s", upload["UploadId"][:12],
+                         bucket, key)
+    except Exception as exc:  # noqa: BLE001 - never fails a publication that happened
+        log.warning("could not abort the stale uploads of s3://%s/%s: %s", bucket, key, exc)
 
 
 def uploaded_parts(client: Any, bucket: str, key: str, upload_id: str, *, uri: str,

@@ -220,13 +220,15 @@ def test_a_stale_attempt_cannot_overwrite(sqlite_ledger, s3w: S3World, pg_databa
     assert fresh["sha256"] != stale["sha256"]
     assert s3w.uploads() == [FINAL, FINAL]  # two uploads to one final key, neither visible
     publish_run(sqlite_ledger, open_store(), key, fresh["attempt_id"], now=later)
+    # The fenced publication aborts the stale attempt's upload of the same key.
+    assert s3w.uploads() == []
     with pytest.raises(FencingError, match="is stale; generation 2 owns the run"):
         publish_run(sqlite_ledger, open_store(), key, stale["attempt_id"], now=later)
     assert s3w.sha256(s3w.bucket, FINAL) == fresh["sha256"]
-    # The stale attempt's upload is garbage: its recorded URI aborts it, and only it.
-    stale_uri = sqlite_ledger.get_attempt(stale["attempt_id"]).staging_uri
-    open_store().delete(stale_uri)
-    assert s3w.uploads() == [] and s3w.sha256(s3w.bucket, FINAL) == fresh["sha256"]
+    # Garbage collection of the stale attempt's recorded upload never touches the object.
+    open_store().delete(sqlite_ledger.get_attempt(stale["attempt_id"]).staging_uri)
+    assert s3w.keys() == [FINAL, FINAL + ".manifest.json"]
+    assert s3w.sha256(s3w.bucket, FINAL) == fresh["sha256"]
     assert [a.version for a in sqlite_ledger.artifacts(key)] == [1]
 
 
