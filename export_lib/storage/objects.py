@@ -2,8 +2,9 @@
 
 Delivery never downloads an artifact to local disk (ADR 0031): a destination on the same
 object store account copies it server-side (:attr:`StoredObject.conn` tells which account),
-every other destination reads :meth:`StoredObject.open`, a bounded stream (1 MiB reads of
-the store's response body). :attr:`bytes_read` counts what was streamed, so a server-side
+every other destination reads :meth:`StoredObject.open`, a bounded stream (reads of at most
+1 MiB of the store's response body: a GCS destination's resumable upload then sends 1 MiB
+chunks). :attr:`bytes_read` counts what was streamed, so a server-side
 copy is visible as 0.
 """
 
@@ -92,7 +93,13 @@ class _Counting(io.RawIOBase):
     def read(self, size: int | None = -1) -> bytes:
         if size is None or size < 0:  # all of it (an e-mail attachment, bounded by its limit)
             return b"".join(iter(lambda: self.read(READ_CHUNK), b""))
-        data = self._raw.read(min(size, READ_CHUNK))
+        # min(size, READ_CHUNK) bytes unless the object ends: whole pieces of 1 MiB (a
+        # multiple of 256 KiB, which a GCS resumable upload needs of every chunk but the last),
+        # whatever sizes the network returns.
+        want = min(size, READ_CHUNK)
+        data = self._raw.read(want)
+        while data and len(data) < want and (more := self._raw.read(want - len(data))):
+            data += more
         self._owner.bytes_read += len(data)
         self._position += len(data)
         return data
