@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import BinaryIO
 from urllib.parse import urlsplit
 
-from export_lib.errors import ArtifactValidationError, PublishError, StorageError
+from export_lib.errors import ArtifactValidationError, StorageError
 from export_lib.logfmt import get_logger
 from export_lib.source.connections import Connection
 from export_lib.storage.clients import gcs_client, s3_client
@@ -36,6 +36,7 @@ from export_lib.storage.multipart import (
     PartWriter,
     abort_others,
     abort_upload,
+    complete_upload,
     parse_pending,
     uploaded_parts,
 )
@@ -168,8 +169,13 @@ class S3Store(_BucketStore):
         pending = parse_pending(uri)
         if pending is None:
             return False
-        key, upload_id, _ = pending
-        stored = sum(p["Size"] for p in self._parts(uri, key, upload_id))
+        key, upload_id, attempt_id = pending
+        placed = self._placed_by(key)
+        if placed is not None and placed[0] == attempt_id:
+            # Completed by this attempt's publication, whose ledger commit was lost: a retry.
+            stored = placed[1]
+        else:
+            stored = sum(p["Size"] for p in self._parts(uri, key, upload_id))
         if stored != nbytes:
             raise ArtifactValidationError(
                 f"the upload of {self._uri(key)} holds {stored} bytes, the render wrote "
@@ -199,7 +205,8 @@ class S3Store(_BucketStore):
         manifest_key = final + ".manifest.json"
         body = (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode()
         fresh = self._claim(manifest_key, body, manifest["run_key"])
-        placed_by = self._placed_by(final)
+        placed = self._placed_by(final)
+        placed_by = placed[0] if placed is not None else None
         if placed_by == attempt_id:
             log.info("artifact %s was already completed by this attempt", self._uri(final))
         else:
@@ -210,15 +217,17 @@ class S3Store(_BucketStore):
                 log.warning("replacing unrecorded object %s left by an interrupted publication "
                             "of run %s", self._uri(final), manifest["run_key"])
                 self._delete(final)
-            self._complete(staging_uri, final, upload_id)
+            complete_upload(self.client, self.bucket, final, upload_id, uri=staging_uri,
+                            via=self.conn.masked_uri())
         # Publication is fenced: any other upload of this key is a stale attempt's (a worker
         # killed before it recorded its upload leaves one that no attempt names).
         abort_others(self.client, self.bucket, final, keep=upload_id)
         self._put_bytes(manifest_key, body, "application/json")
         return self._uri(final), self._uri(manifest_key)
 
-    def _placed_by(self, key: str) -> str | None:
-        """None when ``key`` is absent, else the attempt that placed it ("" if unknown)."""
+    def _placed_by(self, key: str) -> tuple[str, int] | None:
+        """None when ``key`` is absent, else the attempt that placed it ("" if unknown) and
+        its size."""
         from botocore.exceptions import ClientError
 
         try:
@@ -228,27 +237,7 @@ class S3Store(_BucketStore):
                 return None
             raise StorageError(f"cannot read {self._uri(key)} via {self.conn.masked_uri()}: "
                                f"{exc}") from exc
-        return head.get("Metadata", {}).get("attempt", "")
-
-    def _complete(self, uri: str, key: str, upload_id: str) -> None:
-        from botocore.exceptions import ClientError
-
-        parts = [{"PartNumber": p["PartNumber"], "ETag": p["ETag"],
-                  **({"ChecksumCRC32": p["ChecksumCRC32"]} if p.get("ChecksumCRC32") else {})}
-                 for p in self._parts(uri, key, upload_id)]
-        try:
-            self.client.complete_multipart_upload(
-                Bucket=self.bucket, Key=key, UploadId=upload_id,
-                MultipartUpload={"Parts": parts}, IfNoneMatch="*")
-        except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") in ("PreconditionFailed", "412",
-                                                             "ConditionalRequestConflict"):
-                raise PublishError(
-                    f"{self._uri(key)} was created by another writer while this publication "
-                    "completed its upload; it is not replaced. A retry of publish sees "
-                    "which run owns it") from exc
-            raise StorageError(f"cannot complete the upload of {self._uri(key)} via "
-                               f"{self.conn.masked_uri()}: {exc}") from exc
+        return head.get("Metadata", {}).get("attempt", ""), head["ContentLength"]
 
     def read(self, uri: str):
         if parse_pending(uri) is not None:

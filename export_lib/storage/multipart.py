@@ -25,7 +25,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 from urllib.parse import parse_qs, quote, urlsplit
 
-from export_lib.errors import ArtifactValidationError, StorageError
+from export_lib.errors import ArtifactValidationError, PublishError, StorageError
 from export_lib.logfmt import get_logger
 
 log = get_logger(__name__)
@@ -176,6 +176,28 @@ def abort_others(client: Any, bucket: str, key: str, *, keep: str) -> None:
                          bucket, key)
     except Exception as exc:  # noqa: BLE001 - never fails a publication that happened
         log.warning("could not abort the stale uploads of s3://%s/%s: %s", bucket, key, exc)
+
+
+def complete_upload(client: Any, bucket: str, key: str, upload_id: str, *, uri: str,
+                    via: str) -> None:
+    """Complete the upload with its stored parts, create-only (``If-None-Match: *``)."""
+    from botocore.exceptions import ClientError
+
+    parts = [{"PartNumber": p["PartNumber"], "ETag": p["ETag"],
+              **({"ChecksumCRC32": p["ChecksumCRC32"]} if p.get("ChecksumCRC32") else {})}
+             for p in uploaded_parts(client, bucket, key, upload_id, uri=uri, via=via)]
+    try:
+        client.complete_multipart_upload(Bucket=bucket, Key=key, UploadId=upload_id,
+                                         MultipartUpload={"Parts": parts}, IfNoneMatch="*")
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") in ("PreconditionFailed", "412",
+                                                         "ConditionalRequestConflict"):
+            raise PublishError(
+                f"s3://{bucket}/{key} was created by another writer while this publication "
+                "completed its upload; it is not replaced. A retry of publish sees which run "
+                "owns it") from exc
+        raise StorageError(f"cannot complete the upload of s3://{bucket}/{key} via {via}: "
+                           f"{exc}") from exc
 
 
 def uploaded_parts(client: Any, bucket: str, key: str, upload_id: str, *, uri: str,

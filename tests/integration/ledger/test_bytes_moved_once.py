@@ -147,6 +147,22 @@ def test_an_artifact_is_written_once_to_its_final_key(sqlite_ledger, s3w: S3Worl
     assert etag.strip('"').endswith("-2")  # the render's two parts, completed as they were
 
 
+def test_a_publication_whose_commit_was_lost_is_published_by_its_retry(sqlite_ledger,
+                                                                         s3w: S3World):
+    """The upload was completed, then the worker died before the ledger committed: publish's
+    retry finds the object its own attempt completed and records it (no second upload)."""
+    key = s3w.register(sqlite_ledger)
+    rendered = render_run(sqlite_ledger, open_store(), key, now=NOW)
+    pending = sqlite_ledger.get_attempt(rendered["attempt_id"]).staging_uri
+    open_store().promote(pending, FINAL.removeprefix("exports/"),
+                         {"run_key": key, "sha256": rendered["sha256"]})
+    assert (s3w.keys(), s3w.uploads()) == ([FINAL, FINAL + ".manifest.json"], [])
+    published = publish_run(sqlite_ledger, open_store(), key, rendered["attempt_id"], now=NOW)
+    assert (published["version"], published["created"]) == (1, True)
+    assert s3w.sha256(s3w.bucket, FINAL) == rendered["sha256"]
+    assert sqlite_ledger.get_run(key).state == "ready"
+
+
 def test_a_key_another_run_owns_is_refused_and_a_retry_is_idempotent(s3_server, monkeypatch):
     client = s3_server.client()
     bucket = f"exports-{uuid.uuid4().hex[:10]}"
