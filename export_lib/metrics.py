@@ -39,6 +39,11 @@ _UNSAFE = re.compile(r"[^a-zA-Z0-9_-]")
 MAX_NAME = 250  # Airflow's validate_stat limit
 
 
+def kind(metric: str) -> str:
+    """``counter``, ``gauge`` or ``timer``: how the metric is sent (the start of its help)."""
+    return METRICS[metric].split(":", 1)[0]
+
+
 def name_part(value: str) -> str:
     """One dot-free segment: anything but letters, digits, ``_`` and ``-`` becomes ``_``."""
     return _UNSAFE.sub("_", value) or "_"

@@ -48,6 +48,7 @@ RENDER_BUDGET = 4  # source queries at once (ADR 0003 §5)
 RENDER_BUDGET_PER_COMPANY = 2
 STATEMENT_TIMEOUT = "30min"
 LEDGER_CONNECT_TIMEOUT = 5  # seconds: a dead ledger host holds the scheduler this long at most
+LEDGER_RECONNECT = 60  # seconds a ledger call waits for a restarting ledger (a failover: ~30 s)
 
 # --- Variable names ------------------------------------------------------------------------
 RETRIES_ENV = "EXPORT_RETRIES"
@@ -63,6 +64,7 @@ RENDER_BUDGET_ENV = "EXPORT_RENDER_BUDGET"
 RENDER_BUDGET_PER_COMPANY_ENV = "EXPORT_RENDER_BUDGET_PER_COMPANY"
 STATEMENT_TIMEOUT_ENV = "EXPORT_SOURCE_STATEMENT_TIMEOUT"
 LEDGER_CONNECT_TIMEOUT_ENV = "EXPORT_LEDGER_CONNECT_TIMEOUT_SECONDS"
+LEDGER_RECONNECT_ENV = "EXPORT_LEDGER_RECONNECT_SECONDS"
 LOG_FORMAT_ENV = "EXPORT_LOG_FORMAT"
 DAG_INDEX_ENV = "EXPORT_DAG_INDEX_DIR"
 UI_SECRET_ENV = "EXPORT_UI_SECRET"
@@ -97,6 +99,10 @@ VARIABLES: tuple[Variable, ...] = (
              "(a connect_timeout in the ledger's URL or connection extras wins); the scheduler "
              "also waits at most this long for the at-risk point's read of the ledger.",
              str(LEDGER_CONNECT_TIMEOUT), "a whole number of seconds, at least 2"),
+    Variable(LEDGER_RECONNECT_ENV, "How long a task's call to the ledger keeps reconnecting "
+             "(with backoff) to a ledger that went away (a restart, a failover) before it "
+             "fails with LedgerUnavailable for Airflow to retry; 0: fail at once.",
+             str(LEDGER_RECONNECT), "a whole number of seconds, 0 or more"),
     Variable("EXPORT_CONFIG_DIR", "The config directory (defaults.yaml and one <company>.yaml "
              "each) when a command names none.", "unset", "a directory"),
     Variable("EXPORT_ARTIFACT_ROOT", "Where published files are stored.",
@@ -290,6 +296,13 @@ def ledger_connect_timeout(environ: Environ | None = None) -> int:
     less as 2), else 5: libpq waits for an unreachable host until the OS gives up otherwise."""
     return _whole(LEDGER_CONNECT_TIMEOUT_ENV, environ, LEDGER_CONNECT_TIMEOUT, 2,
                   "a whole number of seconds >= 2")
+
+
+def ledger_reconnect(environ: Environ | None = None) -> int:
+    """``EXPORT_LEDGER_RECONNECT_SECONDS`` (whole seconds, 0: no waiting), else 60: long
+    enough for a PostgreSQL restart or failover, short of any task timeout."""
+    return _whole(LEDGER_RECONNECT_ENV, environ, LEDGER_RECONNECT, 0,
+                  "a whole number of seconds >= 0")
 
 
 # --- Render lease and budget ---------------------------------------------------------------

@@ -41,6 +41,7 @@ PG_SERVER="${PG_SERVER:-local}"
 PG_DB_PREFIX="${PG_DB_PREFIX-$(_remembered PG_DB_PREFIX)}"
 PG_TEMPLATE_PREFIX="${PG_TEMPLATE_PREFIX:-}"
 S3PORT="${S3PORT:-$(_remembered S3PORT)}"
+STATSDPORT="${STATSDPORT:-$(_remembered STATSDPORT)}"
 case "$DB" in
   postgres|postgresql|pg) DB=postgres ;;
   sqlite) ;;
@@ -101,7 +102,8 @@ if [ -n "$CLUSTER" ]; then
   # First setup: free ports for the broker and the object store (remembered in run.env).
   [ -n "$REDISPORT" ] || REDISPORT="$("$PY" "$ROOT/scripts/ports.py" first-free 6379 2>/dev/null || echo 6379)"
   [ -n "$S3PORT" ] || S3PORT="$("$PY" "$ROOT/scripts/ports.py" first-free 9000 2>/dev/null || echo 9000)"
-  export REDISPORT S3PORT
+  [ -n "$STATSDPORT" ] || STATSDPORT="$("$PY" "$ROOT/scripts/ports.py" first-free-udp 8125 2>/dev/null || echo 8125)"
+  export REDISPORT S3PORT STATSDPORT
 fi
 export DB PORT PGPORT PGPORT_PICKED CLUSTER PG_SERVER PG_DB_PREFIX PG_TEMPLATE_PREFIX
 
@@ -196,6 +198,11 @@ if [ -n "$CLUSTER" ]; then
   export AIRFLOW__CELERY__RESULT_BACKEND="db+postgresql://$_pg/${PG_DB_PREFIX}airflow$PG_QUERY"
   # moto's server accepts any key; compose signs with MinIO's root user.
   export AIRFLOW_CONN_ARTIFACTS_S3="aws://exports:exports@/?endpoint_url=http%3A%2F%2F127.0.0.1%3A$S3PORT&region_name=us-east-1"
+  # deploy/cluster.env switches StatsD on; compose sends to its statsd-exporter, here the
+  # supervisor's listener (scripts/statsd_sink.py) writes what arrives to run/statsd.txt.
+  # A host and port already set win (bench/cluster.py listens itself).
+  export AIRFLOW__METRICS__STATSD_HOST="${AIRFLOW__METRICS__STATSD_HOST:-127.0.0.1}"
+  export AIRFLOW__METRICS__STATSD_PORT="${AIRFLOW__METRICS__STATSD_PORT:-$STATSDPORT}"
   unset _pg
 fi
 
@@ -209,6 +216,6 @@ export AIRFLOW_CONN_EXPORT_LEDGER="${AIRFLOW_CONN_EXPORT_LEDGER:-${EXPORT_LEDGER
 ENV_VARS=(PATH EXPORT_HOME AIRFLOW_HOME DB PORT PGPORT $([ "$PG_SERVER" = local ] || echo PG_SERVER) ${PG_DB_PREFIX:+PG_DB_PREFIX} $(compgen -e | grep -E '^(AIRFLOW__|AIRFLOW_CONN_)' | sort)
           EXPORT_LEDGER_URL EXPORT_ARTIFACT_ROOT EXPORT_DEMO_FEED)
 if [ -n "$CLUSTER" ]; then
-  ENV_VARS+=(CLUSTER REDISPORT S3PORT EXPORT_ARTIFACT_CONN EXPORT_RENDER_BUDGET
+  ENV_VARS+=(CLUSTER REDISPORT S3PORT STATSDPORT EXPORT_ARTIFACT_CONN EXPORT_LOG_FORMAT EXPORT_RENDER_BUDGET
              EXPORT_RENDER_BUDGET_PER_COMPANY EXPORT_RENDER_LEASE_SECONDS)
 fi

@@ -23,4 +23,5 @@ print(f"AIRFLOW_FERNET_KEY={base64.urlsafe_b64encode(os.urandom(32)).decode()}")
 print(f"AIRFLOW_JWT_SECRET={token()}")
 print(f"AIRFLOW_API_SECRET_KEY={token()}")
 print(f"AIRFLOW_ADMIN_PASSWORD={token()}")  # the FAB admin airflow-init makes
+print(f"GRAFANA_ADMIN_PASSWORD={token()}")  # Grafana's admin (--profile monitoring)
 PY

@@ -16,6 +16,9 @@ if [ "${1:-}" != run ] && [ "${1:-}" != cluster ]; then
   command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 fi
 [ "${1:-}" = run ] || [ "${1:-}" = cluster ] || command -v docker-compose >/dev/null 2>&1 || docker compose version >/dev/null 2>&1 || missing+=(docker-compose)
+# faketime: a worker whose clock runs minutes ahead or behind (tests/integration/ledger/
+# test_clock_skew.py); the faketime package brings libfaketime with it.
+[ "${1:-}" = run ] || [ "${1:-}" = cluster ] || command -v faketime >/dev/null 2>&1 || missing+=(faketime)
 # kubectl's client-side dry run of deploy/kubernetes/ (tests/integration/test_kubectl.py).
 [ "${1:-}" = run ] || [ "${1:-}" = cluster ] || command -v kubectl >/dev/null 2>&1 || missing+=(kubernetes-client)
 [ ${#missing[@]} -eq 0 ] && exit 0

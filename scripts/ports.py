@@ -2,6 +2,7 @@
 
     ports.py free PORT          exit 0 when PORT can be bound on this machine, 1 when taken
     ports.py first-free START   print the first free port from START (up to START+100)
+    ports.py free-udp PORT / first-free-udp START   the same for a UDP port (StatsD)
     ports.py start PORT MOVES CMD...
                                 run the server start command CMD, whose arguments say
                                 ``{port}`` where the port goes; when it fails because PORT was
@@ -22,11 +23,13 @@ import sys
 SPAN = 100  # first-free looks this far above START
 
 
-def is_free(port: int) -> bool:
-    # Bind like a server would (all interfaces), without SO_REUSEADDR surprises from TIME_WAIT.
+def is_free(port: int, kind: int = socket.SOCK_STREAM) -> bool:
+    # Bind like a server would (all interfaces), without SO_REUSEADDR surprises from TIME_WAIT
+    # (TCP; on UDP the option would let two sockets share the port, so a taken one looks free).
     for family, host in ((socket.AF_INET, "0.0.0.0"), (socket.AF_INET, "127.0.0.1")):
-        with socket.socket(family, socket.SOCK_STREAM) as s:
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        with socket.socket(family, kind) as s:
+            if kind == socket.SOCK_STREAM:
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             try:
                 s.bind((host, port))
             except OSError:
@@ -34,8 +37,9 @@ def is_free(port: int) -> bool:
     return True
 
 
-def first_free(start: int) -> int | None:
-    return next((p for p in range(start, start + SPAN + 1) if p <= 65535 and is_free(p)), None)
+def first_free(start: int, kind: int = socket.SOCK_STREAM) -> int | None:
+    return next((p for p in range(start, start + SPAN + 1) if p <= 65535 and is_free(p, kind)),
+                None)
 
 
 def start(port: int, moves: int, command: list[str]) -> int:
@@ -68,13 +72,15 @@ def start(port: int, moves: int, command: list[str]) -> int:
 def main(argv: list[str]) -> int:
     if len(argv) >= 4 and argv[0] == "start" and argv[1].isdigit() and argv[2].isdigit():
         return start(int(argv[1]), int(argv[2]), argv[3:])
-    if len(argv) != 2 or argv[0] not in ("free", "first-free") or not argv[1].isdigit():
+    if len(argv) != 2 or argv[0] not in ("free", "first-free", "free-udp", "first-free-udp") \
+            or not argv[1].isdigit():
         print(__doc__, file=sys.stderr)
         return 2
     port = int(argv[1])
-    if argv[0] == "free":
-        return 0 if is_free(port) else 1
-    found = first_free(port)
+    kind = socket.SOCK_DGRAM if argv[0].endswith("-udp") else socket.SOCK_STREAM
+    if argv[0].startswith("free"):
+        return 0 if is_free(port, kind) else 1
+    found = first_free(port, kind)
     if found is None:
         print(f"no free port in {port}..{port + SPAN}", file=sys.stderr)
         return 1

@@ -25,6 +25,10 @@ if [ -n "$CLUSTER" ]; then
       exit 1
     fi
   done
+  if ! "$PY" "$ROOT/scripts/ports.py" free-udp "$STATSDPORT"; then
+    echo "UDP port $STATSDPORT is already in use (the StatsD listener); pick another: make cluster STATSDPORT=…" >&2
+    exit 1
+  fi
 fi
 if pg_external; then
   echo "==> PostgreSQL: PG_SERVER=$(pg_server_masked "$PG_SERVER") (databases ${PG_DB_PREFIX}airflow, ${PG_DB_PREFIX}exports, ${PG_DB_PREFIX}demo; not started or stopped here)"
@@ -90,6 +94,8 @@ if [ -n "$CLUSTER" ]; then
 $(demo_users)
   Pools:        $pools
   Broker:       Redis on 127.0.0.1:$REDISPORT      Artifacts: s3://exports/artifacts on moto, http://127.0.0.1:$S3PORT (in memory)
+  Metrics:      StatsD on udp://127.0.0.1:$STATSDPORT, every line received in $RUN_DIR/statsd.txt
+  Logs:         JSON lines (EXPORT_LOG_FORMAT=json, [logging] json_logs); task logs in $AIRFLOW_HOME/logs
   Database:     $where ($dbs)
   Ledger:       eval "\$(make -s env CLUSTER=1)"; exportctl runs
   Status:       make status CLUSTER=1     Stop: make cluster-stop

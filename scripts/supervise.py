@@ -7,8 +7,9 @@ exits, and records what happened so `make status` can show it.
     supervise.py leftovers   pids of this stack's processes (what `make stop` ends)
 
 Order: PostgreSQL (with DB=postgres on the local cluster; never a PG_SERVER), with CLUSTER=1
-(`make cluster`) Redis and moto's S3 server, then the api-server (tasks talk to its Execution API, so a
-scheduler that starts first sees its first tasks die with "connection refused"), then
+(`make cluster`) Redis, moto's S3 server and a StatsD listener (scripts/statsd_sink.py), then
+the api-server (tasks talk to its Execution API, so a scheduler that starts first sees its
+first tasks die with "connection refused"), then
 scheduler, dag-processor and triggerer (and with CLUSTER=1 the Celery workers of
 :data:`CLUSTER_WORKERS`). A component that exits is restarted after a backoff
 (1 s, doubling up to 60 s; back to 1 s once it has stayed up for 2 minutes) and the restart is
@@ -71,7 +72,7 @@ class Component:
     name: str
     argv: list[str]
     user: str | None = None
-    ready: str | None = None  # "pg" | "http" | "redis" | "s3" | None
+    ready: str | None = None  # "pg" | "http" | "redis" | "s3" | "udp" | None
     proc: subprocess.Popen | None = None
     state: str = "stopped"  # starting | up | backoff | stopped
     since: str | None = None
@@ -155,6 +156,8 @@ class Supervisor:
                                   check=False).returncode == 0
         if c.ready == "redis":
             return redis_ping(int(c.argv[c.argv.index("--port") + 1]))
+        if c.ready == "udp":  # the listener holds its port once it is up
+            return udp_bound(int(c.argv[-2]))
         if c.ready == "s3":  # moto keeps objects in memory: (re)create the bucket once it is up
             return s3_bucket(int(c.argv[c.argv.index("-p") + 1]), S3_BUCKET)
         if c.ready == "http":
@@ -342,6 +345,17 @@ def redis_ping(port: int) -> bool:
         return False
 
 
+def udp_bound(port: int) -> bool:
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return True
+    return False
+
+
 def s3_bucket(port: int, bucket: str) -> bool:
     """True once moto answers and ``bucket`` exists (created here if missing)."""
     url = f"http://127.0.0.1:{port}/{bucket}"
@@ -431,6 +445,11 @@ def components_from_env(env: dict[str, str]) -> list[Component]:
                                          "--appendonly", "no"], ready="redis"))
         comps.append(Component("s3", [str(venv / "python"), "-m", "moto.server", "-H",
                                       "127.0.0.1", "-p", env["S3PORT"]], ready="s3"))
+        # Before anything that sends metrics (AIRFLOW__METRICS__STATSD_PORT, airflow-env.sh).
+        comps.append(Component("statsd", [str(venv / "python"),
+                                          str(Path(env["ROOT"]) / "scripts" / "statsd_sink.py"),
+                                          env["STATSDPORT"], str(run_dir / "statsd.txt")],
+                               ready="udp"))
     airflow = str(venv / "airflow")
     comps.append(Component("api-server", [airflow, "api-server", "--port", env["PORT"]],
                            ready="http"))

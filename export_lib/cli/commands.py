@@ -228,8 +228,9 @@ def cmd_ledger(args: argparse.Namespace) -> int:
 
     ledger = open_ledger()
     if args.action == "upgrade":
-        ledger.upgrade()
-        print(f"ledger {masked(ledger.url)} is at the newest schema")
+        before, after = ledger.upgrade()
+        print(f"ledger {masked(ledger.url)} is at schema revision {after}" + (
+            " (it was already)" if before == after else f" (was {before or 'empty'})"))
         return 0
     from export_lib.pipeline import collect_staging_garbage
     from export_lib.storage.stores import open_store

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from sqlalchemy.engine import Engine
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import InterfaceError, OperationalError
 
 from export_lib.config.destinations import Destination, EmailDestination, parse_destination
 from export_lib.delivery.artifact import DeliverableArtifact
@@ -43,9 +43,10 @@ from export_lib.errors import (
     ConfigError,
     DeliveryError,
     ExportError,
-    LedgerError,
 )
 from export_lib.ledger import deliveries as rec
+from export_lib.ledger.clock import agreed_now
+from export_lib.ledger.reconnect import ledger_error, repeatable
 from export_lib.logfmt import bind, get_logger, run_context, scope
 from export_lib.source.connections import ConnectionResolver
 
@@ -120,8 +121,8 @@ def deliver(
                             period_label=period_label, owner=owner, authorized=authorized,
                             retry_until=retry_until, now=now, exports_root=exports_root,
                             stale_after=stale_after, resolver=resolver)
-    except OperationalError as exc:  # the ledger DB is down or locked: retry the task later
-        raise LedgerError(f"delivery ledger unavailable ({exc.orig}); the task will retry") from exc
+    except (OperationalError, InterfaceError) as exc:  # down or locked: the task retries
+        raise ledger_error(str(engine.url), exc) from exc
 
 
 def _deliver(engine: Engine, destination: Destination, artifact: DeliverableArtifact, *,
@@ -129,6 +130,20 @@ def _deliver(engine: Engine, destination: Destination, artifact: DeliverableArti
              retry_until: datetime, now: datetime, exports_root: Path | None,
              stale_after: timedelta, resolver: ConnectionResolver | None) -> DeliveryOutcome:
     transport = transport_for(destination, exports_root=exports_root, resolver=resolver)
+    # Up to the attempt won, every step is safe to repeat: a ledger restart is waited for.
+    won = repeatable(engine, lambda: _attempt_once(
+        engine, destination, artifact, transport, run_key=run_key, period_label=period_label,
+        owner=owner, authorized=authorized, retry_until=retry_until, now=now,
+        stale_after=stale_after), what="delivery record")
+    if isinstance(won, DeliveryOutcome):  # acknowledged earlier: nothing to send
+        return won
+    return _run(transport, artifact, won)
+
+
+def _attempt_once(engine: Engine, destination: Destination, artifact: DeliverableArtifact,
+                  transport: Transport, *, run_key: str, period_label: str, owner: str,
+                  authorized: Collection[str], retry_until: datetime, now: datetime,
+                  stale_after: timedelta) -> DeliveryOutcome | _Attempt:
     record = rec.ensure_record(
         engine, _new_record(destination, artifact, run_key, transport, retry_until), now=now)
     _check_same_delivery(record, destination, artifact)
@@ -148,8 +163,7 @@ def _deliver(engine: Engine, destination: Destination, artifact: DeliverableArti
     record = _authorize(engine, record, owner, authorized, now, labels, recipients)
     record = _begin(engine, record, now, stale_after)
     ctx = DeliveryContext(record.delivery_id, run_key, period_label, destination.id)
-    window_end = window_of(record)
-    return _run(transport, artifact, _Attempt(engine, record, ctx, window_end, now, labels))
+    return _Attempt(engine, record, ctx, window_of(record), now, labels)
 
 
 def window_of(record: rec.DeliveryRecord) -> datetime:
@@ -182,8 +196,8 @@ def refuse(engine: Engine, destination: Destination, artifact: DeliverableArtifa
             with engine.begin() as conn:
                 rec.transition(conn, record, rec.REFUSED, now=now, last_error=reason)
             record = rec.get_record(engine, record.delivery_id) or record
-    except OperationalError as exc:
-        raise LedgerError(f"delivery ledger unavailable ({exc.orig}); the task will retry") from exc
+    except (OperationalError, InterfaceError) as exc:
+        raise ledger_error(str(engine.url), exc) from exc
     log.warning("company=%s schedule=%s period=%s delivery %s to %s %s: %s",
                 artifact.manifest.get("company", "-"), artifact.manifest.get("schedule", "-"),
                 period_label, record.delivery_id, record.target, record.state, reason)
@@ -262,7 +276,8 @@ def _authorize(engine: Engine, record: rec.DeliveryRecord, owner: str,
 def _begin(engine: Engine, record: rec.DeliveryRecord, now: datetime,
            stale_after: timedelta) -> rec.DeliveryRecord:
     if record.state == rec.ATTEMPTING and record.attempt_started_at is not None:
-        age = rec.utc(now) - record.attempt_started_at
+        with engine.connect() as conn:  # dead by both clocks: a fast worker takes none early
+            age = agreed_now(conn, rec.utc(now)) - record.attempt_started_at
         if age < stale_after:
             raise DeliveryError(
                 f"delivery {record.delivery_id}: attempt {record.attempts} started at "
@@ -311,13 +326,20 @@ def _elapsed_ms(started: float) -> int:
 
 def _succeed(attempt: _Attempt, receipt: str, present: bool, started: float) -> DeliveryOutcome:
     record = attempt.record
-    with attempt.engine.begin() as conn:
-        won = rec.transition(conn, record, rec.ACKNOWLEDGED, now=attempt.now, receipt=receipt,
-                             last_error=None, acknowledged_at=rec.utc(attempt.now))
-        if won:
-            rec.finish_attempt(conn, record.delivery_id, record.attempts,
-                               outcome=rec.ALREADY_PRESENT if present else rec.DELIVERED,
-                               duration_ms=_elapsed_ms(started), receipt=receipt)
+
+    def acknowledge() -> bool:
+        with attempt.engine.begin() as conn:
+            won = rec.transition(conn, record, rec.ACKNOWLEDGED, now=attempt.now,
+                                 receipt=receipt, last_error=None,
+                                 acknowledged_at=rec.utc(attempt.now))
+            if won:
+                rec.finish_attempt(conn, record.delivery_id, record.attempts,
+                                   outcome=rec.ALREADY_PRESENT if present else rec.DELIVERED,
+                                   duration_ms=_elapsed_ms(started), receipt=receipt)
+        return won
+
+    # Sent: recording it waits out a ledger restart (a compare-and-swap, safe to repeat).
+    won = repeatable(attempt.engine, acknowledge, what="delivery acknowledgement")
     if not won:
         raise DeliveryError(
             f"delivery {record.delivery_id}: attempt {record.attempts} was taken over by another "
@@ -359,16 +381,22 @@ def _record_failure(attempt: _Attempt, error: DeliveryError, started: float) -> 
     """Write the failed attempt and the record's next state; the log message and exhaustion."""
     record = attempt.record
     number = record.attempts
-    closed = rec.utc(attempt.now) >= attempt.retry_until
-    exhausted = not error.retryable or closed
-    with attempt.engine.begin() as conn:
-        if rec.transition(conn, record, rec.EXHAUSTED if exhausted else rec.PENDING,
-                          now=attempt.now, last_error=str(error)):
-            rec.finish_attempt(
-                conn, record.delivery_id, number,
-                outcome=rec.RETRYABLE_FAILURE if error.retryable else rec.PERMANENT_FAILURE,
-                duration_ms=_elapsed_ms(started), error=str(error),
-            )
+
+    def write() -> bool:
+        with attempt.engine.begin() as conn:
+            # Closed once both clocks passed its end: a worker running fast closes none early.
+            closed = agreed_now(conn, rec.utc(attempt.now)) >= attempt.retry_until
+            exhausted = not error.retryable or closed
+            if rec.transition(conn, record, rec.EXHAUSTED if exhausted else rec.PENDING,
+                              now=attempt.now, last_error=str(error)):
+                rec.finish_attempt(
+                    conn, record.delivery_id, number,
+                    outcome=rec.RETRYABLE_FAILURE if error.retryable else rec.PERMANENT_FAILURE,
+                    duration_ms=_elapsed_ms(started), error=str(error),
+                )
+        return exhausted
+
+    exhausted = repeatable(attempt.engine, write, what="delivery failure")
     if not error.retryable:
         message = f"failed permanently on attempt {number} (not retried)"
     elif exhausted:

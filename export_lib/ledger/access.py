@@ -8,16 +8,20 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime
 
 from sqlalchemy import Connection
 from sqlalchemy.engine import Engine
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import InterfaceError, OperationalError
 
 from export_lib.errors import LedgerError
 from export_lib.ledger.database import masked
-from export_lib.logfmt import get_logger
+from export_lib.ledger.reconnect import ledger_error
+from export_lib.logfmt import get_logger, note_status
 
 log = get_logger(__name__)
+# Connection.info key: (run key, state) of each run a transaction moved.
+MOVED = "export_moved_runs"
 
 
 class LedgerAccess:
@@ -28,11 +32,15 @@ class LedgerAccess:
         self.url = url or str(engine.url)
 
     # -- schema ---------------------------------------------------------------------------
-    def upgrade(self) -> None:
-        """Bring the schema to the newest Alembic revision (idempotent)."""
+    def upgrade(self) -> tuple[str | None, str | None]:
+        """Bring the schema to the newest Alembic revision (idempotent); (before, after).
+        A ledger a newer release migrated is refused, never downgraded."""
         from export_lib.ledger.migrations import upgrade
 
-        upgrade(self.engine)
+        try:
+            return upgrade(self.engine)
+        except (OperationalError, InterfaceError) as exc:
+            raise ledger_error(self.url, exc) from exc
 
     def ensure_schema(self) -> None:
         """Make sure the tables exist at the newest revision before a command uses them.
@@ -41,14 +49,17 @@ class LedgerAccess:
         fresh checkout); a server database is never migrated implicitly — two workers racing
         on DDL, or a migration nobody reviewed, is worse than a clear error.
         """
-        from export_lib.ledger.migrations import current, head
+        from export_lib.ledger.migrations import current, head, newer_than_package
 
         try:
             have, want = current(self.engine), head()
-        except OperationalError as exc:
-            raise LedgerError(f"ledger {masked(self.url)} failed: {exc.orig}") from exc
+        except (OperationalError, InterfaceError) as exc:
+            raise ledger_error(self.url, exc) from exc
         if have == want:
             return
+        refusal = newer_than_package(have, masked(self.url))
+        if refusal:
+            raise LedgerError(refusal)
         if self.engine.dialect.name == "sqlite":
             log.info("upgrading the embedded ledger %s from %s to %s", masked(self.url), have, want)
             self.upgrade()
@@ -59,19 +70,42 @@ class LedgerAccess:
             "EXPORT_LEDGER_URL first"
         )
 
+    def agreed_now(self, now: datetime) -> datetime:
+        """The earlier of ``now`` and the database's clock (export_lib.ledger.clock): the
+        moment a decision that closes something is taken at."""
+        from export_lib.ledger.clock import agreed_now
+        from export_lib.ledger.reconnect import reconnecting
+
+        def read() -> datetime:
+            with self._read() as conn:
+                return agreed_now(conn, now)
+
+        return reconnecting(read, what="ledger clock")
+
     @contextmanager
     def _tx(self) -> Iterator[Connection]:
+        """One transaction; a ledger that went away is LedgerUnavailable (one line). The runs
+        it moved (``Ledger._move``) reach the log lines' ``status`` once it committed: a
+        rolled-back move never shows."""
+        moved: list[tuple[str, str]] = []
         try:
             with self.engine.begin() as conn:
-                yield conn
-        except OperationalError as exc:
-            raise LedgerError(f"ledger {masked(self.url)} failed: {exc.orig}") from exc
+                conn.info[MOVED] = moved
+                try:
+                    yield conn
+                finally:
+                    # info belongs to the pooled DBAPI connection: never left for its next user.
+                    conn.info.pop(MOVED, None)
+        except (OperationalError, InterfaceError) as exc:
+            raise ledger_error(self.url, exc) from exc
+        for run_key, state in moved:
+            note_status(run_key, state)
 
     @contextmanager
     def _read(self) -> Iterator[Connection]:
         try:
             with self.engine.connect() as conn:
                 yield conn
-        except OperationalError as exc:
-            raise LedgerError(f"ledger {masked(self.url)} failed: {exc.orig}") from exc
+        except (OperationalError, InterfaceError) as exc:
+            raise ledger_error(self.url, exc) from exc
 

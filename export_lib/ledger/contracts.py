@@ -167,9 +167,15 @@ def judge(conn: Connection, run: RunRecord, observed: ExportSchema, policy: str
 
 def check_schema(engine: Engine, run: RunRecord, observed: ExportSchema, policy: str
                  ) -> SchemaVerdict:
-    """Render's check, before any row is read: raises the refusal of ``fail``."""
-    with engine.begin() as conn:
-        verdict = judge(conn, run, observed, policy)
+    """Render's check, before any row is read: raises the refusal of ``fail``. Waits out a
+    ledger restart (the baseline it captures is written once: repeating it changes nothing)."""
+    from export_lib.ledger.reconnect import repeatable
+
+    def read() -> SchemaVerdict:
+        with engine.begin() as conn:
+            return judge(conn, run, observed, policy)
+
+    verdict = repeatable(engine, read, what="schema contract check")
     refusal = verdict.refusal()
     if refusal is not None:
         raise refusal

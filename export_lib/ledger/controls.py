@@ -8,11 +8,12 @@ and :mod:`export_lib.pipeline.retention`. Every write is one transaction.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
 
+from export_lib.ledger.clock import agreed_now
 from export_lib.ledger.records import ArtifactRecord, RunRecord, utc
 from export_lib.ledger.runs import Ledger
 from export_lib.ledger.schema import (
@@ -35,6 +36,8 @@ from export_lib.ledger.states import (
 )
 
 NOTHING_CHANGED = "nothing changed: "
+# How long a spent form token's row outlives its expiry: page servers' clocks may disagree.
+FORM_TOKEN_SKEW = timedelta(hours=1)
 
 
 @dataclass(frozen=True)
@@ -84,10 +87,13 @@ def list_actions(ledger: Ledger, *, company: str | None = None, target_id: str |
 def spend_form_token(ledger: Ledger, mac: str, *, who: str, now: datetime,
                      expires_at: datetime) -> bool:
     """Spend a form token once: True the first time, False when it was spent before (a
-    replayed form). Expired rows are dropped on the way (their tokens are refused anyway)."""
+    replayed form). Rows expired an hour ago by both this host's and the database's clock
+    are dropped on the way: a page server whose clock runs behind still refuses their tokens
+    as spent rather than taking them as new."""
     try:
         with ledger._tx() as conn:
-            conn.execute(sa.delete(form_tokens).where(form_tokens.c.expires_at < now))
+            gone = agreed_now(conn, now) - FORM_TOKEN_SKEW
+            conn.execute(sa.delete(form_tokens).where(form_tokens.c.expires_at < gone))
             conn.execute(sa.insert(form_tokens).values(mac=mac, who=who, spent_at=now,
                                                        expires_at=expires_at))
     except sa.exc.IntegrityError:

@@ -15,6 +15,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
+from export_lib.ledger.clock import agreed_now
 from export_lib.ledger.deliveries import _insert_ignore
 from export_lib.ledger.schema import notices
 
@@ -46,7 +47,10 @@ def claim_notice(engine: Engine, *, key: str, kind: str, run_key: str, reason: s
             query = query.with_for_update()
         row = conn.execute(query).one()
         fresh = row.claims == 0
-        retake = row.state == FAILED or (row.state == CLAIMED and row.updated_at < now - stale)
+        # A claim another process made is stale by both clocks (the database's vetoes a
+        # fast host), so a slow sender is not doubled by a host whose clock runs ahead.
+        retake = row.state == FAILED or (row.state == CLAIMED
+                                         and row.updated_at < agreed_now(conn, now) - stale)
         granted = fresh or retake
         values: dict[str, Any] = {"claims": row.claims + 1}
         if granted:

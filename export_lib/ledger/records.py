@@ -74,7 +74,8 @@ class RunRecord:
     def log_context(self) -> dict[str, str]:
         """The run's log fields (``with run_context(**run.log_context()):``)."""
         return {"company": self.company, "schedule": self.schedule_id, "run": self.run_key,
-                "period": period_label(self.window_start, self.window_end, self.timezone)}
+                "period": period_label(self.window_start, self.window_end, self.timezone),
+                "status": self.state}
 
 
 @dataclass(frozen=True)

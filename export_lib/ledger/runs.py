@@ -29,10 +29,12 @@ from export_lib.errors import (
     LedgerUnavailable,
     PublishError,
 )
-from export_lib.ledger.access import LedgerAccess
+from export_lib.ledger.access import MOVED, LedgerAccess
 from export_lib.ledger.budget import RenderBudget, check_budget, live_renders, lock_budget
+from export_lib.ledger.clock import database_now
 from export_lib.ledger.contracts import publish_under_contract
 from export_lib.ledger.database import ledger_url, make_engine, masked
+from export_lib.ledger.reconnect import reconnecting, waits_for_ledger
 from export_lib.ledger.records import ArtifactRecord, AttemptRecord, RunRecord, RunRegistration
 from export_lib.ledger.schema import artifacts, attempts, events, runs
 from export_lib.ledger.states import RUN_STATES, AttemptState, RunState, check_transition
@@ -125,8 +127,10 @@ class Ledger(LedgerAccess):
             run_id=run.id, at=now, from_state=run.state, to_state=target.value,
             attempt_id=attempt_id, detail=reason,
         ))
+        conn.info.get(MOVED, []).append((run.run_key, target.value))  # see _tx
 
     # -- registration ---------------------------------------------------------------------
+    @waits_for_ledger
     def register(self, reg: RunRegistration, now: datetime) -> tuple[RunRecord, bool]:
         """Insert-or-get on the run key. Returns (run, created). An existing run is returned
         untouched: its captured window, config version and snapshot are never rewritten."""
@@ -151,6 +155,7 @@ class Ledger(LedgerAccess):
         assert run is not None
         return run, True
 
+    @waits_for_ledger
     def get_run(self, run_key: str) -> RunRecord | None:
         with self._read() as conn:
             row = conn.execute(select(runs).where(runs.c.run_key == run_key)).first()
@@ -168,9 +173,25 @@ class Ledger(LedgerAccess):
         (their staging objects stay recorded for clean-up). A READY run is only re-opened with
         ``regenerate=True``. With ``budget``, the claim is refused (RenderBudgetError, nothing
         changed) when the render budget is full; check and claim are one serialised
-        transaction (export_lib/ledger/budget.py)."""
+        transaction (export_lib/ledger/budget.py).
+
+        Leases are the database's clock (``now`` stamps the records only): the lease runs to
+        the database's ``now()`` + ``lease``, and a holder's lease has lapsed when that has
+        passed by the database's clock, whatever the claiming worker's clock says. A claim
+        whose answer a ledger restart lost is found again by its attempt id and returned."""
         attempt_id = uuid.uuid4().hex
+        return reconnecting(lambda: self._claim(
+            attempt_id, run_key, origin=origin, staging_uri=staging_uri, now=now, lease=lease,
+            regenerate=regenerate, budget=budget), what="ledger claim_attempt")
+
+    def _claim(self, attempt_id: str, run_key: str, *, origin: str,
+               staging_uri: Callable[[str], str], now: datetime, lease: timedelta,
+               regenerate: bool, budget: RenderBudget | None) -> AttemptRecord:
         with self._tx() as conn:
+            mine = conn.execute(select(attempts).where(attempts.c.attempt_id == attempt_id)
+                                ).first()
+            if mine is not None:  # committed before the connection dropped: ours already
+                return _attempt(mine)
             if budget is not None:
                 lock_budget(conn)  # before the run's row lock: one lock order for every claim
             run = self._lock_run(conn, run_key)
@@ -178,10 +199,11 @@ class Ledger(LedgerAccess):
                 raise PublishError(
                     f"run {run_key} is already ready; pass regenerate to publish a new version"
                 )
-            self._check_lease(conn, run, now)
+            clock = database_now(conn)
+            self._check_lease(conn, run, clock)
             if budget is not None:
                 check_budget(conn, budget, company=run.company, run_id=run.id, run_key=run_key,
-                             now=now)
+                             now=clock)
             generation = run.current_generation + 1
             stale = conn.execute(
                 update(attempts)
@@ -202,14 +224,15 @@ class Ledger(LedgerAccess):
                        reason=f"attempt generation {generation} from {origin}")
             conn.execute(insert(attempts).values(
                 attempt_id=attempt_id, run_id=run.id, generation=generation, origin=origin,
-                state=AttemptState.RUNNING.value, lease_expires_at=now + lease,
+                state=AttemptState.RUNNING.value, lease_expires_at=clock + lease,
                 staging_uri=staging_uri(attempt_id), staging_cleaned=0, started_at=now,
             ))
             row = conn.execute(select(attempts).where(attempts.c.attempt_id == attempt_id)).one()
         return _attempt(row)
 
     def _check_lease(self, conn: Connection, run: RunRecord, now: datetime) -> None:
-        """Refuse a claim while another attempt holds the run (called under the run's lock)."""
+        """Refuse a claim while another attempt holds the run at ``now`` (the database's
+        clock; called under the run's lock)."""
         row = conn.execute(
             select(attempts).where(attempts.c.run_id == run.id, attempts.c.state.in_(_HOLDING),
                                    attempts.c.lease_expires_at > now)
@@ -225,6 +248,7 @@ class Ledger(LedgerAccess):
             f"{until:%Y-%m-%dT%H:%M:%SZ}; this attempt stands down (nothing claimed) and takes "
             "over only if that lease lapses (a killed worker stops renewing it)", until=until)
 
+    @waits_for_ledger
     def get_attempt(self, attempt_id: str) -> AttemptRecord:
         with self._read() as conn:
             row = conn.execute(select(attempts).where(attempts.c.attempt_id == attempt_id)).first()
@@ -248,6 +272,7 @@ class Ledger(LedgerAccess):
             )
         return att
 
+    @waits_for_ledger
     def advance(self, run_key: str, attempt_id: str, target: RunState, now: datetime) -> None:
         """Move an in-flight run (reading → rendering → validating) for the current attempt.
 
@@ -261,6 +286,7 @@ class Ledger(LedgerAccess):
                 return
             self._move(conn, run, target, now, attempt_id=attempt_id)
 
+    @waits_for_ledger
     def record_staged(self, run_key: str, attempt_id: str, *, rows: int, nbytes: int,
                       sha256: str, now: datetime,
                       file_schema: list[dict[str, Any]] | None = None) -> None:
@@ -274,6 +300,7 @@ class Ledger(LedgerAccess):
                          .values(state=AttemptState.STAGED.value, rows=rows, bytes=nbytes,
                                  sha256=sha256, file_schema=file_schema))
 
+    @waits_for_ledger
     def restage(self, run_key: str, attempt_id: str, staging_uri: str) -> None:
         """Record where the attempt's bytes really go (an object store's pending upload to the
         final key, :mod:`export_lib.storage.multipart`), so publication completes it and
@@ -284,6 +311,7 @@ class Ledger(LedgerAccess):
             conn.execute(update(attempts).where(attempts.c.attempt_id == attempt_id)
                          .values(staging_uri=staging_uri))
 
+    @waits_for_ledger
     def fail(self, run_key: str, attempt_id: str | None, error: str, now: datetime) -> None:
         """Record a failed attempt; the run goes to FAILED if that attempt still owns it."""
         with self._tx() as conn:
@@ -298,6 +326,7 @@ class Ledger(LedgerAccess):
                 self._move(conn, run, RunState.FAILED, now, attempt_id=attempt_id,
                            reason=error[:4000])
 
+    @waits_for_ledger
     def skip(self, run_key: str, reason: str, now: datetime) -> None:
         with self._tx() as conn:
             run = self._lock_run(conn, run_key)
@@ -321,7 +350,23 @@ class Ledger(LedgerAccess):
         contract is applied first (:func:`export_lib.ledger.contracts.publish_under_contract`,
         ADR 0025): ``promote(version, publication)`` gets the contract the file is published
         under, and ``fail`` on a changed schema raises SchemaContractError, nothing recorded.
+
+        A ledger restart before ``promote`` ran is waited for (the transaction is repeated);
+        after it, LedgerUnavailable at once: the object moved, the task's retry decides.
         """
+        promoted: list[bool] = []
+
+        def promote_once(*args: Any) -> tuple[str, str]:
+            promoted.append(True)
+            return promote(*args)
+
+        return reconnecting(lambda: self._publish(
+            run_key, attempt_id, now=now, fmt=fmt, promote=promote_once, correction=correction,
+            schema_policy=schema_policy), what="ledger publish", again=lambda: not promoted)
+
+    def _publish(self, run_key: str, attempt_id: str, *, now: datetime, fmt: str,
+                 promote: Callable[..., tuple[str, str]], correction: bool,
+                 schema_policy: str | None) -> tuple[ArtifactRecord, bool]:
         with self._tx() as conn:
             run = self._lock_run(conn, run_key)
             att = self._fence(conn, run, attempt_id)
@@ -372,6 +417,7 @@ class Ledger(LedgerAccess):
         return record, created
 
     # -- queries --------------------------------------------------------------------------
+    @waits_for_ledger
     def artifacts(self, run_key: str) -> list[ArtifactRecord]:
         with self._read() as conn:
             rows = conn.execute(
@@ -384,6 +430,7 @@ class Ledger(LedgerAccess):
         found = self.artifacts(run_key)
         return found[-1] if found else None
 
+    @waits_for_ledger
     def attempts(self, run_key: str) -> list[AttemptRecord]:
         with self._read() as conn:
             rows = conn.execute(
@@ -392,6 +439,7 @@ class Ledger(LedgerAccess):
             ).all()
         return [_attempt(r) for r in rows]
 
+    @waits_for_ledger
     def events(self, run_key: str) -> list[dict[str, Any]]:
         with self._read() as conn:
             rows = conn.execute(
@@ -400,6 +448,7 @@ class Ledger(LedgerAccess):
             ).all()
         return [dict(r._mapping) for r in rows]
 
+    @waits_for_ledger
     def list_runs(self, company: str | None = None, schedule_id: str | None = None) -> list[RunRecord]:
         query = select(runs).order_by(runs.c.company, runs.c.schedule_id, runs.c.slot)
         if company:
@@ -409,6 +458,7 @@ class Ledger(LedgerAccess):
         with self._read() as conn:
             return [_run(r) for r in conn.execute(query).all()]
 
+    @waits_for_ledger
     def staging_garbage(self) -> list[AttemptRecord]:
         """Abandoned or failed attempts whose staging object has not been cleaned up yet."""
         with self._read() as conn:
@@ -418,15 +468,18 @@ class Ledger(LedgerAccess):
             )).all()
         return [_attempt(r) for r in rows]
 
+    @waits_for_ledger
     def run_key_of(self, run_id: int) -> str:
         with self._read() as conn:
             return conn.execute(select(runs.c.run_key).where(runs.c.id == run_id)).scalar_one()
 
+    @waits_for_ledger
     def mark_cleaned(self, attempt_id: str) -> None:
         with self._tx() as conn:
             conn.execute(update(attempts).where(attempts.c.attempt_id == attempt_id)
                          .values(staging_cleaned=1))
 
+    @waits_for_ledger
     def count(self, table: str) -> int:
         target = {"runs": runs, "attempts": attempts, "artifacts": artifacts, "events": events}[table]
         with self._read() as conn:
@@ -452,25 +505,28 @@ class Ledger(LedgerAccess):
         run's history (the reason is overwritten once the run moves on)."""
         self.note(run_key, f"released by operator {who}", now, reason=f"released by {who}")
 
+    @waits_for_ledger
     def previous_slot(self, schedule_id: str, before: datetime) -> datetime | None:
         """The newest registered slot of ``schedule_id`` strictly before ``before``."""
-        with self.engine.connect() as conn:
+        with self._read() as conn:
             return conn.execute(
                 select(func.max(runs.c.slot)).where(runs.c.schedule_id == schedule_id,
                                                     runs.c.slot < before)
             ).scalar_one_or_none()
 
-    def renew_lease(self, attempt_id: str, until: datetime) -> bool:
-        """Extend a running attempt's lease (its place in the render budget); False once the
-        attempt is no longer running (staged, failed or abandoned meanwhile)."""
+    def renew_lease(self, attempt_id: str, lease: timedelta) -> bool:
+        """Extend a running attempt's lease (its place in the render budget) to the database's
+        ``now()`` + ``lease``; False once the attempt is no longer running (staged, failed or
+        abandoned meanwhile). Not retried here: the keeper's next tick is the retry."""
         with self._tx() as conn:
             return conn.execute(
                 update(attempts).where(attempts.c.attempt_id == attempt_id,
                                        attempts.c.state == AttemptState.RUNNING.value)
-                .values(lease_expires_at=until)
+                .values(lease_expires_at=database_now(conn) + lease)
             ).rowcount == 1
 
-    def live_renders(self, now: datetime) -> dict[str, int]:
-        """Company → renders holding a place in the render budget right now."""
+    @waits_for_ledger
+    def live_renders(self) -> dict[str, int]:
+        """Company → renders holding a place in the render budget now (the database's clock)."""
         with self._read() as conn:
-            return live_renders(conn, now)
+            return live_renders(conn, database_now(conn))

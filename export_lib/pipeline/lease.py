@@ -4,7 +4,8 @@ reads the source, and wait for another attempt's lease.
 An attempt holds its run from its claim until it publishes, as long as its lease lives: a
 second attempt for the same run waits (:func:`claim_waiting`, bounded) or stands down with
 LeaseHeldError, and takes over only once the lease lapsed. A daemon thread renews the
-attempt's ``lease_expires_at`` every third of the lease, so a long
+attempt's ``lease_expires_at`` every third of the lease (to the database's ``now()`` + the
+lease: the worker's own clock decides nothing another worker reads), so a long
 render keeps its place and a worker killed without a word (SIGKILL, a lost host) gives its
 place back within one lease. Renewing is best effort: a ledger hiccup is logged, the next tick tries
 again; the render itself is never stopped by it.
@@ -15,8 +16,7 @@ from __future__ import annotations
 import contextvars
 import threading
 import time
-from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any
 
@@ -31,9 +31,8 @@ log = get_logger(__name__)
 class LeaseKeeper:
     """``with LeaseKeeper(ledger, attempt_id, lease):`` renews the lease until the block ends."""
 
-    def __init__(self, ledger: Ledger, attempt_id: str, lease: timedelta,
-                 clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
-        self._ledger, self._attempt_id, self._lease, self._clock = ledger, attempt_id, lease, clock
+    def __init__(self, ledger: Ledger, attempt_id: str, lease: timedelta) -> None:
+        self._ledger, self._attempt_id, self._lease = ledger, attempt_id, lease
         self._stop = threading.Event()
         # The thread runs in a copy of this context: its log lines carry the run's fields.
         self._thread = threading.Thread(target=contextvars.copy_context().run, args=(self._run,),
@@ -52,7 +51,7 @@ class LeaseKeeper:
         every = self._lease.total_seconds() / 3
         while not self._stop.wait(every):
             try:
-                if not self._ledger.renew_lease(self._attempt_id, self._clock() + self._lease):
+                if not self._ledger.renew_lease(self._attempt_id, self._lease):
                     return  # staged, failed or abandoned meanwhile: nothing to keep
             except Exception as exc:  # the next tick tries again
                 log.warning("attempt %s: renewing the render lease failed: %s",
@@ -61,8 +60,9 @@ class LeaseKeeper:
 
 def claim_waiting(ledger: Ledger, run_key: str, *, now: datetime, wait: timedelta,
                   **claim: Any) -> AttemptRecord:
-    """``ledger.claim_attempt`` that waits (bounded by ``wait``, polling) while another
-    attempt holds the run; the claim's ``now`` advances with the time waited."""
+    """``ledger.claim_attempt`` that waits (bounded by ``wait``, polling, on this host's
+    monotonic clock: a duration, not a moment another machine reads) while another attempt
+    holds the run; the claim's ``now`` advances with the time waited."""
     started = time.monotonic()
     logged = False
     while True:

@@ -23,6 +23,7 @@ from export_lib.errors import (
     ConfigError,
     DeliveryError,
     ExportError,
+    LedgerUnavailable,
     PublishError,
     SchemaContractError,
 )
@@ -141,6 +142,10 @@ def render_run(ledger: Ledger, store: ArtifactStore, run_key: str, *, now: datet
         ledger.record_staged(run_key, attempt.attempt_id, rows=result.rows, nbytes=result.bytes,
                              sha256=result.sha256, now=now,
                              file_schema=result.export_schema.as_json())
+    except LedgerUnavailable:
+        # Nothing can be recorded: the attempt keeps its lease until it lapses (the keeper
+        # has stopped renewing), then the task's retry takes the run over.
+        raise
     except BaseException as exc:  # a task timeout or kill too: give the budget place back
         reason = str(exc) if isinstance(exc, ExportError) else f"interrupted: {exc!r}"
         ledger.fail(run_key, attempt.attempt_id, reason, now)
@@ -444,6 +449,7 @@ def watermark_ready(ledger: Ledger, run_key: str, *, now: datetime,
     bind(**run.log_context())
     schedule = schedule_of(run)
     grace = schedule.policies.late_data.grace
+    now = ledger.agreed_now(now)  # reached by both clocks: a fast worker exports nothing early
     if run.deadline is not None and now >= run.deadline:
         return True, f"deadline {run.deadline:%Y-%m-%dT%H:%MZ} reached; exporting what has arrived"
     with open_source(resolve(schedule.query.source, resolver)) as source:

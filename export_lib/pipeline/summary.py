@@ -64,4 +64,4 @@ class RunSummary(BaseModel):
     def log_context(self) -> dict[str, str]:
         """The run's log fields (``with run_context(**summary.log_context()):``)."""
         return {"company": self.company, "schedule": self.schedule_id, "run": self.run_key,
-                "period": self.window.period}
+                "period": self.window.period, "status": self.state}

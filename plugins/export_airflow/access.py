@@ -103,11 +103,11 @@ def demo_users(companies: list[str], known: dict[str, Any]) -> dict[str, dict[st
 
 def sync(config_dir: Path, users_file: Path | None, admin_password: str | None) -> list[str]:
     """Create or update the company roles (and the demo users and admin): idempotent."""
-    from airflow.providers.fab.auth_manager.cli_commands.utils import get_application_builder
+    from export_airflow.airflow_compat import fab_application_builder
 
     companies = companies_in(config_dir)
     lines = []
-    with get_application_builder() as appbuilder:
+    with fab_application_builder() as appbuilder:
         sm = appbuilder.sm
         sm.bulk_sync_roles(company_roles(companies))
         # Narrow as well as widen: a permission this version no longer grants is taken away.

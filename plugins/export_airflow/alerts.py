@@ -283,10 +283,20 @@ def build_notifier(config: Any, to: tuple[str, ...], alert: Alert) -> BaseNotifi
 
         return SmtpNotifier(to=list(to), from_email=notifier.from_email, subject=alert.subject,
                             html_content=alert.html(), smtp_conn_id=notifier.conn_id)
-    from airflow.sdk._shared.module_loading import import_string
-
-    cls = import_string(notifier.class_)
+    cls = _import_class(notifier.class_)
     return cls(**{**notifier.kwargs, notifier.message_field: f"{alert.subject}\n{alert.text()}"})
+
+
+def _import_class(dotted: str) -> Any:
+    """``package.module.Class`` imported (the config validated the dotted form)."""
+    import importlib
+
+    module, _, name = dotted.rpartition(".")
+    try:
+        return getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as exc:
+        raise ImportError(f"notifier class {dotted!r} cannot be imported ({exc}); install the "
+                          "package that provides it on every Airflow component") from exc
 
 
 def _ledger() -> Any:

@@ -18,12 +18,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from airflow.sdk.definitions.callback import AsyncCallback
-from airflow.sdk.definitions.deadline import (
-    BaseDeadlineReference,
-    DeadlineAlert,
-    deadline_reference,
-)
+# In airflow.sdk.__all__ (the 1.3 type stub lags behind and lacks some of them).
+from airflow.sdk import AsyncCallback, BaseDeadlineReference, DeadlineAlert, deadline_reference
 
 from export_lib.logfmt import get_logger
 
@@ -35,12 +31,14 @@ REFERENCE_TYPE_FIELD = "reference_type"
 def _dag_run(session: Any, kwargs: dict[str, Any]) -> Any:
     """The run a deadline is evaluated for (logical date and run type), or None for a run
     without a logical date (a manual run may have none)."""
-    from airflow.models import DagRun
     from sqlalchemy import select
 
+    from export_airflow.airflow_compat import dag_run_model
+
+    run = dag_run_model()
     row = session.execute(
-        select(DagRun.logical_date, DagRun.run_type)
-        .where(DagRun.dag_id == kwargs["dag_id"], DagRun.run_id == kwargs["run_id"])
+        select(run.logical_date, run.run_type)
+        .where(run.dag_id == kwargs["dag_id"], run.run_id == kwargs["run_id"])
     ).first()
     return None if row is None or row.logical_date is None else row
 

@@ -177,3 +177,76 @@ def test_the_dags_folder_intervals_default_to_30s_and_a_preset_value_wins(
     env = dict(item.split("=", 1) for item in out.decode().split("\0") if "=" in item)
     assert env["AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL"] == listed
     assert env["AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL"] == reparsed
+
+
+def test_json_logs_and_statsd_are_on_in_compose_and_make_cluster(tmp_path: Path):
+    """deploy/cluster.env switches on JSON logs (Airflow's and ours) and StatsD for both; compose
+    sends to its statsd-exporter (with the mapping the Grafana dashboard is checked against),
+    `make cluster` to the supervisor's listener on its own UDP port, started before anything
+    that sends."""
+    sys.path.insert(0, str(REPO / "scripts"))
+    try:
+        import supervise
+    finally:
+        sys.path.remove(str(REPO / "scripts"))
+    shared = shared_settings()
+    assert {k: shared.get(k) for k in ("AIRFLOW__LOGGING__JSON_LOGS", "EXPORT_LOG_FORMAT",
+                                       "AIRFLOW__METRICS__STATSD_ON")} == {
+        "AIRFLOW__LOGGING__JSON_LOGS": "True", "EXPORT_LOG_FORMAT": "json",
+        "AIRFLOW__METRICS__STATSD_ON": "True"}
+    services = resolved_compose(tmp_path)["services"]
+    env = services["airflow-worker"]["environment"]
+    assert (env["AIRFLOW__METRICS__STATSD_HOST"], env["AIRFLOW__METRICS__STATSD_PORT"]) == (
+        "statsd-exporter", "9125")
+    exporter = services["statsd-exporter"]
+    assert "--statsd.listen-udp=:9125" in exporter["command"]
+    assert any(str(v).split(":")[0].endswith("deploy/statsd/mapping.yml")
+               or (isinstance(v, dict) and v.get("source", "").endswith("deploy/statsd/mapping.yml"))
+               for v in exporter["volumes"]), exporter["volumes"]
+    local = make_cluster_environ(tmp_path)
+    assert (local["AIRFLOW__METRICS__STATSD_HOST"], local["AIRFLOW__METRICS__STATSD_PORT"],
+            local["STATSDPORT"]) == ("127.0.0.1", local["STATSDPORT"], local["STATSDPORT"])
+    # What the supervisor's environment adds: the command line's ports, run.sh's PG paths.
+    comps = supervise.components_from_env({
+        **local, "CLUSTER": "1", "PGPORT": "5999", "REDISPORT": "6999", "S3PORT": "9999",
+        "PORT": "8999", "ROOT": str(REPO), "PG_DATA": "/x", "PG_BIN": "/usr/lib/postgresql/16/bin"})
+    names = [c.name for c in comps]
+    assert names.index("statsd") < names.index("api-server"), names
+    assert comps[names.index("statsd")].argv[-2:] == [
+        local["STATSDPORT"], local["AIRFLOW_HOME"] + "/run/statsd.txt"]
+
+
+def _until(check, seconds: float = 10) -> None:
+    import time
+
+    deadline = time.monotonic() + seconds
+    while not check():
+        assert time.monotonic() < deadline, f"not within {seconds} s"
+        time.sleep(0.05)
+
+
+def test_the_statsd_listener_writes_every_metric_line_it_receives(tmp_path: Path):
+    """scripts/statsd_sink.py: one metric a line, as sent; a multi-metric datagram split."""
+    import socket
+
+    sys.path.insert(0, str(REPO / "scripts"))
+    try:
+        import ports
+    finally:
+        sys.path.remove(str(REPO / "scripts"))
+    port, out = ports.first_free(18125, socket.SOCK_DGRAM), tmp_path / "statsd.txt"
+    proc = subprocess.Popen([sys.executable, str(REPO / "scripts" / "statsd_sink.py"), str(port),
+                             str(out)])
+    try:
+        _until(lambda: not ports.is_free(port, socket.SOCK_DGRAM))
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.sendto(b"airflow.export.render.rows.acme.daily-spend:12|c", ("127.0.0.1", port))
+            s.sendto(b"airflow.scheduler_heartbeat:1|c\nairflow.executor.open_slots:4|g\n",
+                     ("127.0.0.1", port))
+        _until(lambda: out.exists() and out.read_text().count("\n") >= 3)
+        assert out.read_text().splitlines() == [
+            "airflow.export.render.rows.acme.daily-spend:12|c", "airflow.scheduler_heartbeat:1|c",
+            "airflow.executor.open_slots:4|g"]
+    finally:
+        proc.terminate()
+        assert proc.wait(10) == 0

@@ -71,7 +71,7 @@ def test_release_needs_edit_access_a_token_and_the_same_origin(airflow_db, expor
     # The same paragraph as `exportctl explain`, on the page.
     (paragraph,) = re.findall(r"<p id='explain'><b>In one paragraph:</b> ([^<]+)</p>", detail)
     assert paragraph.startswith("acme/hourly-clicks, slot ") and f"(run {HELD}): held since " \
-        in paragraph and f"To export it anyway: &#x27;exportctl release {HELD}&#x27;" in paragraph
+        in paragraph and f"To export it anyway: &#39;exportctl release {HELD}&#39;" in paragraph
     assert "do-release" in client.get(f"/exports/obligations/run?key={HELD}", headers=admin).text
 
     def release(headers: dict[str, str], user: str, **extra: str):

@@ -169,7 +169,7 @@ def _compose(cmd: list[str], *args: str, env_file: Path | None = None
 
 COMPOSE_SECRETS = ("POSTGRES_PASSWORD", "REDIS_PASSWORD", "MINIO_ROOT_USER",
                    "MINIO_ROOT_PASSWORD", "AIRFLOW_FERNET_KEY", "AIRFLOW_JWT_SECRET",
-                   "AIRFLOW_API_SECRET_KEY", "AIRFLOW_ADMIN_PASSWORD")
+                   "AIRFLOW_API_SECRET_KEY", "AIRFLOW_ADMIN_PASSWORD", "GRAFANA_ADMIN_PASSWORD")
 
 
 def test_compose_config_validates(tmp_path: Path):
@@ -197,15 +197,17 @@ def test_compose_config_validates(tmp_path: Path):
     assert values["POSTGRES_PASSWORD"] in common["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"]
     published = [(name, port) for name, svc in resolved["services"].items()
                  for port in svc.get("ports", [])]
-    assert {name for name, _ in published} == {"minio", "airflow-apiserver"}
+    assert {name for name, _ in published} >= {"minio", "airflow-apiserver", "statsd-exporter"}
+    assert {name for name, _ in published} <= {"minio", "airflow-apiserver", "statsd-exporter",
+                                               "prometheus", "grafana"}
     # docker compose prints ports long-form (host_ip), docker-compose v1 as "ip:host:container".
     assert all(port.get("host_ip") == "127.0.0.1" if isinstance(port, dict)
                else str(port).startswith("127.0.0.1:") for _, port in published), published
 
     missing = _compose(cmd, "-q")
     assert missing.returncode != 0
-    assert re.search(r"set (POSTGRES_PASSWORD|REDIS_PASSWORD|MINIO_ROOT_\w+|AIRFLOW_\w+) in "
-                     r"\.env", missing.stderr), missing.stderr
+    assert re.search(r"set (POSTGRES_PASSWORD|REDIS_PASSWORD|MINIO_ROOT_\w+|(AIRFLOW|GRAFANA)_\w+) "
+                     r"in \.env", missing.stderr), missing.stderr
 
     text = (REPO / "docker-compose.yaml").read_text()
     for default in ("airflow:airflow@", "minio-secret", "POSTGRES_PASSWORD: airflow",

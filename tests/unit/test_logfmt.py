@@ -110,7 +110,7 @@ def test_the_lease_thread_logs_with_the_run_that_started_it(caplog):
     failed = threading.Event()
 
     class Ledger:
-        def renew_lease(self, attempt_id, until):
+        def renew_lease(self, attempt_id, lease):
             failed.set()
             raise ConnectionError("ledger down")
 
@@ -220,3 +220,71 @@ def test_exportctl_in_json_mode_writes_json_lines_to_stderr(tmp_path, monkeypatc
         ("export_lib.config.loader", "warning", "acme",
          f"config file {tmp_path / 'acme.yaml'} has 1 error(s); its schedules are not loaded")
     ] * 2
+
+
+def _status(record: logging.LogRecord) -> str | None:
+    return record.status
+
+
+def test_status_is_the_runs_first_known_state_then_each_move_even_after_an_inner_scope(caplog):
+    """A summary handed on from an earlier task says ``registered``; the stage reads the run
+    (``reading``) — the first known state holds — and the ledger moves it: the move shows on the
+    lines after the stage returned; a line about another run gets that run's own; outside the
+    outermost scope nothing is remembered."""
+    @scope
+    def stage() -> None:
+        bind(**RUN, status="reading")  # a fresher record, bound after the summary: ignored
+        logfmt.note_status(RUN["run"], "rendering")
+        log.info("rendering")
+
+    @scope
+    def task() -> None:
+        bind(**RUN, status="registered")
+        log.info("start")
+        stage()
+        log.info("rendered")
+        log.info("another run", extra={"run": "acme/daily-spend/2026-03-28T05:00Z",
+                                       "status": "failed"})
+        log.info("status named by the call", extra={"status": "ready"})
+
+    with caplog.at_level(logging.INFO, logger="export_lib"):
+        task()
+        logfmt.note_status(RUN["run"], "ready")  # no scope: nobody to tell
+        with run_context(**RUN):
+            log.info("later")
+    assert [(r.getMessage().split(": ")[-1], _status(r)) for r in caplog.records] == [
+        ("start", "registered"), ("rendering", "rendering"), ("rendered", "rendering"),
+        ("another run", "failed"), ("status named by the call", "rendering"), ("later", None)]
+
+
+def test_json_mode_gives_our_structlog_records_the_status_too():
+    stream = io.StringIO()
+    handler = _airflow_like_handler(stream)
+    ours = logging.getLogger("export_lib.tests")
+    ours.addHandler(handler)
+    ours.setLevel(logging.INFO)
+    logfmt.install("json", bind=structlog.contextvars.bound_contextvars)
+    try:
+        with run_context(**RUN, status="validating"):
+            logfmt.note_status(RUN["run"], "ready")
+            log.info("published v%d", 1)
+    finally:
+        ours.removeHandler(handler)
+        ours.setLevel(logging.NOTSET)
+    assert _records(stream) == [{"event": "published v1", "logger": "export_lib.tests.logfmt",
+                                 "level": "info", **RUN, "status": "ready"}]
+
+
+def test_a_thread_started_inside_a_run_logs_its_latest_status():
+    """The lease keeper's thread copies the context: it shares the task's status board."""
+    seen: list[str | None] = []
+    with run_context(**RUN, status="reading"):
+        import contextvars
+
+        ctx = contextvars.copy_context()
+        logfmt.note_status(RUN["run"], "rendering")
+        thread = threading.Thread(target=ctx.run, args=(lambda: seen.append(
+            logfmt._status(logfmt.current(), None)),))
+        thread.start()
+        thread.join(5)
+    assert seen == ["rendering"]

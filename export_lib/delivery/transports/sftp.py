@@ -12,6 +12,14 @@ server's key; without it the system ``known_hosts`` (or ``extra.known_hosts`` fi
 host. ``no_host_key_check=true`` disables the check, for test rigs only; every connection
 made so logs a warning.
 
+Who opens the session: inside Airflow the edge resolves the connection with an ``sftp`` client
+opener (``Connection.clients["sftp"]``: the SFTP provider's ``SFTPHook``), so the connection's
+extras are read the way Airflow's SSH/SFTP hooks read them (``key_file``, ``private_key`` and
+``private_key_passphrase``, ``host_key``, ``no_host_key_check``, ``allow_host_key_change``,
+``conn_timeout``, ``ciphers``, ``disabled_algorithms``, a proxy command from ``~/.ssh/config``).
+Without an opener (``exportctl``, the environment resolver) this module connects with paramiko
+itself from the fields above. Either way the upload protocol below is the same.
+
 Upload protocol, per attempt:
 
 1. ``stat`` the final name: present with the artifact's size and a matching ``<name>.sha256``
@@ -93,11 +101,21 @@ class SftpTransport(Transport):
         return posixpath.join(self.destination.path, name)
 
     def __enter__(self) -> SftpTransport:
-        import paramiko
-
         conn = resolve_connection(self.destination.conn_id, self.destination.id,
                                   self._resolver)
         self._conn = conn
+        opener = conn.clients.get("sftp")
+        if opener is not None:
+            self._sftp = self._guard(opener)
+        else:
+            self._connect(conn)
+        self._sftp.get_channel().settimeout(float(conn.extra.get("timeout", 60)))
+        return self
+
+    def _connect(self, conn: Connection) -> None:
+        """Our own paramiko session from the connection's fields (no opener given)."""
+        import paramiko
+
         ssh = paramiko.SSHClient()
         extra = conn.extra
         try:
@@ -116,8 +134,6 @@ class SftpTransport(Transport):
             allow_agent=False,
         ))
         self._sftp = self._guard(ssh.open_sftp)
-        self._sftp.get_channel().settimeout(float(extra.get("timeout", 60)))
-        return self
 
     @staticmethod
     def _trust(ssh: paramiko.SSHClient, conn: Connection) -> None:
@@ -142,7 +158,11 @@ class SftpTransport(Transport):
             ssh.load_system_host_keys()
 
     def close(self) -> None:
-        for handle in (self._sftp, self._ssh):
+        # An opener's session has no SSHClient of ours: closing its SSH transport ends it.
+        session = self._ssh
+        if session is None and self._sftp is not None:
+            session = self._sftp.get_channel().get_transport()
+        for handle in (self._sftp, session):
             if handle is not None:
                 try:
                     handle.close()
@@ -248,9 +268,13 @@ class SftpTransport(Transport):
         except paramiko.AuthenticationException as exc:
             raise auth_failure(conn, f"SSH authentication failed ({exc})") from exc
         except paramiko.BadHostKeyException as exc:
+            host, port = conn.host or "localhost", conn.port or 22
             raise DeliveryError(
-                f"connection {conn.conn_id!r}: host key of {conn.host} does not match the "
-                "pinned extra.host_key; verify the server, then update the connection"
+                f"connection {conn.conn_id!r}: the SFTP server {host}:{port} presented a host key "
+                f"({exc.key.get_name()}) that does not match the connection's extra.host_key, so "
+                "nothing was sent: either the server's key changed or something is posing as it. "
+                f"Confirm the key with the server's administrator ('ssh-keyscan -p {port} {host}' "
+                "shows what it presents), then set extra.host_key to that '<type> <base64>' line"
             ) from exc
         except PermissionError as exc:
             raise DeliveryError(

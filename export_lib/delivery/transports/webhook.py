@@ -1,11 +1,13 @@
-"""Webhook destination: POST a signed JSON notice with ``Idempotency-Key: <delivery id>``.
+"""Webhook destination: POST a JSON notice signed per Standard Webhooks, ``webhook-id`` (and
+``Idempotency-Key``) the delivery id.
 
 Connection forms (``AIRFLOW_CONN_<ID>``)::
 
     https://hooks.example.com/exports              (no auth)
     https://user:secret@hooks.example.com/exports  (HTTP Basic)
     https://hooks.example.com/exports?token=abc    (``Authorization: Bearer abc``)
-    https://hooks.example.com/exports?signing_secret=whsec_abc   (signed bodies)
+    https://hooks.example.com/exports?signing_secret=whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw
+                                                   (signed: a Standard Webhooks secret)
     https://hooks.internal:8443/x?ca_file=%2Fetc%2Fssl%2Finternal-ca.pem  (private CA)
     http://127.0.0.1:8080/                         (no credentials: plain http refuses them)
 
@@ -21,9 +23,17 @@ The body names the delivery: ``delivery_id``, ``run_key``, ``period``, ``destina
 ``window_end``, and ``link`` with ``link_expires_at``: a time-limited pre-signed HTTPS URL when
 the artifact store is S3 or GCS, else ``null`` (never an internal path).
 
-With ``extra.signing_secret`` every request carries ``X-Export-Timestamp: <unix seconds>`` and
-``X-Export-Signature: sha256=<hex>``, the HMAC-SHA256 of ``<timestamp>.<body>``: the receiver
-rejects forged, altered and replayed notices (``docs/examples/webhook_receiver.py`` verifies it).
+With ``extra.signing_secret`` every request is signed as the Standard Webhooks specification
+(standardwebhooks.com) says, so a receiver verifies it with any of its libraries
+(``docs/examples/webhook_receiver.py`` uses the Python one):
+
+* ``webhook-id``: the delivery id, the same on every retry of that delivery (receivers dedupe on
+  it; ``Idempotency-Key`` carries it too);
+* ``webhook-timestamp``: Unix seconds of this attempt (receivers refuse one more than five minutes
+  from their clock: a replay);
+* ``webhook-signature``: ``v1,<base64 HMAC-SHA256 of "<id>.<timestamp>.<body>">``, keyed with the
+  secret's bytes: the secret is ``whsec_`` followed by the base64 of 24 to 64 random bytes (the
+  spec's form; a secret that is not is refused before anything is sent).
 
 Transport rules (httpx): redirects are never followed — a 3xx is a permanent failure naming the
 redirect's host — so credentials and the signature go to the configured host only; credentials
@@ -43,6 +53,8 @@ same key and the receiver answers without processing twice.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 import hmac
 import json
@@ -71,6 +83,10 @@ from export_lib.source.connections import Connection, ConnectionResolver
 _RETRY_STATUSES = {408, 425, 429}
 _REQUEST_ID_HEADERS = ("X-Request-Id", "Request-Id", "X-Amzn-RequestId", "X-Delivery-Receipt")
 MAX_ANSWER_BYTES = 4096
+SECRET_PREFIX = "whsec_"
+MIN_KEY_BYTES, MAX_KEY_BYTES = 24, 64  # the Standard Webhooks spec's range for a secret's key
+NEW_SECRET_COMMAND = ("python -c \"import base64, secrets; "
+                      "print('whsec_' + base64.b64encode(secrets.token_bytes(32)).decode())\"")
 
 
 def payload(artifact: DeliverableArtifact, ctx: DeliveryContext, now: datetime | None = None,
@@ -95,10 +111,22 @@ def payload(artifact: DeliverableArtifact, ctx: DeliveryContext, now: datetime |
     }
 
 
-def sign(secret: str, timestamp: int, body: bytes) -> str:
-    """``sha256=<hex>``: HMAC-SHA256 of ``<timestamp>.<body>`` (see the module docstring)."""
-    signed = str(timestamp).encode() + b"." + body
-    return "sha256=" + hmac.new(secret.encode(), signed, hashlib.sha256).hexdigest()
+def signing_key(secret: str) -> bytes:
+    """The key of a Standard Webhooks secret (``whsec_<base64>``); ValueError saying why not."""
+    encoded = secret.removeprefix(SECRET_PREFIX).rstrip("=")
+    try:
+        key = base64.b64decode(encoded + "=" * (-len(encoded) % 4), validate=True)
+    except (binascii.Error, ValueError):
+        raise ValueError("it is not whsec_ followed by base64") from None
+    if not MIN_KEY_BYTES <= len(key) <= MAX_KEY_BYTES:
+        raise ValueError(f"its key is {len(key)} bytes, not {MIN_KEY_BYTES} to {MAX_KEY_BYTES}")
+    return key
+
+
+def sign(key: bytes, msg_id: str, timestamp: int, body: bytes) -> str:
+    """``v1,<base64>``: HMAC-SHA256 of ``<msg_id>.<timestamp>.<body>`` (Standard Webhooks)."""
+    signed = f"{msg_id}.{timestamp}.".encode() + body
+    return "v1," + base64.b64encode(hmac.new(key, signed, hashlib.sha256).digest()).decode()
 
 
 class WebhookTransport(Transport):
@@ -109,6 +137,7 @@ class WebhookTransport(Transport):
         self.destination = destination
         self._resolver = resolver
         self._conn: Connection | None = None
+        self._key: bytes | None = None
 
     def __enter__(self) -> WebhookTransport:
         conn = resolve_connection(self.destination.conn_id, self.destination.id, self._resolver)
@@ -125,6 +154,16 @@ class WebhookTransport(Transport):
                 f"http; use an https:// URI for the connection {conn.conn_id!r} (Airflow's HTTP "
                 "form: schema https) — nothing was sent"
             )
+        if conn.extra.get("signing_secret"):
+            try:
+                self._key = signing_key(str(conn.extra["signing_secret"]))
+            except ValueError as exc:
+                raise DeliveryError(
+                    f"connection {conn.conn_id!r}: extra.signing_secret is not a Standard Webhooks "
+                    f"secret ({exc}; the value is not shown); set it to 'whsec_' + the base64 of "
+                    f"{MIN_KEY_BYTES} to {MAX_KEY_BYTES} random bytes, e.g. from "
+                    f"{NEW_SECRET_COMMAND}, and give the receiver the same — nothing was sent"
+                ) from None
         return self
 
     def url(self) -> str:
@@ -146,14 +185,15 @@ class WebhookTransport(Transport):
         return None  # not observable: the receiver deduplicates on Idempotency-Key
 
     def _headers(self, ctx: DeliveryContext, body: bytes) -> dict[str, str]:
-        conn = self._conn
-        assert conn is not None
         headers = {"Content-Type": "application/json", "Idempotency-Key": ctx.delivery_id,
                    "User-Agent": "export-lib-delivery/1"}
-        if conn.extra.get("signing_secret"):
+        if self._key is not None:
+            # The id is the delivery's, so every retry of it carries the same one; the timestamp
+            # is this attempt's (the signature is only valid for five minutes).
             stamp = int(time.time())
-            headers["X-Export-Timestamp"] = str(stamp)
-            headers["X-Export-Signature"] = sign(conn.extra["signing_secret"], stamp, body)
+            headers["webhook-id"] = ctx.delivery_id
+            headers["webhook-timestamp"] = str(stamp)
+            headers["webhook-signature"] = sign(self._key, ctx.delivery_id, stamp, body)
         return headers
 
     def _client(self) -> httpx.Client:

@@ -56,11 +56,68 @@ def _config(connection):
     return cfg
 
 
-def upgrade(engine: Engine, revision: str = "head") -> None:
+def known(revision: str) -> bool:
+    """Whether this package ships ``revision`` (None, an empty ledger, counts as known)."""
+    from alembic.script import ScriptDirectory
+    from alembic.util import CommandError
+
+    try:
+        ScriptDirectory.from_config(_config(None)).get_revision(revision)
+    except (CommandError, KeyError):
+        return False
+    return True
+
+
+def package_version() -> str:
+    """This package's distribution and version, as ``pip`` names it."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return f"{DISTRIBUTION} {version(DISTRIBUTION)}"
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        from export_lib import __version__
+
+        return f"{DISTRIBUTION} {__version__}"
+
+
+DISTRIBUTION = "airflow-scheduled-exports"
+
+
+def newer_than_package(have: str | None, where: str) -> str | None:
+    """Why a ledger at revision ``have`` cannot be used (or upgraded) by this package: a newer
+    release migrated it. None when this package knows ``have``."""
+    if have is None or known(have):
+        return None
+    return (f"the export ledger at {where} is at schema revision {have}, newer than this "
+            f"package ({package_version()}) knows: its newest is {head()}. A newer release "
+            "upgraded it, and a ledger is never downgraded: install that release (or a newer "
+            "one) of airflow-scheduled-exports on this machine, with the same lock, and run "
+            "the command again")
+
+
+def upgrade(engine: Engine, revision: str = "head") -> tuple[str | None, str | None]:
+    """Migrate to ``revision``; (revision before, revision after). One transaction: a
+    migration that fails leaves the ledger as it was. Refuses (LedgerError) a ledger a newer
+    release already migrated: Alembic would fail on the unknown revision with less to say."""
     from alembic import command
 
+    from export_lib.errors import LedgerError
+    from export_lib.ledger.database import masked
+
     with engine.begin() as conn:
+        context = _context(conn)
+        before = context.get_current_revision()
+        refusal = newer_than_package(before, masked(str(engine.url)))
+        if refusal:
+            raise LedgerError(refusal)
         command.upgrade(_config(conn), revision)
+        return before, _context(conn).get_current_revision()
+
+
+def _context(conn: Connection):
+    from alembic.runtime.migration import MigrationContext
+
+    return MigrationContext.configure(conn, opts={"version_table": VERSION_TABLE})
 
 
 def current(engine: Engine) -> str | None:

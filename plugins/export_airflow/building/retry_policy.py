@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from airflow.sdk.definitions.retry_policy import RetryDecision, RetryPolicy
+from airflow.sdk import RetryDecision, RetryPolicy
 
 from export_lib import settings
 from export_lib.errors import ExportError

@@ -89,7 +89,7 @@ def preload() -> None:
         # every plugin (our UI plugin's entry point brings FastAPI and the pages): ~1 s
         # of CPU per task on a Celery worker, whose pool children had not loaded them (bench/
         # cluster.py, py-spy). Built here, the forks find it cached.
-        from airflow.sdk.listener import get_listener_manager
+        from export_airflow.airflow_compat import get_listener_manager
 
         get_listener_manager()
     except Exception as exc:  # noqa: BLE001 - a broken plugin is reported by the task itself
@@ -99,9 +99,10 @@ def preload() -> None:
         # defaults (~12 ms of CPU): every parse child serialises its file's DAGs (bench/parse.py
         # "child_serialize_seconds"). One empty DAG here, and the children find them loaded.
         from airflow.sdk import DAG
-        from airflow.serialization.serialized_objects import DagSerialization
 
-        DagSerialization.to_dict(DAG("export_airflow_preload", schedule=None))
+        from export_airflow.airflow_compat import serialize_dag
+
+        serialize_dag(DAG("export_airflow_preload", schedule=None))
     except Exception as exc:  # noqa: BLE001 - the parse children load them themselves
         failed.append(f"the DAG serialiser ({type(exc).__name__}: {exc})")
     try:

@@ -28,27 +28,17 @@ def trigger_manual(dag_id: str, conf: dict[str, Any], user: Any) -> str:
         DagAccessEntity,
         DagDetails,
     )
-    from airflow.api_fastapi.common.dagbag import create_dag_bag
-    from airflow.api_fastapi.core_api.datamodels.dag_run import TriggerDAGRunPostBody
-    from airflow.api_fastapi.core_api.routes.public.dag_run import trigger_dag_run
-    from airflow.utils.session import create_session
     from fastapi import HTTPException
-    from starlette.requests import Request
+
+    from export_airflow.airflow_compat import trigger_dag_run_as
 
     if not get_auth_manager().is_authorized_dag(method="POST", access_entity=DagAccessEntity.RUN,
                                                 details=DagDetails(id=dag_id), user=user):
         raise HTTPException(status_code=403, detail=f"{user.get_name()} may not trigger {dag_id}; "
                             "nothing was changed")
-    # The handler tells a UI trigger from an API one by the Referer: this is the UI.
-    request = Request({"type": "http", "method": "POST", "headers": [
-        (b"referer", b"export company page")]})
-    body = TriggerDAGRunPostBody(logical_date=None, conf=conf,
-                                 note=f"Export now (company page): {conf.get('reason', '')}"[:1000])
+    note = f"Export now (company page): {conf.get('reason', '')}"[:1000]
     try:
-        with create_session() as session:
-            run = trigger_dag_run(dag_id=dag_id, body=body, dag_bag=create_dag_bag(), user=user,
-                                  session=session, request=request)
-            run_id = run.run_id
+        run_id = trigger_dag_run_as(user, dag_id, conf, note)
     except HTTPException as exc:
         if exc.status_code == 403:
             raise
@@ -64,13 +54,16 @@ def trigger_manual(dag_id: str, conf: dict[str, Any], user: Any) -> str:
 def airflow_api() -> tuple[Any, str | None]:
     """The REST client of the ``export_airflow_api`` connection, logged in; or None and why
     not (the gap audit then records skips and unrecoverable periods, requests no backfill)."""
-    from airflow.models.connection import Connection
-
+    from export_airflow.airflow_compat import connection_from_secrets
     from export_lib.errors import ExportError
     from export_lib.pipeline.backfills import API_CONN_ID, AirflowApi
 
     try:
-        conn = Connection.get_connection_from_secrets(API_CONN_ID)
+        conn = connection_from_secrets(API_CONN_ID)
+        if conn is None:
+            return None, (f"connection {API_CONN_ID!r} is not defined in Airflow: add it with "
+                          f"'airflow connections add {API_CONN_ID} --conn-uri "
+                          "http://USER:PASSWORD@HOST:PORT'")
         return AirflowApi.from_connection(conn).login(), None
     except ExportError as exc:
         return None, str(exc)

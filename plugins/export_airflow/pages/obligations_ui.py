@@ -126,12 +126,7 @@ def obligations(company: str | None = None, schedule: str | None = None,
     data = _obligations(company, schedule, state, since, until, limit, offset, visible)
     q = {"company": company, "schedule": schedule, "state": state, "since": since,
          "until": until, "limit": limit if limit != 25 else None}
-    return h.doc("Export obligations", (
-        "<h2>Export obligations</h2><p>What each export owed its customer and what happened, "
-        f"as of {data['now']:%Y-%m-%d %H:%M} UTC. Click a square or a period for the details.</p>"
-        + h.legend() + h.filter_form(q, data["companies"], data["schedule_ids"])
-        + "<h3>Schedules</h3>" + h.schedules_table(data["schedules"])
-        + "<h3>Runs</h3>" + h.runs_table(data["runs"], q)))
+    return h.obligations_page(data, q)
 
 
 @router.get("/obligations.json")
@@ -258,36 +253,27 @@ def _dag_id(ledger: Any, run_key: str) -> str:
     return schedule_of(ledger.get_run(run_key)).dag_id
 
 
-def _actions_html(detail: dict[str, Any], user: Any, dag_id: str) -> str:
+def _actions(detail: dict[str, Any], user: Any, dag_id: str) -> dict[str, Any]:
+    """What the reader may do to the run, for run.html: ``kind`` nothing (no action applies),
+    read-only (no edit access to the DAG), no-secret (no form token can be made: ``error``
+    says why) or forms (one per action and target, each with the user's token)."""
     from export_lib.views.run_detail import available_actions
 
     possible = {k: v for k, v in available_actions(detail).items() if v and ACTIONS.get(k)}
     if not possible:
-        return "<p>Nothing to do: no action applies to this run now.</p>"
+        return {"kind": "nothing"}
     if not may_edit(user, dag_id):
-        return (f"<p id='no-edit'>An operator with edit access to the DAG <code>{h.esc(dag_id)}"
-                "</code> can act on this run; you can only read it.</p>")
+        return {"kind": "read-only", "dag_id": dag_id}
     try:
         token = action_token(user.get_name(), detail["run_key"])
     except ActionTokenError as exc:
-        return f"<p id='no-secret'>{h.esc(str(exc))}</p>"
-    forms = []
-    for name, targets in possible.items():
-        for target in targets:
-            field = {"requeue": "destination", "revoke": "version"}.get(name)
-            why = ("<input name='why' placeholder='why (recorded)' size='24'> "
-                   if name in ("revoke", "cancel", "pause", "unpause") else "")
-            extra = (f"<input type='hidden' name='{field}' value='{h.esc(target)}'>"
-                     if field else "")
-            forms.append(
-                f"<form class='inline' method='post' action='action/{name}'>"
-                f"<input type='hidden' name='run_key' value='{h.esc(detail['run_key'])}'>"
-                f"<input type='hidden' name='token' value='{token}'>{extra}{why}"
-                f"<button type='submit' id='do-{name}'>{h.esc(LABELS[name].format(target))}"
-                "</button></form> ")
-    return ("".join(forms) + f"<p><small>Recorded in the run's history under your name. Then "
-            f"clear the task in Airflow (<a target='_top' href='/dags/{h.esc(dag_id)}'>open "
-            f"{h.esc(dag_id)}</a>) to run it now.</small></p>")
+        return {"kind": "no-secret", "error": str(exc)}
+    forms = [{"name": name, "target": target, "label": LABELS[name].format(target),
+              "field": {"requeue": "destination", "revoke": "version"}.get(name),
+              "why": name in ("revoke", "cancel", "pause", "unpause")}
+             for name, targets in possible.items() for target in targets]
+    return {"kind": "forms", "forms": forms, "token": token, "run_key": detail["run_key"],
+            "dag_id": dag_id}
 
 
 @router.get("/obligations/run", response_class=HTMLResponse)
@@ -297,7 +283,7 @@ def run_page(user: GetUserDep, key: str, done: str | None = None,
     with _ledger() as ledger:
         detail = _detail_or_404(ledger, key, visible, now)
         detail["paused"] = _paused(ledger, detail)
-        actions = _actions_html(detail, user, _dag_id(ledger, key))
+        can = _actions(detail, user, _dag_id(ledger, key))
         summary = _explained(ledger, key, now)
     note = {"release": "Released: the run will export when its resolve_window task is "
                        "cleared in Airflow.",
@@ -308,7 +294,7 @@ def run_page(user: GetUserDep, key: str, done: str | None = None,
             "cancel": "Cancelled: nothing of this run publishes; pending deliveries cancelled.",
             "pause": "Paused: this schedule's new slots are recorded skipped until resumed.",
             "unpause": "Resumed: this schedule exports again from its next slot."}.get(done or "")
-    return h.doc(f"Run {key}", h.detail_body(detail, actions, note, summary))
+    return h.run_page(detail, can, note, summary)
 
 
 def _paused(ledger: Any, detail: dict[str, Any]) -> str | None:
@@ -373,7 +359,7 @@ def _act(name: str, action: Action, form: dict[str, str], user: Any,
             action(ledger, run_key, form, f"{user.get_name()} (obligations page)", now)
         except ExportError as exc:
             detail = _detail_or_404(ledger, run_key, visible, now)
-            page = h.detail_body(detail, _actions_html(detail, user, dag_id), str(exc))
-            return HTMLResponse(h.doc(f"Run {run_key}", page), status_code=409)
+            page = h.run_page(detail, _actions(detail, user, dag_id), str(exc))
+            return HTMLResponse(page, status_code=409)
     return RedirectResponse(f"../run?{urlencode({'key': run_key, 'done': name})}",
                             status_code=303)

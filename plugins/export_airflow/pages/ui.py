@@ -16,7 +16,6 @@ export DAG gets 403.
 
 from __future__ import annotations
 
-import html
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlencode
@@ -28,6 +27,7 @@ from fastapi.responses import HTMLResponse, JSONResponse
 from export_airflow.pages.company_actions import router as company_changes
 from export_airflow.pages.company_ui import router as company_router
 from export_airflow.pages.obligations_ui import router as obligations_router
+from export_airflow.pages.render import render
 from export_airflow.pages.ui_access import Visible, visible_companies
 
 # FastAPI's own /docs and /openapi.json would be public: they are served below, behind a login.
@@ -75,10 +75,6 @@ def runs_json(company: str | None = None, schedule: str | None = None, state: st
                  offset=offset, visible_companies=visible).as_json()
 
 
-def _cell(value: Any) -> str:
-    return f"<td>{html.escape(str(value if value is not None else '–'))}</td>"
-
-
 def _deadline(r: dict[str, Any]) -> str:
     status = r["deadline_status"]
     # ADR 0029: a deadline that passed before the schedule was deployed is not counted.
@@ -92,15 +88,6 @@ def _deadline(r: dict[str, Any]) -> str:
     return "–"
 
 
-STYLE = ("body{font-family:sans-serif;margin:1rem}table{border-collapse:collapse;font-size:13px}"
-         "td,th{border:1px solid #ccc;padding:4px 6px;text-align:left;vertical-align:top}"
-         "form{margin:.5rem 0}")
-
-
-def _value(text: str | None) -> str:
-    return html.escape(text or "", quote=True)
-
-
 @app.get("/", response_class=HTMLResponse)
 def page(company: str | None = None, schedule: str | None = None, state: str | None = None,
          unresolved: bool = False, limit: int = Query(50, ge=1, le=500),
@@ -108,39 +95,20 @@ def page(company: str | None = None, schedule: str | None = None, state: str | N
     result = _page(company=company, schedule_id=schedule, state=state,
                    unresolved_deliveries=unresolved, limit=limit, offset=offset,
                    visible_companies=visible)
-    rows = []
-    for r in result.runs:
-        arts = ", ".join(f"v{a['version']} ({a['rows']} rows, {a['sha256'][:12]})"
-                         for a in r["artifacts"])
-        dels = ", ".join(f"{d['destination']}: {d['state']}" for d in r["deliveries"])
-        rows.append("<tr>" + "".join(_cell(v) for v in (
-            r["run_key"], r["state"], r["reason"], f"{r['period']} ({r['timezone']})",
-            f"{r['window_start_utc']} → {r['window_end_utc']}", _deadline(r), arts, dels,
-        )) + "</tr>")
+    rows = [[r["run_key"], r["state"], r["reason"], f"{r['period']} ({r['timezone']})",
+             f"{r['window_start_utc']} → {r['window_end_utc']}", _deadline(r),
+             ", ".join(f"v{a['version']} ({a['rows']} rows, {a['sha256'][:12]})"
+                       for a in r["artifacts"]),
+             ", ".join(f"{d['destination']}: {d['state']}" for d in r["deliveries"])]
+            for r in result.runs]
     query = {k: v for k, v in {"company": company, "schedule": schedule, "state": state,
                                "unresolved": "true" if unresolved else None,
                                "limit": limit}.items() if v}
-    nav = []
-    if offset > 0:
-        nav.append(f"<a href='?{html.escape(urlencode({**query, 'offset': max(0, offset - limit)}))}'>"
-                   "newer</a>")
-    if offset + len(result.runs) < result.total:
-        nav.append(f"<a href='?{html.escape(urlencode({**query, 'offset': offset + limit}))}'>"
-                   "older</a>")
-    shown = (f"runs {offset + 1}–{offset + len(result.runs)} of {result.total}" if result.runs
-             else f"no runs match ({result.total} in all)")
-    return (
-        f"<!doctype html><html><head><meta charset='utf-8'><title>Export runs</title>"
-        f"<style>{STYLE}</style></head><body><h2>Export runs</h2>"
-        "<form method='get'>"
-        f"company <input name='company' value='{_value(company)}'> "
-        f"schedule <input name='schedule' value='{_value(schedule)}'> "
-        f"state <input name='state' value='{_value(state)}' size='10'> "
-        f"<label><input type='checkbox' name='unresolved' value='true'"
-        f"{' checked' if unresolved else ''}> unresolved deliveries</label> "
-        "<button type='submit'>filter</button></form>"
-        f"<p>Newest slot first: {shown}. {' · '.join(nav)} JSON at <code>runs.json</code>.</p>"
-        "<table><tr><th>run</th><th>state</th><th>reason</th><th>period (local)</th>"
-        "<th>window (UTC)</th><th>deadline</th><th>artifacts</th><th>deliveries</th></tr>"
-        + "".join(rows) + "</table></body></html>"
-    )
+    nav = {"shown": (f"runs {offset + 1}–{offset + len(result.runs)} of {result.total}"
+                     if result.runs else f"no runs match ({result.total} in all)"),
+           "newer": urlencode({**query, "offset": max(0, offset - limit)}) if offset > 0
+           else None,
+           "older": urlencode({**query, "offset": offset + limit})
+           if offset + len(result.runs) < result.total else None}
+    q = {"company": company, "schedule": schedule, "state": state, "unresolved": unresolved}
+    return render("runs.html", title="Export runs", q=q, nav=nav, rows=rows)

@@ -27,12 +27,11 @@ EVERY_DAG_PROBE = "export__any-dag__"  # no DAG has this id, so no role grants i
 def unscoped_refusal(manager: object) -> str | None:
     """Why the pages are off under ``manager`` (None: they may serve). SimpleAuthManager knows
     roles, not DAGs: each of its users would read every company's runs, receipts and errors."""
-    from airflow.api_fastapi.auth.managers.simple.simple_auth_manager import SimpleAuthManager
-
+    from export_airflow.airflow_compat import is_simple_auth_manager
     from export_lib import settings
     from export_lib.errors import ConfigError
 
-    if type(manager).is_authorized_dag is not SimpleAuthManager.is_authorized_dag:
+    if not is_simple_auth_manager(manager):
         return None
     try:
         if settings.ui_allow_unscoped_auth():

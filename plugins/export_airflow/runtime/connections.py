@@ -16,13 +16,16 @@ the hook's client (``Connection.clients``):
   the connection's retry/timeout settings win over export_lib's defaults).
 * GCS: ``GCSHook.get_conn()`` (key file, keyfile dict, ADC, impersonation). A connection with
   an ``endpoint`` extra (an emulator) is built by export_lib, which honours it.
+* SFTP (conn type ``sftp`` or ``ssh``): ``SFTPHook.get_conn()``, the paramiko SFTP session the
+  SFTP provider opens, so host key checking, key file, private key and passphrase, timeouts,
+  ciphers and proxy command are read the Airflow way; export_lib keeps the upload protocol.
 
-SFTP, SMTP and webhook destinations use export_lib's own transports (the atomic temp-name
-protocol, failure classification and idempotency keys they need), fed with the fields resolved
-here; they read the SSH/SMTP/HTTP providers' extras (``host_key``, ``from_email``,
-``disable_tls``, an ``https`` schema, ...). Resolution happens in ``execute()`` only, never at
-parse time. Nothing here logs a password or extra: the value objects hide them from ``repr``
-(Airflow's own ``Connection`` repr shows the password, so it never leaves this module).
+SMTP and webhook destinations use export_lib's own transports (the failure classification and
+idempotency keys they need), fed with the fields resolved here; they read the SMTP/HTTP
+providers' extras (``from_email``, ``disable_tls``, an ``https`` schema, ...). Resolution
+happens in ``execute()`` only, never at parse time. Nothing here logs a password or extra: the
+value objects hide them from ``repr`` (Airflow's own ``Connection`` repr shows the password, so
+it never leaves this module).
 """
 
 from __future__ import annotations
@@ -84,6 +87,8 @@ def from_airflow(found: Any) -> Connection:
         clients["s3"] = functools.partial(_s3_client, found.conn_id)
     elif conn_type == "google_cloud_platform" and not _gcp_extra(extra, "endpoint"):
         clients["gcs"] = functools.partial(_gcs_client, found.conn_id)
+    elif conn_type in ("sftp", "ssh"):
+        clients["sftp"] = functools.partial(_sftp_client, found.conn_id, "conn_timeout" in extra)
     return Connection(
         conn_id=found.conn_id, conn_type=conn_type, host=found.host or None,
         port=int(found.port) if found.port else None, login=found.login or None,
@@ -97,9 +102,9 @@ def _gcp_extra(extra: dict[str, Any], name: str) -> Any:
 
 
 def _hook_speaks_psycopg3() -> bool:
-    from airflow.providers.postgres.hooks import postgres
+    from export_airflow.airflow_compat import postgres_hook_uses_psycopg3
 
-    return bool(getattr(postgres, "USE_PSYCOPG3", False))
+    return postgres_hook_uses_psycopg3()
 
 
 def _postgres_client(found: Any, **libpq_defaults: Any) -> Any:
@@ -150,3 +155,29 @@ def _gcs_client(conn_id: str) -> Any:
     from airflow.providers.google.cloud.hooks.gcs import GCSHook
 
     return GCSHook(gcp_conn_id=conn_id).get_conn()
+
+
+# Without a conn_timeout extra the SSH hook would wait on a silent host for as long as the
+# kernel does; this is what export_lib's own SFTP session allows.
+SFTP_CONNECT_TIMEOUT = 15
+
+
+def _sftp_client(conn_id: str, has_timeout: bool) -> Any:
+    """``SFTPHook(conn_id).get_conn()``: a paramiko ``SFTPClient``. One connection attempt
+    (the hook's default is three, seconds apart): a failed delivery is retried by the task,
+    and a refused host key must fail at once. The hook refusing the connection's settings
+    (both ``key_file`` and ``private_key``, ``no_host_key_check`` with a ``host_key``, an
+    unsupported key type) is a DeliveryError naming the connection."""
+    from airflow.providers.sftp.hooks.sftp import SFTPHook
+    from airflow.sdk.exceptions import AirflowException
+
+    from export_lib.errors import DeliveryError
+
+    timeout = {} if has_timeout else {"conn_timeout": SFTP_CONNECT_TIMEOUT}
+    try:
+        hook = SFTPHook(ssh_conn_id=conn_id, conn_retry_attempts=1, **timeout)
+    except (ValueError, TypeError, AirflowException) as exc:
+        raise DeliveryError(
+            f"connection {conn_id!r}: the SFTP provider refuses its settings ({exc}); fix the "
+            "connection's extras (see docs/reference/connections.md, SFTP)") from None
+    return hook.get_conn()

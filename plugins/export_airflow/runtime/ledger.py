@@ -102,10 +102,7 @@ def _task_connection_url() -> str | None:
 
 
 def _server_connection_url() -> str | None:
-    from airflow.exceptions import AirflowNotFoundException
-    from airflow.models.connection import Connection
+    from export_airflow.airflow_compat import connection_from_secrets
 
-    try:
-        return _url(Connection.get_connection_from_secrets(LEDGER_CONN_ID))
-    except AirflowNotFoundException:
-        return None
+    found = connection_from_secrets(LEDGER_CONN_ID)
+    return None if found is None else _url(found)

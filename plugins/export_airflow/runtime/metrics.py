@@ -1,4 +1,4 @@
-"""Our metrics through Airflow's ``Stats`` (``airflow.sdk.observability.stats``), so they go where
+"""Our metrics through Airflow's ``Stats`` (via :mod:`export_airflow.airflow_compat`), so they go where
 the deployment sends Airflow's own: ``[metrics] statsd_on`` / ``statsd_host`` / ``statsd_port``
 (or Datadog, or OpenTelemetry). Names and tags: :mod:`export_lib.metrics` (ADR 0010).
 
@@ -16,19 +16,22 @@ from export_lib.metrics import metric_name, metric_tags
 log = get_logger(__name__)
 
 
+_initialised = False
+
+
 def _stats() -> Any:
-    """The Task SDK's stats module, set up from ``[metrics]`` if this process has not done it
-    (a task process has; the triggerer's runner, where deadline callbacks run, has not)."""
-    from airflow.sdk._shared.observability.metrics import stats
+    """Airflow's stats functions, set up from ``[metrics]`` once in this process: a task process
+    has set them up already, the triggerer's callback runner (deadline alerts) has not, and
+    Airflow offers no public "is it set up?", so we do it once ourselves, the same way
+    (setting it up again from the same settings only opens a new StatsD socket). A fork
+    keeps both Airflow's settings and this flag."""
+    from export_airflow.airflow_compat import initialise_stats, stats_module
 
-    if stats._factory is None:  # noqa: SLF001 - no public "is it initialised?" in 3.3
-        from airflow.sdk.configuration import conf
-        from airflow.sdk.observability.metrics import stats_utils
-
-        stats.initialize(factory=stats_utils.get_stats_factory(),
-                         export_legacy_names=conf.getboolean("metrics", "legacy_names_on",
-                                                             fallback=False))
-    return stats
+    global _initialised
+    if not _initialised:
+        initialise_stats()
+        _initialised = True
+    return stats_module()
 
 
 def emit(kind: str, metric: str, company: str, schedule_id: str, value: float = 1) -> None:

@@ -134,8 +134,9 @@ def test_unexpected_host_key_is_permanent(
     from urllib.parse import quote
 
     monkeypatch.setenv("AIRFLOW_CONN_ACME_SFTP", f"{uri}?host_key={quote(other, safe='')}")
-    with pytest.raises(DeliveryError, match="host key of 127.0.0.1 does not match the pinned "
-                       "extra.host_key") as info:
+    with pytest.raises(DeliveryError, match=r"the SFTP server 127\.0\.0\.1:\d+ presented a host "
+                       r"key \(ssh-ed25519\) that does not match the connection's extra\.host_key"
+                       ) as info:
         run(sqlite_engine, SftpDestination(id="customer-sftp", conn_id="acme_sftp",
                                            path=upload_dir), make_artifact())
     assert info.value.retryable is False

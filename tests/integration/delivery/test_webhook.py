@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import logging
 from collections.abc import Callable
 from datetime import timedelta
@@ -253,13 +254,14 @@ def test_signed_body_is_verified_by_the_receiver(
     sqlite_engine: sa.Engine, webhook: WebhookReceiver, make_artifact: ArtifactFactory,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    webhook.state.signing_secret = "whsec_test"
+    secret = "whsec_" + base64.b64encode(b"a-test-key-of-twenty-four-bytes!").decode()
+    webhook.state.signing_secret = secret
     monkeypatch.setenv("AIRFLOW_CONN_ACME_HOOK", webhook.connection_uri("hooks"))
     with pytest.raises(DeliveryError, match="HTTP 401"):  # unsigned: refused, permanent
         run(sqlite_engine, HOOK, make_artifact())
     signed = HOOK.model_copy(update={"id": "notify-signed"})
-    monkeypatch.setenv("AIRFLOW_CONN_ACME_HOOK",
-                       webhook.connection_uri("hooks") + "?signing_secret=whsec_test")
+    monkeypatch.setenv("AIRFLOW_CONN_ACME_HOOK", webhook.connection_uri("hooks")
+                       + f"?signing_secret={quote(secret, safe='')}")
     assert run(sqlite_engine, signed, make_artifact()).state == "acknowledged"
 
 

@@ -4,6 +4,7 @@ acknowledged, stored or sent elsewhere. Real HTTP(S) servers from tests/services
 
 from __future__ import annotations
 
+import base64
 import socket
 import threading
 import time
@@ -23,7 +24,7 @@ from tests.support.delivery import only_record, run
 HOOK = WebhookDestination(id="notify", conn_id="acme_hook", endpoint="/exports",
                           timeout_seconds=1.0)
 TOKEN = "tok-9f3c1e77-never-elsewhere"
-SIGNING = "whsec-5b2d-never-elsewhere"
+SIGNING = "whsec_" + base64.b64encode(b"5b2d-never-elsewhere-5b2d-never-elsewhere").decode()
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +46,7 @@ def origin(https_webhook_server: WebhookReceiver, certificates: ServerCertificat
     ca = quote(str(certificates.ca_file), safe="")
     monkeypatch.setenv("AIRFLOW_CONN_ACME_HOOK",
                        f"https://127.0.0.1:{https_webhook_server.port}/hooks/s3cr3t-path-part"
-                       f"?ca_file={ca}&token={TOKEN}&signing_secret={SIGNING}")
+                       f"?ca_file={ca}&token={TOKEN}&signing_secret={quote(SIGNING, safe='')}")
     return https_webhook_server
 
 

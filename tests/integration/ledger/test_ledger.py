@@ -29,9 +29,11 @@ def test_a_ledger_database_is_a_copy_at_the_newest_revision_and_pg_database_is_e
 
 
 def _staged(ledger, run_key, sha, *, now=NOW):
+    # A lease that has lapsed by the database's clock as soon as it is written (leases are the
+    # database's clock, not ``now``): the next _staged takes the run over.
     attempt = ledger.claim_attempt(run_key, origin="test", now=now,
                                    staging_uri=lambda a: f"file:///tmp/staging/{a}.csv",
-                                   regenerate=True, lease=timedelta(minutes=1))
+                                   regenerate=True, lease=timedelta(0))
     ledger.advance(run_key, attempt.attempt_id, RunState.RENDERING, now)
     ledger.record_staged(run_key, attempt.attempt_id, rows=10, nbytes=100, sha256=sha, now=now)
     ledger.advance(run_key, attempt.attempt_id, RunState.VALIDATING, now)
@@ -121,6 +123,37 @@ def test_every_transition_is_logged_as_an_event(sqlite_ledger):
                      ("rendering", "validating"), ("validating", "ready")]
 
 
+def test_each_committed_move_becomes_the_status_of_the_runs_log_lines(pg_ledger, caplog):
+    """The log field ``status`` (export_lib.logfmt) follows the ledger: the registered record,
+    then each move once its transaction committed; a move rolled back never shows."""
+    import logging
+
+    from export_lib.logfmt import bind, get_logger, scope
+
+    log = get_logger("export_lib.tests.ledger")
+
+    @scope
+    def task() -> None:
+        run = pg_ledger.register(registration(), NOW)[0]
+        bind(**run.log_context())
+        log.info("registered")
+        att = _staged(pg_ledger, run.run_key, "a" * 64)
+        log.info("staged")
+        with pytest.raises(RuntimeError, match="^rolled back$"), pg_ledger._tx() as conn:
+            pg_ledger._move(conn, pg_ledger._lock_run(conn, run.run_key), RunState.FAILED, NOW)
+            raise RuntimeError("rolled back")
+        log.info("after the rollback")
+        pg_ledger.publish(run.run_key, att.attempt_id, now=NOW, fmt="csv",
+                          promote=lambda v: ("u", "m"))
+        log.info("published")
+
+    with caplog.at_level(logging.INFO, logger="export_lib.tests"):
+        task()
+    assert [(r.getMessage().split(": ")[-1], r.status) for r in caplog.records] == [
+        ("registered", "registered"), ("staged", "validating"),
+        ("after the rollback", "validating"), ("published", "ready")]
+
+
 @pytest.mark.parametrize(("current", "target"), [
     ("registered", "ready"), ("ready", "failed"), ("cancelled", "reading"), ("validating", "skipped"),
 ])
@@ -149,10 +182,10 @@ def test_unreachable_ledger_names_the_url_with_the_password_masked(postgres_serv
 
 def test_attempt_superseded_while_rendering_cannot_record_its_object(pg_ledger):
     key = pg_ledger.register(registration(), NOW)[0].run_key
-    old = pg_ledger.claim_attempt(key, origin="stalled", now=NOW,
+    old = pg_ledger.claim_attempt(key, origin="stalled", now=NOW, lease=timedelta(0),
                                   staging_uri=lambda a: f"file:///tmp/staging/{a}.csv")
-    # The stalled attempt's lease (an hour by default) lapsed: the retry takes over.
-    pg_ledger.claim_attempt(key, origin="retry", now=NOW + timedelta(hours=1, seconds=1),
+    # The stalled attempt's lease lapsed (by the database's clock): the retry takes over.
+    pg_ledger.claim_attempt(key, origin="retry", now=NOW + timedelta(seconds=1),
                             staging_uri=lambda a: f"file:///tmp/staging/{a}.csv")
     with pytest.raises(FencingError, match=r"\(generation 1\) is stale; generation 2 owns"):
         pg_ledger.record_staged(key, old.attempt_id, rows=1, nbytes=1, sha256="c" * 64, now=NOW)

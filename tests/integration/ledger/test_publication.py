@@ -17,6 +17,7 @@ from export_lib.pipeline import collect_staging_garbage, publish_run, register_r
 from export_lib.storage.stores import LocalStore
 from tests.fixtures.ledger import DAILY_SLOT
 from tests.support import children
+from tests.support.leases import lapse_leases
 from tests.world import World
 
 NOW = DAILY_SLOT + timedelta(minutes=5)
@@ -38,6 +39,7 @@ def test_stale_attempt_publish_run_moves_nothing_to_a_final_name(
     key = register_run(pg_ledger, world.schedule(), DAILY_SLOT, now=NOW).run_key
     old = render_run(pg_ledger, world.store, key, now=NOW)
     # The old attempt stalled past its render lease (5 min): a new attempt takes the run over.
+    lapse_leases(pg_ledger, key)
     new = render_run(pg_ledger, world.store, key, now=NOW + timedelta(minutes=6))
     assert (old["generation"], new["generation"]) == (1, 2)
     assert old["sha256"] == new["sha256"]  # same content: only the generation tells them apart
@@ -161,6 +163,7 @@ def test_publication_that_lost_its_ledger_commit_is_completed_by_the_retry(
     assert sorted(world.visible_files()) == [VISIBLE, VISIBLE + ".manifest.json"]  # unrecorded
 
     # A render retry once the crashed attempt's lease (5 min) lapsed.
+    lapse_leases(pg_ledger, key)
     retry = render_run(pg_ledger, world.store, key, now=NOW + timedelta(minutes=6))
     published = publish_run(pg_ledger, world.store, key, retry["attempt_id"],
                             now=NOW + timedelta(minutes=6))

@@ -15,10 +15,20 @@ from tests.system.soak.stack import Stack, copy_project
 COPIED_TOO = ("docker-compose.yaml",)
 
 
+def free_udp_port() -> int:
+    """A UDP port nothing listens on (the StatsD listener's)."""
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 @dataclass
 class Cluster(Stack):
     redisport: int = 0
     s3port: int = 0
+    statsdport: int = 0
 
     @classmethod
     def in_copy(cls, dest: Path, *, local_pg: bool = False, **extra_env: str) -> Cluster:
@@ -26,7 +36,8 @@ class Cluster(Stack):
         for name in COPIED_TOO:
             (root / name).write_bytes((Path(__file__).resolve().parents[3] / name).read_bytes())
         return cls(root, free_port(), extra_env=dict(extra_env), redisport=free_port(),
-                   s3port=free_port(), **cls.database_choice(local_pg))
+                   s3port=free_port(), statsdport=free_udp_port(),
+                   **cls.database_choice(local_pg))
 
     @property
     def home(self) -> Path:
@@ -38,7 +49,15 @@ class Cluster(Stack):
 
     def environ(self) -> dict[str, str]:
         return {**super().environ(), "CLUSTER": "1", "REDISPORT": str(self.redisport),
-                "S3PORT": str(self.s3port)}
+                "S3PORT": str(self.s3port), "STATSDPORT": str(self.statsdport)}
+
+    def statsd_names(self) -> set[str]:
+        """The metric names the cluster's StatsD listener received (scripts/statsd_sink.py)."""
+        try:
+            text = (self.run_dir / "statsd.txt").read_text(errors="replace")
+        except FileNotFoundError:
+            return set()
+        return {line.split(":", 1)[0] for line in text.splitlines()}
 
     def remembered(self) -> dict[str, str]:
         text = (self.home / "run.env").read_text()

@@ -14,6 +14,7 @@ parse and a teardown: ~110 s of a pytest worker in `make test`.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -178,7 +179,7 @@ def test_make_cluster_is_up_within_5_minutes_with_every_component(cluster):
     # PostgreSQL is the supervisor's only with a cluster of its own (not make cluster
     # PG_SERVER=…, the session's server here).
     own_pg = ["postgres"] if cluster.pg_server is None else []
-    assert list(status) == [*own_pg, "redis", "s3", "api-server", "scheduler",
+    assert list(status) == [*own_pg, "redis", "s3", "statsd", "api-server", "scheduler",
                             "dag-processor", "triggerer", "worker-default", "worker-manual",
                             "worker-large"]
     assert {c["state"] for c in status.values()} == {"up"}
@@ -235,6 +236,7 @@ def test_large_renders_run_on_the_large_worker_and_manual_work_on_its_queue(clus
              if ti["state"] == "success"}
     assert where[(LARGE_DAG, "render")] == ("exports_large", "worker-large")
     assert where[(LARGE_DAG, "publish")] == ("default", "worker-default")
+    _metrics_and_json_logs_arrived(cluster, runs)
     assert where[(SMALL_DAG, "render")] == ("default", "worker-default")
     manual = {v for (dag, _), v in where.items() if dag == MANUAL_DAG}
     assert {v[0] for v in manual} == {"exports_manual"}
@@ -242,6 +244,33 @@ def test_large_renders_run_on_the_large_worker_and_manual_work_on_its_queue(clus
     keys = [o["Key"] for o in cluster.s3().list_objects_v2(
         Bucket="exports", Prefix="artifacts/dentsu-happiness/facebook__primary/")["Contents"]]
     assert any(k.endswith("__v1.csv") for k in keys), keys
+
+
+def _metrics_and_json_logs_arrived(cluster: Cluster, runs: dict[str, str]) -> None:
+    """deploy/cluster.env's StatsD and JSON logs: the cluster's listener received both exports'
+    metrics from the workers and Airflow's own that the Grafana dashboard shows; the workers
+    wrote JSON lines; each render's line of ours has the run's fields and status."""
+    from tests.support.statsd_mapping import airflow_names
+
+    ours = {f"airflow.export.{metric}.{schedule}"
+            for schedule in ("acme.daily-spend", "dentsu-happiness.facebook__primary")
+            for metric in ("runs.expected", "render.rows", "render.bytes", "render.seconds",
+                           "render.rows_per_second", "deliveries.unresolved")}
+    wanted = ours | set(airflow_names())
+    wait_for(lambda: wanted <= cluster.statsd_names(), 60,
+             what=f"StatsD names {sorted(wanted - cluster.statsd_names())}")
+    worker = (cluster.run_dir / "worker-large.log").read_text(errors="replace").splitlines()
+    assert any(line.startswith("{") and '"event"' in line for line in worker), worker[-5:]
+    for dag_id in (LARGE_DAG, SMALL_DAG):
+        (path,) = [p for p in (cluster.home / "logs").rglob("task_id=render/attempt=1.log")
+                   if f"run_id={runs[dag_id]}" in str(p)]
+        records = [json.loads(line) for line in path.read_text().splitlines()]
+        # The engine's, the stage's and the operator's "N rows, N bytes" lines.
+        rendered = [r for r in records if " rows, " in str(r.get("event"))]
+        assert [(r["company"], r["status"]) for r in rendered] == [
+            (dag_id.split("__")[1], "rendering")] * 3, rendered
+        assert rendered[0]["run"].startswith(rendered[0]["schedule"] + "/") and rendered[0][
+            "period"], rendered
 
 
 def test_two_dag_runs_of_one_slot_scan_the_source_once(cluster):

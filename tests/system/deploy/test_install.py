@@ -154,6 +154,10 @@ def test_the_wheel_holds_both_packages_the_migrations_and_the_plugin_entry_point
     edge = REPO / "plugins" / "export_airflow"
     assert {f"export_airflow/{p.relative_to(edge).as_posix()}" for p in edge.rglob("*.py")} \
         - names == set()
+    # the pages' templates (package_data: templates/ is not a package)
+    templates = edge / "pages" / "templates"
+    assert {f"export_airflow/pages/templates/{p.name}" for p in templates.iterdir()} \
+        - names == set()
     shipped = {n.rsplit("/", 1)[1] for n in names
                if n.startswith("export_lib/ledger/migrations/versions/")}
     assert shipped == {p.name for p in

@@ -8,7 +8,10 @@ exactly one "export failed" e-mail from a real SMTP server (aiosmtpd), naming th
 period, the reason and the commands. Its deadline is set to pass while the test runs, so the
 triggerer's deadline callback (the same notifier) sends one "deadline missed" e-mail each too.
 ``meterco`` exports normally with ``[metrics] statsd_on``: our ``export.*`` metrics arrive at
-a UDP listener, the rendered rows equal to the ledger's.
+a UDP listener, the rendered rows equal to the ledger's. Its deadline is 1 s after its slot, so
+each of its runs completes late: ``runs.late`` once per run and ``runs.lateness_seconds`` equal
+to the ledger's delivered-after-deadline. Airflow's own metrics that the Grafana dashboard
+shows (deploy/statsd/mapping.yml) arrive at the same listener.
 """
 
 from __future__ import annotations
@@ -57,8 +60,10 @@ def COMPANIES(clock: SlotClock) -> dict[str, Any]:  # noqa: N802 - the harness's
     SERVERS["deadline"] = timedelta(seconds=int(deadline.total_seconds()))
     return {
         "alertco": _failing_company(clock.hour, SERVERS["deadline"]),
+        # Late by design (its runs are created after the deadline: no deadline alert).
         "meterco": company_file("meterco", [widget_export("daily", export_hour=clock.hour,
-                                                          company="meterco", retries=RETRIES)]),
+                                                          company="meterco", retries=RETRIES,
+                                                          deadline="1s")]),
     }
 
 
@@ -168,7 +173,8 @@ def test_export_metrics_reach_statsd(scheduler_stack: SchedulerStack, clock: Slo
         return f"airflow.export.{metric}.{company}.daily"
 
     metrics = ("render.rows", "render.bytes", "runs.expected", "runs.completed",
-               "deliveries.unresolved", "render.rows_per_second")
+               "deliveries.unresolved", "render.rows_per_second", "runs.late",
+               "runs.lateness_seconds")
 
     def settled() -> tuple[list[dict], dict[str, list]] | None:
         """meterco's runs and their metrics, read while none of its runs is in flight: each run
@@ -180,7 +186,9 @@ def test_export_metrics_reach_statsd(scheduler_stack: SchedulerStack, clock: Slo
                       key=lambda r: r["slot_utc"])
         seen = {m: statsd.values(name(m)) for m in metrics}
         after = [(r["dag_run_id"], r["state"]) for r in stack.dag_runs(METERED)]
-        if after != before or len(seen["runs.completed"]) < len(runs):
+        # runs.late and its lateness follow runs.completed in their own datagrams.
+        if after != before or min(len(seen[m]) for m in (
+                "runs.completed", "runs.late", "runs.lateness_seconds")) < len(runs):
             return None
         return runs, seen
 
@@ -201,9 +209,25 @@ def test_export_metrics_reach_statsd(scheduler_stack: SchedulerStack, clock: Slo
     # alertco: one alert sent, the second final failure's suppressed.
     assert statsd.values(name("alerts.sent", "alertco"))[0] == (1, "c")
     assert (1, "c") in statsd.values(name("alerts.suppressed", "alertco"))
-    # Airflow's own metrics arrive at the same listener.
-    assert any(line.startswith("airflow.") and not line.startswith("airflow.export.")
-               for line in statsd.lines)
+    # Late: each run once, by as much as the ledger says it was delivered after its deadline.
+    assert [r["deadline_status"] for r in runs] == ["late"] * len(runs), runs
+    assert seen["runs.late"] == [(1, "c")] * len(runs)
+    late_by = sorted((_utc(r["delivered_at_utc"]) - _utc(r["deadline_utc"])).total_seconds()
+                     for r in runs)
+    lateness = sorted(v for v, kind in seen["runs.lateness_seconds"] if kind == "g")
+    assert len(lateness) == len(late_by) and all(
+        abs(a - b) < 1.5 for a, b in zip(lateness, late_by, strict=True)), (lateness, late_by)
+    # Airflow's own metrics arrive at the same listener: those the dashboard shows, by type.
+    from tests.support.statsd_mapping import airflow_names
+
+    letters = {"counter": "c", "gauge": "g"}
+    assert {name: sorted({kind for _, kind in statsd.values(name)})
+            for name in airflow_names()} == {name: [letters[t]]
+                                             for name, t in airflow_names().items()}
+
+
+def _utc(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
 def _notices(stack: SchedulerStack, run_key: str) -> dict[str, dict[str, Any]]:

@@ -115,7 +115,10 @@ def test_every_line_of_ours_in_the_task_logs_carries_its_run_as_fields(
     (EXPORT_LOG_FORMAT=json) each record of ours (loggers export_lib.* and export_airflow.*) in
     every try of every task of the runs above — flakyco's failed publish, markco's sensor,
     restco's restatement run — has company, schedule, run and period as keys of its own, with
-    the run's values; its message is text, not JSON; Airflow's own records get none of them."""
+    the run's values, and status, a run state (render's "N rows, N bytes" lines: rendering, the
+    state render leaves the run in); its message is text, not JSON; Airflow's own records get none of them."""
+    from export_lib.ledger.states import RunState
+
     stack = scheduler_stack  # the runs the first test waited for
     newest = stack.clock.newest
     periods = {r["company"]: r["period"] for r in _newest_runs(stack)}
@@ -138,6 +141,11 @@ def test_every_line_of_ours_in_the_task_logs_carries_its_run_as_fields(
                     (r["event"], fields) for r in ours], where
                 assert [r["event"] for r in ours if r["event"].lstrip().startswith("{")] == [], \
                     where
+                assert [(r["event"], r.get("status")) for r in ours
+                        if r.get("status") not in set(RunState)] == [], where
+                if ti["task_id"] == "render":  # the engine's, the stage's, the operator's
+                    rendered = [r["status"] for r in ours if " rows, " in r["event"]]
+                    assert rendered == ["rendering"] * 3, (where, rendered)
                 assert [r for r in records if r not in ours and "company" in r] == [], where
                 if not ours:
                     silent.append(where)

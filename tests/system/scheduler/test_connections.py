@@ -1,10 +1,13 @@
-"""Connections the Airflow way, on a real scheduler: a connection made with
-``airflow connections add`` (stored in Airflow's metadata DB, no ``AIRFLOW_CONN_*`` anywhere) is
-the source an export reads; ``exportctl run`` keeps working from ``AIRFLOW_CONN_*`` alone."""
+"""Connections the Airflow way, on a real scheduler: connections made with
+``airflow connections add`` (stored in Airflow's metadata DB, no ``AIRFLOW_CONN_*`` anywhere) are
+the source an export reads and the SFTP server it delivers to (the SFTP provider's hook reads
+the connection's ``key_file``, ``no_host_key_check`` and pinned ``host_key``); ``exportctl run``
+keeps working from ``AIRFLOW_CONN_*`` alone."""
 
 from __future__ import annotations
 
 import csv
+import json
 import subprocess
 import uuid
 from collections.abc import Iterator
@@ -12,12 +15,16 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from tests.fixtures.delivery import sftp_server  # noqa: F401 - a fixture used by name
 from tests.services.postgres import PostgresServer
+from tests.services.sftp import USER, SftpServer
 from tests.system.scheduler.harness import SchedulerStack, SlotClock, report_slot
 from tests.system.soak.stack import wait_for
 
 COMPANY = "conn-co"
 CONN_ID = "cli_source"
+SFTP_CONN_ID = "cli_sftp"
+SFTP_PATH = f"/{COMPANY}/daily"
 DAG_ID = f"widget_export__{COMPANY}__daily"
 MARKER = "from-cli-connection"  # a widget id only the second source holds
 CONFIG = """\
@@ -43,6 +50,7 @@ widget_exports:
     format: csv
     destinations:
       - {id: outbox, type: local, path: outbox/%(company)s/daily}
+      - {id: partner-sftp, type: sftp, conn_id: %(sftp)s, path: %(sftp_path)s}
     recovery: latest
 """
 
@@ -68,8 +76,18 @@ def _write_config(stack: SchedulerStack, clock: SlotClock) -> None:
     """The company file, and its source table on the ``sources:`` allowlist of defaults.yaml
     (a query may read only allowlisted tables, issue 12)."""
     stack.add_sources(**{CONN_ID: {"widget_metrics": "company_id"}})
+    stack.grant_connection(SFTP_CONN_ID, "sftp", [COMPANY])
     stack.write_company(COMPANY, CONFIG % {"company": COMPANY, "conn": CONN_ID,
+                                           "sftp": SFTP_CONN_ID, "sftp_path": SFTP_PATH,
                                            "hour": clock.hour}, sync_loaders=False)
+
+
+def _sftp_connection(server: SftpServer) -> str:
+    """The Airflow JSON form: a key file, host key checking on, the server's real key pinned."""
+    return json.dumps({"conn_type": "sftp", "host": "127.0.0.1", "port": server.port,
+                       "login": USER, "extra": {"key_file": str(server.client_key_file),
+                                                "no_host_key_check": False,
+                                                "host_key": server.host_public_key}})
 
 
 def _run(stack: SchedulerStack, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
@@ -78,7 +96,7 @@ def _run(stack: SchedulerStack, env: dict[str, str], *args: str) -> subprocess.C
 
 
 @pytest.fixture(scope="module")
-def stack(postgres_server: PostgresServer, shared_stack
+def stack(postgres_server: PostgresServer, shared_stack, sftp_server: SftpServer,  # noqa: F811
           ) -> Iterator[tuple[SchedulerStack, str]]:
     """The shared stack, which knows nothing of conn-co yet (the test adds it as an operator
     does), and the second source's URI."""
@@ -111,11 +129,16 @@ def clock(stack) -> SlotClock:
 CLOCKS: list[SlotClock] = []
 
 
-def test_a_connection_added_with_the_cli_is_the_source_an_export_reads(stack, clock):
+def test_a_connection_added_with_the_cli_is_the_source_an_export_reads(
+        stack, clock, sftp_server: SftpServer):  # noqa: F811
     stack, uri = stack
     env = stack.env
-    assert not any(k == f"AIRFLOW_CONN_{CONN_ID.upper()}" for k in env)
+    assert not any(k in (f"AIRFLOW_CONN_{CONN_ID.upper()}", f"AIRFLOW_CONN_{SFTP_CONN_ID.upper()}")
+                   for k in env)
     added = _run(stack, env, "airflow", "connections", "add", CONN_ID, "--conn-uri", uri)
+    assert added.returncode == 0, added.stdout + added.stderr
+    added = _run(stack, env, "airflow", "connections", "add", SFTP_CONN_ID, "--conn-json",
+                 _sftp_connection(sftp_server))
     assert added.returncode == 0, added.stdout + added.stderr
     # An operator adds a company whose export reads that connection; the dag-processor picks
     # up the new loader and the scheduler runs the latest slot (recovery: latest).
@@ -145,9 +168,14 @@ def test_a_connection_added_with_the_cli_is_the_source_an_export_reads(stack, cl
     (run,) = [r for r in stack.ledger_runs() if r["company"] == COMPANY
               and r["slot_utc"] == f"{clock.newest:%Y-%m-%dT%H:%M:%SZ}"]
     assert run["state"] == "ready" and [a["rows"] for a in run["artifacts"]] == [24]
+    # Delivered through SFTPHook with the connection's key file and pinned host key.
+    landed = sftp_server.root / SFTP_PATH.lstrip("/") / files[0].name
+    assert landed.read_bytes() == files[0].read_bytes()
+    assert landed.with_name(f"{files[0].name}.sha256").exists()
 
 
-def test_exportctl_run_reads_the_same_id_from_the_environment_alone(stack, clock):
+def test_exportctl_run_reads_the_same_id_from_the_environment_alone(
+        stack, clock, sftp_server: SftpServer):  # noqa: F811
     """exportctl never asks Airflow: without AIRFLOW_CONN_* it names both ways to define it."""
     stack, uri = stack
     env = stack.env
@@ -165,7 +193,9 @@ def test_exportctl_run_reads_the_same_id_from_the_environment_alone(stack, clock
     assert f"set AIRFLOW_CONN_{CONN_ID.upper()}" in missing.stderr
     assert f"'airflow connections add {CONN_ID} --conn-uri ...'" in missing.stderr
 
-    ran = _run(stack, {**env, f"AIRFLOW_CONN_{CONN_ID.upper()}": uri}, *args)
+    ran = _run(stack, {**env, f"AIRFLOW_CONN_{CONN_ID.upper()}": uri,
+                       f"AIRFLOW_CONN_{SFTP_CONN_ID.upper()}": _sftp_connection(sftp_server)},
+               *args)
     assert ran.returncode == 0, ran.stdout + ran.stderr
     (produced,) = set(outbox.glob("*.csv")) - before
     with produced.open(newline="") as fh:

@@ -57,7 +57,8 @@ ANALYST, VIEWER = "acme-operator", "acme-viewer"  # demo users of `make run` (AD
 SECRETS = {
     "hook password": "pw-Sekret-1a2b3c",
     "hook token": "tok-Sekret-4d5e6f",
-    "hook signing secret": "sig-Sekret-7a8b9c",
+    # A Standard Webhooks secret: whsec_ + base64 of 36 bytes ("sig-Sekret-7a8b9c-never-...").
+    "hook signing secret": "whsec_c2lnLVNla3JldC03YThiOWMtbmV2ZXItZWxzZXdoZXJlLTAw",
     "hook path": "path-Sekret-0d1e2f",
     "echoed by the accepting receiver": "echo-Sekret-ok-3a4b",
     "down token": "tok-Sekret-down-5c6d",

@@ -162,13 +162,16 @@ def test_changed_content_under_the_same_version_is_refused(
 
 
 def test_unreachable_ledger_is_a_retryable_ledger_error(
-    make_artifact: ArtifactFactory, tmp_path: Path
+    make_artifact: ArtifactFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from export_lib.errors import LedgerError
+    from export_lib.errors import LedgerUnavailable
     from tests.services.ports import free_port
 
+    monkeypatch.setenv("EXPORT_LEDGER_RECONNECT_SECONDS", "0")  # no waiting for it here
     engine = sa.create_engine(f"postgresql+psycopg://x:y@127.0.0.1:{free_port()}/none")
-    with pytest.raises(LedgerError, match="delivery ledger unavailable") as info:
+    with pytest.raises(LedgerUnavailable, match=r"^the export ledger at postgresql://127\.0\.0"
+                       r"\.1:\d+ is unavailable: connection failed: .*; delivery record gave "
+                       r"up after 0 s of reconnecting") as info:
         run(engine, ARCHIVE, make_artifact(), exports_root=tmp_path)
     assert info.value.retryable is True
     assert not (tmp_path / "acme").exists()
