@@ -204,14 +204,38 @@ def publish_under_contract(conn: Connection, run: RunRecord, observed: ExportSch
     refusal = verdict.refusal()
     if refusal is not None:
         raise refusal
+    found = _changed_entry(conn, run, observed, policy, verdict)
+    if isinstance(found, ContractEntry):
+        return SchemaPublication(found, policy, verdict.diff)
+    return SchemaPublication(_record(conn, run, observed, found, policy, verdict, now),
+                             policy, verdict.diff)
+
+
+def _changed_entry(conn: Connection, run: RunRecord, observed: ExportSchema, policy: str,
+                   verdict: SchemaVerdict) -> ContractEntry | int:
+    """For a changed schema: the entry another run already published for it, else the major
+    a new entry gets."""
+    assert verdict.contract is not None
     later = [e for e in history(conn, run.schedule_id) if e.seq > verdict.contract.seq]
     same = [e for e in later if e.fingerprint == observed.fingerprint]
     if same:  # another run published this change already: one change, one entry
-        return SchemaPublication(same[-1], policy, verdict.diff)
+        return same[-1]
     entries = [verdict.contract, *later]
-    major = max(e.major for e in entries) + 1 if policy == "new_major" else entries[-1].major
-    return SchemaPublication(_record(conn, run, observed, major, policy, verdict, now),
-                             policy, verdict.diff)
+    return max(e.major for e in entries) + 1 if policy == "new_major" else entries[-1].major
+
+
+def planned_major(engine: Engine, run: RunRecord, observed: ExportSchema, policy: str) -> int:
+    """The schema major :func:`publish_under_contract` would publish ``observed`` under if
+    the ledger stays as it is (what the artifact's name carries): read only, after render's
+    check captured the run's baseline."""
+    with engine.begin() as conn:
+        verdict = judge(conn, run, observed, policy)
+        if verdict.contract is None:
+            return 1
+        if not verdict.changed:
+            return verdict.contract.major
+        found = _changed_entry(conn, run, observed, policy, verdict)
+    return found.major if isinstance(found, ContractEntry) else found
 
 
 def _record(conn: Connection, run: RunRecord, observed: ExportSchema, major: int, change: str,
@@ -247,4 +271,5 @@ def unsent_warnings(engine: Engine, schedule_id: str) -> list[ContractEntry]:
 
 
 __all__ = ["INITIAL", "ContractEntry", "SchemaPublication", "SchemaVerdict", "check_schema",
-           "history", "judge", "publish_under_contract", "schema_notice_key", "unsent_warnings"]
+           "history", "judge", "planned_major", "publish_under_contract", "schema_notice_key",
+           "unsent_warnings"]

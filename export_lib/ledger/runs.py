@@ -301,6 +301,17 @@ class Ledger(LedgerAccess):
                                  sha256=sha256, file_schema=file_schema))
 
     @waits_for_ledger
+    def restage(self, run_key: str, attempt_id: str, staging_uri: str) -> None:
+        """Record where the attempt's bytes really go (an object store's pending upload to the
+        final key, :mod:`export_lib.storage.multipart`), so publication completes it and
+        garbage collection aborts it. Fenced like :meth:`record_staged`."""
+        with self._tx() as conn:
+            run = self._lock_run(conn, run_key)
+            self._fence(conn, run, attempt_id)
+            conn.execute(update(attempts).where(attempts.c.attempt_id == attempt_id)
+                         .values(staging_uri=staging_uri))
+
+    @waits_for_ledger
     def fail(self, run_key: str, attempt_id: str | None, error: str, now: datetime) -> None:
         """Record a failed attempt; the run goes to FAILED if that attempt still owns it."""
         with self._tx() as conn:

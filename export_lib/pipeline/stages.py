@@ -13,14 +13,11 @@ apart would have each import the others' private helpers.
 
 from __future__ import annotations
 
-import csv
-import io
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from export_lib.checksums import sha256_stream
 from export_lib.errors import (
     ArtifactValidationError,
     ConfigError,
@@ -31,7 +28,6 @@ from export_lib.errors import (
     SchemaContractError,
 )
 from export_lib.formats import file_extension, media_type
-from export_lib.formats.compression import decompressed_reader
 from export_lib.formats.registry import format_label
 from export_lib.ledger import Ledger, RunState
 from export_lib.ledger.budget import RenderBudget
@@ -47,6 +43,7 @@ from export_lib.pipeline.results import (
     RenderSkipped,
 )
 from export_lib.pipeline.schema_contract import manifest_fields, render_check, schema_policy_of
+from export_lib.pipeline.staging import ArtifactTarget, validate_staged
 from export_lib.source.connections import ConnectionResolver
 from export_lib.storage.stores import ArtifactStore
 
@@ -57,6 +54,7 @@ if TYPE_CHECKING:
     from export_lib.ledger.contracts import SchemaPublication
 
 log = get_logger(__name__)
+
 
 @dataclass(frozen=True)
 class RunContext:
@@ -124,6 +122,7 @@ def render_run(ledger: Ledger, store: ArtifactStore, run_key: str, *, now: datet
         log.info("published as v%s meanwhile; not rendering again", latest.version)
         return _already(run_key, latest)
     run = _get(ledger, run_key)  # a regeneration moved the source cutoff to now
+    target: ArtifactTarget | None = None
     try:
         ledger.advance(run_key, attempt.attempt_id, RunState.RENDERING, now)
         options = RenderOptions(format=schedule.format, compression=schedule.compression,
@@ -131,14 +130,18 @@ def render_run(ledger: Ledger, store: ArtifactStore, run_key: str, *, now: datet
                                 delimiter=schedule.csv.delimiter,
                                 timestamps=schedule.csv.timestamps,
                                 neutralize_formulas=schedule.csv.neutralize_formulas)
+        # Straight to the final name where the store can (ADR 0031), else a staging object.
+        target = ArtifactTarget(ledger, store, run, attempt, schedule,
+                                render_check(ledger, run, schedule))
         with LeaseKeeper(ledger, attempt.attempt_id, lease), \
                 open_source(resolve(schedule.query.source, resolver)) as source, \
-                store.open_staging(attempt.staging_uri) as sink:
+                target.open() as sink:
             result = render(
                 source, schedule.query, company_id=run.company, window_start=run.window_start,
                 window_end=run.window_end, cutoff=run.source_cutoff, options=options, sink=sink,
-                schedule_id=run.schedule_id, check_schema=render_check(ledger, run, schedule),
+                schedule_id=run.schedule_id, check_schema=target.check_schema,
             )
+            target.check_head()
         ledger.record_staged(run_key, attempt.attempt_id, rows=result.rows, nbytes=result.bytes,
                              sha256=result.sha256, now=now,
                              file_schema=result.export_schema.as_json())
@@ -149,13 +152,15 @@ def render_run(ledger: Ledger, store: ArtifactStore, run_key: str, *, now: datet
     except BaseException as exc:  # a task timeout or kill too: give the budget place back
         reason = str(exc) if isinstance(exc, ExportError) else f"interrupted: {exc!r}"
         ledger.fail(run_key, attempt.attempt_id, reason, now)
+        if target is not None:
+            target.discard()
         raise
     log.info("rendered %d rows, %d bytes, sha256 %s (attempt %s, generation %d)",
              result.rows, result.bytes, result.sha256[:16], attempt.attempt_id[:12],
              attempt.generation)
     if result.rows == 0 and schedule.policies.skip_empty and latest is None:
         reason = "the window holds no rows and the export sets skip_empty; nothing is published"
-        store.delete(attempt.staging_uri)
+        store.delete(target.uri)
         ledger.skip(run_key, reason, now)
         log.info("%s", reason)
         return RenderSkipped(run_key=run_key, skipped=reason)
@@ -194,28 +199,6 @@ def _already(run_key: str, latest: ArtifactRecord) -> AlreadyPublished:
                             sha256=latest.sha256, rows=latest.rows)
 
 
-def _validate_staged(store: ArtifactStore, uri: str, *, sha256: str, nbytes: int, fmt: str,
-                     columns: list[str] | None, delimiter: str = ",",
-                     compression: str = "none") -> None:
-    with store.read(uri) as fh:
-        actual_sha, actual_bytes = sha256_stream(fh)
-    if (actual_sha, actual_bytes) != (sha256, nbytes):
-        raise ArtifactValidationError(
-            f"staged object {uri} does not match what was rendered: sha256 {actual_sha[:16]}… "
-            f"({actual_bytes} bytes) instead of {sha256[:16]}… ({nbytes} bytes); it was changed "
-            "or truncated after rendering, so it is not published. A retry renders it again."
-        )
-    if fmt == "csv" and columns:
-        with store.read(uri) as fh:
-            text = io.TextIOWrapper(decompressed_reader(compression, fh), encoding="utf-8",
-                                    newline="")
-            header = next(csv.reader(text, delimiter=delimiter), [])
-        if header != columns:
-            raise ArtifactValidationError(
-                f"staged CSV {uri} has header {header}, expected the configured columns {columns}"
-            )
-
-
 @scope
 def publish_run(ledger: Ledger, store: ArtifactStore, run_key: str, attempt_id: str | None, *,
                 now: datetime, columns: list[str] | None = None,
@@ -246,11 +229,11 @@ def publish_run(ledger: Ledger, store: ArtifactStore, run_key: str, attempt_id: 
     fmt = format_label(schedule.format, schedule.compression)  # csv, jsonl.gz, ...
     try:
         ledger.advance(run_key, attempt_id, RunState.VALIDATING, now)
-        _validate_staged(store, attempt.staging_uri, sha256=attempt.sha256 or "",
-                         nbytes=attempt.bytes or 0, fmt=schedule.format,
-                         compression=schedule.compression,
-                         columns=columns or list(schedule.query.columns),
-                         delimiter=schedule.csv.delimiter)
+        validate_staged(store, attempt.staging_uri, sha256=attempt.sha256 or "",
+                        nbytes=attempt.bytes or 0, fmt=schedule.format,
+                        compression=schedule.compression,
+                        columns=columns or list(schedule.query.columns),
+                        delimiter=schedule.csv.delimiter)
     except ArtifactValidationError as exc:
         ledger.fail(run_key, attempt_id, str(exc), now)
         raise
@@ -282,7 +265,8 @@ def publish_run(ledger: Ledger, store: ArtifactStore, run_key: str, attempt_id: 
         artifact, created = ledger.publish(run_key, attempt_id, now=now, fmt=fmt,
                                            promote=promote, correction=correction,
                                            schema_policy=schema_policy_of(schedule))
-    except SchemaContractError as exc:  # another run's contract came first (ADR 0025)
+    except (SchemaContractError, ArtifactValidationError) as exc:
+        # Another run's contract came first (ADR 0025), or it renamed this file (ADR 0031).
         ledger.fail(run_key, attempt_id, str(exc), now)
         raise
     if created and artifact.schema_change:
@@ -333,8 +317,6 @@ def deliver_run(ledger: Ledger, run_key: str, destination_id: str, *, now: datet
     The destination's and the artifact store's connections resolve through ``resolver`` (the
     environment when None).
     """
-    import tempfile
-    from pathlib import Path
     from urllib.parse import unquote, urlsplit
 
     from export_lib.config.destinations import select_destinations
@@ -356,33 +338,29 @@ def deliver_run(ledger: Ledger, run_key: str, destination_id: str, *, now: datet
                 "config_version": run.config_version}
     blocked = delivery_block(run, artifact)  # cancelled or revoked by an operator
     removed = blocked or current.removal_reason(destination, run.company)
-    # A file:// artifact is read in place whatever EXPORT_ARTIFACT_ROOT says now; an
-    # object-store artifact is streamed to a temp copy (deleted after the delivery).
-    local = None
+    # Read in place (ADR 0031): a file:// artifact whatever EXPORT_ARTIFACT_ROOT says now; an
+    # object-store artifact streamed from the store, or copied server-side by the transport.
+    local = stored = None
     if artifact.uri.startswith("file:"):
         local = Path(unquote(urlsplit(artifact.uri).path))
-    with tempfile.TemporaryDirectory(prefix="export-deliver-") as tmp:
-        if local is None and removed is None:
-            local = open_store(resolver=resolver).download(artifact.uri,
-                                          Path(tmp) / artifact.uri.rsplit("/", 1)[-1])
-        name = artifact.uri.rsplit("/", 1)[-1]
-        deliverable = DeliverableArtifact(
-            local_path=local or Path(tmp) / name, name=local.name if local else name,
-            version=artifact.version, sha256=artifact.sha256,
-            bytes=artifact.bytes, rows=artifact.rows, format=artifact.format, uri=artifact.uri,
-            window_start=artifact.window_start, window_end=artifact.window_end,
-            manifest=manifest,
+    elif removed is None:
+        stored = open_store(resolver=resolver).stored(artifact.uri)  # type: ignore[attr-defined]
+    deliverable = DeliverableArtifact(
+        local_path=local, name=local.name if local else artifact.uri.rsplit("/", 1)[-1],
+        version=artifact.version,
+        sha256=artifact.sha256, bytes=artifact.bytes, rows=artifact.rows,
+        format=artifact.format, uri=artifact.uri, window_start=artifact.window_start,
+        window_end=artifact.window_end, manifest=manifest, stored=stored,
+    )
+    if removed is not None:
+        outcome = refuse(ledger.engine, destination, deliverable, run_key=run_key,
+                         period_label=period, reason=removed, retry_until=retry_until, now=now)
+    else:
+        outcome = deliver(
+            ledger.engine, destination, deliverable, run_key=run_key, period_label=period,
+            owner=run.owner, authorized=current.authorized, retry_until=retry_until,
+            now=now, resolver=resolver,
         )
-        if removed is not None:
-            outcome = refuse(ledger.engine, destination, deliverable, run_key=run_key,
-                             period_label=period, reason=removed, retry_until=retry_until,
-                             now=now)
-        else:
-            outcome = deliver(
-                ledger.engine, destination, deliverable, run_key=run_key, period_label=period,
-                owner=run.owner, authorized=current.authorized, retry_until=retry_until,
-                now=now, resolver=resolver,
-            )
     if blocked is not None:
         raise DeliveryError(f"run {run_key}: {blocked}; not delivered to {destination_id}")
     return DeliverResult(run_key=run_key, destination=destination_id, **outcome.as_xcom())

@@ -115,8 +115,9 @@ def build_message(
     if attach:
         maintype, subtype = _mime(artifact.format)
         # Bounded by max_attachment_bytes: the only place a file is read whole, by design.
-        msg.add_attachment(artifact.local_path.read_bytes(), maintype=maintype,
-                           subtype=subtype, filename=artifact.name)
+        with artifact.open() as fh:
+            data = fh.read()
+        msg.add_attachment(data, maintype=maintype, subtype=subtype, filename=artifact.name)
     return msg
 
 

@@ -57,7 +57,7 @@ class LocalTransport(Transport):
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
             temp = self.directory / f".{artifact.name}.part-{ctx.delivery_id}"
-            with artifact.local_path.open("rb") as source, temp.open("wb") as sink:
+            with artifact.open() as source, temp.open("wb") as sink:
                 shutil.copyfileobj(source, sink, 1024 * 1024)
                 sink.flush()
                 os.fsync(sink.fileno())

@@ -18,11 +18,16 @@ conditional (``If-None-Match: *``): an object another writer put under the key a
 that check is never replaced — the same bytes are acknowledged, other bytes are a conflict
 (a multipart upload carries the precondition on its completion). ``ChecksumSHA256`` on a
 single upload makes S3 verify the body it stored against the artifact's hash.
+
+An artifact in an S3 artifact store this connection reaches with the same credentials is
+copied server-side (ADR 0031: S3 computes the copy's SHA-256); any other store's artifact is
+streamed from the store, never through a local file.
 """
 
 from __future__ import annotations
 
 import base64
+import hashlib
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
@@ -50,6 +55,8 @@ log = get_logger(__name__)
 
 SINGLE_PUT_LIMIT = 5 * 1024**3  # S3's maximum PutObject size
 PART_SIZE = 64 * 1024 * 1024
+STREAM_PART = 5 * 1024 * 1024  # a store's stream: one part held at a time (S3's minimum)
+COPY_PART = 1024 * 1024 * 1024  # server-side copy ranges (S3's maximum part: 5 GiB)
 _AUTH_CODES = {
     "InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "ExpiredToken",
     "InvalidToken", "InvalidClientTokenId", "UnrecognizedClientException", "403", "401",
@@ -103,7 +110,9 @@ class S3Transport(Transport):
         metadata = {"sha256": artifact.sha256, "delivery-id": ctx.delivery_id,
                     "run-key": quote(ctx.run_key, safe="/:=@-_.")}
         try:
-            if artifact.bytes > SINGLE_PUT_LIMIT:
+            if self._copyable(artifact):
+                return self._copy(artifact, key, metadata)
+            if artifact.bytes > (STREAM_PART if artifact.stored is not None else SINGLE_PUT_LIMIT):
                 return self._send_multipart(artifact, key, metadata)
             return self._put(artifact, key, metadata)
         except _Exists:
@@ -115,9 +124,63 @@ class S3Transport(Transport):
                                     "the delivery will retry", retryable=True) from None
             return f"{found} (written concurrently)"
 
+    def _copyable(self, artifact: DeliverableArtifact) -> bool:
+        """The artifact is in S3 and this connection is the artifact store's (same endpoint
+        and credentials): S3 copies it, no byte passes through this process."""
+        from export_lib.storage.objects import same_account
+
+        stored = artifact.stored
+        return (stored is not None and stored.scheme == "s3" and self._conn is not None
+                and same_account(stored.conn, self._conn))
+
+    def _copy(self, artifact: DeliverableArtifact, key: str, metadata: dict[str, str]) -> str:
+        """Server-side copy, create-only (``If-None-Match: *``). S3 computes the copy's
+        SHA-256 (``ChecksumAlgorithm``); one that differs from the artifact's is deleted."""
+        assert artifact.stored is not None
+        source = {"Bucket": artifact.stored.bucket, "Key": artifact.stored.key}
+        if artifact.bytes > SINGLE_PUT_LIMIT:
+            return self._copy_multipart(artifact, key, metadata, source)
+        response = self._call("copy_object", Bucket=self.destination.bucket, Key=key,
+                              CopySource=source, Metadata=metadata, MetadataDirective="REPLACE",
+                              ChecksumAlgorithm="SHA256", IfNoneMatch="*")
+        result = response.get("CopyObjectResult", {})
+        found = result.get("ChecksumSHA256")
+        if found and found != _b64(artifact.sha256):
+            self._call("delete_object", Bucket=self.destination.bucket, Key=key)
+            raise DeliveryError(f"{self.target(artifact)}: S3 computed SHA-256 {found} for the "
+                                f"copy of {artifact.stored.uri}, the manifest says "
+                                f"{_b64(artifact.sha256)}; the copy is deleted, the delivery "
+                                "retries", retryable=True)
+        receipt = f"etag={result.get('ETag', '').strip(chr(34))} copied from {artifact.stored.uri}"
+        return receipt + (" sha256 verified by S3" if found else "")
+
+    def _copy_multipart(self, artifact: DeliverableArtifact, key: str,
+                        metadata: dict[str, str], source: dict[str, str]) -> str:
+        """Above S3's single-copy limit: ``UploadPartCopy`` ranges, completed create-only."""
+        bucket = self.destination.bucket
+        upload_id = self._call("create_multipart_upload", Bucket=bucket, Key=key,
+                               Metadata=metadata)["UploadId"]
+        try:
+            parts = []
+            for number, start in enumerate(range(0, artifact.bytes, COPY_PART), start=1):
+                end = min(start + COPY_PART, artifact.bytes) - 1
+                answer = self._call("upload_part_copy", Bucket=bucket, Key=key,
+                                    UploadId=upload_id, PartNumber=number, CopySource=source,
+                                    CopySourceRange=f"bytes={start}-{end}")
+                parts.append({"ETag": answer["CopyPartResult"]["ETag"], "PartNumber": number})
+            self._call("complete_multipart_upload", Bucket=bucket, Key=key, UploadId=upload_id,
+                       MultipartUpload={"Parts": parts}, IfNoneMatch="*")
+        except BaseException:
+            self._abort(key, upload_id)
+            raise
+        return f"multipart copy from {artifact.stored.uri if artifact.stored else '-'}"
+
     def _put(self, artifact: DeliverableArtifact, key: str, metadata: dict[str, str]) -> str:
-        checksum = base64.b64encode(bytes.fromhex(artifact.sha256)).decode()
-        with artifact.local_path.open("rb") as body:
+        checksum = _b64(artifact.sha256)
+        with artifact.open() as stream:
+            # A store's stream is read whole here: at most STREAM_PART bytes (send() sends a
+            # larger one in parts); a local file is passed as it is.
+            body = stream if artifact.stored is None else stream.read()
             response = self._call(
                 "put_object",
                 Bucket=self.destination.bucket,
@@ -140,24 +203,36 @@ class S3Transport(Transport):
 
     def _send_multipart(self, artifact: DeliverableArtifact, key: str,
                         metadata: dict[str, str]) -> str:
-        """Above S3's single-PUT limit: a multipart upload, parts streamed from disk, completed
-        with ``If-None-Match: *`` (boto3's managed transfer cannot pass that on).
+        """Above S3's single-PUT limit (or a store's stream above ``STREAM_PART``): a multipart
+        upload, parts streamed (one part held at a time), each with its ``ChecksumSHA256`` for
+        S3 to verify, completed with ``If-None-Match: *`` (boto3's managed transfer cannot pass
+        that on) only once the sha256 of everything sent equals the artifact's.
 
         The object only becomes visible when the upload completes, so there is still never a
         partial object under the key; a failed or refused upload is aborted (no billed parts
         left behind).
         """
         bucket = self.destination.bucket
+        size = PART_SIZE if artifact.stored is None else STREAM_PART
         upload_id = self._call("create_multipart_upload", Bucket=bucket, Key=key,
-                               Metadata=metadata)["UploadId"]
+                               Metadata=metadata, ChecksumAlgorithm="SHA256")["UploadId"]
         try:
-            parts = []
-            with artifact.local_path.open("rb") as body:
-                while chunk := body.read(PART_SIZE):
+            parts, whole = [], hashlib.sha256()
+            with artifact.open() as body:
+                while chunk := _read_full(body, size):
+                    whole.update(chunk)
                     number = len(parts) + 1
+                    checksum = base64.b64encode(hashlib.sha256(chunk).digest()).decode()
                     answer = self._call("upload_part", Bucket=bucket, Key=key,
-                                        UploadId=upload_id, PartNumber=number, Body=chunk)
-                    parts.append({"ETag": answer["ETag"], "PartNumber": number})
+                                        UploadId=upload_id, PartNumber=number, Body=chunk,
+                                        ChecksumSHA256=checksum)
+                    parts.append({"ETag": answer["ETag"], "PartNumber": number,
+                                  "ChecksumSHA256": checksum})
+                    del chunk
+            if whole.hexdigest() != artifact.sha256:
+                raise DeliveryError(f"{self.target(artifact)}: the bytes read have sha256 "
+                                    f"{whole.hexdigest()}, the manifest says {artifact.sha256}; "
+                                    "not completed, the delivery retries", retryable=True)
             self._call("complete_multipart_upload", Bucket=bucket, Key=key, UploadId=upload_id,
                        MultipartUpload={"Parts": parts}, IfNoneMatch="*")
         except BaseException:
@@ -193,6 +268,22 @@ class S3Transport(Transport):
             raise auth_failure(self._conn, "no credentials found") from exc
         except (BotoCoreError, OSError) as exc:  # endpoint unreachable, read timeout, reset
             raise network_failure(self._conn, exc) from exc
+
+
+def _b64(sha256_hex: str) -> str:
+    return base64.b64encode(bytes.fromhex(sha256_hex)).decode()
+
+
+def _read_full(stream: Any, size: int) -> bytearray:
+    """Up to ``size`` bytes (fewer only at the end; a network stream returns short reads),
+    read into one buffer: the part is held once."""
+    buf = bytearray(size)
+    view, filled = memoryview(buf), 0
+    while filled < size and (got := stream.readinto(view[filled:])):
+        filled += got
+    view.release()
+    del buf[filled:]
+    return buf
 
 
 class _NotFound(Exception):  # noqa: N818 - private control flow, never escapes this module

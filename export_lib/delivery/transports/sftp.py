@@ -191,13 +191,18 @@ class SftpTransport(Transport):
         temp = self._path(f".{artifact.name}.part-{ctx.delivery_id}")
         self._guard(lambda: self._makedirs(posixpath.dirname(final)))
         self._guard(lambda: self._remove_quietly(temp))
-        attrs = self._guard(lambda: self._sftp.put(str(artifact.local_path), temp, confirm=True))
+        attrs = self._guard(lambda: self._put(artifact, temp))
         if attrs.st_size != artifact.bytes:
             raise DeliveryError(f"{temp} holds {attrs.st_size} bytes after upload, expected "
                                 f"{artifact.bytes}; retrying", retryable=True)
         self._guard(lambda: self._rename(temp, final))
         self._write_sidecar(artifact, ctx)
         return f"size={attrs.st_size}"
+
+    def _put(self, artifact: DeliverableArtifact, temp: str) -> Any:
+        # Streamed from where the artifact lives (a file, or the store's response body).
+        with artifact.open() as source:
+            return self._sftp.putfo(source, temp, file_size=artifact.bytes, confirm=True)
 
     def withdraw(self, name: str) -> str:
         for path in (self._path(name), self._path(f"{name}.sha256")):

@@ -174,7 +174,8 @@ class CancelsSourceQueries:
 
 
 class RenderCsvOperator(ReportsLineage, CancelsSourceQueries, BaseOperator):
-    """Render the run's captured query into a staging object (CSV or Parquet despite the name).
+    """Render the run's captured query into its artifact's upload or staging object (CSV or
+    Parquet despite the name; ADR 0031).
 
     :param run: the summary pushed by ResolveWindowOperator (templated / XComArg)
     :param regenerate: publish a new version even if the run has one (templated, e.g.

@@ -39,6 +39,13 @@ class Bucket:
             return sorted(o["Key"] for o in listed)
         return sorted(b.name for b in self.client.list_blobs(self.name))
 
+    def uploads(self) -> list[str]:
+        """Keys of unfinished multipart uploads (S3; GCS has none here)."""
+        if self.scheme != "s3":
+            return []
+        return sorted(u["Key"] for u in
+                      self.client.list_multipart_uploads(Bucket=self.name).get("Uploads", []))
+
     def get(self, key: str) -> bytes:
         if self.scheme == "s3":
             return self.client.get_object(Bucket=self.name, Key=key)["Body"].read()
@@ -79,14 +86,18 @@ def test_stage_validate_promote_noop_and_new_version(sqlite_ledger, world: World
     key = register_run(sqlite_ledger, world.schedule(), DAILY_SLOT, now=NOW).run_key
 
     first = render_run(sqlite_ledger, store, key, now=NOW)
-    staging = f"exports/.staging/{first['attempt_id']}.csv"
-    assert bucket.keys() == [staging]
-    assert hashlib.sha256(bucket.get(staging)).hexdigest() == first["sha256"]
-    v1 = publish_run(sqlite_ledger, store, key, first["attempt_id"], now=NOW)
     final_v1 = f"exports/acme/daily-spend/{NAME}__v1.csv"
+    if bucket.scheme == "s3":  # written once, to its final key: an upload publication completes
+        assert bucket.keys() == [] and bucket.uploads() == [final_v1]
+    else:
+        staging = f"exports/.staging/{first['attempt_id']}.csv"
+        assert bucket.keys() == [staging]
+        assert hashlib.sha256(bucket.get(staging)).hexdigest() == first["sha256"]
+    v1 = publish_run(sqlite_ledger, store, key, first["attempt_id"], now=NOW)
     assert (v1["version"], v1["created"], v1["uri"]) == (
         1, True, f"{bucket.scheme}://{bucket.name}/{final_v1}")
     assert bucket.keys() == [final_v1, final_v1 + ".manifest.json"]  # staging deleted
+    assert bucket.uploads() == []
     assert hashlib.sha256(bucket.get(final_v1)).hexdigest() == first["sha256"]
     manifest = json.loads(bucket.get(final_v1 + ".manifest.json"))
     assert {k: manifest[k] for k in ("version", "supersedes", "sha256", "rows", "run_key")} == {
@@ -98,6 +109,7 @@ def test_stage_validate_promote_noop_and_new_version(sqlite_ledger, world: World
                         now=NOW + timedelta(hours=1))
     assert (again["version"], again["created"], again["sha256"]) == (1, False, first["sha256"])
     assert bucket.keys() == [final_v1, final_v1 + ".manifest.json"]
+    assert bucket.uploads() == []  # the identical render's upload is aborted
 
     # Different content for the same period: version 2, superseding 1; v1 stays as it was.
     _bump_one_value(world)
@@ -114,7 +126,7 @@ def test_stage_validate_promote_noop_and_new_version(sqlite_ledger, world: World
     assert [(a.version, a.supersedes) for a in sqlite_ledger.artifacts(key)] == [
         (1, None), (2, 1)]
 
-    # Delivery of an object-store artifact goes through a local temp copy.
+    # Delivery of an object-store artifact to a local destination streams it from the store.
     delivered = deliver_run(sqlite_ledger, key, "acme-dir", now=NOW + timedelta(hours=2))
     assert delivered["state"] == "acknowledged"
     outbox = world.outbox / "acme" / "daily-spend"

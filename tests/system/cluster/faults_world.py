@@ -16,7 +16,7 @@ SIGKILLed in the middle of fc000's render, the scheduler and Redis are SIGKILLed
 by the supervisor), the source PostgreSQL is stopped (``pg_ctl stop -m fast``; 45 s, 120 s in
 ``make acceptance``)
 and started again, and worker-large is SIGKILLed while fc001's artifact is being uploaded (a
-multipart upload of a staging object in progress; it may come before the render kill).
+multipart upload to the artifact's final key in progress; it may come before the render kill).
 
 Afterwards, exactly: every expected slot has a ready run; one artifact version per period in
 the ledger and one object per period in the bucket; one acknowledged delivery per destination
@@ -180,7 +180,7 @@ class World:
 
 
 class UploadKiller:
-    """SIGKILLs worker-large once while a staging object is being uploaded in parts."""
+    """SIGKILLs worker-large once while BIG's artifact is being uploaded in parts."""
 
     def __init__(self, cluster: Cluster, lock: threading.Lock) -> None:
         self.cluster, self.lock, self.upload, self.at = cluster, lock, None, None
@@ -196,7 +196,8 @@ class UploadKiller:
                 uploads = s3.list_multipart_uploads(Bucket="exports").get("Uploads", [])
             except Exception:  # noqa: BLE001 - moto busy; look again
                 uploads = []
-            staging = [u["Key"] for u in uploads if "/.staging/" in f"/{u['Key']}"]
+            # The render's upload to the artifact's final key (ADR 0031).
+            staging = [u["Key"] for u in uploads if f"/{BIG}/" in f"/{u['Key']}"]
             if staging:
                 with self.lock:
                     sigkill_component(self.cluster, "worker-large")
