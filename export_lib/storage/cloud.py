@@ -81,10 +81,17 @@ class _BucketStore:
 
     @contextmanager
     def open_staging(self, uri: str) -> Iterator[BinaryIO]:
+        from export_lib.storage.space import guard_space
+
         key = self._own(uri)
+        spool_dir = Path(tempfile.gettempdir())
         with tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES) as spool:
-            yield spool
-            spool.seek(0)
+            # A full temp volume once the spool rolled over to disk: StorageFull naming it
+            # (the spool file is unlinked already; nothing was uploaded).
+            with guard_space(spool_dir, spool.tell, setting="TMPDIR", cleanup=lambda: None,
+                             what=f"the spool file of {uri} in {spool_dir}"):
+                yield spool
+                spool.seek(0)
             self._upload(key, spool, {})
 
     def local_path(self, uri: str) -> Path | None:
