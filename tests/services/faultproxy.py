@@ -25,6 +25,7 @@ import http.client
 import random
 import socket
 import struct
+import sys
 import threading
 import time
 from collections import Counter
@@ -53,9 +54,8 @@ class FaultProxy:
         self.requests = 0
         self._random = random.Random(seed)
         self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0),
-                                           type("Handler", (_Handler,), {"proxy": self}))
-        self._server.daemon_threads = True
+        self.broken = 0  # connections a client closed or reset, or the server refused
+        self._server = _Server(("127.0.0.1", 0), type("Handler", (_Handler,), {"proxy": self}))
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
     @property
@@ -101,6 +101,17 @@ class FaultProxy:
             kind = self.kinds[self.injected % len(self.kinds)]  # in turn: each kind is seen
             self.counts[(kind, method)] += 1
             return kind
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        # A client that gave up on a connection (its own timeout or retry) is not news.
+        if isinstance(sys.exc_info()[1], OSError):
+            self.RequestHandlerClass.proxy.broken += 1  # type: ignore[attr-defined]
+            return
+        super().handle_error(request, client_address)
 
 
 class _Handler(BaseHTTPRequestHandler):

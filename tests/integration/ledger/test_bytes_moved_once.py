@@ -26,6 +26,7 @@ from export_lib.ledger import Ledger
 from export_lib.pipeline import deliver_run, publish_run, register_run, render_run
 from export_lib.storage import multipart
 from export_lib.storage.stores import open_store
+from tests.support.leases import lapse_leases
 from tests.world import World
 
 SLOT = datetime(2026, 3, 2, 7, 0, tzinfo=UTC)  # acme/daily-spend (UTC here): 2026-03-01
@@ -231,6 +232,7 @@ def test_a_stale_attempt_cannot_overwrite(sqlite_ledger, s3w: S3World, pg_databa
     # Its worker stalls past the lease; another attempt takes over with other content.
     with psycopg.connect(_dsn(pg_database), autocommit=True) as conn:
         conn.execute("UPDATE metrics SET value = value + 1 WHERE id = 7")
+    lapse_leases(sqlite_ledger, key)  # by the ledger's clock (ADR 0034)
     later = NOW + timedelta(minutes=30)
     fresh = render_run(sqlite_ledger, open_store(), key, now=later)
     assert fresh["sha256"] != stale["sha256"]

@@ -38,6 +38,7 @@ from export_lib.storage import multipart
 from export_lib.storage.stores import open_store
 from tests.integration.ledger.test_bytes_moved_once import _dsn
 from tests.services.faultproxy import FaultProxy
+from tests.support.leases import lapse_leases
 from tests.world import World
 
 SHARE = float(os.environ.get("OBJECT_FAULT_SHARE", "0.4"))
@@ -48,7 +49,6 @@ KINDS = tuple(os.environ.get("OBJECT_FAULT_KINDS", "slowdown,internal,reset").sp
 MAX_ATTEMPTS = os.environ.get("OBJECT_FAULT_MAX_ATTEMPTS", "3")
 PERIODS = int(os.environ.get("OBJECT_FAULT_PERIODS", "3"))
 ROWS = int(os.environ.get("OBJECT_FAULT_ROWS", "2000"))
-LEASE = 3  # seconds (EXPORT_RENDER_LEASE_SECONDS): a stalled render is taken over this soon
 TRIES = 8  # Airflow's task tries within the test (the deployment's are 11, hours apart)
 FIRST = datetime(2026, 3, 2, 7, 0, tzinfo=UTC)  # acme/daily-spend (UTC): 2026-03-01
 T = TypeVar("T")
@@ -87,7 +87,6 @@ class Faulty:
         monkeypatch.setenv("AIRFLOW_CONN_ARTIFACTS", uri)
         monkeypatch.setenv("AIRFLOW_CONN_PG_SOURCE", dsn)
         monkeypatch.setenv("EXPORT_ARTIFACT_CONN", "artifacts")
-        monkeypatch.setenv("EXPORT_RENDER_LEASE_SECONDS", str(LEASE))
         monkeypatch.setenv("EXPORT_OBJECT_STORE_MAX_ATTEMPTS", MAX_ATTEMPTS)
         monkeypatch.setenv("EXPORT_ARTIFACT_ROOT", f"{kind}://{self.bucket}/exports")
         monkeypatch.setattr(multipart, "PART_SIZE", 5 * 1024 * 1024)
@@ -252,7 +251,7 @@ def _stale_attempt_is_fenced(faulty: Faulty, ledger: Ledger, retried: Retried, k
     and at the store a manifest another run claims cannot be taken over (create-only write)."""
     stale = retried("render", key, lambda: render_run(ledger, open_store(), key, now=now,
                                                        regenerate=True))
-    time.sleep(LEASE + 0.2)  # its worker stalls past its lease (the database's clock)
+    lapse_leases(ledger, key)  # its worker stalled past its lease (the ledger's clock)
     later = now + timedelta(minutes=30)
     fresh = retried("render", key, lambda: render_run(ledger, open_store(), key, now=later,
                                                        regenerate=True))
