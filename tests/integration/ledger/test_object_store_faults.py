@@ -216,7 +216,8 @@ def test_renders_publications_and_deliveries_through_object_store_faults(
                         blocked=faulty.proxy if slot == slots[-1] else None) for slot in slots]
         fenced = _stale_attempt_is_fenced(faulty, sqlite_ledger, retried, keys[0], now)
     took = time.monotonic() - started
-    assert {kind for kind, _ in faulty.proxy.counts} == set(KINDS), faulty.proxy.counts
+    # every kind was injected (slowdown also by the blocked delivery)
+    assert {kind for kind, _ in faulty.proxy.counts} >= set(KINDS), faulty.proxy.counts
 
     expected, delivered = [], []
     for key in keys:
