@@ -10,8 +10,8 @@ upload is pending; a stale attempt's publication is still refused (the ledger's 
 store's create-only writes); the delivery ledger counts every delivery call; the destination's
 object has the manifest's sha256.
 
-Sizes: ``OBJECT_FAULT_SHARE`` (0.4), ``OBJECT_FAULT_SECONDS`` (3 in make test, 20 in make
-acceptance), ``OBJECT_FAULT_PERIODS`` (daily periods; 3 and 8), ``OBJECT_FAULT_ROWS`` (rows a
+Sizes: ``OBJECT_FAULT_SHARE`` (0.4), ``OBJECT_FAULT_SECONDS`` (2 in make test, 20 in make
+acceptance), ``OBJECT_FAULT_PERIODS`` (daily periods; 2 and 8), ``OBJECT_FAULT_ROWS`` (rows a
 day; 2,000 (~140 KiB, one part) and 100,000 (~7 MiB, two parts of 5 MiB)),
 ``OBJECT_FAULT_MAX_ATTEMPTS`` (3 and 5) and ``OBJECT_FAULT_KINDS`` (slowdown,internal,reset).
 """
@@ -42,12 +42,12 @@ from tests.support.leases import lapse_leases
 from tests.world import World
 
 SHARE = float(os.environ.get("OBJECT_FAULT_SHARE", "0.4"))
-SECONDS = float(os.environ.get("OBJECT_FAULT_SECONDS", "3"))
+SECONDS = float(os.environ.get("OBJECT_FAULT_SECONDS", "2"))
 KINDS = tuple(os.environ.get("OBJECT_FAULT_KINDS", "slowdown,internal,reset").split(","))
 # Tries of one request (EXPORT_OBJECT_STORE_MAX_ATTEMPTS): fewer than the default 5 in make
 # test, so that requests run out of tries and the stages' retries are exercised too.
 MAX_ATTEMPTS = os.environ.get("OBJECT_FAULT_MAX_ATTEMPTS", "3")
-PERIODS = int(os.environ.get("OBJECT_FAULT_PERIODS", "3"))
+PERIODS = int(os.environ.get("OBJECT_FAULT_PERIODS", "2"))
 ROWS = int(os.environ.get("OBJECT_FAULT_ROWS", "2000"))
 TRIES = 8  # Airflow's task tries within the test (the deployment's are 11, hours apart)
 FIRST = datetime(2026, 3, 2, 7, 0, tzinfo=UTC)  # acme/daily-spend (UTC): 2026-03-01
