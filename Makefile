@@ -155,6 +155,11 @@ acceptance: venv
 	  $(PYTEST) -n $(TEST_WORKERS) --durations=10 tests/integration/ledger/test_ledger_restart.py \
 	  tests/integration/ledger/test_upgrade_in_place.py tests/integration/ledger/test_clock_skew.py \
 	  $(PYTEST_ARGS)
+	OBJECT_FAULT_SECONDS=20 OBJECT_FAULT_PERIODS=8 OBJECT_FAULT_ROWS=100000 \
+	  OBJECT_FAULT_MAX_ATTEMPTS=5 OBJECT_FAULT_KINDS=slowdown,internal,reset,lost \
+	  $(PYTEST) -n $(TEST_WORKERS) --durations=10 \
+	  tests/integration/ledger/test_object_store_faults.py \
+	  tests/integration/ledger/test_storage_full.py $(PYTEST_ARGS)
 
 ## lint: ruff over the code and import-linter's layer contracts (.importlinter)
 lint: venv

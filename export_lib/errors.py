@@ -141,6 +141,24 @@ class StorageError(ExportError):
     retryable = True
 
 
+STORAGE_FULL_PREFIX = "storage full: "
+"""How a :class:`StorageFull` message starts; the ledger keeps it as the run's reason, so the
+views (``exportctl runs``/``explain``, the company page) can say the run waits on storage."""
+
+
+class StorageFull(StorageError):
+    """The volume under a render (the local artifact store's, or the temp directory a spool
+    file lives in) is full or its quota spent (ENOSPC, EDQUOT). The message names the volume,
+    the bytes written so far and the fix; the partial file is removed, nothing is published.
+    Retryable: the retry after space is freed renders the period again. ``path`` is the file
+    that could not be written, ``written`` its bytes so far."""
+
+    def __init__(self, message: str, *, path: str, written: int) -> None:
+        super().__init__(message)
+        self.path = path
+        self.written = written
+
+
 class DeliveryError(ExportError):
     """A delivery failed. ``retryable`` says whether the destination may accept a retry;
     ``retry_until`` (aware UTC, or None) is when its retry window closes, so the edge can land

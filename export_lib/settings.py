@@ -53,6 +53,9 @@ RENDER_BUDGET_PER_COMPANY = 2
 STATEMENT_TIMEOUT = "30min"
 LEDGER_CONNECT_TIMEOUT = 5  # seconds: a dead ledger host holds the scheduler this long at most
 LEDGER_RECONNECT = 60  # seconds a ledger call waits for a restarting ledger (a failover: ~30 s)
+# Tries of one object-store request (503 SlowDown, 500, a reset connection): botocore's
+# standard mode backs off 0-1, 0-2, 0-4, 0-8 s (full jitter) between five tries.
+OBJECT_STORE_MAX_ATTEMPTS = 5
 
 # --- Variable names ------------------------------------------------------------------------
 RETRIES_ENV = "EXPORT_RETRIES"
@@ -71,6 +74,7 @@ RENDER_BUDGET_PER_COMPANY_ENV = "EXPORT_RENDER_BUDGET_PER_COMPANY"
 STATEMENT_TIMEOUT_ENV = "EXPORT_SOURCE_STATEMENT_TIMEOUT"
 LEDGER_CONNECT_TIMEOUT_ENV = "EXPORT_LEDGER_CONNECT_TIMEOUT_SECONDS"
 LEDGER_RECONNECT_ENV = "EXPORT_LEDGER_RECONNECT_SECONDS"
+OBJECT_STORE_MAX_ATTEMPTS_ENV = "EXPORT_OBJECT_STORE_MAX_ATTEMPTS"
 LOG_FORMAT_ENV = "EXPORT_LOG_FORMAT"
 DAG_INDEX_ENV = "EXPORT_DAG_INDEX_DIR"
 UI_SECRET_ENV = "EXPORT_UI_SECRET"
@@ -117,6 +121,12 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("EXPORT_ARTIFACT_CONN", "The connection id of an object-store artifact root.",
              "the store's default connection (aws_default, google_cloud_default)",
              "an Airflow connection id"),
+    Variable(OBJECT_STORE_MAX_ATTEMPTS_ENV, "How many times one S3 or GCS request is tried "
+             "(the artifact store and the S3/GCS destinations) when the service answers 503 "
+             "SlowDown, 500 or 429 or the connection is reset, backing off with jitter in "
+             "between (botocore's standard retry mode; for GCS the client's retry, its deadline "
+             "the same backoffs); then the task fails for Airflow to retry.",
+             str(OBJECT_STORE_MAX_ATTEMPTS), "a whole number, at least 1"),
     Variable("AIRFLOW_CONN_<ID>", "Connection <ID> (upper case) for Airflow and exportctl "
              "alike: sources, destinations, the artifact store.", "unset",
              "a connection URI or JSON"),
@@ -354,6 +364,12 @@ def ledger_reconnect(environ: Environ | None = None) -> int:
     enough for a PostgreSQL restart or failover, short of any task timeout."""
     return _whole(LEDGER_RECONNECT_ENV, environ, LEDGER_RECONNECT, 0,
                   "a whole number of seconds >= 0")
+
+
+def object_store_max_attempts(environ: Environ | None = None) -> int:
+    """``EXPORT_OBJECT_STORE_MAX_ATTEMPTS`` (at least 1: no retry), else 5."""
+    return _whole(OBJECT_STORE_MAX_ATTEMPTS_ENV, environ, OBJECT_STORE_MAX_ATTEMPTS, 1,
+                  "a whole number >= 1")
 
 
 # --- Render lease and budget ---------------------------------------------------------------

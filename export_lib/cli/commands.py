@@ -18,7 +18,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from export_lib.errors import ConfigError, ExportError, WindowError
+from export_lib.errors import STORAGE_FULL_PREFIX, ConfigError, ExportError, WindowError
 from export_lib.periods.instants import format_instant, parse_instant, parse_since
 
 if TYPE_CHECKING:
@@ -205,6 +205,8 @@ def cmd_runs(args: argparse.Namespace) -> int:
               f"{r['delivered_at_utc'] or '-':<20} {late:<9} "
               f"{'AT RISK' if r['at_risk'] else '-':<8} {r['window_start_utc']} → "
               f"{r['window_end_utc']}  artifacts: {versions}  deliveries: {dels}")
+        if r["state"] == "failed" and (r["reason"] or "").startswith(STORAGE_FULL_PREFIX):
+            print(f"  waiting on storage: {r['reason'][len(STORAGE_FULL_PREFIX):]}")
     return 0
 
 

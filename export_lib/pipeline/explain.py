@@ -19,6 +19,7 @@ from zoneinfo import ZoneInfo
 
 import sqlalchemy as sa
 
+from export_lib.errors import STORAGE_FULL_PREFIX
 from export_lib.ledger.records import ArtifactRecord, AttemptRecord, RunRecord
 from export_lib.ledger.schema import runs
 from export_lib.ledger.states import IN_FLIGHT, RunState
@@ -150,6 +151,9 @@ def _failed(schedule: Schedule, slot: datetime, run: RunRecord, now: datetime,
         retry = (f"Airflow retries the failed task (10 min, doubling) until "
                  f"{_utc(slot + RETRY_WINDOW)}; see its up_for_retry state in DAG "
                  f"{schedule.dag_id}")
+    if (run.reason or "").startswith(STORAGE_FULL_PREFIX):
+        return (f"waiting on storage since {_utc(run.updated_at)}: "
+                f"{run.reason[len(STORAGE_FULL_PREFIX):]}. {retry}.")
     return f"failed at {_utc(run.updated_at)}: {run.reason or 'no error recorded'}. {retry}."
 
 

@@ -23,6 +23,7 @@ from export_lib.errors import (
     ConfigError,
     DeliveryError,
     ExportError,
+    FencingError,
     LedgerUnavailable,
     PublishError,
     SchemaContractError,
@@ -227,16 +228,6 @@ def publish_run(ledger: Ledger, store: ArtifactStore, run_key: str, attempt_id: 
         )
     schedule = schedule_of(run)
     fmt = format_label(schedule.format, schedule.compression)  # csv, jsonl.gz, ...
-    try:
-        ledger.advance(run_key, attempt_id, RunState.VALIDATING, now)
-        validate_staged(store, attempt.staging_uri, sha256=attempt.sha256 or "",
-                        nbytes=attempt.bytes or 0, fmt=schedule.format,
-                        compression=schedule.compression,
-                        columns=columns or list(schedule.query.columns),
-                        delimiter=schedule.csv.delimiter)
-    except ArtifactValidationError as exc:
-        ledger.fail(run_key, attempt_id, str(exc), now)
-        raise
     period = period_label(run.window_start, run.window_end, run.timezone)
 
     def promote(version: int, publication: SchemaPublication | None = None) -> tuple[str, str]:
@@ -262,12 +253,22 @@ def publish_run(ledger: Ledger, store: ArtifactStore, run_key: str, attempt_id: 
         return store.promote(attempt.staging_uri, key, manifest)
 
     try:
+        ledger.advance(run_key, attempt_id, RunState.VALIDATING, now)
+        validate_staged(store, attempt.staging_uri, sha256=attempt.sha256 or "",
+                        nbytes=attempt.bytes or 0, fmt=schedule.format,
+                        compression=schedule.compression,
+                        columns=columns or list(schedule.query.columns),
+                        delimiter=schedule.csv.delimiter)
         artifact, created = ledger.publish(run_key, attempt_id, now=now, fmt=fmt,
                                            promote=promote, correction=correction,
                                            schema_policy=schema_policy_of(schedule))
     except (SchemaContractError, ArtifactValidationError) as exc:
-        # Another run's contract came first (ADR 0025), or it renamed this file (ADR 0031).
+        # The staged bytes are not what was rendered; another run's contract came first (ADR
+        # 0025), or it renamed this file (ADR 0031).
         ledger.fail(run_key, attempt_id, str(exc), now)
+        raise
+    except FencingError:
+        _discard_fenced(store, attempt.staging_uri)
         raise
     if created and artifact.schema_change:
         log.warning("published v%d under a changed schema (schema_policy %s, schema major "
@@ -279,6 +280,17 @@ def publish_run(ledger: Ledger, store: ArtifactStore, run_key: str, attempt_id: 
              "published" if created else "content unchanged, kept", artifact.version,
              artifact.uri, artifact.rows, artifact.sha256[:16])
     return _artifact_summary(run_key, artifact, created=created)
+
+
+def _discard_fenced(store: ArtifactStore, staging_uri: str) -> None:
+    """A newer attempt owns the run: this one's staged bytes (its own staging object, or its
+    pending upload: never a published object) can never be published, so they go now rather
+    than at the next garbage collection."""
+    try:
+        store.delete(staging_uri)
+    except Exception:  # noqa: BLE001 - the fencing is the error to report; gc retries this
+        log.warning("could not remove the fenced attempt's staged %s; garbage collection "
+                    "does", staging_uri)
 
 
 def _artifact_summary(run_key: str, artifact: ArtifactRecord, *, created: bool

@@ -81,12 +81,15 @@ class ArtifactTarget:
                       list(self._schedule.query.columns), self._schedule.csv.delimiter)
 
     def discard(self) -> None:
-        """Abort a pending upload after a failure past the render (a fenced record)."""
-        if self._writer is not None and self.uri != self._attempt.staging_uri:
-            try:
-                self._store.delete(self.uri)
-            except Exception:  # noqa: BLE001 - the failure being raised is the one to report
-                log.warning("could not abort the upload %s; garbage collection does", self.uri)
+        """After a failed render: abort its pending upload, or delete its staging object (a
+        store's error can leave one whole, its answer lost). Best effort: the attempt records
+        the URI, so garbage collection removes what is left."""
+        if self._writer is not None and self.uri == self._attempt.staging_uri:
+            return  # the upload was never created: nothing to abort
+        try:
+            self._store.delete(self.uri)
+        except Exception:  # noqa: BLE001 - the failure being raised is the one to report
+            log.warning("could not remove %s; garbage collection does", self.uri)
 
     def _started(self, uri: str) -> None:
         self._ledger.restage(self._run.run_key, self._attempt.attempt_id, uri)

@@ -19,6 +19,15 @@ Every S3 client in a process reads botocore's data (the S3 model, endpoints, par
 of CPU of JSON) through one shared loader (:func:`share_loader`): a new boto3 session has a
 loader of its own and would read them again, and each export task opens a session or two.
 ``export_airflow.deploy.preload`` fills the loader before the worker forks its tasks (:func:`warm_s3`).
+
+**Retries** (``EXPORT_OBJECT_STORE_MAX_ATTEMPTS``, 5): S3 and GCS answer 503 SlowDown, 500 or
+429 under load, and connections get reset. Each request is tried that many times with
+exponential backoff and full jitter, by the SDKs themselves: botocore's ``standard`` mode
+(every S3 call, the multipart parts and completions included), and for GCS a
+``google.api_core`` retry (:func:`gcs_retry`) passed to every call, conditional writes
+(``if_generation_match``) included: a create-only write is safe to repeat, its repeat after a
+lost answer is refused 412 and the caller finds its own object. Past that the task fails and
+Airflow's retry takes over, fenced by the ledger as any retry.
 """
 
 from __future__ import annotations
@@ -32,7 +41,11 @@ from export_lib.source.connections import Connection
 
 
 def s3_client(conn: Connection, *, connect_timeout: float = 10, read_timeout: float = 120,
-              max_attempts: int = 3, signature_version: str | None = None) -> Any:
+              max_attempts: int | None = None, signature_version: str | None = None) -> Any:
+    if max_attempts is None:
+        from export_lib import settings
+
+        max_attempts = settings.object_store_max_attempts()
     if "s3" in conn.clients:  # the resolver's client (its own signing config applies)
         return conn.clients["s3"](connect_timeout=connect_timeout, read_timeout=read_timeout,
                                   max_attempts=max_attempts)
@@ -84,6 +97,27 @@ def warm_s3() -> None:
                                     region_name="us-east-1")
     share_loader(session)
     session.client("s3")
+
+
+GCS_BACKOFF = (0.5, 8.0)  # the first backoff and the cap (doubling, jittered by api_core)
+
+
+def gcs_retry(max_attempts: int | None = None) -> Any:
+    """google-cloud-storage's own retry (its predicate: 429, 500, 502, 503, 504, reset and
+    refused connections) bounded like S3's: its deadline is the sum of ``max_attempts - 1``
+    backoffs (0.5 s doubling, capped at 8 s), so about that many tries; 1: no retry."""
+    from google.cloud.storage.retry import DEFAULT_RETRY
+
+    if max_attempts is None:
+        from export_lib import settings
+
+        max_attempts = settings.object_store_max_attempts()
+    if max_attempts <= 1:
+        return None
+    first, cap = GCS_BACKOFF
+    deadline = sum(min(first * 2 ** n, cap) for n in range(max_attempts - 1))
+    return DEFAULT_RETRY.with_delay(initial=first, maximum=cap, multiplier=2.0
+                                    ).with_timeout(deadline + first)
 
 
 def gcs_extra(conn: Connection, name: str) -> Any:

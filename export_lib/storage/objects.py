@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import dataclasses
 import io
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, BinaryIO
 
 from export_lib.errors import StorageError
@@ -32,8 +34,29 @@ class StoredObject:
     def uri(self) -> str:
         return f"{self.scheme}://{self.bucket}/{self.key}"
 
+    @contextmanager
+    def _reading(self) -> Iterator[None]:
+        """The store's errors once its client's own retries are spent (503 SlowDown, 500, a
+        reset connection; google's RetryError) as a retryable StorageError naming the object:
+        the delivery is retried later, never failed for good by a busy store."""
+        try:
+            yield
+        except StorageError:
+            raise
+        except Exception as exc:
+            if not _transient(exc):
+                raise
+            raise StorageError(f"cannot read {self.uri} (via connection {self.conn.conn_id!r}):"
+                               f" {type(exc).__name__}: {self.conn.scrub(exc)}; the store "
+                               "answered an error past EXPORT_OBJECT_STORE_MAX_ATTEMPTS tries"
+                               ) from exc
+
     def open(self) -> BinaryIO:
         """A forward-only binary stream of the object (bounded memory, no local copy)."""
+        with self._reading():
+            return self._open()
+
+    def _open(self) -> BinaryIO:
         if self.scheme == "s3":
             try:
                 body = self.client.get_object(Bucket=self.bucket, Key=self.key)["Body"]
@@ -41,10 +64,12 @@ class StoredObject:
                 raise StorageError(f"object {self.uri} does not exist") from exc
             raw: Any = body
         else:
-            blob = self.client.bucket(self.bucket).get_blob(self.key)
+            from export_lib.storage.clients import gcs_retry
+
+            blob = self.client.bucket(self.bucket).get_blob(self.key, retry=gcs_retry())
             if blob is None:
                 raise StorageError(f"object {self.uri} does not exist")
-            raw = blob.open("rb", chunk_size=READ_CHUNK)
+            raw = blob.open("rb", chunk_size=READ_CHUNK, retry=gcs_retry())
         return _Counting(raw, self)
 
     def size(self) -> int | None:
@@ -53,13 +78,32 @@ class StoredObject:
             from botocore.exceptions import ClientError
 
             try:
-                return self.client.head_object(Bucket=self.bucket, Key=self.key)["ContentLength"]
+                with self._reading():
+                    return self.client.head_object(Bucket=self.bucket,
+                                                   Key=self.key)["ContentLength"]
             except ClientError as exc:
                 if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
                     return None
                 raise StorageError(f"cannot read {self.uri}: {exc}") from exc
-        blob = self.client.bucket(self.bucket).get_blob(self.key)
+        from export_lib.storage.clients import gcs_retry
+
+        with self._reading():
+            blob = self.client.bucket(self.bucket).get_blob(self.key, retry=gcs_retry())
         return None if blob is None else blob.size
+
+
+def _transient(exc: BaseException) -> bool:
+    """A server error, throttling or a broken connection: S3's (botocore) or GCS's."""
+    name = type(exc).__name__
+    if name in ("RetryError", "ServiceUnavailable", "InternalServerError", "TooManyRequests",
+                "BadGateway", "GatewayTimeout", "EndpointConnectionError",
+                "ConnectionClosedError", "ReadTimeoutError", "ConnectTimeoutError",
+                "ConnectionError", "ChunkedEncodingError", "ProtocolError"):
+        return True
+    response = getattr(exc, "response", None)
+    status = (response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+              if isinstance(response, dict) else None)
+    return (status is not None and status >= 500) or isinstance(exc, OSError)
 
 
 def same_account(a: Connection, b: Connection) -> bool:

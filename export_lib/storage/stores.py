@@ -72,11 +72,16 @@ class LocalStore:
 
     @contextmanager
     def _writer(self, path: Path) -> Iterator[BinaryIO]:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path, "wb") as fh:
-            yield fh
-            fh.flush()
-            os.fsync(fh.fileno())
+        from export_lib.storage.space import guard_space
+
+        # A full volume: StorageFull naming it, and no partial staging file left behind.
+        with guard_space(path, lambda: path.stat().st_size, setting="EXPORT_ARTIFACT_ROOT",
+                         cleanup=lambda: path.unlink(missing_ok=True)):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with open(path, "wb") as fh:
+                yield fh
+                fh.flush()
+                os.fsync(fh.fileno())
 
     def open_staging(self, uri: str):
         return self._writer(self._path(uri))

@@ -10,6 +10,8 @@ writes.
 Outcomes of a run (the first that applies):
 
 * ``skipped`` / ``cancelled`` / ``failed``: the run's state, with its reason;
+* ``storage``: failed because the volume under its render was full (``StorageFull``): it waits
+  on storage, and the task's retry exports it once space is freed;
 * ``running``: reading, rendering or validating right now;
 * ``held``: started after its deadline under ``late_start: hold``; an operator must release it;
 * ``released``: an operator released it; it runs when its task is cleared (or retried);
@@ -33,6 +35,7 @@ import sqlalchemy as sa
 from pydantic import Field
 from sqlalchemy.engine import Engine
 
+from export_lib.errors import STORAGE_FULL_PREFIX
 from export_lib.ledger.schema import artifacts, deliveries, runs
 from export_lib.ledger.states import IN_FLIGHT, DeliveryState, RunState
 from export_lib.periods.decisions import HOLD_REASON_PREFIX
@@ -60,6 +63,8 @@ OUTCOMES: dict[str, str] = {
     "released": "released by an operator: exports when its task is cleared or retried",
     "skipped": "skipped (the reason is shown)",
     "failed": "failed (the error is shown)",
+    "storage": "waiting on storage: the render's volume was full; the retry exports it once "
+               "space is freed (the error names the volume)",
     "revoked": "revoked by an operator: withdrawn, never delivered again (regenerate it)",
     "unresolved": "delivery unresolved: a destination gave up, requeue it",
     "cancelled": "cancelled",
@@ -113,6 +118,8 @@ def outcome_expression(now: datetime):
     return sa.case(
         (runs.c.state == RunState.SKIPPED.value, "skipped"),
         (runs.c.state == RunState.CANCELLED.value, "cancelled"),
+        (sa.and_(runs.c.state == RunState.FAILED.value,
+                 runs.c.reason.like(STORAGE_FULL_PREFIX + "%")), "storage"),
         (runs.c.state == RunState.FAILED.value, "failed"),
         (runs.c.state.in_([s.value for s in IN_FLIGHT]), "running"),
         (sa.and_(runs.c.state == RunState.REGISTERED.value,

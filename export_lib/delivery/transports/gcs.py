@@ -36,7 +36,7 @@ from export_lib.delivery.transports.base import (
 )
 from export_lib.errors import DeliveryError
 from export_lib.source.connections import Connection, ConnectionResolver
-from export_lib.storage.clients import gcs_client
+from export_lib.storage.clients import gcs_client, gcs_retry
 
 if TYPE_CHECKING:
     from google.cloud.storage import Blob, Bucket
@@ -71,7 +71,7 @@ class GcsTransport(Transport):
 
     def find_existing(self, artifact: DeliverableArtifact, ctx: DeliveryContext) -> str | None:
         key = join_key(self.destination.prefix, artifact.name)
-        blob = self._guard(lambda: self._bucket.get_blob(key, timeout=30))
+        blob = self._guard(lambda: self._bucket.get_blob(key, timeout=30, retry=gcs_retry()))
         if blob is None:
             return None
         found = (blob.metadata or {}).get("sha256")
@@ -90,7 +90,8 @@ class GcsTransport(Transport):
         with artifact.open() as stream:
             # Streamed in UPLOAD_CHUNK pieces from where the artifact lives: never loaded.
             self._guard(lambda: blob.upload_from_file(
-                stream, size=artifact.bytes, rewind=False, if_generation_match=0, timeout=120))
+                stream, size=artifact.bytes, rewind=False, if_generation_match=0, timeout=120,
+                retry=gcs_retry()))
         return f"generation={blob.generation} size={blob.size}"
 
     def _copyable(self, artifact: DeliverableArtifact) -> bool:
@@ -110,7 +111,8 @@ class GcsTransport(Transport):
         token: str | None = None
         while True:  # a large object takes several rewrite calls, each resuming with a token
             token, _, total = self._guard(functools.partial(
-                blob.rewrite, source, token=token, if_generation_match=0, timeout=120))
+                blob.rewrite, source, token=token, if_generation_match=0, timeout=120,
+                retry=gcs_retry()))
             if token is None:
                 break
         wanted = {"sha256": artifact.sha256, "delivery-id": ctx.delivery_id,
@@ -119,7 +121,7 @@ class GcsTransport(Transport):
             # GCS applies the request's metadata to the copy; an emulator that does not gets
             # it patched on (find_existing recognises a delivered object by it).
             blob.metadata = wanted
-            self._guard(lambda: blob.patch(timeout=30))
+            self._guard(lambda: blob.patch(timeout=30, retry=gcs_retry()))
         if total != artifact.bytes:
             raise DeliveryError(f"{self.target(artifact)}: the copy holds {total} bytes, the "
                                 f"manifest says {artifact.bytes}", retryable=True)
@@ -127,10 +129,10 @@ class GcsTransport(Transport):
 
     def withdraw(self, name: str) -> str:
         key = join_key(self.destination.prefix, name)
-        blob = self._guard(lambda: self._bucket.get_blob(key, timeout=30))
+        blob = self._guard(lambda: self._bucket.get_blob(key, timeout=30, retry=gcs_retry()))
         if blob is None:
             return f"gs://{self.destination.bucket}/{key} was gone"
-        self._guard(lambda: blob.delete(timeout=30))
+        self._guard(lambda: blob.delete(timeout=30, retry=gcs_retry()))
         return f"deleted gs://{self.destination.bucket}/{key}"
 
     def _guard(self, call: Callable[[], T]) -> T:
@@ -156,5 +158,7 @@ class GcsTransport(Transport):
             raise network_failure(self._conn, exc) from exc
         except gexc.GoogleAPICallError as exc:
             raise DeliveryError(f"GCS via connection {self._conn.conn_id!r}: {exc}") from exc
+        except gexc.RetryError as exc:  # the client's retries (gcs_retry) ran out: retry later
+            raise network_failure(self._conn, exc) from exc
         except (rexc.ConnectionError, rexc.Timeout, OSError) as exc:
             raise network_failure(self._conn, exc) from exc

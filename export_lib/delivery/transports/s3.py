@@ -84,7 +84,7 @@ class S3Transport(Transport):
         conn = resolve_connection(self.destination.conn_id, self.destination.id,
                                   self._resolver)
         self._conn = conn
-        self._client = s3_client(conn, max_attempts=2)
+        self._client = s3_client(conn)  # EXPORT_OBJECT_STORE_MAX_ATTEMPTS tries a call
         return self
 
     def close(self) -> None:

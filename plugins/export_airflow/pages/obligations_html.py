@@ -21,7 +21,7 @@ COLOURS = {
     "on_time": ("#2e7d32", "✓"), "late": ("#ef6c00", "L"), "missed": ("#c62828", "M"),
     "no_run": ("#7f0000", "✗"), "running": ("#1565c0", "R"), "waiting": ("#90caf9", "W"),
     "held": ("#6a1b9a", "H"), "released": ("#ab47bc", "r"), "skipped": ("#9e9e9e", "S"),
-    "failed": ("#212121", "F"),
+    "failed": ("#212121", "F"), "storage": ("#795548", "D"),
     "unresolved": ("#f9a825", "U"), "cancelled": ("#616161", "C"),
     "revoked": ("#4e342e", "V"), "due": ("#cfd8dc", "·"),
     "paused": ("#bdbdbd", "P"), "untracked": ("#e0e0e0", "–"),

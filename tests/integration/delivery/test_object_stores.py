@@ -108,6 +108,7 @@ def test_s3_unreachable_endpoint_is_retryable(
 
     monkeypatch.setenv("AIRFLOW_CONN_ACME_S3", "aws://k:s@/?endpoint_url=http%3A%2F%2F127.0.0.1"
                        f"%3A{free_port()}&region_name=us-east-1")
+    monkeypatch.setenv("EXPORT_OBJECT_STORE_MAX_ATTEMPTS", "2")  # one retry: a quick answer
     with pytest.raises(DeliveryError, match="attempt 1 failed, will retry until") as info:
         run(sqlite_engine, S3Destination(id="bucket", conn_id="acme_s3", bucket="acme-in"),
             make_artifact())

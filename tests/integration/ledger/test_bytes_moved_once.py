@@ -234,6 +234,7 @@ def test_a_stale_attempt_cannot_overwrite(sqlite_ledger, s3w: S3World, pg_databa
     # Its worker stalls past the lease; another attempt takes over with other content.
     with psycopg.connect(_dsn(pg_database), autocommit=True) as conn:
         conn.execute("UPDATE metrics SET value = value + 1 WHERE id = 7")
+    lapse_leases(sqlite_ledger, key)  # by the ledger's clock (ADR 0034)
     later = NOW + timedelta(minutes=30)
     assert lapse_leases(sqlite_ledger, key) == 1  # leases keep the database's clock
     fresh = render_run(sqlite_ledger, open_store(), key, now=later)
