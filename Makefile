@@ -57,7 +57,8 @@ stop:
 	@bash scripts/stop.sh
 
 ## cluster: docker-compose.yaml's Celery topology without Docker (PostgreSQL, Redis, moto S3,
-## api-server, scheduler, dag-processor, triggerer, three Celery workers) in .airflow-cluster
+## api-server, scheduler, dag-processor, triggerer, three Celery workers) in .airflow-cluster;
+## SCHEDULERS=2 DAG_PROCESSORS=2: two schedulers, the DAG files split over two bundles
 cluster: venv
 	@bash scripts/ensure-debian-packages.sh cluster
 	@CLUSTER=1 bash scripts/run.sh
@@ -121,12 +122,14 @@ soak: venv
 ## acceptance: the long runs at their acceptance size, outside make test: the fault test with
 ## 20 companies and a 2-minute source outage, the soak over 168 h of catch-up with 5 manual
 ## exports, and the manual lane during a 7-day catch-up. make test runs the same tests
-## at a smaller size (3 companies and a 45 s outage, 6 h, 1 day).
+## at a smaller size (3 companies and a 45 s outage, 6 h, 1 day). Only here: two schedulers
+## and two dag-processors with 8 companies, a scheduler killed mid-recovery and mid-burst.
 acceptance: venv
 	@bash scripts/ensure-debian-packages.sh
 	FAULT_COMPANIES=20 FAULT_OUTAGE_SECONDS=120 SOAK_LOOKBACK_HOURS=168 SOAK_TRIGGERS=5 \
-	  MANUAL_LANE_LOOKBACK_HOURS=168 \
+	  MANUAL_LANE_LOOKBACK_HOURS=168 HA_COMPANIES=8 \
 	  $(PYTEST) -n $(TEST_WORKERS) --durations=10 tests/system/cluster/test_cluster.py \
+	  tests/system/cluster/test_ha.py \
 	  tests/system/soak/test_soak.py tests/system/scheduler/test_manual_lane.py $(PYTEST_ARGS)
 
 ## lint: ruff over the code and import-linter's layer contracts (.importlinter)
