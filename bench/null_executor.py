@@ -9,3 +9,9 @@ from airflow.executors.base_executor import BaseExecutor
 class NullExecutor(BaseExecutor):
     def _process_workloads(self, workload_items) -> None:
         """Accepted, never run."""
+
+    def end(self) -> None:
+        """Nothing runs, so nothing to wait for at shutdown."""
+
+    def terminate(self) -> None:
+        """Nothing runs, so nothing to stop."""
