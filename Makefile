@@ -75,8 +75,10 @@ run: venv postgres-packages
 stop:
 	@bash scripts/stop.sh
 
-## cluster: docker-compose.yaml's Celery topology without Docker (PostgreSQL, Redis, moto S3, StatsD,
-## api-server, scheduler, dag-processor, triggerer, three Celery workers) in .airflow-cluster
+## cluster: docker-compose.yaml's Celery topology without Docker (PostgreSQL, Redis, moto S3,
+## StatsD, api-server, scheduler, dag-processor, triggerer, three Celery workers) in
+## .airflow-cluster; SCHEDULERS=2 DAG_PROCESSORS=2: two schedulers, the DAG files split over
+## two bundles
 cluster: venv
 	@bash scripts/ensure-debian-packages.sh cluster
 	@CLUSTER=1 bash scripts/run.sh
@@ -143,13 +145,14 @@ soak: venv
 ## the ledger's PostgreSQL down for 2 minutes under 26 periods, an upgrade in place over
 ## 20,000 runs, workers 5 minutes off. make test runs the same tests at a smaller size (3
 ## companies and a 45 s outage, 6 h, 1 day, 20 days; a 15 s ledger outage under 6 periods,
-## 1,000 runs).
+## 1,000 runs). Only here: two schedulers and two dag-processors with 8 companies, a
+## scheduler killed mid-recovery and mid-burst.
 acceptance: venv
 	@bash scripts/ensure-debian-packages.sh
 	FAULT_COMPANIES=20 FAULT_OUTAGE_SECONDS=120 SOAK_LOOKBACK_HOURS=168 SOAK_TRIGGERS=5 \
-	  MANUAL_LANE_LOOKBACK_HOURS=168 CATCHUP_BATCH_MISSED=365 \
+	  MANUAL_LANE_LOOKBACK_HOURS=168 CATCHUP_BATCH_MISSED=365 HA_COMPANIES=8 \
 	  $(PYTEST) -n $(TEST_WORKERS) --durations=10 tests/system/cluster/test_cluster.py \
-	  tests/system/soak/test_soak.py tests/system/scheduler/test_manual_lane.py \
+	  tests/system/cluster/test_ha.py tests/system/soak/test_soak.py tests/system/scheduler/test_manual_lane.py \
 	  tests/system/scheduler/test_catchup.py $(PYTEST_ARGS)
 	LEDGER_OUTAGE_SECONDS=120 LEDGER_RESTART_PERIODS=24 LEDGER_FIXTURE_RUNS=20000 \
 	  $(PYTEST) -n $(TEST_WORKERS) --durations=10 tests/integration/ledger/test_ledger_restart.py \

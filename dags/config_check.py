@@ -10,6 +10,6 @@ from pathlib import Path
 
 from export_lib.config.dag_loaders import check_loaders
 
-_check = check_loaders(Path(__file__).parent)
+_check = check_loaders(Path(__file__).resolve().parent)
 if not _check.ok:
     raise ImportError("; ".join(_check.problems()))

@@ -22,7 +22,7 @@ with DAG(dag_id="demo_feed", schedule=DeltaDataIntervalTimetable(timedelta(minut
         ours = os.environ.get("EXPORT_DEMO_FEED") == "1"  # set by scripts/airflow-env.sh
         if not ours and not (conn.conn_type == "sqlite" and conn.schema):
             return 0  # someone else's database: never write to it
-        companies = sorted(p.stem for p in (Path(__file__).parent / "config").glob("*.yaml")
+        companies = sorted(p.stem for p in (Path(__file__).resolve().parent / "config").glob("*.yaml")
                            if p.stem != "defaults")
         return seed_source(conn, companies, now=datetime.now(UTC), days=2)
 

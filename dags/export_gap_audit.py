@@ -6,4 +6,4 @@ from pathlib import Path
 from airflow.sdk import DAG  # noqa: F401  (Airflow's safe-mode discovery looks for "DAG")
 from export_airflow.building.gap_audit import build_gap_audit_dag
 
-export_gap_audit = build_gap_audit_dag(str(Path(__file__).parent / "config"))
+export_gap_audit = build_gap_audit_dag(str(Path(__file__).resolve().parent / "config"))

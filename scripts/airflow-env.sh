@@ -9,6 +9,9 @@
 #   PGPORT  the local PostgreSQL port (first free from 5432, chosen once and remembered)
 #   CLUSTER 1: `make cluster` (CeleryExecutor, Redis, moto S3, three workers; deploy/cluster.env)
 #           with its own state in .airflow-cluster, so it never meets `make run`'s .airflow
+#   SCHEDULERS, DAG_PROCESSORS (CLUSTER=1 only; 1 each by default) how many schedulers run (HA
+#           on PostgreSQL's row locks) and over how many DAG bundles (one dag-processor each)
+#           the DAG files are split (export_airflow/deploy/bundles.py; docs/how-to/deploy.md)
 #   PG_SERVER postgresql://user:password@host[:port][/maintenance-db][?options]: use this existing
 #           PostgreSQL server instead of the local cluster (no initdb; the supervisor does not
 #           run it; `make stop` leaves it running; `make reset-db` drops only this stack's
@@ -105,11 +108,43 @@ if [ -n "$CLUSTER" ]; then
   [ -n "$STATSDPORT" ] || STATSDPORT="$("$PY" "$ROOT/scripts/ports.py" first-free-udp 8125 2>/dev/null || echo 8125)"
   export REDISPORT S3PORT STATSDPORT
 fi
+# How many schedulers and dag-processors (remembered in run.env with the ports).
+SCHEDULERS="${SCHEDULERS:-$(_remembered SCHEDULERS)}"
+SCHEDULERS="${SCHEDULERS:-1}"
+DAG_PROCESSORS="${DAG_PROCESSORS:-$(_remembered DAG_PROCESSORS)}"
+DAG_PROCESSORS="${DAG_PROCESSORS:-1}"
+for _var in SCHEDULERS DAG_PROCESSORS; do
+  if ! [[ "${!_var}" =~ ^[1-8]$ ]]; then
+    echo "$_var=${!_var} is not a choice: a number from 1 to 8 (make cluster $_var=2)" >&2
+    return 2 2>/dev/null || exit 2
+  fi
+  if [ -z "$CLUSTER" ] && [ "${!_var}" != 1 ]; then
+    echo "$_var=${!_var} needs the Celery cluster: make cluster $_var=${!_var} (make run runs one of each)" >&2
+    return 2 2>/dev/null || exit 2
+  fi
+done
+unset _var
+export SCHEDULERS DAG_PROCESSORS
 export DB PORT PGPORT PGPORT_PICKED CLUSTER PG_SERVER PG_DB_PREFIX PG_TEMPLATE_PREFIX
 
 export PATH="$ROOT/.venv/bin:$PATH"               # the components are `airflow` from the venv
 export EXPORT_HOME="$ROOT"
 export AIRFLOW__CORE__DAGS_FOLDER="$ROOT/dags"
+# DAG_PROCESSORS=N (make cluster): the DAG files split over N bundles dags-1..dags-N, a company
+# by a stable hash of its id (export_lib/config/bundles.py); each dag-processor parses one
+# (supervise.py: airflow dag-processor --bundle-name dags-n). Every component knows them all:
+# a worker finds a task's DAG file through its bundle. One: Airflow's own dags-folder bundle.
+if [ "$DAG_PROCESSORS" -gt 1 ]; then
+  _list=""
+  for _n in $(seq 1 "$DAG_PROCESSORS"); do
+    _list+="${_list:+, }{\"name\": \"dags-$_n\", \"classpath\": \"export_airflow.deploy.bundles.DagsPartBundle\", \"kwargs\": {\"dags_folder\": \"$AIRFLOW__CORE__DAGS_FOLDER\", \"part\": $_n, \"parts\": $DAG_PROCESSORS}}"
+  done
+  export AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST="[$_list]"
+  # The bundles' link folders in this stack's home, not the machine-wide /tmp/airflow: two
+  # stacks on one machine would rewrite each other's dags-1.
+  export AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_STORAGE_PATH="$AIRFLOW_HOME/dag_bundles"
+  unset _list _n
+fi
 export AIRFLOW__CORE__PLUGINS_FOLDER="$ROOT/plugins"
 export AIRFLOW__CORE__LOAD_EXAMPLES=False
 export AIRFLOW__CORE__EXECUTOR=LocalExecutor
@@ -216,6 +251,6 @@ export AIRFLOW_CONN_EXPORT_LEDGER="${AIRFLOW_CONN_EXPORT_LEDGER:-${EXPORT_LEDGER
 ENV_VARS=(PATH EXPORT_HOME AIRFLOW_HOME DB PORT PGPORT $([ "$PG_SERVER" = local ] || echo PG_SERVER) ${PG_DB_PREFIX:+PG_DB_PREFIX} $(compgen -e | grep -E '^(AIRFLOW__|AIRFLOW_CONN_)' | sort)
           EXPORT_LEDGER_URL EXPORT_ARTIFACT_ROOT EXPORT_DEMO_FEED)
 if [ -n "$CLUSTER" ]; then
-  ENV_VARS+=(CLUSTER REDISPORT S3PORT STATSDPORT EXPORT_ARTIFACT_CONN EXPORT_LOG_FORMAT EXPORT_RENDER_BUDGET
+  ENV_VARS+=(CLUSTER REDISPORT S3PORT STATSDPORT SCHEDULERS DAG_PROCESSORS EXPORT_ARTIFACT_CONN EXPORT_LOG_FORMAT EXPORT_RENDER_BUDGET
              EXPORT_RENDER_BUDGET_PER_COMPANY EXPORT_RENDER_LEASE_SECONDS)
 fi

@@ -39,7 +39,8 @@ if pg_external; then
 elif [ -n "$PG_DB_PREFIX" ]; then
   printf 'PG_DB_PREFIX=%s\n' "$PG_DB_PREFIX" >> "$RUN_STATE"
 fi
-[ -z "$CLUSTER" ] || printf 'REDISPORT=%s\nS3PORT=%s\nSTATSDPORT=%s\n' "$REDISPORT" "$S3PORT" "$STATSDPORT" >> "$RUN_STATE"
+[ -z "$CLUSTER" ] || printf 'REDISPORT=%s\nS3PORT=%s\nSTATSDPORT=%s\nSCHEDULERS=%s\nDAG_PROCESSORS=%s\n' \
+  "$REDISPORT" "$S3PORT" "$STATSDPORT" "$SCHEDULERS" "$DAG_PROCESSORS" >> "$RUN_STATE"
 
 echo "==> Airflow metadata DB ($(pg_server_masked "$AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"))"
 if [ -n "$PG_AIRFLOW_CURRENT" ]; then

@@ -11,7 +11,8 @@ Order: PostgreSQL (with DB=postgres on the local cluster; never a PG_SERVER), wi
 the api-server (tasks talk to its Execution API, so a scheduler that starts first sees its
 first tasks die with "connection refused"), then
 scheduler, dag-processor and triggerer (and with CLUSTER=1 the Celery workers of
-:data:`CLUSTER_WORKERS`). A component that exits is restarted after a backoff
+:data:`CLUSTER_WORKERS`; SCHEDULERS=N and DAG_PROCESSORS=N run N of those,
+:func:`airflow_components`). A component that exits is restarted after a backoff
 (1 s, doubling up to 60 s; back to 1 s once it has stayed up for 2 minutes) and the restart is
 logged with its cause (exit code or signal and the last lines of its log). SIGTERM/SIGINT stop
 everything in reverse order.
@@ -453,8 +454,8 @@ def components_from_env(env: dict[str, str]) -> list[Component]:
     airflow = str(venv / "airflow")
     comps.append(Component("api-server", [airflow, "api-server", "--port", env["PORT"]],
                            ready="http"))
-    for name in ("scheduler", "dag-processor", "triggerer"):
-        comps.append(Component(name, [airflow, name]))
+    comps += airflow_components(airflow, int(env.get("SCHEDULERS") or 1),
+                                int(env.get("DAG_PROCESSORS") or 1))
     if cluster:
         for name, args in CLUSTER_WORKERS.items():
             # Several workers on one machine: distinct Celery node names; the api-server reads
@@ -462,6 +463,24 @@ def components_from_env(env: dict[str, str]) -> list[Component]:
             comps.append(Component(name, [airflow, "celery", "worker", *args,
                                           "--celery-hostname", f"{name}@%h",
                                           "--skip-serve-logs"]))
+    return comps
+
+
+def airflow_components(airflow: str, schedulers: int, dag_processors: int) -> list[Component]:
+    """Scheduler(s), dag-processor(s) and triggerer. One of each keeps the plain names; with
+    ``make cluster SCHEDULERS=2`` the schedulers are scheduler-1, scheduler-2 (Airflow's HA:
+    they share the work through PostgreSQL row locks), with ``DAG_PROCESSORS=2``
+    dag-processor-1 parses bundle dags-1 only, dag-processor-2 dags-2 (the bundles
+    scripts/airflow-env.sh configures)."""
+    comps = [Component("scheduler" if schedulers == 1 else f"scheduler-{n}",
+                       [airflow, "scheduler"]) for n in range(1, schedulers + 1)]
+    if dag_processors == 1:
+        comps.append(Component("dag-processor", [airflow, "dag-processor"]))
+    else:
+        comps += [Component(f"dag-processor-{n}", [airflow, "dag-processor", "--bundle-name",
+                                                   f"dags-{n}"])
+                  for n in range(1, dag_processors + 1)]
+    comps.append(Component("triggerer", [airflow, "triggerer"]))
     return comps
 
 

@@ -38,12 +38,12 @@ def resolved_compose(tmp_path: Path) -> dict:
     return yaml.safe_load(result.stdout)
 
 
-def make_cluster_environ(tmp_path: Path) -> dict[str, str]:
+def make_cluster_environ(tmp_path: Path, **extra: str) -> dict[str, str]:
     """What scripts/airflow-env.sh exports for `make cluster` (no server is started)."""
     script = f"CLUSTER=1 PGPORT=5999 REDISPORT=6999 S3PORT=9999 PORT=8999 source " \
              f"{shlex.quote(str(REPO / 'scripts' / 'airflow-env.sh'))} && env -0"
     out = subprocess.run(["bash", "-c", script], capture_output=True, check=True,
-                         env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}).stdout
+                         env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), **extra}).stdout
     return dict(item.split("=", 1) for item in out.decode().split("\0") if "=" in item)
 
 

@@ -273,7 +273,8 @@ def register_company_dags(loader_file: str, namespace: dict[str, Any]) -> None:
     and file — so a cleared or queued task of a run registered before the removal fails
     visibly instead of waiting forever in a DAG Airflow would otherwise mark stale.
     """
-    path = Path(loader_file)
+    # Resolved: a loader linked into a DAG bundle's folder (deploy/bundles.py) reads dags/config.
+    path = Path(loader_file).resolve()
     company_id = path.stem.removeprefix(LOADER_PREFIX)
     context = get_parsing_context()
     index = dag_index_dir(path.parent)
