@@ -39,6 +39,9 @@ INTERNALS = {
     "fab_application_builder": "airflow.providers.fab.auth_manager.cli_commands.utils."
     "get_application_builder",
     "postgres_hook_uses_psycopg3": "airflow.providers.postgres.hooks.postgres.USE_PSYCOPG3",
+    "base_dag_bundle": "airflow.dag_processing.bundles.base.BaseDagBundle (the class a DAG "
+    "bundle of [dag_processor] dag_bundle_config_list subclasses; Airflow's docs name it, "
+    "but not among the public interface)",
 }
 
 
@@ -133,3 +136,10 @@ def postgres_hook_uses_psycopg3() -> bool:
 
     return bool(getattr(postgres, "USE_PSYCOPG3", False))
 
+
+
+def base_dag_bundle() -> type:
+    """The base class of a DAG bundle (export_airflow.deploy.bundles.DagsPartBundle)."""
+    from airflow.dag_processing.bundles.base import BaseDagBundle
+
+    return BaseDagBundle

@@ -124,3 +124,13 @@ def test_ruff_fails_on_an_internal_airflow_import_outside_the_compat_module(line
          "plugins/export_airflow/airflow_compat.py", "-"],
         input=source, capture_output=True, text=True, cwd=REPO)
     assert inside.returncode == 0, inside.stdout
+
+
+def test_the_dag_bundle_base_class_has_the_methods_our_bundle_implements():
+    from export_airflow.deploy.bundles import DagsPartBundle
+
+    base = airflow_compat.base_dag_bundle()
+    assert issubclass(DagsPartBundle, base)
+    for name in ("path", "get_current_version", "refresh"):
+        assert name in vars(DagsPartBundle), name
+        assert hasattr(base, name), f"BaseDagBundle no longer has {name}"

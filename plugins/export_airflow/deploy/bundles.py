@@ -19,12 +19,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from airflow.dag_processing.bundles.base import BaseDagBundle
-
+from export_airflow.airflow_compat import base_dag_bundle
 from export_lib.config.bundles import part_files
 
 
-class DagsPartBundle(BaseDagBundle):
+class DagsPartBundle(base_dag_bundle()):  # type: ignore[misc] - a class Airflow names
+
     """Part ``part`` of ``parts`` of the DAG files directly in ``dags_folder``."""
 
     supports_versioning = False
