@@ -39,6 +39,9 @@ INTERNALS = {
     "fab_application_builder": "airflow.providers.fab.auth_manager.cli_commands.utils."
     "get_application_builder",
     "postgres_hook_uses_psycopg3": "airflow.providers.postgres.hooks.postgres.USE_PSYCOPG3",
+    "get_user_dependency": "airflow.api_fastapi.core_api.security.GetUserDep (the dependency "
+    "Airflow's own API routes resolve the signed-in user with; plugin apps are not "
+    "authenticated by Airflow, so our pages use it)",
     "base_dag_bundle": "airflow.dag_processing.bundles.base.BaseDagBundle (the class a DAG "
     "bundle of [dag_processor] dag_bundle_config_list subclasses; Airflow's docs name it, "
     "but not among the public interface)",
@@ -143,3 +146,11 @@ def base_dag_bundle() -> type:
     from airflow.dag_processing.bundles.base import BaseDagBundle
 
     return BaseDagBundle
+
+
+def get_user_dependency() -> Any:
+    """``GetUserDep``: a FastAPI parameter annotation resolving the signed-in user from the
+    request's token, as the core API does; an anonymous request gets 401/403."""
+    from airflow.api_fastapi.core_api.security import GetUserDep
+
+    return GetUserDep

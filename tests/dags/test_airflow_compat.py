@@ -134,3 +134,12 @@ def test_the_dag_bundle_base_class_has_the_methods_our_bundle_implements():
     for name in ("path", "get_current_version", "refresh"):
         assert name in vars(DagsPartBundle), name
         assert hasattr(base, name), f"BaseDagBundle no longer has {name}"
+
+
+def test_the_user_dependency_is_the_annotated_one_fastapi_resolves():
+    import typing
+
+    dependency = airflow_compat.get_user_dependency()
+    assert typing.get_origin(dependency) is typing.Annotated
+    (marker,) = dependency.__metadata__
+    assert type(marker).__name__ == "Depends" and marker.dependency.__name__ == "get_user"

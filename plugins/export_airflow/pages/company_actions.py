@@ -18,11 +18,11 @@ from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import parse_qs, urlencode
 
-from airflow.api_fastapi.core_api.security import GetUserDep
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
 from starlette.concurrency import run_in_threadpool
 
+from export_airflow.airflow_compat import get_user_dependency
 from export_airflow.pages import company_html as ch
 from export_airflow.pages.company_ui import (
     company_schedules,
@@ -41,6 +41,9 @@ from export_airflow.pages.ui_access import Visible, check_same_origin, may_edit,
 from export_lib import settings
 from export_lib.errors import ActionTokenError, ConfigError, ExportError, FormError
 from export_lib.logfmt import get_logger
+
+# The signed-in user, as Airflow's own API routes resolve it (not public: airflow_compat).
+GetUserDep = get_user_dependency()
 
 router = APIRouter(prefix="/companies", tags=["company view"])
 log = get_logger(__name__)

@@ -25,16 +25,19 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from airflow.api_fastapi.core_api.security import GetUserDep
 from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
 
+from export_airflow.airflow_compat import get_user_dependency
 from export_airflow.pages import company_html as ch
 from export_airflow.pages.obligations_ui import _catalog_schedules, _ledger, _now, config_directory
 from export_airflow.pages.ui_access import Visible, may_edit, secret
 from export_lib import settings
 from export_lib.errors import ActionTokenError, ConfigError, FormError
 from export_lib.logfmt import get_logger
+
+# The signed-in user, as Airflow's own API routes resolve it (not public: airflow_compat).
+GetUserDep = get_user_dependency()
 
 router = APIRouter(prefix="/companies", tags=["company view"])
 log = get_logger(__name__)

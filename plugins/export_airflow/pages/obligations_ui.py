@@ -20,11 +20,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlencode
 
-from airflow.api_fastapi.core_api.security import GetUserDep
 from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 
+from export_airflow.airflow_compat import get_user_dependency
 from export_airflow.pages import obligations_html as h
 from export_airflow.pages.ui_access import (
     Visible,
@@ -37,6 +37,9 @@ from export_lib import settings
 from export_lib.config.text import control_char
 from export_lib.errors import ActionTokenError
 from export_lib.logfmt import get_logger
+
+# The signed-in user, as Airflow's own API routes resolve it (not public: airflow_compat).
+GetUserDep = get_user_dependency()
 
 router = APIRouter()
 

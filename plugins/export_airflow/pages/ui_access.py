@@ -18,8 +18,12 @@ from urllib.parse import urlsplit
 
 from airflow.api_fastapi.app import get_auth_manager
 from airflow.api_fastapi.auth.managers.models.resource_details import DagDetails
-from airflow.api_fastapi.core_api.security import GetUserDep
 from fastapi import Depends, HTTPException, Request
+
+from export_airflow.airflow_compat import get_user_dependency
+
+# The signed-in user, as Airflow's own API routes resolve it (not public: airflow_compat).
+GetUserDep = get_user_dependency()
 
 EVERY_DAG_PROBE = "export__any-dag__"  # no DAG has this id, so no role grants it by name
 
