@@ -38,7 +38,7 @@ interleaved); the minimum of each figure is kept, the usual estimate of the undi
   real parse child: a process that did what the dag-processor does before it forks (our
   ``export_airflow.deploy.preload``, installed by the ``airflow.policy`` entry point) forks; the
   child imports the plugin and the factory, parses one company's loader (``BundleDagBag``) and
-  serialises its 9 DAGs. The import figure is what a parse child pays for our plugin.
+  serialises its 10 DAGs. The import figure is what a parse child pays for our plugin.
 * ``worker_parse_seconds``: how Airflow's task runner parses for one task instance
   (``airflow.sdk.execution_time.task_runner.parse``): with ``_AIRFLOW_PARSING_CONTEXT_DAG_ID`` /
   ``_AIRFLOW_PARSING_CONTEXT_TASK_ID`` set (what ``airflow.sdk.get_parsing_context()`` reads),

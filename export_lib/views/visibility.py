@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-EXPORT_DAG_KINDS = ("widget_export", "data_export", "manual_export", "restatement")
+EXPORT_DAG_KINDS = ("widget_export", "data_export", "manual_export", "restatement",
+                    "recovery_batch")
 
 
 def company_of_dag(dag_id: str) -> str | None:

@@ -152,6 +152,8 @@ def test_visible_companies_come_from_readable_dag_ids_and_bound_every_page(ledge
     readable = {"widget_export__kiwi-outdoors__six-hourly-orders", "manual_export__kiwi-outdoors",
                 "demo_feed", "manual_export", "widget_export__"}
     assert companies_of(readable) == {"kiwi-outdoors"}
+    # A batched recovery's DAG belongs to its company (a viewer of it sees those periods).
+    assert companies_of({"recovery_batch__acme"}) == {"acme"}
     engine = ledger_with_runs.engine
     kiwi = runs_page(engine, run_filter(visible_companies=companies_of(readable), limit=500),
                      now=HOUR)

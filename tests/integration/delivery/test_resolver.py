@@ -44,7 +44,8 @@ def test_an_s3_destination_uses_the_client_its_resolver_offers(
     outcome = run(sqlite_engine, destination, artifact, resolver=resolver)
 
     assert outcome.state == "acknowledged"
-    assert asked == [("s3", {"connect_timeout": 10, "read_timeout": 120, "max_attempts": 2})]
+    # The SDK's own bounded retries: EXPORT_OBJECT_STORE_MAX_ATTEMPTS (5 unless set).
+    assert asked == [("s3", {"connect_timeout": 10, "read_timeout": 120, "max_attempts": 5})]
     head = s3_server.client().head_object(Bucket=bucket, Key=artifact.name)
     assert head["Metadata"]["sha256"] == artifact.sha256
 

@@ -198,12 +198,27 @@ class UploadKiller:
                 uploads = []
             # The render's upload to the artifact's final key (ADR 0031).
             staging = [u["Key"] for u in uploads if f"/{BIG}/" in f"/{u['Key']}"]
-            if staging:
+            # The upload stays pending after the render ends, until publication completes it:
+            # kill only while BIG's render is still writing it (its attempt running), so the
+            # kill interrupts a render (the ledger then shows an abandoned attempt).
+            if staging and self._rendering():
                 with self.lock:
                     sigkill_component(self.cluster, "worker-large")
                 self.upload, self.at = staging[0], round(time.monotonic() - self.began)
                 return
             time.sleep(0.1)  # an upload of ~40 MB in 8 MB parts lasts seconds
+
+    def _rendering(self) -> bool:
+        import psycopg
+
+        try:
+            with psycopg.connect(self.cluster.database_url("exports")) as conn:
+                return conn.execute(
+                    "SELECT count(*) FROM export_attempts a JOIN export_runs r ON r.id = a.run_id "
+                    "WHERE r.run_key LIKE %s AND a.state = 'running'",
+                    (f"{BIG}/facebook/%",)).fetchone()[0] > 0
+        except psycopg.Error:  # the ledger busy; look again
+            return False
 
     def stop(self) -> None:
         self._stop.set()

@@ -25,7 +25,7 @@ def test_parse_bench_times_a_real_dag_processor_pass_end_to_end(airflow_db):
     run = json.loads(result.stdout)["dag_processor"]
     others = [p for p in (REPO / "dags").glob("*.py")
               if not p.name.startswith("company_") and p.name != "config_check.py"]
-    assert run["dags"] == 2 * 9 + len(others)  # every DAG stored by the dag-processor
+    assert run["dags"] == 2 * 10 + len(others)  # every DAG stored by the dag-processor
     assert run["pass_cpu_seconds"] > 0 and run["pass_wall_seconds"] > 0
     assert run["cpu_ms_per_dag"] == pytest.approx(
         run["pass_cpu_seconds"] / run["dags"] * 1000, rel=0.05)

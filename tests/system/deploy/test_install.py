@@ -56,6 +56,9 @@ OTHER_ENTRY_POINTS = {
     "airflow.policy": {"exports": "export_airflow.deploy.policy"},
     "apache_airflow_provider": {"provider_info": "export_airflow.provider:get_provider_info"},
     "console_scripts": {"exportctl": "export_lib.cli.main:main"},
+    "export_lib.formats": {"csv": "export_lib.render.formats.csv_writer:CsvFormat",
+                           "jsonl": "export_lib.render.formats.jsonl_writer:JsonLinesFormat",
+                           "parquet": "export_lib.render.formats.parquet_writer:ParquetFormat"},
 }
 
 
