@@ -14,11 +14,10 @@ zero modification time; zstd frames carry no time at all.
 
 from __future__ import annotations
 
-import queue
-import threading
 import zlib
-from types import TracebackType
 from typing import Any, BinaryIO, Literal
+
+from export_lib.streams import ThreadedWriter
 
 Compression = Literal["none", "gzip", "zstd"]
 # codec -> (file name suffix without the dot, media type of the compressed file)
@@ -68,7 +67,7 @@ def compressed(out: BinaryIO, compression: str) -> BinaryIO | CompressingWriter:
     return CompressingWriter(out, compression)
 
 
-class CompressingWriter:
+class CompressingWriter(ThreadedWriter):
     """A write-only binary file compressing into ``out`` on its own thread.
 
     Use as a context manager, or call :meth:`close` (success: the stream's end is written) or
@@ -80,84 +79,15 @@ class CompressingWriter:
                  depth: int = DEPTH) -> None:
         self._out = out
         self._codec = compressor(compression)
-        self._chunk = chunk
-        self._buf = bytearray()
-        self._queue: queue.Queue[bytes | None] = queue.Queue(maxsize=depth)
-        self._error: BaseException | None = None
-        self.bytes_in = 0
-        self.closed = False
-        self._thread = threading.Thread(target=self._run, name="export-render-compressor",
-                                        daemon=True)
-        self._thread.start()
+        super().__init__(chunk=chunk, depth=depth, name="export-render-compressor")
 
-    def __enter__(self) -> CompressingWriter:
-        return self
+    @property
+    def bytes_in(self) -> int:
+        return self._count
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        if exc_type is None:
-            self.close()
-        else:
-            self.abort()
+    def _consume(self, piece: bytes) -> None:
+        if packed := self._codec.compress(piece):
+            self._out.write(packed)
 
-    def write(self, data: bytes | bytearray | memoryview) -> int:
-        if self._error is not None:
-            raise self._error
-        if self.closed:
-            raise ValueError("write to a closed CompressingWriter")
-        size = memoryview(data).nbytes
-        if not self._buf and size >= self._chunk and isinstance(data, bytes):
-            self._queue.put(data)
-        else:
-            self._buf += data
-            if len(self._buf) >= self._chunk:
-                self._queue.put(bytes(self._buf))
-                self._buf.clear()
-        self.bytes_in += size
-        return size
-
-    def tell(self) -> int:
-        return self.bytes_in
-
-    def flush(self) -> None:
-        if self._error is not None:
-            raise self._error
-
-    def writable(self) -> bool:
-        return True
-
-    def close(self) -> None:
-        """Compress what is buffered, end the stream, wait for the thread; raise its error."""
-        if self.closed:
-            return
-        if self._buf:
-            self._queue.put(bytes(self._buf))
-            self._buf.clear()
-        self._stop()
-        if self._error is None:
-            try:
-                self._out.write(self._codec.flush())
-            except BaseException as exc:  # noqa: BLE001 - raised below, like the thread's
-                self._error = exc
-        if self._error is not None:
-            raise self._error
-
-    def abort(self) -> None:
-        if not self.closed:
-            self._buf.clear()
-            self._stop()
-
-    def _stop(self) -> None:
-        self.closed = True
-        self._queue.put(None)
-        self._thread.join()
-
-    def _run(self) -> None:
-        while (piece := self._queue.get()) is not None:
-            if self._error is not None:
-                continue  # keep draining so the producer never blocks on a dead thread
-            try:
-                if packed := self._codec.compress(piece):
-                    self._out.write(packed)
-            except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
-                self._error = exc
+    def _finish(self) -> None:
+        self._out.write(self._codec.flush())
