@@ -17,7 +17,6 @@ from typing import Any
 
 import psycopg
 import pytest
-import yaml
 
 from export_lib.config.destinations import GcsDestination, S3Destination
 from export_lib.delivery import DeliverableArtifact, deliver
@@ -27,6 +26,7 @@ from export_lib.pipeline import deliver_run, publish_run, register_run, render_r
 from export_lib.storage import multipart
 from export_lib.storage.stores import open_store
 from tests.support.leases import lapse_leases
+from tests.support.pg_daily_spend import export_daily_spend_from_pg
 from tests.world import World
 
 SLOT = datetime(2026, 3, 2, 7, 0, tzinfo=UTC)  # acme/daily-spend (UTC here): 2026-03-01
@@ -65,20 +65,8 @@ class S3World:
         monkeypatch.setenv("EXPORT_ARTIFACT_CONN", "artifacts")
         monkeypatch.setenv("EXPORT_ARTIFACT_ROOT", f"s3://{self.bucket}/exports")
         monkeypatch.setattr(multipart, "PART_SIZE", 5 * 1024 * 1024)
-        path = world.config / "acme.yaml"
-        company = yaml.safe_load(path.read_text())
-        company["company"]["timezone"] = "UTC"
-        daily = next(s for s in company["widget_exports"] if s["id"] == "daily-spend")
-        daily["query"] = {"source": "pg_source", "table": "metrics",
-                          "columns": ["id", "company_id", "event_time", "label", "value"],
-                          "timestamp_column": "event_time", "tenant_column": "company_id",
-                          "ingested_column": "ingested_at"}
-        daily["csv"] = {"delimiter": ","}
-        daily["destinations"] = [{"id": "dest", "type": "s3", "conn_id": "artifacts",
-                                  "bucket": self.dest, "prefix": "acme"}]
-        path.write_text(yaml.safe_dump(company, sort_keys=False))
-        world.allow_table("pg_source", "metrics")
-        world.grant_connection("artifacts", "s3")
+        export_daily_spend_from_pg(world, kind="s3", dest_bucket=self.dest,
+                                   csv={"delimiter": ","})
         self.world = world
 
     def keys(self, bucket: str | None = None) -> list[str]:

@@ -29,7 +29,6 @@ from urllib.parse import quote
 
 import psycopg
 import pytest
-import yaml
 
 from export_lib.errors import DeliveryError, ExportError, FencingError, PublishError
 from export_lib.ledger import Ledger
@@ -39,6 +38,7 @@ from export_lib.storage.stores import open_store
 from tests.integration.ledger.test_bytes_moved_once import _dsn
 from tests.services.faultproxy import FaultProxy
 from tests.support.leases import lapse_leases
+from tests.support.pg_daily_spend import export_daily_spend_from_pg
 from tests.world import World
 
 SHARE = float(os.environ.get("OBJECT_FAULT_SHARE", "0.4"))
@@ -90,19 +90,8 @@ class Faulty:
         monkeypatch.setenv("EXPORT_OBJECT_STORE_MAX_ATTEMPTS", MAX_ATTEMPTS)
         monkeypatch.setenv("EXPORT_ARTIFACT_ROOT", f"{kind}://{self.bucket}/exports")
         monkeypatch.setattr(multipart, "PART_SIZE", 5 * 1024 * 1024)
-        path = world.config / "acme.yaml"
-        company = yaml.safe_load(path.read_text())
-        company["company"]["timezone"] = "UTC"
-        daily = next(s for s in company["widget_exports"] if s["id"] == "daily-spend")
-        daily["query"] = {"source": "pg_source", "table": "metrics",
-                          "columns": ["id", "company_id", "event_time", "label", "value"],
-                          "timestamp_column": "event_time", "tenant_column": "company_id",
-                          "ingested_column": "ingested_at"}
-        daily["destinations"] = [{"id": "dest", "type": "s3" if kind == "s3" else "gcs",
-                                  "conn_id": "artifacts", "bucket": self.dest, "prefix": "acme"}]
-        path.write_text(yaml.safe_dump(company, sort_keys=False))
-        world.allow_table("pg_source", "metrics")
-        world.grant_connection("artifacts", "s3" if kind == "s3" else "gcs")
+        export_daily_spend_from_pg(world, kind="s3" if kind == "s3" else "gcs",
+                                   dest_bucket=self.dest)
 
     def keys(self, bucket: str) -> list[str]:
         if self.kind == "s3":
