@@ -42,6 +42,7 @@ import time
 from collections import Counter
 from datetime import datetime, timedelta
 from pathlib import Path
+from urllib.parse import quote
 
 import psycopg
 import yaml
@@ -196,27 +197,29 @@ class UploadKiller:
                 uploads = s3.list_multipart_uploads(Bucket="exports").get("Uploads", [])
             except Exception:  # noqa: BLE001 - moto busy; look again
                 uploads = []
-            # The render's upload to the artifact's final key (ADR 0031).
-            staging = [u["Key"] for u in uploads if f"/{BIG}/" in f"/{u['Key']}"]
-            # The upload stays pending after the render ends, until publication completes it:
-            # kill only while BIG's render is still writing it (its attempt running), so the
-            # kill interrupts a render (the ledger then shows an abandoned attempt).
-            if staging and self._rendering():
+            # The render's upload to the artifact's final key (ADR 0031). It is created at the
+            # first 16 MB part (the COPY is streaming) and stays pending after the render ends,
+            # until publication completes it; BIG has two periods, so an upload of one may be
+            # pending while the other's attempt has only started. Kill only while the attempt
+            # that recorded this very upload is running: the kill interrupts a render that has
+            # read the source (the ledger then shows an abandoned attempt and one more scan).
+            mine = [u for u in uploads if f"/{BIG}/" in f"/{u['Key']}"]
+            rendering = next((u for u in mine if self._rendering(u["UploadId"])), None)
+            if rendering is not None:
                 with self.lock:
                     sigkill_component(self.cluster, "worker-large")
-                self.upload, self.at = staging[0], round(time.monotonic() - self.began)
+                self.upload, self.at = rendering["Key"], round(time.monotonic() - self.began)
                 return
-            time.sleep(0.1)  # an upload of ~40 MB in 8 MB parts lasts seconds
+            time.sleep(0.1)  # an upload of ~40 MB in 16 MB parts lasts seconds
 
-    def _rendering(self) -> bool:
-        import psycopg
-
+    def _rendering(self, upload_id: str) -> bool:
         try:
             with psycopg.connect(self.cluster.database_url("exports")) as conn:
                 return conn.execute(
                     "SELECT count(*) FROM export_attempts a JOIN export_runs r ON r.id = a.run_id "
-                    "WHERE r.run_key LIKE %s AND a.state = 'running'",
-                    (f"{BIG}/facebook/%",)).fetchone()[0] > 0
+                    "WHERE r.run_key LIKE %s AND a.state = 'running' AND a.staging_uri LIKE %s",
+                    (f"{BIG}/facebook/%", f"%?upload={quote(upload_id, safe='')}&%"),
+                ).fetchone()[0] > 0
         except psycopg.Error:  # the ledger busy; look again
             return False
 
