@@ -20,8 +20,12 @@ from enum import StrEnum
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from export_lib.config.models import AlertsConfig
+    from export_lib.ledger import Ledger
     from export_lib.ledger.contracts import ContractEntry
+    from export_lib.ledger.records import RunRecord
 
 MAX_DETAIL = 1500
 UNRESOLVED_PERIOD = "not resolved (the run failed before its window was recorded)"
@@ -164,3 +168,77 @@ def schema_change_alert(entry: ContractEntry) -> Alert:
                  schedule_id=entry.schedule_id, run_key=entry.run_key, slot=entry.slot,
                  detail=detail, period=entry.period,
                  once_per=schema_notice_key(entry.schedule_id, entry.seq))
+
+
+# -- batched recovery (ADR 0032) ----------------------------------------------------------
+# A batch alerts per period, at the two moments the period's own tasks would have:
+#
+# * after every batch (its task succeeded or not): a delivery that ended without an
+#   acknowledgment (``exhausted`` past its window, ``refused`` by a permission recheck) is final
+#   whatever the task does next, and a batch passes such a period over as done — so it is
+#   alerted then (``given_up=False``);
+# * when the batch task fails for good (its last retry, a timeout, its worker lost): each period
+#   it left not done is one alert — ``failed`` with the error its last attempt recorded (or that
+#   it never started), or ``delivery`` per destination not acknowledged (``given_up=True``).
+#
+# Each alert is keyed like every alert of the run (:func:`alert_key`): a
+# period alerted once is not alerted again by a retry, a clear or its own DAG run. Read from the
+# ledger only: the failure callback may run where the task's exception is not at hand.
+
+# Deliveries that end without an acknowledgment and stay so until an operator requeues them.
+GAVE_UP = frozenset({"exhausted", "refused"})
+_QUIET = frozenset({"skipped", "cancelled"})  # final runs with nothing to alert
+
+
+def batch_alerts(ledger: Ledger, schedule_id: str, slots: Sequence[datetime], *,
+                 where: str, given_up: bool) -> list[Alert]:
+    """The alerts for the periods of ``slots`` (of ``schedule_id``), in slot order: with
+    ``given_up`` (the task failed for good) every period not done; without, only deliveries
+    that gave up. ``where`` names the batch's Airflow task (``dag/run/task try N``)."""
+    from export_lib.periods.names import period_label, run_key
+
+    found: list[Alert] = []
+    for slot in sorted(set(slots)):
+        key = run_key(schedule_id, slot)
+        run = ledger.get_run(key)
+        if run is not None and run.state in _QUIET:
+            continue
+        for reason, detail, destination in _undone(ledger, key, run, given_up):
+            found.append(Alert(
+                reason=reason, company=schedule_id.split("/", 1)[0], schedule_id=schedule_id,
+                run_key=key, slot=slot, detail=detail, destination=destination,
+                period=period_label(run.window_start, run.window_end, run.timezone)
+                if run is not None else None, where=f"batched recovery {where}"))
+    return found
+
+
+def _undone(ledger: Ledger, key: str, run: RunRecord | None,
+            given_up: bool) -> list[tuple[AlertReason, str, str | None]]:
+    """What is left of one period to alert: (reason, detail, destination)."""
+    from export_lib.ledger import RunState
+    from export_lib.pipeline.stages import list_deliveries, schedule_of
+
+    if run is None:
+        return [(AlertReason.FAILED, "not exported: the batch ended before this period was "
+                                     "started", None)] if given_up else []
+    if run.state != RunState.READY.value:
+        if not given_up:
+            return []
+        tries = ledger.attempts(key)
+        error = next((a.error for a in reversed(tries) if a.error), None)
+        return [(AlertReason.FAILED, f"the run is {run.state} after {len(tries)} attempt(s)"
+                 + (f": {error}" if error else ""), None)]
+    latest = ledger.latest_artifact(key)
+    last = {d["destination"]: d for d in list_deliveries(ledger, key)
+            if latest is not None and d["version"] == latest.version}
+    left = []
+    for destination in (d.id for d in schedule_of(run).destinations):
+        record = last.get(destination)
+        state = record["state"] if record is not None else None
+        if state == "acknowledged" or (not given_up and state not in GAVE_UP):
+            continue
+        left.append((AlertReason.DELIVERY, f"delivery to {destination} is {state} after "
+                     f"{record['attempts']} attempt(s): "
+                     f"{record.get('last_error') or 'no error recorded'}" if record is not None
+                     else f"delivery to {destination} was never attempted", destination))
+    return left

@@ -28,3 +28,16 @@ def test_the_batch_dag_runs_one_task_in_the_catch_up_pool_below_todays_work():
     assert task.aliases == {s.schedule_id: f"export-alias:{s.schedule_id}"
                             for s in schedules} != {}
     assert task.retries == 11
+
+
+def test_the_batch_task_alerts_its_undone_periods_when_it_fails_for_good():
+    from export_airflow.building.recovery_batch import build_recovery_batch_dag
+    from export_airflow.tasks.batch_alerts import BatchFailureNotifier
+
+    dag = build_recovery_batch_dag(str(CONFIG), "acme", [])
+    (task,) = dag.tasks
+    callbacks = task.on_failure_callback
+    (notifier,) = callbacks if isinstance(callbacks, list) else [callbacks]
+    assert isinstance(notifier, BatchFailureNotifier)
+    assert (notifier.company, notifier.config_dir) == ("acme", str(CONFIG))
+    assert not task.on_retry_callback  # a retry is silent, as for every export task

@@ -33,6 +33,7 @@ def build_recovery_batch_dag(config_dir: str, company: str, schedules: list[Any]
     from export_airflow.deploy.cluster_policy import CATCHUP_POOL
     from export_airflow.tasks.assets import publish_alias
     from export_airflow.tasks.batch import ExportPeriodsOperator
+    from export_airflow.tasks.batch_alerts import BatchFailureNotifier
 
     example = schedules[0].schedule_id if schedules else f"{company}/<export>"
     with quiet_access_control(), DAG(
@@ -59,5 +60,7 @@ def build_recovery_batch_dag(config_dir: str, company: str, schedules: list[Any]
             aliases={s.schedule_id: publish_alias(s.schedule_id) for s in schedules},
             pool=CATCHUP_POOL, priority_weight=BATCH_PRIORITY, weight_rule="absolute",
             execution_timeout=task_timeout("render"),
+            # Failed for good: each period left not done alerts as its own run would.
+            on_failure_callback=BatchFailureNotifier(company=company, config_dir=config_dir),
         )
     return dag

@@ -50,6 +50,7 @@ class ExportPeriodsOperator(BaseOperator):
     def execute(self, context: Any) -> dict[str, Any]:
         from export_airflow.runtime.connections import airflow_resolver
         from export_airflow.runtime.ledger import task_ledger
+        from export_airflow.tasks.batch_alerts import send_batch_alerts
         from export_lib.config.loader import allowlist
         from export_lib.errors import AuthorizationError
         from export_lib.ledger.seniority import open_catalog
@@ -77,6 +78,9 @@ class ExportPeriodsOperator(BaseOperator):
         started = time.monotonic()
         outcome = export_batch(ledger, store, schedule, slots, batch)
         self._report(context, ledger, schedule_id, outcome)
+        # A delivery that gave up (exhausted, refused) is final whatever this task does next.
+        send_batch_alerts(ledger, self.company, self.config_dir, schedule_id, slots,
+                          where=f"{ref} try {ti.try_number}", given_up=False)
         log.info("company=%s schedule=%s period=-: %s in %.1f s", self.company, schedule_id,
                  outcome.describe(), time.monotonic() - started)
         if outcome.failed:

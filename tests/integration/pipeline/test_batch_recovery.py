@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
 
 import psycopg
 import pytest
@@ -193,3 +194,85 @@ def test_a_failing_period_fails_alone_and_a_retry_exports_only_the_not_done(
     third = export_batch(ledger, open_store(), world.schedule(), SLOTS, _batch(world, clock))
     assert [p.outcome for p in third.periods] == ["done"] * len(SLOTS)
     assert sum(webhook.state.processed.values()) == received + 4
+
+
+def test_a_batch_alerts_each_period_it_leaves_undone_and_each_delivery_that_gave_up(
+        batch_world, webhook, monkeypatch):  # noqa: F811
+    """A failed period alerts as its own run would: when the batch task fails for good, every
+    period not done (a render that failed, a delivery still pending, a period never started);
+    after any batch, a delivery that gave up (refused or exhausted). Each once, to the team and owner."""
+    from export_airflow.tasks.batch_alerts import BatchFailureNotifier, send_batch_alerts
+
+    from export_lib.alerts import AlertReason, batch_alerts
+    from export_lib.ledger.deliveries import records_of, transition
+    from export_lib.ledger.notices import list_notices
+    from export_lib.pipeline.batch import export_batch
+    from export_lib.storage.stores import open_store
+    from tests.services.smtp import start_smtp, stop_smtp
+
+    world, dsn, _s3, _bucket = batch_world
+    ledger = world.ledger()
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("INSERT INTO unreadable VALUES (%s, %s)", UNREADABLE)
+    webhook.fail_next(3, 503)
+    ran, never = SLOTS[:7], SLOTS[7]  # the batch stopped before SLOTS[7] (a timeout, say)
+    export_batch(ledger, open_store(), world.schedule(), ran, _batch(world, Clock(NOW)))
+    where = "recovery_batch__acme/batch__test/export_periods try 12"
+
+    final = batch_alerts(ledger, DAILY, [*ran, never], where=where, given_up=True)
+    assert [(a.slot, a.reason, a.destination) for a in final] == [
+        *[(s, AlertReason.DELIVERY, "acme-hook") for s in SLOTS[:3]],
+        (BROKEN, AlertReason.FAILED, None), (never, AlertReason.FAILED, None)]
+    assert final[0].detail.startswith("delivery to acme-hook is pending after 1 attempt(s): ")
+    assert final[3].detail.startswith("the run is failed after 1 attempt(s): ")
+    assert "is unreadable (test fault)" in final[3].detail
+    assert (final[4].detail, final[4].period) == (
+        "not exported: the batch ended before this period was started", None)
+    assert {a.where for a in final} == {f"batched recovery {where}"}
+    # Still retrying: a pending delivery and a failed render wait for the batch's retry.
+    assert batch_alerts(ledger, DAILY, [*ran, never], where=where, given_up=False) == []
+
+    relay = start_smtp()
+    try:
+        monkeypatch.setenv("AIRFLOW_CONN_SMTP_DEFAULT",
+                           f"smtp://127.0.0.1:{relay.port}/?from_email=airflow%40example.com"
+                           "&disable_ssl=true&disable_tls=true&retry_limit=0&timeout=10")
+        # The first period's webhook delivery is refused (its permission recheck): final, so
+        # the task's report after the batch alerts it even though the task goes on retrying.
+        key0 = f"{DAILY}/{SLOTS[0]:%Y-%m-%dT%H:%MZ}"
+        record = next(r for r in records_of(ledger.engine, key0)
+                      if r.destination_id == "acme-hook")
+        with ledger.engine.begin() as conn:
+            assert transition(conn, record, "refused", now=NOW)
+        assert send_batch_alerts(ledger, "acme", str(world.config), DAILY, ran, where=where,
+                                 given_up=False) == 1
+        assert [str(m["Subject"]) for m in relay.messages] == [
+            "[exports] delivery not made (acme-hook): acme/daily-spend 2026-03-18"]
+
+        # The last retry fails: the failure callback alerts the rest; twice is still once.
+        ti = SimpleNamespace(dag_id="recovery_batch__acme", run_id="batch__test",
+                             task_id="export_periods", try_number=12)
+        run = SimpleNamespace(conf={"schedule_id": DAILY, "periods": [
+            f"{s:%Y-%m-%dT%H:%MZ}" for s in (*ran, never)]})
+        notifier = BatchFailureNotifier(company="acme", config_dir=str(world.config))
+        notifier({"ti": ti, "dag_run": run})
+        notifier({"ti": ti, "dag_run": run})
+    finally:
+        stop_smtp(relay)
+    subjects = sorted(str(m["Subject"]) for m in relay.messages)
+    assert subjects == sorted([
+        "[exports] delivery not made (acme-hook): acme/daily-spend 2026-03-18",
+        "[exports] delivery not made (acme-hook): acme/daily-spend 2026-03-19",
+        "[exports] delivery not made (acme-hook): acme/daily-spend 2026-03-20",
+        "[exports] export failed: acme/daily-spend 2026-03-24",  # its render failed
+        "[exports] export failed: acme/daily-spend slot 2026-03-26T06:00Z"])  # never started
+    assert {tuple(sorted(rcpts)) for _, rcpts in relay.handler.envelopes} == {
+        ("data-team@acme.example", "exports-team@example.com")}
+    body = next(p for p in relay.messages[-1].walk() if p.get_content_type() == "text/html") \
+        .get_payload(decode=True).decode()
+    assert f"airflow: batched recovery {where}" in body
+    sent = [n for s in (*ran, never) for n in list_notices(
+        ledger.engine, f"{DAILY}/{s:%Y-%m-%dT%H:%MZ}")]
+    assert sorted((n["reason"], n["state"], n["claims"]) for n in sent) == sorted(
+        [("delivery:acme-hook", "sent", 3)]  # after the batch, then twice at the end
+        + [("delivery:acme-hook", "sent", 2)] * 2 + [("failed", "sent", 2)] * 2)
