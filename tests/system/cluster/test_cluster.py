@@ -1,12 +1,12 @@
-"""`make cluster` for real (issue 14), one Celery cluster for the module: the topology in a
+"""`make cluster` for real, one Celery cluster (two schedulers) for the module: the topology in a
 fresh copy of the project, its queues (large renders on worker-large, manual work on its own
 queue and worker, worker-manual), two DAG runs of one slot scanning the source once (the run's
 lease), ``exportctl explain`` on a render no worker listens for; then the fault scenario
 (``FAULT_COMPANIES`` generated companies over 2 days, worker-large killed mid-render and
-mid-upload, scheduler and Redis killed, the source stopped and started; faults_world.py) on the
-same cluster; last, `make cluster-stop` leaving nothing behind. The shipped config is trimmed to
-2 companies and 3 schedules; the fault companies are added to the running cluster when their
-test starts.
+mid-upload, one of the two schedulers and Redis killed, the source stopped and started;
+faults_world.py) on the same cluster; last, `make cluster-stop` leaving nothing behind. The
+shipped config is trimmed to 2 companies and 3 schedules; the fault companies are added to the
+running cluster when their test starts.
 
 One cluster instead of two (this module and the fault test had one each) saves a boot, a DAG
 parse and a teardown: ~110 s of a pytest worker in `make test`.
@@ -69,6 +69,10 @@ SMALL_DAG = "widget_export__acme__daily-spend"
 MANUAL_DAG = "manual_export__acme"
 SLOW_RENDER_S = 20
 ENV = {
+    # Two schedulers (Airflow's HA, make cluster SCHEDULERS=2): the fault test SIGKILLs one
+    # while runs are active and the other carries on; tests/system/cluster/test_ha.py is the
+    # full-size case (make acceptance).
+    "SCHEDULERS": "2",
     "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",  # only what the tests unpause runs
     "EXPORT_RETRY_DELAY_SECONDS": "5",
     "EXPORT_MAX_RETRY_DELAY_SECONDS": "20",  # the fault test's 11 retries outlast its outage
@@ -179,9 +183,9 @@ def test_make_cluster_is_up_within_5_minutes_with_every_component(cluster):
     # PostgreSQL is the supervisor's only with a cluster of its own (not make cluster
     # PG_SERVER=…, the session's server here).
     own_pg = ["postgres"] if cluster.pg_server is None else []
-    assert list(status) == [*own_pg, "redis", "s3", "statsd", "api-server", "scheduler",
-                            "dag-processor", "triggerer", "worker-default", "worker-manual",
-                            "worker-large"]
+    assert list(status) == [*own_pg, "redis", "s3", "statsd", "api-server", "scheduler-1",
+                            "scheduler-2", "dag-processor", "triggerer", "worker-default",
+                            "worker-manual", "worker-large"]
     assert {c["state"] for c in status.values()} == {"up"}
 
 
@@ -438,8 +442,10 @@ def test_companies_two_days_of_faults_exactly_once(world: World):
     with world.lock:
         sigkill_component(cluster, "worker-large")  # in the middle of the 20 s render
     mark("worker-large killed mid-render")
-    sigkill_component(cluster, "scheduler")  # runs are active
-    mark("scheduler restarted")
+    # One of the two schedulers, while runs are active (today's and the day before's, which
+    # recover_missed backfills): scheduler-2 goes on alone until the supervisor restarts it.
+    sigkill_component(cluster, "scheduler-1")
+    mark("scheduler-1 killed")
     sigkill_component(cluster, "redis")
     mark("redis restarted")
     pause_postgres(world.source)
