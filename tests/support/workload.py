@@ -102,7 +102,7 @@ SECONDS = {
     "tests/integration/ledger/test_clock_skew.py": 40,
     "tests/integration/delivery/test_webhook_signing.py": 24,
     "tests/integration/ledger/test_bytes_moved_once.py": 17,
-    "tests/integration/pipeline/test_batch_recovery.py": 17,
+    "tests/integration/pipeline/test_batch_recovery.py": 20,  # + the owed asset events, 3 s
     "tests/dags/test_sftp_hook.py": 15,
     "tests/integration/render/test_formats.py": 15,
     "tests/dags/test_provider.py": 13,
