@@ -350,6 +350,21 @@ def staging_left(world: World, company: str) -> list[str]:
                   if p.name.split(".", 1)[0] in mine) if staging.exists() else []
 
 
+def announced(world: World, company: str) -> list[tuple[str, int]]:
+    """Every event on the schedule's asset (``export:<schedule id>``): (run key, version)."""
+    api = world.stack.api
+    (asset,) = [a for a in api.ok("GET", "/api/v2/assets?limit=100&name_pattern="
+                                         f"{schedule_id(company)}")["assets"]
+                if a["name"] == f"export:{schedule_id(company)}"]
+    events: list[dict] = []
+    while True:
+        page = api.ok("GET", f"/api/v2/assets/events?asset_id={asset['id']}&limit=100"
+                             f"&offset={len(events)}")
+        events += page["asset_events"]
+        if not page["asset_events"] or len(events) >= page["total_entries"]:
+            return sorted((e["extra"]["run_key"], e["extra"]["version"]) for e in events)
+
+
 def blocked_read(world: World, company: str) -> int | None:
     """The source backend of the company's render waiting at the gate, if there is one."""
     with psycopg.connect(world.dsn, autocommit=True) as conn:
@@ -382,6 +397,9 @@ def assert_delivered_once(world: World, company: str, runs: dict[datetime, dict]
         expected[name] = sha
         expected[f"{name}.sha256"] = hashlib.sha256(f"{sha}  {name}\n".encode()).hexdigest()
     assert files == expected  # no other file, no partial one
+    # Each period's version announced once on the schedule's asset, as its own run would: a
+    # consumer scheduled on it runs once per period.
+    assert announced(world, company) == sorted((r["run_key"], 1) for r in runs.values())
 
 
 # -- the tests ---------------------------------------------------------------------------------
