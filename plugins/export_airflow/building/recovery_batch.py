@@ -34,7 +34,7 @@ def batch_retry_args(schedules: list[Any]) -> dict[str, Any]:
     each`` export of the company, so it takes the most retries, the shortest first delay and
     the shortest longest delay among them: no period is given up sooner, or waits longer
     between tries, than its own export allows."""
-    from export_airflow.building.dag_factory import retry_args
+    from export_airflow.building.retry_policy import retry_args
 
     own = [retry_args(s) for s in schedules]
     if not own:
