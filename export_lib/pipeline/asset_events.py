@@ -15,7 +15,8 @@ under a schema change, with ``schema_diff``; None otherwise). Airflow-free:
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Collection, Iterable
+from typing import TYPE_CHECKING, Any
 
 from export_lib.checksums import sha256_stream
 from export_lib.errors import ArtifactValidationError
@@ -23,6 +24,9 @@ from export_lib.ledger import Ledger
 from export_lib.periods.names import period_label, schedule_slug
 from export_lib.pipeline.results import PublishResult, ResultModel
 from export_lib.storage.stores import ArtifactStore, root_uri
+
+if TYPE_CHECKING:
+    from export_lib.ledger.records import ArtifactRecord, RunRecord
 
 NAME_PREFIX = "export:"
 
@@ -57,6 +61,36 @@ def published_event(ledger: Ledger, published: PublishResult, *,
                      if a.version == published.version), None)
     if run is None or artifact is None:  # publish just recorded both: a ledger out of step
         raise LookupError(f"run {published.run_key} v{published.version} is not in the ledger")
+    return artifact_event(ledger, run, artifact, root=root)
+
+
+def owed_batch_events(ledger: Ledger, run_keys: Iterable[str], origin_prefix: str,
+                      announced: Collection[tuple[str, int]], *,
+                      root: str | None = None) -> list[AssetEvent]:
+    """The events a batch task (ADR 0032) owes for ``run_keys``: one for each artifact version
+    a try of that task published (its attempt's origin starts with ``origin_prefix``, e.g.
+    ``airflow:recovery_batch__acme/<run id>/export_periods/``) that is not ``announced``
+    already ((run key, version) pairs: the events Airflow recorded for the task).
+
+    Airflow records a task's outlet events only when the task succeeds: the versions a failed
+    try (a period of it failed) or a killed one published were never announced, and the next
+    try finds those periods done. It announces them then, in slot order, once each."""
+    owed = []
+    for key in run_keys:
+        run = ledger.get_run(key)
+        if run is None:
+            continue
+        for artifact in ledger.artifacts(key):
+            if (key, artifact.version) in announced:
+                continue
+            if ledger.get_attempt(artifact.attempt_id).origin.startswith(origin_prefix):
+                owed.append(artifact_event(ledger, run, artifact, root=root))
+    return owed
+
+
+def artifact_event(ledger: Ledger, run: RunRecord, artifact: ArtifactRecord, *,
+                   root: str | None = None) -> AssetEvent:
+    """The event announcing ``artifact`` (a version of ``run``): the manifest's fields."""
     extra = {
         "run_key": run.run_key, "company": run.company, "schedule": run.schedule_id,
         "period": period_label(run.window_start, run.window_end, run.timezone),

@@ -41,3 +41,39 @@ def test_the_batch_task_alerts_its_undone_periods_when_it_fails_for_good():
     assert isinstance(notifier, BatchFailureNotifier)
     assert (notifier.company, notifier.config_dir) == ("acme", str(CONFIG))
     assert not task.on_retry_callback  # a retry is silent, as for every export task
+
+
+def test_the_batch_task_retries_its_periods_as_their_own_exports_say(tmp_path):
+    """An export's own ``retries`` (ADR 0015) reach its batched periods: with two ``recovery:
+    each`` exports, the task takes the most retries, the shortest first delay and the shortest
+    longest delay of the two, so neither export's periods are retried later or given up
+    sooner than its own runs would be."""
+    import shutil
+    from datetime import timedelta
+
+    from export_airflow.building.recovery_batch import build_recovery_batch_dag
+
+    from export_lib.ledger.seniority import open_catalog
+
+    config = tmp_path / "config"
+    config.mkdir()
+    shutil.copy(CONFIG / "defaults.yaml", config)
+    text = (CONFIG / "acme.yaml").read_text()
+    hourly = "    recovery: latest\n"
+    assert text.count(hourly) == 1
+    text = text.replace("    recovery: each\n",
+                        "    recovery: each\n    retries: {count: 2, delay: 5s, max_delay: 1h}\n")
+    text = text.replace(hourly, "    recovery: each\n    retries: {count: 4, delay: 30s, "
+                                "max_delay: 2h}\n")
+    (config / "acme.yaml").write_text(text)
+    catalog = open_catalog(str(config), only="acme")
+    schedules = [catalog.schedule("acme/daily-spend"), catalog.schedule("acme/hourly-clicks")]
+    assert {s.policies.recovery for s in schedules} == {"each"}
+
+    (task,) = build_recovery_batch_dag(str(config), "acme", schedules).tasks
+
+    assert (task.retries, task.retry_delay, task.max_retry_delay, task.retry_exponential_backoff
+            ) == (4, timedelta(seconds=5), timedelta(hours=1), 2.0)
+    (one,) = build_recovery_batch_dag(str(config), "acme", schedules[:1]).tasks
+    assert (one.retries, one.retry_delay, one.max_retry_delay) == (
+        2, timedelta(seconds=5), timedelta(hours=1))

@@ -5,6 +5,9 @@ and answers a repeated key with the stored result instead of processing again. T
 misbehaviour for the next requests:
 
 * ``fail_next(n, status)`` — answer ``status`` (503, 429, 400 …) ``n`` times without storing;
+* ``fail_runs(run_keys, status)`` — answer ``status`` to the first delivery of each of these runs
+  (the body's ``run_key``), whenever it comes: a receiver down for those periods of a batch,
+  whatever else is delivered meanwhile;
 * ``stall_next(seconds)`` — store and process the delivery, then stall past the client timeout
   before answering (the "stored, but the response was lost" case);
 * ``token`` — require ``Authorization: Bearer <token>`` (401 otherwise);
@@ -25,6 +28,7 @@ import json
 import ssl
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -51,6 +55,7 @@ class ReceiverState:
     bodies: dict[str, dict[str, Any]] = field(default_factory=dict)
     requests: list[dict[str, Any]] = field(default_factory=list)
     failures: list[int] = field(default_factory=list)
+    failing_runs: dict[str, int] = field(default_factory=dict)  # run_key -> status, once
     stalls: list[float] = field(default_factory=list)
     redirects: list[tuple[int, str]] = field(default_factory=list)
     echo_secret: str | None = None
@@ -64,6 +69,7 @@ class ReceiverState:
             self.bodies.clear()
             self.requests.clear()
             self.failures.clear()
+            self.failing_runs.clear()
             self.stalls.clear()
             self.redirects.clear()
             self.echo_secret = None
@@ -103,8 +109,11 @@ class _Handler(BaseHTTPRequestHandler):
                 return self._answer(401, {"error": "bad token"})
             if state.signing_secret and not _verified(state.signing_secret, body, self.headers):
                 return self._answer(401, {"error": "bad signature"})
-            if state.failures:
-                status = state.failures.pop(0)
+            run_key = _run_key(body) if state.failing_runs else None
+            scripted = (state.failures.pop(0) if state.failures else
+                        state.failing_runs.pop(run_key) if run_key in state.failing_runs else None)
+            if scripted is not None:
+                status = scripted
                 return self._answer(status, {"error": f"scripted {status}"},
                                     {"Retry-After": "1"} if status == 429 else None)
             duplicate = key in state.processed
@@ -159,9 +168,21 @@ class WebhookReceiver:
         with self.state.lock:
             self.state.failures.extend([status] * times)
 
+    def fail_runs(self, run_keys: Iterable[str], status: int = 503) -> None:
+        with self.state.lock:
+            self.state.failing_runs.update(dict.fromkeys(run_keys, status))
+
     def stall_next(self, seconds: float) -> None:
         with self.state.lock:
             self.state.stalls.append(seconds)
+
+
+def _run_key(body: bytes) -> str | None:
+    try:
+        found = json.loads(body or b"{}").get("run_key")
+    except (ValueError, AttributeError):
+        return None
+    return found if isinstance(found, str) else None
 
 
 def start_receiver(tls_context: ssl.SSLContext | None = None, *, port: int = 0,

@@ -17,7 +17,7 @@ from airflow.sdk import DAG, get_parsing_context
 from export_airflow.access import access_control, quiet_access_control
 from export_airflow.alerts import failure_notifier
 from export_airflow.building.params import param, with_form
-from export_airflow.building.retry_policy import delivery_policy
+from export_airflow.building.retry_policy import delivery_policy, retry_args
 from export_airflow.deadlines import deadline_alerts
 from export_airflow.tasks.assets import publish_alias, schedule_asset
 from export_airflow.tasks.limits import timeout_for
@@ -31,7 +31,6 @@ from export_airflow.tasks.operators import (
 )
 from export_airflow.tasks.sensors import WatermarkSensor, poke_interval
 from export_airflow.timetable import ExportTimetable
-from export_lib import settings
 from export_lib.config.dag_loaders import (
     LOADER_PREFIX,
     dag_index_dir,
@@ -39,7 +38,6 @@ from export_lib.config.dag_loaders import (
     recorded_company_dags,
     removed_company,
 )
-from export_lib.config.operational import TaskRetries
 from export_lib.logfmt import get_logger
 
 # Channel size → share of the global render budget (pool export_render, 4 slots; seed 000 gives
@@ -51,22 +49,6 @@ POOL_SLOTS = {"small": 1, "medium": 1, "large": 2}
 # scheduler itself never goes back (catchup=False, ADR 0006): recover_missed bounds recovery
 # by the schedule's catchup.lookback (EXPORT_CATCHUP_LOOKBACK_HOURS) and the previous run.
 EPOCH = datetime(2020, 1, 1, tzinfo=UTC)
-
-
-def retry_args(schedule: Any) -> dict[str, Any]:
-    """Seed 000: retry every 10 minutes, doubling, inside a 5-day window (24 h cap per wait:
-    10+20+…+1280 min, then 1440 min twice = 4.8 days over 11 retries). An export's
-    ``retries: {count, delay, max_delay}`` sets its own (ADR 0015); what it leaves out is the
-    deployment's: ``EXPORT_RETRIES``, ``EXPORT_RETRY_DELAY_SECONDS``,
-    ``EXPORT_MAX_RETRY_DELAY_SECONDS`` (Airflow's backoff counts every try of a cleared task,
-    so its retries after a clear start at 2**4 times the first delay)."""
-    own = schedule.policies.retries or TaskRetries()
-    return {
-        "retries": own.count if own.count is not None else settings.task_retries(),
-        "retry_delay": own.delay or settings.retry_delay(),
-        "retry_exponential_backoff": 2.0,
-        "max_retry_delay": own.max_delay or settings.max_retry_delay(),
-    }
 
 
 def deliver_args(schedule: Any) -> dict[str, Any]:

@@ -27,6 +27,25 @@ from export_lib.pipeline.batch_requests import BATCH_TASK, batch_dag_id
 BATCH_PRIORITY = -100
 
 
+def batch_retry_args(schedules: list[Any]) -> dict[str, Any]:
+    """The batch task's retries: a failed period waits for the batch's retry as a failed task
+    of its own run would, so each export's own ``retries`` (ADR 0015; else the deployment's
+    ``EXPORT_RETRIES`` and friends) apply to its periods. One task serves every ``recovery:
+    each`` export of the company, so it takes the most retries, the shortest first delay and
+    the shortest longest delay among them: no period is given up sooner, or waits longer
+    between tries, than its own export allows."""
+    from export_airflow.building.retry_policy import retry_args
+
+    own = [retry_args(s) for s in schedules]
+    if not own:
+        return {"retries": settings.task_retries(), "retry_delay": settings.retry_delay(),
+                "retry_exponential_backoff": 2.0, "max_retry_delay": settings.max_retry_delay()}
+    return {"retries": max(a["retries"] for a in own),
+            "retry_delay": min(a["retry_delay"] for a in own),
+            "retry_exponential_backoff": 2.0,
+            "max_retry_delay": min(a["max_retry_delay"] for a in own)}
+
+
 def build_recovery_batch_dag(config_dir: str, company: str, schedules: list[Any]) -> DAG:
     """``company``'s batched-recovery DAG; ``schedules``: its ``recovery: each`` exports."""
     from export_airflow.access import access_control, quiet_access_control
@@ -48,11 +67,7 @@ def build_recovery_batch_dag(config_dir: str, company: str, schedules: list[Any]
             "periods": Param([], type="array", title="Slots",
                              description="The slots to export, UTC, e.g. 2026-03-28T05:00Z."),
         },
-        # The deployment's task retries (EXPORT_RETRIES and friends): a failed period waits
-        # for the batch's retry, as a failed task of its own run would.
-        default_args={"owner": "exports", "retries": settings.task_retries(),
-                      "retry_delay": settings.retry_delay(), "retry_exponential_backoff": 2.0,
-                      "max_retry_delay": settings.max_retry_delay()},
+        default_args={"owner": "exports", **batch_retry_args(schedules)},
         max_active_runs=1,
     ) as dag:
         ExportPeriodsOperator(

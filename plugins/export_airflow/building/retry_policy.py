@@ -9,6 +9,7 @@ from typing import Any
 from airflow.sdk import RetryDecision, RetryPolicy
 
 from export_lib import settings
+from export_lib.config.operational import TaskRetries
 from export_lib.errors import ExportError
 
 
@@ -127,3 +128,19 @@ def delivery_policy(schedule: Any = None) -> DeliveryWindowPolicy:
             else:
                 own.pop(destination.id, None)
     return DeliveryWindowPolicy(base, max(cap, base), own)
+
+
+def retry_args(schedule: Any) -> dict[str, Any]:
+    """Seed 000: retry every 10 minutes, doubling, inside a 5-day window (24 h cap per wait:
+    10+20+…+1280 min, then 1440 min twice = 4.8 days over 11 retries). An export's
+    ``retries: {count, delay, max_delay}`` sets its own (ADR 0015); what it leaves out is the
+    deployment's: ``EXPORT_RETRIES``, ``EXPORT_RETRY_DELAY_SECONDS``,
+    ``EXPORT_MAX_RETRY_DELAY_SECONDS`` (Airflow's backoff counts every try of a cleared task,
+    so its retries after a clear start at 2**4 times the first delay)."""
+    own = schedule.policies.retries or TaskRetries()
+    return {
+        "retries": own.count if own.count is not None else settings.task_retries(),
+        "retry_delay": own.delay or settings.retry_delay(),
+        "retry_exponential_backoff": 2.0,
+        "max_retry_delay": own.max_delay or settings.max_retry_delay(),
+    }

@@ -92,7 +92,6 @@ class ExportPeriodsOperator(BaseOperator):
         """Per period, what its own run's tasks would have reported: the asset event of a new
         version, the render figures and the delivery metrics."""
         from export_airflow.tasks.assets import announce
-        from export_lib.pipeline.asset_events import published_event
 
         alias = self.aliases.get(schedule_id)
         now = _now()
@@ -100,8 +99,43 @@ class ExportPeriodsOperator(BaseOperator):
             if period.published is not None:
                 emit("incr", "render.rows", self.company, schedule_id, period.published.rows)
                 emit("incr", "render.bytes", self.company, schedule_id, period.published.bytes)
-                if alias:
-                    announce(context, alias, published_event(ledger, period.published))
             if period.outcome in ("exported", "failed"):
                 delivery_metrics(ledger, period.run_key, now)
+        if alias:
+            for event in self._events(context, ledger, outcome):
+                announce(context, alias, event)
         emit("gauge", "catchup.backlog", self.company, schedule_id, len(outcome.failed))
+
+    def _events(self, context: Any, ledger: Any, outcome: Any) -> list[Any]:
+        """The asset events this try adds: every version a try of this task published that
+        Airflow has no event of. Airflow records outlet events only when a task succeeds, so
+        the versions of a try that failed (a period of it failed) or was killed were never
+        announced, and this try finds their periods done: it announces them too, once each
+        (the events Airflow holds for the task are read through its REST API)."""
+        from export_lib.pipeline.asset_events import owed_batch_events, published_event
+
+        ti = context["ti"]
+        mine = [e for e in (published_event(ledger, p.published)
+                            for p in outcome.periods if p.published is not None) if e]
+        if ti.try_number == 1:  # no earlier try: what this one published is all
+            return mine
+        try:
+            announced = _announced(ti.dag_id, ti.run_id, ti.task_id)
+        except Exception as exc:  # noqa: BLE001 - the events of this try still go out
+            log.warning("company=%s schedule=%s period=-: the asset events of earlier tries of "
+                        "%s/%s/%s could not be read (%s); announcing only the versions this "
+                        "try published", self.company, outcome.schedule_id, ti.dag_id,
+                        ti.run_id, ti.task_id, exc)
+            return mine
+        return owed_batch_events(ledger, [p.run_key for p in outcome.periods],
+                                 f"airflow:{ti.dag_id}/{ti.run_id}/{ti.task_id}/", announced)
+
+
+def _announced(dag_id: str, run_id: str, task_id: str) -> set[tuple[str, int]]:
+    """(run key, version) of every asset event Airflow recorded for the task's tries."""
+    from export_airflow.tasks.recovery import api_from_airflow
+
+    events = api_from_airflow().pages("/api/v2/assets/events", "asset_events", [
+        ("source_dag_id", dag_id), ("source_run_id", run_id), ("source_task_id", task_id)])
+    return {(e["extra"]["run_key"], int(e["extra"]["version"])) for e in events
+            if isinstance(e.get("extra"), dict) and "run_key" in e["extra"]}

@@ -276,3 +276,57 @@ def test_a_batch_alerts_each_period_it_leaves_undone_and_each_delivery_that_gave
     assert sorted((n["reason"], n["state"], n["claims"]) for n in sent) == sorted(
         [("delivery:acme-hook", "sent", 3)]  # after the batch, then twice at the end
         + [("delivery:acme-hook", "sent", 2)] * 2 + [("failed", "sent", 2)] * 2)
+
+
+def test_a_retry_owes_the_asset_events_of_the_versions_its_failed_tries_published(
+        batch_world, webhook):  # noqa: F811
+    """Airflow records a task's outlet events only when it succeeds: the versions a failed (or
+    killed) try of a batch published were never announced, and the next try finds their
+    periods done. It owes their events: each version a try of the task published (by its
+    attempts' origin), none published elsewhere, none Airflow already holds."""
+    from export_lib.config.loader import allowlist
+    from export_lib.pipeline.asset_events import owed_batch_events, published_event
+    from export_lib.pipeline.batch import Batch, export_batch
+    from export_lib.pipeline.stages import RunContext
+    from export_lib.storage.stores import open_store
+
+    world, dsn, _s3, _bucket = batch_world
+    ledger, clock = world.ledger(), Clock(NOW)
+    task = "airflow:recovery_batch__acme/batch__test/export_periods/"
+
+    def run_as(origin: str, slots: list[datetime]):
+        return export_batch(ledger, open_store(), world.schedule(), slots, Batch(
+            ref="recovery_batch__acme/batch__test/export_periods",
+            ctx=RunContext(origin=origin, trigger="batch"), config_dir=str(world.config),
+            allowlist=allowlist(str(world.config)), clock=clock, sleep=lambda _s: None))
+
+    slots = SLOTS[4:8]  # 23-26 March: the broken period and one on either side of it
+    assert BROKEN in slots[1:-1]
+    keys = [f"{DAILY}/{s:%Y-%m-%dT%H:%MZ}" for s in slots]
+    broken_key = f"{DAILY}/2026-03-25T06:00Z"
+    # The first period was published by its own DAG run before the batch.
+    run_as("airflow:widget_export__acme__daily-spend/scheduled__x/render/try1", slots[:1])
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("INSERT INTO unreadable VALUES (%s, %s)", UNREADABLE)
+    first = run_as(f"{task}try1", slots)
+    assert [p.outcome for p in first.periods] == ["done"] + [
+        "failed" if k == broken_key else "exported" for k in keys[1:]]
+
+    owed = owed_batch_events(ledger, keys, task, set())
+    published_by_try1 = [k for k in keys[1:] if k != broken_key]
+    assert [(e.name, e.extra["run_key"], e.extra["version"]) for e in owed] == [
+        ("export:acme/daily-spend", k, 1) for k in published_by_try1]
+    held = {(published_by_try1[0], 1)}
+    assert [e.extra["run_key"] for e in owed_batch_events(ledger, keys, task, held)] == \
+        published_by_try1[1:]
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("DELETE FROM unreadable")
+    second = run_as(f"{task}try2", slots)
+    (fixed,) = second.of("exported")
+    assert fixed.run_key == broken_key
+    # Try 1 failed, so Airflow holds none of its events: try 2 owes all three, in slot order,
+    # the fixed period's the very event its own publish would have made.
+    owed = owed_batch_events(ledger, keys, task, set())
+    assert [e.extra["run_key"] for e in owed] == keys[1:]
+    assert owed[keys[1:].index(broken_key)] == published_event(ledger, fixed.published)
