@@ -1,10 +1,15 @@
-"""Recovery of missed periods on `make run`'s stack (LocalExecutor): batched (ADR 0032) against
-per-run (one Airflow backfill run a period, ADR 0006) and against Airflow's floor (four chained
-no-op tasks a run, backfilled over the same slots), all in one run on one stack.
+"""Recovery of missed periods: batched (ADR 0032) against per-run (one Airflow backfill run a
+period, ADR 0006) and against Airflow's floor (four chained no-op tasks a run, backfilled over
+the same slots), all in one run on one stack: `make run`'s (``--executor local``, the default:
+LocalExecutor) or `make cluster`'s with exactly one Celery worker serving every queue
+(``--executor celery``: ``make cluster CELERY_WORKERS=1``; the batch, floor and export tasks
+all go to its ``default`` queue).
 
-Run from the repository root (needs what `make run` needs; ~15 minutes at the defaults)::
+Run from the repository root (needs what `make run` / `make cluster` needs; ~45 minutes at the
+defaults, most of it the daily floor over all 365 slots)::
 
-    .venv/bin/python bench/recovery.py --json --record
+    .venv/bin/python bench/recovery.py --json --record                     # recovery.json
+    .venv/bin/python bench/recovery.py --executor celery --json --record   # recovery-celery.json
 
 A copy of the project (tests/system/scheduler/harness.py) gets one company ``rb`` (UTC) with
 four widget exports of the demo ``widget_metrics`` table, one local destination each:
@@ -18,17 +23,23 @@ Per cadence (``--daily`` slots, 365; ``--hourly`` slots, 720), in this order:
 
 * batched: the batch runs ``recover_missed`` would ask for (``recovery_batch__rb``, 50 slots a
   run, one task each) over every slot, awaited;
-* floor and per-run: one Airflow backfill each over the newest ``--sample`` slots (default 30;
-  ``--sample 0``: every slot), as ``recover_missed`` asks for it (2 runs at a time), awaited.
-  Both are linear in the slots (one run a slot, the same budget), so a sample's figures are
-  scaled to all slots and marked ``extrapolated``.
+* floor: one Airflow backfill of the floor DAG as ``recover_missed`` asks for it (2 runs at a
+  time), awaited, over every daily slot (``--floor-sample-daily 0``, the default) and the
+  newest 30 hourly ones (``--floor-sample-hourly``; 0: all 720, ~50 minutes more);
+* per-run: the same backfill of the ``-r`` export over the newest ``--sample`` slots (30;
+  0: every slot).
+  A backfill is linear in its slots (one run a slot, the same budget), so a sample's figures
+  are scaled to all slots and marked ``extrapolated``; a figure over every slot is not.
 
 Figures: wall time from the request to the last run finished; task processes started (task
 instances that went through the executor); CPU seconds of the task processes (user + system
 of each, from bench/task_cpu_listener.py, copied into the stack's plugins) and the largest
-peak RSS of one. The bar: batched wall time <= 0.5 x the floor's for the same slots. The
-ledger is checked afterwards: one run a slot, artifact v1, one acknowledged delivery, for
-every batched slot. The machine may be shared: the ratios are what counts (same run).
+peak RSS of one. The bar: batched wall time <= 0.5 x the floor's for
+the same slots, and the ledger afterwards holds, for the N batched slots, N runs (state
+ready), N artifacts version 1 (one a run), N delivery records (one a run, acknowledged,
+version 1), each run's window the cadence's length and its own, and each period's exported rows
+equal to its window's rows counted in the source. The machine may be shared: the ratios are
+what counts (same run).
 """
 
 from __future__ import annotations
