@@ -78,7 +78,7 @@ stop:
 ## cluster: docker-compose.yaml's Celery topology without Docker (PostgreSQL, Redis, moto S3,
 ## StatsD, api-server, scheduler, dag-processor, triggerer, three Celery workers) in
 ## .airflow-cluster; SCHEDULERS=2 DAG_PROCESSORS=2: two schedulers, the DAG files split over
-## two bundles
+## two bundles; CELERY_WORKERS=1: one Celery worker serving every queue
 cluster: venv
 	@bash scripts/ensure-debian-packages.sh cluster
 	@CLUSTER=1 bash scripts/run.sh

@@ -1,10 +1,15 @@
-"""Recovery of missed periods on `make run`'s stack (LocalExecutor): batched (ADR 0032) against
-per-run (one Airflow backfill run a period, ADR 0006) and against Airflow's floor (four chained
-no-op tasks a run, backfilled over the same slots), all in one run on one stack.
+"""Recovery of missed periods: batched (ADR 0032) against per-run (one Airflow backfill run a
+period, ADR 0006) and against Airflow's floor (four chained no-op tasks a run, backfilled over
+the same slots), all in one run on one stack: `make run`'s (``--executor local``, the default:
+LocalExecutor) or `make cluster`'s with exactly one Celery worker serving every queue
+(``--executor celery``: ``make cluster CELERY_WORKERS=1``; the batch, floor and export tasks
+all go to its ``default`` queue).
 
-Run from the repository root (needs what `make run` needs; ~15 minutes at the defaults)::
+Run from the repository root (needs what `make run` / `make cluster` needs; ~45 minutes at the
+defaults, most of it the daily floor over all 365 slots)::
 
-    .venv/bin/python bench/recovery.py --json --record
+    .venv/bin/python bench/recovery.py --json --record                     # recovery.json
+    .venv/bin/python bench/recovery.py --executor celery --json --record   # recovery-celery.json
 
 A copy of the project (tests/system/scheduler/harness.py) gets one company ``rb`` (UTC) with
 four widget exports of the demo ``widget_metrics`` table, one local destination each:
@@ -18,17 +23,23 @@ Per cadence (``--daily`` slots, 365; ``--hourly`` slots, 720), in this order:
 
 * batched: the batch runs ``recover_missed`` would ask for (``recovery_batch__rb``, 50 slots a
   run, one task each) over every slot, awaited;
-* floor and per-run: one Airflow backfill each over the newest ``--sample`` slots (default 30;
-  ``--sample 0``: every slot), as ``recover_missed`` asks for it (2 runs at a time), awaited.
-  Both are linear in the slots (one run a slot, the same budget), so a sample's figures are
-  scaled to all slots and marked ``extrapolated``.
+* floor: one Airflow backfill of the floor DAG as ``recover_missed`` asks for it (2 runs at a
+  time), awaited, over every daily slot (``--floor-sample-daily 0``, the default) and the
+  newest 30 hourly ones (``--floor-sample-hourly``; 0: all 720, ~50 minutes more);
+* per-run: the same backfill of the ``-r`` export over the newest ``--sample`` slots (30;
+  0: every slot).
+  A backfill is linear in its slots (one run a slot, the same budget), so a sample's figures
+  are scaled to all slots and marked ``extrapolated``; a figure over every slot is not.
 
 Figures: wall time from the request to the last run finished; task processes started (task
 instances that went through the executor); CPU seconds of the task processes (user + system
 of each, from bench/task_cpu_listener.py, copied into the stack's plugins) and the largest
-peak RSS of one. The bar: batched wall time <= 0.5 x the floor's for the same slots. The
-ledger is checked afterwards: one run a slot, artifact v1, one acknowledged delivery, for
-every batched slot. The machine may be shared: the ratios are what counts (same run).
+peak RSS of one. The bar: batched wall time <= 0.5 x the floor's for
+the same slots, and the ledger afterwards holds, for the N batched slots, N runs (state
+ready), N artifacts version 1 (one a run), N delivery records (one a run, acknowledged,
+version 1), each run's window the cadence's length and its own, and each period's exported rows
+equal to its window's rows counted in the source. The machine may be shared: the ratios are
+what counts (same run).
 """
 
 from __future__ import annotations
@@ -53,12 +64,21 @@ from export_lib.pipeline.batch_requests import (  # noqa: E402
     batch_note,
     batch_run_id,
 )
+from tests.system.cluster.stack import Cluster  # noqa: E402
 from tests.system.scheduler.harness import SchedulerStack, company_file, widget_export  # noqa: E402
-from tests.system.soak.stack import scratch_dir, wait_for  # noqa: E402
+from tests.system.soak.stack import Stack, scratch_dir, wait_for  # noqa: E402
 
 COMPANY = "rb"
 TASK_CPU_FILE = "task-cpu.jsonl"
 SIZE = 50  # EXPORT_BATCH_RECOVERY_SIZE's default
+# --executor: the stack, what it is called in the figures and the results file it records into.
+# celery: `make cluster` with one Celery worker serving every queue (CELERY_WORKERS=1,
+# scripts/supervise.py); the batch, floor and export DAGs' tasks all go to its `default` queue.
+EXECUTORS = {
+    "local": (Stack, {}, "LocalExecutor (make run)", "recovery"),
+    "celery": (Cluster, {"CELERY_WORKERS": "1"},
+               "CeleryExecutor, 1 worker (make cluster CELERY_WORKERS=1)", "recovery-celery"),
+}
 FLOOR_DAGS = '''"""bench/recovery.py's floor: 4 chained no-op tasks a run (Airflow's own cost)."""
 from datetime import datetime, timezone
 
@@ -188,7 +208,7 @@ def backfilled(stack: SchedulerStack, api, dag_id: str, wanted: list[datetime],
     scale = total / len(wanted)
     out = {"slots": total, "slots_measured": len(wanted), "measured": measured}
     if scale == 1:
-        return {**out, **measured}
+        return {**out, **measured, "extrapolated": False}
     return {**out, "extrapolated": True,
             **{k: round(measured[k] * scale, 1) for k in ("wall_s", "cpu_s")},
             "task_processes": round(measured["task_processes"] * scale),
@@ -215,57 +235,113 @@ def _ledger_runs(stack: SchedulerStack, schedule_id: str) -> list[dict]:
         ledger.engine.dispose()
 
 
-def ledger_check(stack: SchedulerStack, schedule_id: str, wanted: list[datetime]) -> dict:
+def _source_rows(stack: SchedulerStack, windows: list[tuple[str, str]]) -> list[int]:
+    """The demo source's ``widget_metrics`` rows of company ``rb`` in each ``[start, end)``
+    window (what the export selects: its tenant, its timestamp column), counted apart from the
+    export."""
+    import psycopg
+
+    with psycopg.connect(stack.stack.database_url("demo")) as conn:
+        return [conn.execute("SELECT count(*) FROM widget_metrics WHERE company_id = %s AND "
+                             "event_time >= %s AND event_time < %s",
+                             (COMPANY, start, end)).fetchone()[0] for start, end in windows]
+
+
+def ledger_check(stack: SchedulerStack, schedule_id: str, wanted: list[datetime],
+                 hourly: bool) -> dict:
+    """The acceptance's counts over the batched slots: one ledger run a slot (state ready), one
+    artifact a run and it version 1, one delivery record a run (acknowledged, version 1), each
+    run's window the cadence's length and its own, and each artifact's rows equal to the
+    source's rows of that window."""
     runs = {r["slot_utc"]: r for r in _ledger_runs(stack, schedule_id)}
-    mine = [runs.get(f"{s:%Y-%m-%dT%H:%M:%SZ}") for s in wanted]
-    bad = [f"{s:%Y-%m-%dT%H:%MZ}" for s, r in zip(wanted, mine, strict=True) if r is None
-           or r["state"] != "ready" or [a["version"] for a in r["artifacts"]] != [1]
-           or [(d["state"], d["version"]) for d in r["deliveries"]] != [("acknowledged", 1)]]
-    return {"ledger_runs": sum(r is not None for r in mine), "wanted": len(wanted),
-            "not_exactly_once": bad[:10], "not_exactly_once_count": len(bad)}
+    mine = [(s, runs.get(f"{s:%Y-%m-%dT%H:%M:%SZ}")) for s in wanted]
+    found = [(s, r) for s, r in mine if r is not None]
+    windows = [(r["window_start_utc"], r["window_end_utc"]) for _, r in found]
+    source = _source_rows(stack, windows)
+    length = timedelta(hours=1 if hourly else 24)
+    bad: list[str] = [f"{s:%Y-%m-%dT%H:%MZ}: no ledger run" for s, r in mine if r is None]
+    artifacts_v1 = deliveries = rows_equal = 0
+    for (slot, run), (start, end), rows in zip(found, windows, source, strict=True):
+        versions = [a["version"] for a in run["artifacts"]]
+        artifacts_v1 += versions == [1]
+        deliveries += len(run["deliveries"])
+        exported = [a["rows"] for a in run["artifacts"]]
+        rows_equal += exported == [rows]
+        why = [w for w, wrong in (
+            (f"state {run['state']}", run["state"] != "ready"),
+            (f"artifact versions {versions}", versions != [1]),
+            (f"deliveries {[(d['state'], d['version']) for d in run['deliveries']]}",
+             [(d["state"], d["version"]) for d in run["deliveries"]] != [("acknowledged", 1)]),
+            (f"window {start}..{end}", datetime.fromisoformat(end)
+             - datetime.fromisoformat(start) != length),
+            (f"rows {exported}, the window has {rows}", exported != [rows])) if wrong]
+        if why:
+            bad.append(f"{slot:%Y-%m-%dT%H:%MZ}: " + ", ".join(why))
+    distinct = len(set(windows))
+    if distinct != len(windows):
+        bad.append(f"{len(windows) - distinct} window(s) exported twice")
+    return {"wanted": len(wanted), "ledger_runs": len(found), "artifacts_v1": artifacts_v1,
+            "from_a_batch": sum(r["batch"] is not None for _, r in found),
+            "delivery_records": deliveries, "periods_rows_equal_window": rows_equal,
+            "rows_exported": sum(sum(a["rows"] for a in r["artifacts"]) for _, r in found),
+            "rows_in_windows": sum(source), "not_exactly_once": bad[:10],
+            "not_exactly_once_count": len(bad)}
 
 
-def cadence(stack: SchedulerStack, api, name: str, count: int, sample: int,
-            timeout: float) -> dict:
+def ledger_passed(ledger: dict) -> bool:
+    """The acceptance: N slots, N ledger runs, N artifacts version 1, N delivery records, every
+    period's rows its window's, nothing else wrong."""
+    n = ledger["wanted"]
+    return (ledger["ledger_runs"] == ledger["artifacts_v1"] == ledger["delivery_records"]
+            == ledger["periods_rows_equal_window"] == n and not ledger["not_exactly_once_count"])
+
+
+def cadence(stack: SchedulerStack, api, name: str, count: int, floor_sample: int,
+            sample: int, timeout: float) -> dict:
     hourly = name == "hourly"
     wanted = slots(count, hourly, datetime.now(UTC))
-    part = wanted[-sample:] if sample else wanted
     say(f"{name}: batched over {len(wanted)} slots")
     result = {"batched": batched(stack, api, f"{COMPANY}/{name}-b", wanted, timeout)}
+    part = wanted[-floor_sample:] if floor_sample else wanted
     say(f"{name}: floor over {len(part)} slots")
     result["floor"] = backfilled(stack, api, f"bench_floor_{name}", part, count, timeout)
+    part = wanted[-sample:] if sample else wanted
     say(f"{name}: per-run over {len(part)} slots")
     result["per_run"] = backfilled(stack, api, f"widget_export__{COMPANY}__{name}-r", part,
                                    count, timeout)
-    result["ledger"] = ledger_check(stack, f"{COMPANY}/{name}-b", wanted)
+    result["ledger"] = ledger_check(stack, f"{COMPANY}/{name}-b", wanted, hourly)
     floor, per_run, batch = (result[k]["wall_s"] for k in ("floor", "per_run", "batched"))
     result["batched_to_floor"] = round(batch / floor, 3) if floor else None
     result["per_run_to_floor"] = round(per_run / floor, 3) if floor else None
-    result["passed"] = bool(floor and batch <= 0.5 * floor
-                            and not result["ledger"]["not_exactly_once_count"]
+    result["passed"] = bool(floor and batch <= 0.5 * floor and ledger_passed(result["ledger"])
                             and not result["batched"]["failed_runs"])
     say(f"{name}: batched {batch} s, per-run {per_run} s, floor {floor} s "
-        f"(batched/floor {result['batched_to_floor']})")
+        f"(batched/floor {result['batched_to_floor']}); ledger {result['ledger']}")
     return result
 
 
 def measure(args: argparse.Namespace) -> dict:
+    stack_class, executor_env, executor, _ = EXECUTORS[args.executor]
     root = scratch_dir("bench-recovery-") / "project"
     stack = SchedulerStack.prepare(root, {COMPANY: company()}, {
         "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",
         "EXPORT_DEMO_DAYS": str(math.ceil(args.daily + args.hourly / 24) + 4),
-        "BENCH_TASK_CPU_FILE": str(root / TASK_CPU_FILE)})
+        "BENCH_TASK_CPU_FILE": str(root / TASK_CPU_FILE), **executor_env},
+        stack_class=stack_class)
     (stack.root / "dags" / "bench_floor.py").write_text(FLOOR_DAGS, encoding="utf-8")
     shutil.copy(ROOT / "bench" / "task_cpu_listener.py",
                 stack.root / "plugins" / "bench_task_cpu.py")
     result: dict = {"daily_slots": args.daily, "hourly_slots": args.hourly,
-                    "sample": args.sample, "cpus": os.cpu_count(),
-                    "load_at_start": os.getloadavg()[0], "executor": "LocalExecutor (make run)"}
+                    "sample": args.sample, "floor_sample_daily": args.floor_sample_daily,
+                    "floor_sample_hourly": args.floor_sample_hourly, "cpus": os.cpu_count(),
+                    "load_at_start": os.getloadavg()[0], "executor": executor}
     try:
-        say(f"make run in {stack.root}")
+        say(f"{'make cluster' if args.executor == 'celery' else 'make run'} in {stack.root}")
         started = time.monotonic()
         stack.start()
         result["stack_up_s"] = round(time.monotonic() - started, 1)
+        result["components"] = sorted(json.loads(
+            (stack.stack.run_dir / "status.json").read_text())["components"])
         api = stack.api
         dags = [batch_dag_id(COMPANY), "bench_floor_daily", "bench_floor_hourly",
                 *(f"widget_export__{COMPANY}__{n}-r" for n in ("daily", "hourly"))]
@@ -276,7 +352,9 @@ def measure(args: argparse.Namespace) -> dict:
         wait_for(lambda: api.active_runs() == 0, 600, 2, what="the newest slots to finish")
         for name, count in (("daily", args.daily), ("hourly", args.hourly)):
             if count:
-                result[name] = cadence(stack, api, name, count, args.sample, args.timeout)
+                floor_sample = getattr(args, f"floor_sample_{name}")
+                result[name] = cadence(stack, api, name, count, floor_sample, args.sample,
+                                       args.timeout)
         result["load_at_end"] = os.getloadavg()[0]
     except Exception as exc:  # noqa: BLE001 - the partial figures are still printed
         result["error"] = f"{type(exc).__name__}: {exc}"[:3000]
@@ -290,6 +368,13 @@ def measure(args: argparse.Namespace) -> dict:
     return result
 
 
+def _how(fig: dict, what: str) -> str:
+    """"floor measured over every slot" or "... extrapolated from the newest 30"."""
+    if fig.get("extrapolated"):
+        return f"{what} extrapolated from the newest {fig['slots_measured']}"
+    return f"{what} measured over every slot"
+
+
 def figures(result: dict) -> list:
     """The table rows (bench/RESULTS.md): per cadence, batched and per-run against the floor."""
     from results import Figure
@@ -299,14 +384,21 @@ def figures(result: dict) -> list:
         part = result.get(name)
         if not part:
             continue
-        floor = part["floor"]
-        note = " (floor, per-run extrapolated)" if floor.get("extrapolated") else ""
+        floor, ledger = part["floor"], part["ledger"]
         for kind, label in (("batched", "batched"), ("per_run", "one run a period")):
             fig = part[kind]
+            how = [_how(part["floor"], "floor")]
+            if kind == "batched":
+                how.append(f"ledger: {ledger['ledger_runs']} runs, {ledger['artifacts_v1']} "
+                           f"artifacts v1, {ledger['delivery_records']} delivery records, "
+                           f"{ledger['periods_rows_equal_window']} periods' rows = their "
+                           "window's")
+            else:
+                how.insert(0, _how(fig, "per-run"))
             rows.append(Figure(f"{name} recovery, {label}",
-                               f"{fig['slots']} slots{note}: {fig['task_processes']} task "
-                               f"processes, {fig['cpu_s']} CPU-s, peak RSS "
-                               f"{fig['peak_rss_mb']} MB", fig["wall_s"], "s",
+                               f"{fig['slots']} slots ({'; '.join(how)}): "
+                               f"{fig['task_processes']} task processes, {fig['cpu_s']} CPU-s, "
+                               f"peak RSS {fig['peak_rss_mb']} MB", fig["wall_s"], "s",
                                f"no-op floor {floor['wall_s']} s",
                                part[f"{kind}_to_floor"]))
     return rows
@@ -316,8 +408,17 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--daily", type=int, default=365, help="daily slots (0: skip)")
     parser.add_argument("--hourly", type=int, default=720, help="hourly slots (0: skip)")
+    parser.add_argument("--executor", choices=sorted(EXECUTORS), default="local",
+                        help="local: make run's stack (LocalExecutor); celery: make cluster "
+                             "with one Celery worker serving every queue")
     parser.add_argument("--sample", type=int, default=30,
-                        help="slots the floor and per-run backfills measure, scaled to all "
+                        help="newest slots the per-run backfill measures, scaled to all "
+                             "(0: every slot)")
+    parser.add_argument("--floor-sample-daily", type=int, default=0,
+                        help="newest daily slots the floor backfill measures, scaled to all "
+                             "(0, the default: every slot)")
+    parser.add_argument("--floor-sample-hourly", type=int, default=30,
+                        help="newest hourly slots the floor backfill measures, scaled to all "
                              "(0: every slot)")
     parser.add_argument("--timeout", type=float, default=3600, help="seconds per phase")
     parser.add_argument("--keep", action="store_true", help="leave the stack running")
@@ -331,7 +432,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.record and "error" not in result:
         from results import record
 
-        record("recovery", figures(result), summary=result,
+        record(EXECUTORS[args.executor][3], figures(result), summary=result,
                argv=sys.argv[1:] if argv is None else argv)
     passed = "error" not in result and all(result[n]["passed"] for n in ("daily", "hourly")
                                            if result.get(n))

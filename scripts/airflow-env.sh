@@ -125,6 +125,12 @@ for _var in SCHEDULERS DAG_PROCESSORS; do
 done
 unset _var
 export SCHEDULERS DAG_PROCESSORS
+# CELERY_WORKERS=1 (make cluster only): one Celery worker serving every queue instead of the three
+# of docker-compose.yaml (scripts/supervise.py ONE_WORKER; the benches' "1 Celery worker").
+if [ -n "${CELERY_WORKERS:-}" ] && { [ "$CELERY_WORKERS" != 1 ] || [ -z "$CLUSTER" ]; }; then
+  echo "CELERY_WORKERS=$CELERY_WORKERS is not a choice: make cluster CELERY_WORKERS=1 (one worker serving every queue), or leave it unset (three workers)" >&2
+  return 2 2>/dev/null || exit 2
+fi
 export DB PORT PGPORT PGPORT_PICKED CLUSTER PG_SERVER PG_DB_PREFIX PG_TEMPLATE_PREFIX
 
 export PATH="$ROOT/.venv/bin:$PATH"               # the components are `airflow` from the venv

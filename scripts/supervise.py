@@ -11,7 +11,8 @@ Order: PostgreSQL (with DB=postgres on the local cluster; never a PG_SERVER), wi
 the api-server (tasks talk to its Execution API, so a scheduler that starts first sees its
 first tasks die with "connection refused"), then
 scheduler, dag-processor and triggerer (and with CLUSTER=1 the Celery workers of
-:data:`CLUSTER_WORKERS`; SCHEDULERS=N and DAG_PROCESSORS=N run N of those,
+:data:`CLUSTER_WORKERS`, or with CELERY_WORKERS=1 the one of :data:`ONE_WORKER`;
+SCHEDULERS=N and DAG_PROCESSORS=N run N of those,
 :func:`airflow_components`). A component that exits is restarted after a backoff
 (1 s, doubling up to 60 s; back to 1 s once it has stayed up for 2 minutes) and the restart is
 logged with its cause (exit code or signal and the last lines of its log). SIGTERM/SIGINT stop
@@ -61,6 +62,10 @@ CLUSTER_WORKERS = {
     "worker-manual": ["--queues", "exports_manual", "--concurrency", "2"],
     "worker-large": ["--queues", "exports_large", "--concurrency", "1"],
 }
+# CELERY_WORKERS=1 (`make cluster CELERY_WORKERS=1`): one worker serving every queue above, so a
+# bench measures the cluster with exactly one Celery worker (bench/recovery.py --executor celery).
+ONE_WORKER = {"worker": ["--queues", ",".join(
+    args[args.index("--queues") + 1] for args in CLUSTER_WORKERS.values())]}
 S3_BUCKET = "exports"  # EXPORT_ARTIFACT_ROOT=s3://exports/artifacts (deploy/cluster.env)
 
 
@@ -457,7 +462,8 @@ def components_from_env(env: dict[str, str]) -> list[Component]:
     comps += airflow_components(airflow, int(env.get("SCHEDULERS") or 1),
                                 int(env.get("DAG_PROCESSORS") or 1))
     if cluster:
-        for name, args in CLUSTER_WORKERS.items():
+        workers = ONE_WORKER if env.get("CELERY_WORKERS") == "1" else CLUSTER_WORKERS
+        for name, args in workers.items():
             # Several workers on one machine: distinct Celery node names; the api-server reads
             # task logs from the shared log folder, so the workers serve none.
             comps.append(Component(name, [airflow, "celery", "worker", *args,

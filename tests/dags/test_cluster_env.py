@@ -91,6 +91,35 @@ def test_the_workers_serve_the_same_queues_in_compose_and_make_cluster(tmp_path:
     assert served["worker-manual"] == [MANUAL_QUEUE]
 
 
+def test_celery_workers_1_runs_one_worker_serving_every_queue(tmp_path: Path):
+    """`make cluster CELERY_WORKERS=1` (bench/recovery.py --executor celery): exactly one Celery
+    worker, and it serves every queue the cluster policy routes to; any other count is refused
+    with the choices, and so is the variable without the cluster."""
+    sys.path.insert(0, str(REPO / "scripts"))
+    try:
+        import supervise
+    finally:
+        sys.path.remove(str(REPO / "scripts"))
+    from export_airflow.deploy.cluster_policy import QUEUES
+
+    local = make_cluster_environ(tmp_path, CELERY_WORKERS="1")
+    comps = supervise.components_from_env({
+        **local, "CLUSTER": "1", "PGPORT": "5999", "REDISPORT": "6999", "S3PORT": "9999",
+        "PORT": "8999", "ROOT": str(REPO), "PG_DATA": "/x", "PG_BIN": "/usr/lib/postgresql/16/bin"})
+    workers = [c for c in comps if c.argv[1:3] == ["celery", "worker"]]
+    assert [w.name for w in workers] == ["worker"]
+    argv = workers[0].argv
+    assert sorted(argv[argv.index("--queues") + 1].split(",")) == sorted(QUEUES)
+    script = REPO / "scripts" / "airflow-env.sh"
+    for prefix in ("CLUSTER=1 CELERY_WORKERS=2", "CELERY_WORKERS=1"):
+        refused = subprocess.run(["bash", "-c", f"{prefix} source {shlex.quote(str(script))}"],
+                                 capture_output=True, text=True,
+                                 env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
+        assert refused.returncode == 2, prefix
+        assert refused.stderr.strip().startswith(
+            f"CELERY_WORKERS={prefix[-1]} is not a choice: make cluster CELERY_WORKERS=1 "), prefix
+
+
 def test_an_orphaned_redis_server_is_a_leftover_of_its_stack(tmp_path: Path):
     """redis-server renames itself (its /proc environ no longer holds the stack's marker): a
     fast teardown that kills the supervisor first must still find it by its run directory,

@@ -215,10 +215,12 @@ class SchedulerStack:
     # -- life cycle -------------------------------------------------------------------------
     @classmethod
     def prepare(cls, root: Path, companies: dict[str, str | dict[str, Any]],
-                env: dict[str, str] | None = None) -> SchedulerStack:
+                env: dict[str, str] | None = None, *, stack_class: type[Stack] = Stack
+                ) -> SchedulerStack:
         """A project copy in ``root`` whose ``dags/`` holds exactly ``companies`` (id → company
-        file) beside ``defaults.yaml`` and the loader check. Not started."""
-        stack = Stack.in_copy(root, **(env or {}))
+        file) beside ``defaults.yaml`` and the loader check. Not started. ``stack_class``
+        ``Cluster`` (tests/system/cluster/stack.py): `make cluster`'s processes instead."""
+        stack = stack_class.in_copy(root, **(env or {}))
         dags = stack.root / "dags"
         for path in dags.glob("*.py"):
             if path.name not in KEPT_DAG_FILES:
