@@ -173,10 +173,10 @@ def schema_change_alert(entry: ContractEntry) -> Alert:
 # -- batched recovery (ADR 0032) ----------------------------------------------------------
 # A batch alerts per period, at the two moments the period's own tasks would have:
 #
-# * after every batch (its task succeeded or not): a delivery that ended without an
-#   acknowledgment (``exhausted`` past its window, ``refused`` by a permission recheck) is final
-#   whatever the task does next, and a batch passes such a period over as done — so it is
-#   alerted then (``given_up=False``);
+# * after a batch, for its failed periods: a delivery that ended without an acknowledgment
+#   (``exhausted`` past its window, ``refused`` by a permission recheck) fails its period and is
+#   final whatever the task does next, and the next try passes such a period over as done — so
+#   it is alerted then (``given_up=False``);
 # * when the batch task fails for good (its last retry, a timeout, its worker lost): each period
 #   it left not done is one alert — ``failed`` with the error its last attempt recorded (or that
 #   it never started), or ``delivery`` per destination not acknowledged (``given_up=True``).

@@ -78,9 +78,13 @@ class ExportPeriodsOperator(BaseOperator):
         started = time.monotonic()
         outcome = export_batch(ledger, store, schedule, slots, batch)
         self._report(context, ledger, schedule_id, outcome)
-        # A delivery that gave up (exhausted, refused) is final whatever this task does next.
-        send_batch_alerts(ledger, self.company, self.config_dir, schedule_id, slots,
-                          where=f"{ref} try {ti.try_number}", given_up=False)
+        # A delivery that gave up (exhausted, refused) fails its period and is final whatever
+        # this task does next (a retry passes the period over as done): alerted now. Only the
+        # failed periods can hold one, so a batch without failures reads nothing more.
+        if outcome.failed:
+            send_batch_alerts(ledger, self.company, self.config_dir, schedule_id,
+                              [p.slot for p in outcome.failed],
+                              where=f"{ref} try {ti.try_number}", given_up=False)
         log.info("company=%s schedule=%s period=-: %s in %.1f s", self.company, schedule_id,
                  outcome.describe(), time.monotonic() - started)
         if outcome.failed:

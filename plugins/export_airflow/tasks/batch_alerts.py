@@ -1,10 +1,11 @@
 """Alerts of a batched recovery (ADR 0032): each period alerts as its own DAG run would.
 
-:func:`send_batch_alerts` sends what :func:`export_lib.alerts.batch_alerts`
-finds, through :class:`export_airflow.alerts.ExportAlertNotifier` (the same recipients, notifier
-class and once-per-run-and-reason claim as every other alert). The ``export_periods`` task calls
-it after each batch for deliveries that gave up; :class:`BatchFailureNotifier`, the task's
-``on_failure_callback``, calls it when the task fails for good, for every period not done.
+:func:`send_batch_alerts` sends what :func:`export_lib.alerts.batch_alerts` finds, through
+:class:`export_airflow.alerts.ExportAlertNotifier` (the same recipients, notifier class and
+once-per-run-and-reason claim as every other alert). The ``export_periods`` task calls it after
+a batch with failed periods, for deliveries that gave up; :class:`BatchFailureNotifier`, the
+task's ``on_failure_callback``, calls it when the task fails for good, for every period not
+done.
 """
 
 from __future__ import annotations
