@@ -55,6 +55,8 @@ from bench.parse import DAGS_PER_COMPANY, probe_env, probe_python, write_config 
 from tests.services.postgres import start_postgres, stop_postgres  # noqa: E402
 
 LOOP = "scheduler.scheduler_loop_duration"
+SYNC_BUNDLES = ("from airflow.dag_processing.bundles.manager import DagBundlesManager; "
+                "DagBundlesManager().sync_bundles_to_db(deactivate_missing=False)")
 
 
 def bundle_list(dags: Path, parts: int) -> str:
@@ -108,6 +110,12 @@ def dag_processors(count: int, env: dict, dags: Path, airflow: str, logs: Path,
         argvs = [[airflow, "dag-processor", "-n", "1", "--bundle-name", f"dags-{n}"]
                  for n in range(1, count + 1)]
     files = [logs / f"dag-processor-{count}-{n}.log" for n in range(1, count + 1)]
+    if count > 1:
+        # Each dag-processor registers the configured bundles as it starts; two starting at
+        # once on a database that lacks them race on the same INSERT and one exits
+        # (UniqueViolation on dag_bundle_pkey). Registered once first, as a deployment does.
+        subprocess.run([str(Path(airflow).parent / "python"), "-c", SYNC_BUNDLES], env=env,
+                       check=True, capture_output=True, timeout=300)
     out = {}
     for name in ("first_pass", "steady_pass"):
         wall, cpu = run_together(argvs, [env] * count, files, 7200)

@@ -62,6 +62,15 @@ fi
 # copy of airflow_local_settings.py earlier setups wrote here is not needed.
 rm -f "$AIRFLOW_HOME/config/airflow_local_settings.py"
 
+if [ "$DAG_PROCESSORS" -gt 1 ]; then
+  echo "==> DAG bundles (one per dag-processor)"
+  # Registered once here: each dag-processor registers them as it starts, and two starting
+  # together on a database without them race on the same row (one exits).
+  PYTHONPATH="$ROOT/plugins${PYTHONPATH:+:$PYTHONPATH}" "$PY" -m export_airflow.deploy.bundles \
+    register >"$AIRFLOW_HOME/bundles.log" 2>&1 || { tail -30 "$AIRFLOW_HOME/bundles.log"; exit 1; }
+  grep -v "^20..-..-..T" "$AIRFLOW_HOME/bundles.log" | sed 's/^/    /'
+fi
+
 echo "==> Export ledger"
 exportctl ledger upgrade
 

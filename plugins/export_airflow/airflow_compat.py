@@ -45,6 +45,8 @@ INTERNALS = {
     "base_dag_bundle": "airflow.dag_processing.bundles.base.BaseDagBundle (the class a DAG "
     "bundle of [dag_processor] dag_bundle_config_list subclasses; Airflow's docs name it, "
     "but not among the public interface)",
+    "register_dag_bundles": "airflow.dag_processing.bundles.manager.DagBundlesManager."
+    "sync_bundles_to_db (what every dag-processor and `airflow dags reserialize` run first)",
 }
 
 
@@ -146,6 +148,18 @@ def base_dag_bundle() -> type:
     from airflow.dag_processing.bundles.base import BaseDagBundle
 
     return BaseDagBundle
+
+
+def register_dag_bundles() -> list[str]:
+    """Write the configured DAG bundles' rows (``dag_bundle``), marking any other inactive;
+    the names of the configured ones. Every dag-processor does this as it starts: two
+    starting together on a database without the rows race on the same INSERT and one exits
+    (UniqueViolation on ``dag_bundle_pkey``), so a deployment registers them once first."""
+    from airflow.dag_processing.bundles.manager import DagBundlesManager
+
+    manager = DagBundlesManager()
+    manager.sync_bundles_to_db()
+    return sorted(bundle.name for bundle in manager.get_all_dag_bundles())
 
 
 def get_user_dependency() -> Any:

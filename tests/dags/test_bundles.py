@@ -74,3 +74,52 @@ def test_a_bundle_of_a_missing_folder_names_the_setting(tmp_path, monkeypatch):
                        r"not a directory; fix its kwargs in \[dag_processor\] "
                        r"dag_bundle_config_list"):
         _bundles(tmp_path / "nowhere", 2, monkeypatch, tmp_path / "storage")
+
+
+def test_register_writes_the_bundles_rows_once_before_any_dag_processor(
+        airflow_db, dags_copy, tmp_path):
+    """``python -m export_airflow.deploy.bundles register`` (make cluster's setup, compose's
+    airflow-init): the configured bundles' rows exist before the dag-processors start, so two
+    starting together do not race to insert them; repeated, it changes nothing, and a
+    configuration of one bundle again marks the two parts inactive. On a copy of the migrated
+    metadata database (the session's own keeps Airflow's dags-folder bundle)."""
+    import os
+    import sqlite3
+    import subprocess
+    import sys
+
+    db = tmp_path / "airflow.db"
+    shutil.copyfile(airflow_db / "airflow.db", db)
+
+    def register(parts: int) -> subprocess.CompletedProcess:
+        config = [{"name": f"dags-{n}", "classpath":
+                   "export_airflow.deploy.bundles.DagsPartBundle", "kwargs": {
+                       "dags_folder": str(dags_copy), "part": n, "parts": parts}}
+                  for n in range(1, parts + 1)] if parts > 1 else [
+            {"name": "dags-folder", "classpath":
+             "airflow.dag_processing.bundles.local.LocalDagBundle", "kwargs": {}}]
+        env = {**os.environ, "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{db}",
+               "AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST": json.dumps(config),
+               "AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_STORAGE_PATH": str(tmp_path / "storage")}
+        return subprocess.run([sys.executable, "-m", "export_airflow.deploy.bundles",
+                               "register"], env=env, capture_output=True, text=True,
+                              timeout=120, check=False)
+
+    def rows() -> dict[str, bool]:
+        with sqlite3.connect(db) as conn:
+            return {n: bool(a) for n, a in conn.execute("SELECT name, active FROM dag_bundle")}
+
+    assert rows() == {}
+    for _ in range(2):
+        done = register(2)
+        assert (done.returncode, done.stdout.splitlines()[-1]) == (
+            0, "DAG bundles registered: dags-1, dags-2"), done.stderr[-2000:]
+        assert rows() == {"dags-1": True, "dags-2": True}
+    done = register(1)
+    assert done.stdout.splitlines()[-1] == "DAG bundles registered: dags-folder", (
+        done.stderr[-2000:])
+    assert rows() == {"dags-1": False, "dags-2": False, "dags-folder": True}
+    wrong = subprocess.run([sys.executable, "-m", "export_airflow.deploy.bundles"],
+                           capture_output=True, text=True, timeout=120, check=False)
+    assert (wrong.returncode, wrong.stderr) == (
+        2, "usage: python -m export_airflow.deploy.bundles register\n")

@@ -12,14 +12,20 @@ docker-compose.ha.yaml)::
 
     [{"name": "dags-1", "classpath": "export_airflow.deploy.bundles.DagsPartBundle",
       "kwargs": {"dags_folder": "/opt/airflow/dags", "part": 1, "parts": 2}}, ...]
+
+``python -m export_airflow.deploy.bundles register`` writes the configured bundles' rows to
+Airflow's metadata database once, before the dag-processors start (``make cluster``'s setup,
+compose's ``airflow-init``): each dag-processor writes them as it starts, and two starting
+together on a database without them race on the same row and one exits.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
-from export_airflow.airflow_compat import base_dag_bundle
+from export_airflow.airflow_compat import base_dag_bundle, register_dag_bundles
 from export_lib.config.bundles import part_files
 
 
@@ -74,3 +80,16 @@ class DagsPartBundle(base_dag_bundle()):  # type: ignore[misc] - a class Airflow
         for stale in folder.glob("*.py"):
             if stale.name not in wanted:
                 stale.unlink(missing_ok=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if args != ["register"]:
+        print("usage: python -m export_airflow.deploy.bundles register", file=sys.stderr)
+        return 2
+    print(f"DAG bundles registered: {', '.join(register_dag_bundles())}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
