@@ -168,8 +168,9 @@ def export_batch(ledger: Ledger, store: ArtifactStore, schedule: Schedule,
     for unit in plan.units:
         keys = [r.run_key for r in unit.runs] if isinstance(unit, ScanGroup) else [unit]
         if isinstance(unit, ScanGroup):
-            done, keys = _scan(ledger, store, schedule, unit, slot_of, batch, plan.because)
-            scans, scanned = scans + 1, scanned + len(done)
+            done, keys, served = _scan(ledger, store, schedule, unit, slot_of, batch,
+                                       plan.because)
+            scans, scanned = scans + 1, scanned + served
             outcomes.update(done)
         for key in keys:
             slot = slot_of[key]
@@ -178,7 +179,7 @@ def export_batch(ledger: Ledger, store: ArtifactStore, schedule: Schedule,
             outcomes[slot] = _period(schedule, slot, batch, lambda k=key, s=slot: _deliver(
                 ledger, _render_publish(ledger, store, s, k, batch), batch))
     outcome = BatchOutcome(schedule.schedule_id, tuple(outcomes[s] for s in sorted(outcomes)))
-    reads = (f"{scans} range scan(s) for {scanned} period(s), {single} per-period read(s)"
+    reads = (f"{scans} range scan(s) serving {scanned} period(s), {single} per-period read(s)"
              + (f"; read per period: {'; '.join(plan.reasons)}" if plan.reasons else ""))
     log.info("company=%s schedule=%s period=%s..%s: batch %s: %s; source reads: %s",
              schedule.company.id, schedule.schedule_id,
@@ -220,9 +221,10 @@ def _start(ledger: Ledger, schedule: Schedule, slot: datetime, batch: Batch) -> 
 
 def _scan(ledger: Ledger, store: ArtifactStore, schedule: Schedule, group: Any,
           slot_of: dict[str, datetime], batch: Batch, because: Callable[[str], None]
-          ) -> tuple[dict[datetime, PeriodOutcome], list[str]]:
+          ) -> tuple[dict[datetime, PeriodOutcome], list[str], int]:
     """Render and publish ``group``'s periods from one range scan, then deliver them; return
-    their outcomes and the run keys left to read one by one."""
+    their outcomes, the run keys left to read one by one and how many periods the scan
+    wrote."""
     from export_lib.ledger.batches import note_range_scan
     from export_lib.pipeline.range_batch import scan_group
 
@@ -249,7 +251,7 @@ def _scan(ledger: Ledger, store: ArtifactStore, schedule: Schedule, group: Any,
         done[published.slot] = (_period(schedule, published.slot, batch, lambda p=published:
                                         _deliver(ledger, p, batch))
                                 if published.outcome == "published" else published)
-    return done, result.rest
+    return done, result.rest, len(result.served)
 
 
 def _render_publish(ledger: Ledger, store: ArtifactStore, slot: datetime, key: str,
