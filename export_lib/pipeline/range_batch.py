@@ -159,9 +159,11 @@ def scan_group(group: ScanGroup, resolver: ConnectionResolver | None,
                 RangeScan(source, schedule.query, company_id=first.company, windows=windows,
                           options=options, schedule_id=first.schedule_id) as scan:
             for index, run in enumerate(group.runs):
-                if scan.broken is not None:
+                if scan.broken is not None or scan.late:
                     result.rest = [r.run_key for r in group.runs[index:]]
-                    result.stopped = f"the source failed mid-way: {scan.broken}"
+                    result.stopped = (f"the source failed mid-way: {scan.broken}" if scan.broken
+                                      else "the range scan reached half the source's "
+                                           "statement_timeout: the rest are read on their own")
                     break
                 outcome = render_publish(run, _producer(scan, index))
                 result.outcomes.append(outcome)

@@ -17,13 +17,16 @@ own render (its attempt, lease and budget place are the caller's), in period ord
 
 Failure: a source error while a period's rows are read fails that period (the error is
 raised in its render, as its own COPY's would be) and marks the scan ``broken``; the caller
-reads the remaining periods one by one. An error before the first row (the server sorts the
+reads the remaining periods one by one (and so it does once the scan has run for half the
+source's ``statement_timeout``: one statement serves all the periods, and the timeout must
+not fail one of them). An error before the first row (the server sorts the
 whole range before it sends one: a row that cannot be read fails here) is raised by
 :meth:`RangeScan.__enter__`, before any period's render has begun.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
@@ -140,6 +143,7 @@ class RangeScan:
         self._next: tuple[int, bytes, int] | None = None  # read, not yet handed to its period
         self._ended = False
         self._header = b""
+        self._stop_at: float | None = None
 
     def __enter__(self) -> RangeScan:
         from psycopg import sql
@@ -163,6 +167,12 @@ class RangeScan:
             select, sql.Literal(self._options.delimiter))
         self._header = header_line(self._spec.columns, self._options.delimiter)
         with self._guarded():
+            (timeout_ms,) = self._source.connection.execute(
+                "SELECT setting::bigint FROM pg_settings WHERE name = 'statement_timeout'"
+            ).fetchone()
+            # One statement for all the periods: past half the source's statement_timeout
+            # the caller reads the rest one by one rather than have the timeout fail a period.
+            self._stop_at = (time.monotonic() + timeout_ms / 2000) if timeout_ms else None
             _set_zone(self._source, self._options.output_zone, self._company)
             self._copy = CopyOut(self._source.connection, statement).__enter__()
             self.splitter = PeriodSplitter(self._copy.messages(), self._options.delimiter,
@@ -174,6 +184,11 @@ class RangeScan:
                 self._abandon()
                 raise
         return self
+
+    @property
+    def late(self) -> bool:
+        """Has the scan run for half the source's ``statement_timeout``?"""
+        return self._stop_at is not None and time.monotonic() >= self._stop_at
 
     def __exit__(self, *exc: object) -> None:
         if self._ended and self.broken is None:

@@ -178,3 +178,28 @@ def test_a_source_failure_mid_scan_fails_the_period_being_written(pg_source, pg_
             scan.render_period(2, io.BytesIO())
     assert scan.served == {0}
     assert first.getvalue() == b"ts,n,pad\n2026-03-01 01:00:00+00,-1,first period\n"
+
+
+def test_a_scan_is_late_at_half_the_source_statement_timeout(pg_connection, pg_schema):
+    """One statement serves every period: from half the source's statement_timeout on, the
+    batch reads the rest one by one instead of letting the timeout fail a period."""
+    import dataclasses
+    import time
+
+    from export_lib.source.database import open_source
+
+    timed = dataclasses.replace(pg_connection,
+                                extra={**pg_connection.extra, "statement_timeout": "1s"})
+    with open_source(timed) as source, RangeScan(
+            source, spec(table_schema=pg_schema), company_id="acme", windows=WINDOWS,
+            options=RenderOptions()) as scan:
+        scan.render_period(0, io.BytesIO())
+        assert not scan.late
+        time.sleep(0.6)
+        assert scan.late
+        assert scan.render_period(1, io.BytesIO()).rows == 1  # not refused: the caller's call
+    with open_source(pg_connection) as source, RangeScan(  # the default: 30 min
+            source, spec(table_schema=pg_schema), company_id="acme", windows=WINDOWS,
+            options=RenderOptions()) as scan:
+        time.sleep(0.6)
+        assert not scan.late
