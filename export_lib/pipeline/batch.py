@@ -3,10 +3,13 @@ first, each exactly as its own DAG run would.
 
 Per period, in slot order: :func:`start_run` (registration with the version in force for the
 slot, its cutoff, the start policies: a pause, the period-exported-once rule, the owner's
-authorisation, ``late_start``), :func:`render_run` (an attempt with its lease, fenced, inside
-the render budget, streamed), :func:`publish_run` (its own immutable artifact and manifest) and
-:func:`deliver_run` for each destination the run captured (its own delivery record). Nothing is
-shared between periods but the process: the batch is only a loop over the stages every DAG run
+authorisation, ``late_start``), then :func:`render_run` (an attempt with its lease, fenced,
+inside the render budget, streamed), :func:`publish_run` (its own immutable artifact and
+manifest) and :func:`deliver_run` for each destination the run captured (its own delivery
+record). Every period is registered before the first is rendered: consecutive periods one
+query can read share one range scan (ADR 0038, :mod:`export_lib.pipeline.range_batch`), each
+still written by its own render_run, and their deliveries follow the scan. Nothing else is
+shared between periods but the process: the batch is a loop over the stages every DAG run
 calls, so the ledger's contract holds per period by construction.
 
 Failure isolation: a period whose stage raises (a source error, a destination down, a schema
