@@ -1,8 +1,8 @@
 """Which periods of a batch share one source read, and that read (ADR 0038).
 
 A batch's registered periods (slot order) are split into runs of consecutive periods that one
-range scan (:class:`export_lib.render.range_scan.RangeScan`) can read: a CSV export (its COPY
-passes the server's bytes through) of two columns or more from a PostgreSQL source, the same
+range scan (:class:`export_lib.render.range_scan.RangeScan`) can read: a CSV (of two columns
+or more) or JSON Lines export (their COPY rows are the file's) from a PostgreSQL source, the same
 captured config (so the same query, columns, format and options), contiguous windows (each
 starts where the previous ended) and a cutoff on all of them or none. Anything else is read
 per period, as before: :attr:`ScanPlan.reasons` says why, for the batch's log line.
@@ -89,14 +89,15 @@ def plan_scans(ledger: Ledger, keys: list[str],
 def _scan_blocker(run: RunRecord, resolver: ConnectionResolver | None) -> str | None:
     """Why no range scan can read this run's period (None: one can)."""
     from export_lib.pipeline.stages import schedule_of
+    from export_lib.render.range_scan import SPLITTABLE
     from export_lib.source.connections import resolve
     from export_lib.source.database import POSTGRES_TYPES
 
     schedule = schedule_of(run)
-    if schedule.format != "csv":
-        return (f"format {schedule.format} (a range scan splits CSV only: its COPY passes "
-                "the server's bytes through)")
-    if len(schedule.query.columns) < 2:
+    if schedule.format not in SPLITTABLE:
+        return (f"format {schedule.format} (a range scan splits CSV and JSON Lines only: "
+                "their COPY rows are the file's rows)")
+    if schedule.format == "csv" and len(schedule.query.columns) < 2:
         return "a one-column export (its own COPY quotes a lone \\. where a scan's would not)"
     try:
         conn = resolve(schedule.query.source, resolver)

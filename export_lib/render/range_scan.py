@@ -1,14 +1,16 @@
 """One source read for many periods (ADR 0038): a range scan split at period boundaries.
 
 A batch (ADR 0032) renders many consecutive periods of one export. Where each period's render
-would be a CSV ``COPY`` that passes the server's bytes through, :class:`RangeScan` runs one
+would be a ``COPY`` whose rows are the file's (CSV passes the server's bytes through, JSON Lines
+deletes its field delimiters), :class:`RangeScan` runs one
 ``COPY`` over the periods' union instead (:func:`export_lib.source.sql.build_postgres_periods`):
 every period's own rows, under its own cutoff, each row led by its period's number, sorted by
 that number and then by the period's own total order. :class:`PeriodSplitter` routes the rows
 to the periods: the server sends one CopyData message per row, so a row needs no CSV parsing
 to be found (an embedded newline or quote is inside its message); the client strips the
-number and its delimiter. Each period's file gets the header its own COPY prints, then its
-rows in its own order: the same bytes, so the same sha256, as a render of that period alone.
+number and its delimiter. Each period's file gets the header its own COPY prints (CSV), then
+its rows in its own order: the same bytes, so the same sha256, as a render of that period
+alone.
 
 Streaming as the single-period path: at most one piece of ~:data:`CHUNK` bytes (whole rows)
 is held between the socket and a period's sink, and the sink hashes and writes it on its
@@ -42,13 +44,16 @@ from export_lib.render.job import RenderOptions
 from export_lib.render.sink import HashingSink
 from export_lib.source.database import Source
 from export_lib.source.export_schema import ExportSchema
-from export_lib.source.sql import Bounds, build_postgres_periods
+from export_lib.source.sql import PERIOD_COLUMN, Bounds, build_postgres_periods
 
-__all__ = ["CHUNK", "PeriodSplitter", "RangeScan", "Window"]
+__all__ = ["CHUNK", "SPLITTABLE", "PeriodSplitter", "RangeScan", "Window"]
 
 log = get_logger(__name__)
 
 CHUNK = 1 << 20
+# The formats whose COPY output is the file, row for row (after JSON Lines' rewrite of each
+# row): a scan's rows can be handed to each period's file as they come.
+SPLITTABLE = ("csv", "jsonl")
 _NEWLINE = 10
 
 
@@ -124,9 +129,9 @@ class RangeScan:
     def __init__(self, source: Source, spec: QuerySpec, *, company_id: str,
                  windows: list[Window], options: RenderOptions, schedule_id: str = "",
                  chunk: int = CHUNK) -> None:
-        if options.format != "csv" or source.dialect != "postgresql":
-            raise RenderError(f"a range scan reads CSV from PostgreSQL, not {options.format} "
-                              f"from {source.dialect}")
+        if options.format not in SPLITTABLE or source.dialect != "postgresql":
+            raise RenderError(f"a range scan reads CSV or JSON Lines from PostgreSQL, not "
+                              f"{options.format} from {source.dialect}")
         self._source = source
         self._spec = spec
         self._company = company_id
@@ -144,6 +149,7 @@ class RangeScan:
         self._ended = False
         self._header = b""
         self._stop_at: float | None = None
+        self._rewrite: Callable[[bytes], bytes] | None = None
 
     def __enter__(self) -> RangeScan:
         from psycopg import sql
@@ -158,14 +164,22 @@ class RangeScan:
             window_end=last.end, cutoff=first.cutoff, options=self._options,
             schedule_id=self._schedule)
         naive = job.bounds.naive_columns
+        fmt: Any = get_format(self._options.format)
+        csv = self._options.format == "csv"
         select = build_postgres_periods(
             self._spec, [Bounds(self._company, w.start, w.end, w.cutoff, naive)
-                         for w in self.windows],
-            get_format("csv").copy_exprs(job), job.order)  # type: ignore[attr-defined]
-        # No HEADER: each period's file gets its own (as its own COPY prints it).
-        statement = sql.SQL("COPY ({}) TO STDOUT (FORMAT csv, DELIMITER {})").format(
-            select, sql.Literal(self._options.delimiter))
-        self._header = header_line(self._spec.columns, self._options.delimiter)
+                         for w in self.windows], fmt.copy_exprs(job) if csv else None,
+            job.order)
+        if csv:
+            # No HEADER: each period's file gets its own (as its own COPY prints it).
+            statement = sql.SQL("COPY ({}) TO STDOUT (FORMAT csv, DELIMITER {})").format(
+                select, sql.Literal(self._options.delimiter))
+            self._header = header_line(self._spec.columns, self._options.delimiter)
+            delimiter = self._options.delimiter
+        else:  # JSON Lines: its fields after the number, its client-side rewrite of each piece
+            statement = fmt.copy_statement(job, select, sql.Identifier(PERIOD_COLUMN))
+            self._rewrite = fmt.rewrite(job)
+            delimiter = "\x1f"
         with self._guarded():
             (timeout_ms,) = self._source.connection.execute(
                 "SELECT setting::bigint FROM pg_settings WHERE name = 'statement_timeout'"
@@ -175,7 +189,7 @@ class RangeScan:
             self._stop_at = (time.monotonic() + timeout_ms / 2000) if timeout_ms else None
             _set_zone(self._source, self._options.output_zone, self._company)
             self._copy = CopyOut(self._source.connection, statement).__enter__()
-            self.splitter = PeriodSplitter(self._copy.messages(), self._options.delimiter,
+            self.splitter = PeriodSplitter(self._copy.messages(), delimiter,
                                            len(self.windows), self._chunk)
             self._pieces = iter(self.splitter)
             try:
@@ -245,7 +259,7 @@ class RangeScan:
             try:
                 out.write(self._header)
                 for data, count in self._period_pieces(index + 1):
-                    out.write(data)
+                    out.write(self._rewrite(data) if self._rewrite else data)
                     rows += count
             except BaseException:
                 if out is not hashed:

@@ -231,8 +231,8 @@ def test_periods_no_scan_can_read_are_read_one_by_one_and_the_log_says_why(
 
     assert [p.outcome for p in outcome.periods] == ["exported"] * 3
     assert ("source reads: 0 range scan(s) serving 0 period(s), 3 per-period read(s); read "
-            "per period: format parquet (a range scan splits CSV only: its COPY passes the "
-            "server's bytes through)") in caplog.text
+            "per period: format parquet (a range scan splits CSV and JSON Lines only: their COPY "
+            "rows are the file's rows)") in caplog.text
     # A data export's trailing 90 days: each window overlaps the next.
     primary = world.schedule("acme/google-ads/primary")
     days = slots_between(primary.timing, SLOTS[0], SLOTS[0] + timedelta(days=2))[:2]
