@@ -243,17 +243,17 @@ def _scan(ledger: Ledger, store: ArtifactStore, schedule: Schedule, group: Any,
                     format_instant(group.runs[0].slot), format_instant(group.runs[-1].slot),
                     batch.ref, result.stopped, len(result.rest))
         because(result.stopped.split(":", 1)[0])
-    done = {}
     first, last = group.runs[0], group.runs[-1]
-    for published in result.outcomes:
-        if published.run_key in result.served:
-            note_range_scan(ledger, published.run_key, (
-                f"rendered from batch {batch.ref}'s one source read for {len(group.runs)} "
-                f"periods [{format_instant(first.window_start)}, "
-                f"{format_instant(last.window_end)})"), batch.clock())
-        done[published.slot] = (_period(schedule, published.slot, batch, lambda p=published:
-                                        _deliver(ledger, p, batch))
-                                if published.outcome == "published" else published)
+    note = (f"rendered from batch {batch.ref}'s one source read for {len(group.runs)} periods "
+            f"[{format_instant(first.window_start)}, {format_instant(last.window_end)})")
+
+    def deliver(period: PeriodOutcome) -> PeriodOutcome:
+        if period.run_key in result.served:
+            note_range_scan(ledger, period.run_key, note, batch.clock())
+        return _deliver(ledger, period, batch)
+
+    done = {p.slot: _period(schedule, p.slot, batch, lambda p=p: deliver(p))
+            if p.outcome == "published" else p for p in result.outcomes}
     return done, result.rest, len(result.served)
 
 

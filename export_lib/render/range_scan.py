@@ -121,8 +121,8 @@ class PeriodSplitter:
 
 class RangeScan:
     """One COPY over ``windows`` (consecutive, contiguous, each with its cutoff) of one
-    company's CSV export. Use as a context manager (entering runs the checks of a render and
-    starts the COPY, up to its first row); then :meth:`render_period` for each period in
+    company's CSV or JSON Lines export. Use as a context manager (entering runs the checks of
+    a render and starts the COPY, up to its first row); then :meth:`render_period` for each period in
     order (one may be passed over: its rows are dropped). ``broken`` is set when the source
     failed mid-way; the periods not yet written must then be read on their own."""
 
