@@ -2,8 +2,8 @@
 PostgreSQL source and ledger with artifacts in the moto S3 server: one COPY, each period's
 artifact byte-identical to a render of that period alone (under its own cutoff), an empty
 period in the middle; a source failure mid-scan fails the period being written alone, the
-rest are read one by one and a retry exports it once; ineligible periods are read per period
-and the batch's log line says why."""
+rest are read one by one and a retry exports it once; ineligible periods (Parquet, overlapping
+windows, a config version apart) are read per period and the batch's log line says why."""
 
 from __future__ import annotations
 
@@ -215,9 +215,11 @@ def test_a_source_failure_mid_scan_fails_that_period_alone_and_a_retry_exports_i
 
 def test_periods_no_scan_can_read_are_read_one_by_one_and_the_log_says_why(
         batch_world, caplog):  # noqa: F811
+    import sqlalchemy as sa
+
     from export_lib.periods.slots import slots_between
     from export_lib.pipeline.batch import export_batch
-    from export_lib.pipeline.range_batch import plan_scans
+    from export_lib.pipeline.range_batch import ScanGroup, plan_scans
     from export_lib.pipeline.start import register_run
     from export_lib.storage.stores import open_store
 
@@ -242,15 +244,7 @@ def test_periods_no_scan_can_read_are_read_one_by_one_and_the_log_says_why(
     (reason,) = plan.reasons
     assert reason.startswith("windows not contiguous ([") and reason.endswith(
         "): they overlap or leave a gap)")
-
-
-def test_a_new_config_version_starts_a_new_scan(batch_world):  # noqa: F811
-    import sqlalchemy as sa
-
-    from export_lib.pipeline.range_batch import ScanGroup, plan_scans
-
-    world, *_ = batch_world
-    ledger = world.ledger()
+    # A new config version between two periods starts a new scan.
     keys = _register(world, ledger, SLOTS[:4])
     with ledger.engine.begin() as conn:  # the last two registered under a newer version
         conn.execute(sa.text("UPDATE export_runs SET config_version = 'v-next' "
