@@ -132,6 +132,12 @@ class RangeScan:
         if options.format not in SPLITTABLE or source.dialect != "postgresql":
             raise RenderError(f"a range scan reads CSV or JSON Lines from PostgreSQL, not "
                               f"{options.format} from {source.dialect}")
+        for before, after in zip(windows, windows[1:], strict=False):
+            if before.end != after.start or (before.cutoff is None) != (after.cutoff is None):
+                raise RenderError(
+                    f"a range scan reads contiguous windows with a cutoff on all or none: "
+                    f"[{before.start.isoformat()}, {before.end.isoformat()}) then "
+                    f"[{after.start.isoformat()}, {after.end.isoformat()}) do not qualify")
         self._source = source
         self._spec = spec
         self._company = company_id

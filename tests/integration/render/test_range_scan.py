@@ -211,3 +211,15 @@ def test_a_scan_is_late_at_half_the_source_statement_timeout(pg_connection, pg_s
             options=RenderOptions()) as scan:
         time.sleep(0.6)
         assert not scan.late
+
+
+@pytest.mark.parametrize("windows", [
+    [Window(_h(0), _h(5), None), Window(_h(6), _h(8), None)],         # a gap
+    [Window(_h(0), _h(5), None), Window(_h(4), _h(8), None)],         # an overlap
+    [Window(_h(0), _h(5), None), Window(_h(5), _h(8), _h(9))],        # a cutoff on one only
+])
+def test_a_scan_is_refused_windows_it_cannot_split_exactly(pg_source, windows):
+    with pytest.raises(RenderError, match=r"a range scan reads contiguous windows with a "
+                       r"cutoff on all or none: \[2026-03-01T00:00:00\+00:00, "):
+        RangeScan(pg_source, spec(), company_id="acme", windows=windows,
+                  options=RenderOptions())
