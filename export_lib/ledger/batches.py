@@ -36,6 +36,15 @@ def mark_batch(ledger: Ledger, run_key: str, batch: str, now: datetime) -> None:
                                               detail=f"exported by batch {batch}"))
 
 
+def note_range_scan(ledger: Ledger, run_key: str, detail: str, now: datetime) -> None:
+    """Record in the run's history that its file came from a batch's range scan (ADR 0038):
+    one source read for several periods, not one of its own."""
+    with ledger._tx() as conn:
+        run = ledger._lock_run(conn, run_key)
+        conn.execute(sa.insert(events).values(run_id=run.id, at=now, from_state=run.state,
+                                              to_state=run.state, detail=detail))
+
+
 def settled_slots(ledger: Ledger, schedule_id: str, slots: Iterable[datetime]) -> set[datetime]:
     """The slots among ``slots`` whose run of ``schedule_id`` is ready, skipped or cancelled."""
     wanted = sorted(slots)
@@ -49,4 +58,4 @@ def settled_slots(ledger: Ledger, schedule_id: str, slots: Iterable[datetime]) -
     return {utc(s) for s in found} & set(wanted)
 
 
-__all__ = ["mark_batch", "settled_slots"]
+__all__ = ["mark_batch", "note_range_scan", "settled_slots"]

@@ -3,10 +3,13 @@ first, each exactly as its own DAG run would.
 
 Per period, in slot order: :func:`start_run` (registration with the version in force for the
 slot, its cutoff, the start policies: a pause, the period-exported-once rule, the owner's
-authorisation, ``late_start``), :func:`render_run` (an attempt with its lease, fenced, inside
-the render budget, streamed), :func:`publish_run` (its own immutable artifact and manifest) and
-:func:`deliver_run` for each destination the run captured (its own delivery record). Nothing is
-shared between periods but the process: the batch is only a loop over the stages every DAG run
+authorisation, ``late_start``), then :func:`render_run` (an attempt with its lease, fenced,
+inside the render budget, streamed), :func:`publish_run` (its own immutable artifact and
+manifest) and :func:`deliver_run` for each destination the run captured (its own delivery
+record). Every period is registered before the first is rendered: consecutive periods one
+query can read share one range scan (ADR 0038, :mod:`export_lib.pipeline.range_batch`), each
+still written by its own render_run, and their deliveries follow the scan. Nothing else is
+shared between periods but the process: the batch is a loop over the stages every DAG run
 calls, so the ledger's contract holds per period by construction.
 
 Failure isolation: a period whose stage raises (a source error, a destination down, a schema
@@ -24,7 +27,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from export_lib.errors import ExportError, RenderBudgetError
 from export_lib.ledger import Ledger, RunState
@@ -147,62 +150,144 @@ def export_batch(ledger: Ledger, store: ArtifactStore, schedule: Schedule,
     """Export every period of ``slots`` (any order given; done in slot order) of ``schedule``
     (with its earlier versions: each slot runs under the version in force for it).
 
+    Every period is registered first (its start policies, its cutoff); then consecutive
+    periods that one range scan can read are rendered and published from it (ADR 0038), their
+    deliveries following the scan, and the others are exported one by one as before.
+
     :returns: each period's outcome; the caller raises :class:`BatchIncomplete` when any failed
     """
-    outcomes = []
+    from export_lib.pipeline.range_batch import ScanGroup, plan_scans
+
+    outcomes: dict[datetime, PeriodOutcome] = {}
+    slot_of: dict[str, datetime] = {}
     for slot in sorted(set(slots)):
-        fields = slot_log_context(schedule, slot)
-        with run_context(**fields):
-            outcomes.append(_one_period(ledger, store, schedule, slot, fields["run"], batch))
-    outcome = BatchOutcome(schedule.schedule_id, tuple(outcomes))
-    log.info("company=%s schedule=%s period=%s..%s: batch %s: %s", schedule.company.id,
-             schedule.schedule_id, format_instant(min(slots)) if slots else "-",
-             format_instant(max(slots)) if slots else "-", batch.ref, outcome.describe())
+        started = _period(schedule, slot, batch, lambda s=slot: _start(ledger, schedule, s, batch))
+        if started.outcome == "registered":
+            slot_of[started.run_key] = slot
+        else:
+            outcomes[slot] = started
+    plan = plan_scans(ledger, list(slot_of), batch.resolver)
+    scans = scanned = single = 0
+    for unit in plan.units:
+        keys = [r.run_key for r in unit.runs] if isinstance(unit, ScanGroup) else [unit]
+        if isinstance(unit, ScanGroup):
+            done, keys, served = _scan(ledger, store, schedule, unit, slot_of, batch,
+                                       plan.because)
+            scans, scanned = scans + 1, scanned + served
+            outcomes.update(done)
+        for key in keys:
+            slot = slot_of[key]
+            run = ledger.get_run(key)
+            single += run is not None and run.state != RunState.READY.value
+            outcomes[slot] = _period(schedule, slot, batch, lambda k=key, s=slot: _deliver(
+                ledger, _render_publish(ledger, store, s, k, batch), batch))
+    outcome = BatchOutcome(schedule.schedule_id, tuple(outcomes[s] for s in sorted(outcomes)))
+    reads = (f"{scans} range scan(s) serving {scanned} period(s), {single} per-period read(s)"
+             + (f"; read per period: {'; '.join(plan.reasons)}" if plan.reasons else ""))
+    log.info("company=%s schedule=%s period=%s..%s: batch %s: %s; source reads: %s",
+             schedule.company.id, schedule.schedule_id,
+             format_instant(min(slots)) if slots else "-",
+             format_instant(max(slots)) if slots else "-", batch.ref, outcome.describe(), reads)
     return outcome
 
 
-def _one_period(ledger: Ledger, store: ArtifactStore, schedule: Schedule, slot: datetime,
-                key: str, batch: Batch) -> PeriodOutcome:
-    if period_done(ledger, key):
-        return PeriodOutcome(slot, key, "done")
-    try:
-        return _export(ledger, store, schedule, slot, batch)
-    except ExportError as exc:
-        # Recorded by the stage that raised (a failed attempt, a delivery's error and its
-        # retry window); this period alone waits for the batch's retry.
-        log.warning("period %s failed in batch %s: %s", format_instant(slot), batch.ref, exc)
-        return PeriodOutcome(slot, key, "failed", f"{type(exc).__name__}: {exc}")
+def _period(schedule: Schedule, slot: datetime, batch: Batch,
+            step: Callable[[], PeriodOutcome]) -> PeriodOutcome:
+    """One step of one period, in its log context; an ExportError fails that period alone."""
+    fields = slot_log_context(schedule, slot)
+    with run_context(**fields):
+        try:
+            return step()
+        except ExportError as exc:
+            # Recorded by the stage that raised (a failed attempt, a delivery's error and its
+            # retry window); this period alone waits for the batch's retry.
+            log.warning("period %s failed in batch %s: %s", format_instant(slot), batch.ref,
+                        exc)
+            return PeriodOutcome(slot, fields["run"], "failed", f"{type(exc).__name__}: {exc}")
 
 
-def _export(ledger: Ledger, store: ArtifactStore, schedule: Schedule, slot: datetime,
-            batch: Batch) -> PeriodOutcome:
+def _start(ledger: Ledger, schedule: Schedule, slot: datetime, batch: Batch) -> PeriodOutcome:
+    """Register the period (outcome ``registered``), unless it is done or a start policy
+    skips it."""
     from export_lib.ledger.batches import mark_batch
 
+    key = slot_log_context(schedule, slot)["run"]
+    if period_done(ledger, key):
+        return PeriodOutcome(slot, key, "done")
     started = start_run(ledger, schedule, slot, now=batch.clock(), ctx=batch.ctx)
     key = started.run_key
     if started.skip_reason:
         return PeriodOutcome(slot, key, "skipped", started.skip_reason)
     mark_batch(ledger, key, batch.ref, batch.clock())
-    rendered = _render(ledger, store, key, batch)
+    return PeriodOutcome(slot, key, "registered")
+
+
+def _scan(ledger: Ledger, store: ArtifactStore, schedule: Schedule, group: Any,
+          slot_of: dict[str, datetime], batch: Batch, because: Callable[[str], None]
+          ) -> tuple[dict[datetime, PeriodOutcome], list[str], int]:
+    """Render and publish ``group``'s periods from one range scan, then deliver them; return
+    their outcomes, the run keys left to read one by one and how many periods the scan
+    wrote."""
+    from export_lib.ledger.batches import note_range_scan
+    from export_lib.pipeline.range_batch import scan_group
+
+    def render_publish(run: Any, produce: Any) -> PeriodOutcome:
+        slot = slot_of[run.run_key]
+        return _period(schedule, slot, batch, lambda: _render_publish(
+            ledger, store, slot, run.run_key, batch, produce))
+
+    result = scan_group(group, batch.resolver, render_publish)
+    if result.stopped:
+        log.warning("company=%s schedule=%s period=%s..%s: batch %s: %s; %d period(s) are "
+                    "read one by one", schedule.company.id, schedule.schedule_id,
+                    format_instant(group.runs[0].slot), format_instant(group.runs[-1].slot),
+                    batch.ref, result.stopped, len(result.rest))
+        because(result.stopped.split(":", 1)[0])
+    first, last = group.runs[0], group.runs[-1]
+    note = (f"rendered from batch {batch.ref}'s one source read for {len(group.runs)} periods "
+            f"[{format_instant(first.window_start)}, {format_instant(last.window_end)})")
+
+    def deliver(period: PeriodOutcome) -> PeriodOutcome:
+        if period.run_key in result.served:
+            note_range_scan(ledger, period.run_key, note, batch.clock())
+        return _deliver(ledger, period, batch)
+
+    done = {p.slot: _period(schedule, p.slot, batch, lambda p=p: deliver(p))
+            if p.outcome == "published" else p for p in result.outcomes}
+    return done, result.rest, len(result.served)
+
+
+def _render_publish(ledger: Ledger, store: ArtifactStore, slot: datetime, key: str,
+                    batch: Batch, produce: Any = None) -> PeriodOutcome:
+    rendered = _render(ledger, store, key, batch, produce)
     if isinstance(rendered, RenderSkipped):
         return PeriodOutcome(slot, key, "skipped", rendered.skipped)
     fresh = rendered if isinstance(rendered, Rendered) else None
     published = publish_run(ledger, store, key, fresh.attempt_id if fresh else None,
                             now=batch.clock(), columns=list(fresh.columns) if fresh else None)
-    new = published if published.created else None
+    return PeriodOutcome(slot, key, "published", published=published if published.created
+                         else None)
+
+
+def _deliver(ledger: Ledger, period: PeriodOutcome, batch: Batch) -> PeriodOutcome:
+    """Deliver a published period to every destination its run captured."""
+    if period.outcome != "published":
+        return period
     failures = []
-    for destination in schedule_of(ledger.get_run(key)).destinations:
+    for destination in schedule_of(ledger.get_run(period.run_key)).destinations:
         try:  # one destination down does not keep the period from the others
-            deliver_run(ledger, key, destination.id, now=batch.clock(),
+            deliver_run(ledger, period.run_key, destination.id, now=batch.clock(),
                         config_dir=batch.config_dir, resolver=batch.resolver)
         except ExportError as exc:
             failures.append(f"{destination.id}: {exc}")
     if failures:
-        return PeriodOutcome(slot, key, "failed", "; ".join(failures), new)
-    return PeriodOutcome(slot, key, "exported", published=new)
+        return PeriodOutcome(period.slot, period.run_key, "failed", "; ".join(failures),
+                             period.published)
+    return PeriodOutcome(period.slot, period.run_key, "exported", published=period.published)
 
 
-def _render(ledger: Ledger, store: ArtifactStore, key: str, batch: Batch) -> RenderResult:
+def _render(ledger: Ledger, store: ArtifactStore, key: str, batch: Batch,
+            produce: Any = None) -> RenderResult:
     """render_run, waiting (bounded by ``batch.budget_wait``) for a place in the render budget
     instead of failing the period: the batch holds at most one place at a time."""
     waited = 0.0
@@ -212,7 +297,7 @@ def _render(ledger: Ledger, store: ArtifactStore, key: str, batch: Batch) -> Ren
             # until it publishes or its lease lapses, as exportctl run does.
             return render_run(ledger, store, key, now=batch.clock(), ctx=batch.ctx,
                               resolver=batch.resolver, allowlist=batch.allowlist,
-                              wait=render_lease() + timedelta(seconds=10))
+                              wait=render_lease() + timedelta(seconds=10), produce=produce)
         except RenderBudgetError:
             if waited >= batch.budget_wait.total_seconds():
                 raise

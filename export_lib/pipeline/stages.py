@@ -13,6 +13,8 @@ apart would have each import the others' private helpers.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -53,6 +55,11 @@ if TYPE_CHECKING:
     from export_lib.config.loader import Allowlist
     from export_lib.config.models import Schedule
     from export_lib.ledger.contracts import SchemaPublication
+    from export_lib.render.engine import RenderResult as Rendering
+    from export_lib.source.export_schema import ExportSchema
+
+    # A range scan's writer of one period (ADR 0038): (run, sink, check_schema) -> what it wrote.
+    Produce = Callable[[RunRecord, Any, Callable[[ExportSchema], None]], Rendering]
 
 log = get_logger(__name__)
 
@@ -78,7 +85,8 @@ def render_run(ledger: Ledger, store: ArtifactStore, run_key: str, *, now: datet
                resolver: ConnectionResolver | None = None,
                budget: RenderBudget | None = None,
                wait: timedelta = timedelta(0),
-               allowlist: Allowlist | None = None) -> RenderResult:
+               allowlist: Allowlist | None = None,
+               produce: Produce | None = None) -> RenderResult:
     """Claim a new attempt within the render budget (``budget``, default from the environment:
     4 at once, 2 per company; RenderBudgetError when full) and render the captured query into
     its staging object, keeping the attempt's lease alive while the source is read.
@@ -90,6 +98,9 @@ def render_run(ledger: Ledger, store: ArtifactStore, run_key: str, *, now: datet
     checked against it again first: a run registered under an older version, or before the
     platform took a table off the list or the source's connection from the company, reads
     nothing the list no longer allows (ConfigError, nothing claimed).
+
+    ``produce`` writes the period's bytes instead of a query of its own: a batch's range scan
+    (ADR 0038), called with the run, the sink and the schema contract's check.
     """
     from export_lib.ledger.runs import render_lease
     from export_lib.pipeline.lease import LeaseKeeper, claim_waiting
@@ -135,9 +146,10 @@ def render_run(ledger: Ledger, store: ArtifactStore, run_key: str, *, now: datet
         target = ArtifactTarget(ledger, store, run, attempt, schedule,
                                 render_check(ledger, run, schedule))
         with LeaseKeeper(ledger, attempt.attempt_id, lease), \
-                open_source(resolve(schedule.query.source, resolver)) as source, \
+                (nullcontext() if produce else
+                 open_source(resolve(schedule.query.source, resolver))) as source, \
                 target.open() as sink:
-            result = render(
+            result = produce(run, sink, target.check_schema) if produce else render(
                 source, schedule.query, company_id=run.company, window_start=run.window_start,
                 window_end=run.window_end, cutoff=run.source_cutoff, options=options, sink=sink,
                 schedule_id=run.schedule_id, check_schema=target.check_schema,

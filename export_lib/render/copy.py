@@ -155,6 +155,17 @@ class CopyOut:
         self._finish()
         self.rows = self._cursor.rowcount
 
+    def messages(self) -> Iterator[Any]:
+        """The COPY's CopyData messages as psycopg returns them (bytes-like), then the end.
+
+        The range scan's reader (:mod:`export_lib.render.range_scan`): the server sends one
+        message per row in COPY OUT (the protocol's "always one per row"), so a row is a
+        message and a CSV record with an embedded newline needs no parsing to be found.
+        """
+        yield from self._data
+        self._finish()
+        self.rows = self._cursor.rowcount
+
     def _finish(self) -> None:
         self._done = True
         block, self._block = self._block, None

@@ -35,7 +35,7 @@ from export_lib.source.database import Source, classify, describe_columns
 from export_lib.source.export_schema import ExportSchema, observed_schema
 from export_lib.source.sql import Bounds, build_postgres, build_sqlite
 
-__all__ = ["RENDER_APP_PREFIX", "RenderOptions", "RenderResult", "render"]
+__all__ = ["RENDER_APP_PREFIX", "RenderOptions", "RenderResult", "prepare_job", "render"]
 
 log = get_logger(__name__)
 
@@ -88,23 +88,11 @@ def render(
     ``check_schema`` is called with the file's schema before any row is read (the schema
     contract's check, ADR 0025): whatever it raises ends the render before the query runs.
     """
-    _check_bounds(company_id, window_start, window_end, cutoff)
-    described = describe_columns(source, spec.table, spec.table_schema)
-    columns = {name: declared for name, (declared, _) in described.items()}
-    validate_spec(spec, columns, schedule_id=schedule_id)
-    if options.timestamps == "local":
-        # Refused, not ignored: a zone-less column would print its wall time unchanged.
-        for name in naive_timestamp_columns(spec.columns, columns, source.dialect):
-            raise ConfigError(f"schedule {schedule_id!r}: " + local_time_problem(
-                name, spec.table, columns[name]))
-    schema = observed_schema(described, spec.columns, source.dialect)
+    job, schema = prepare_job(source, spec, company_id=company_id, window_start=window_start,
+                              window_end=window_end, cutoff=cutoff, options=options,
+                              schedule_id=schedule_id)
     if check_schema is not None:
         check_schema(schema)
-    naive = frozenset(c for c, t in columns.items() if classify(t, source.dialect).kind
-                      == "timestamp")
-    bounds = Bounds(company_id, window_start, window_end, cutoff, naive)
-    types = {c: classify(columns[c], source.dialect) for c in spec.columns}
-    job = RenderJob(spec, bounds, types, options, source.dialect, schedule_id)
     fmt = get_format(options.format)
     plan = (fmt.copy_plan(job) if engine == "auto" and source.dialect == "postgresql"
             else None)
@@ -137,6 +125,29 @@ def render(
              company_id, schedule_id, period, result.rows, result.bytes, result.format,
              result.engine, result.sha256, extra=fields)
     return result
+
+
+def prepare_job(source: Source, spec: QuerySpec, *, company_id: str, window_start: datetime,
+                window_end: datetime, cutoff: datetime | None, options: RenderOptions,
+                schedule_id: str = "") -> tuple[RenderJob, ExportSchema]:
+    """The checks of :func:`render` before its query (bounds, the spec against the live
+    source's columns) and what they give: the job and the file's schema. The range scan
+    (:mod:`export_lib.render.range_scan`) makes the same checks, once for its periods."""
+    _check_bounds(company_id, window_start, window_end, cutoff)
+    described = describe_columns(source, spec.table, spec.table_schema)
+    columns = {name: declared for name, (declared, _) in described.items()}
+    validate_spec(spec, columns, schedule_id=schedule_id)
+    if options.timestamps == "local":
+        # Refused, not ignored: a zone-less column would print its wall time unchanged.
+        for name in naive_timestamp_columns(spec.columns, columns, source.dialect):
+            raise ConfigError(f"schedule {schedule_id!r}: " + local_time_problem(
+                name, spec.table, columns[name]))
+    schema = observed_schema(described, spec.columns, source.dialect)
+    naive = frozenset(c for c, t in columns.items() if classify(t, source.dialect).kind
+                      == "timestamp")
+    bounds = Bounds(company_id, window_start, window_end, cutoff, naive)
+    types = {c: classify(columns[c], source.dialect) for c in spec.columns}
+    return RenderJob(spec, bounds, types, options, source.dialect, schedule_id), schema
 
 
 def _check_bounds(company_id: str, start: datetime, end: datetime,

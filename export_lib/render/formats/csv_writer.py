@@ -21,6 +21,14 @@ class CsvFormat(OutputFormat):
     def copy_plan(self, job: Any) -> CopyPlan:
         from psycopg import sql
 
+        statement = sql.SQL("COPY ({}) TO STDOUT (FORMAT csv, HEADER, DELIMITER {})").format(
+            job.select(self.copy_exprs(job)), sql.Literal(job.options.delimiter))
+        return CopyPlan(statement, job.options.output_zone)
+
+    @staticmethod
+    def copy_exprs(job: Any) -> dict[str, ColumnExpr]:
+        """The columns the server prints through an expression (the range scan's COPY,
+        :mod:`export_lib.render.range_scan`, prints the same fields)."""
         exprs: dict[str, ColumnExpr] = {}
         # Floats go out as the server prints them (docs/adr/0004-float-text.md).
         for name, sql_type in job.types.items():
@@ -28,9 +36,7 @@ class CsvFormat(OutputFormat):
                 exprs[name] = "bool_text"
             elif job.neutralized(name):
                 exprs[name] = "neutral_text"
-        statement = sql.SQL("COPY ({}) TO STDOUT (FORMAT csv, HEADER, DELIMITER {})").format(
-            job.select(exprs), sql.Literal(job.options.delimiter))
-        return CopyPlan(statement, job.options.output_zone)
+        return exprs
 
     def write_rows(self, job: Any, fetch: Callable[[], Sequence[tuple[Any, ...]]],
                    out: BinaryIO) -> int:

@@ -53,9 +53,15 @@ class JsonLinesFormat(OutputFormat):
     content_type = "application/jsonl"
 
     def copy_plan(self, job: Any) -> CopyPlan:
+        return CopyPlan(self.copy_statement(job, job.select()), job.options.output_zone)
+
+    @staticmethod
+    def copy_statement(job: Any, select: Any, leading: Any = None) -> Any:
+        """The COPY printing ``select``'s rows as JSON Lines fields, after the ``leading``
+        column when given (the range scan's period number, ADR 0038)."""
         from psycopg import sql
 
-        fields, key = [], "{"
+        fields, key = [leading] if leading is not None else [], "{"
         for name in job.columns:
             key += _string(name) + ":"
             if name == job.spec.tenant_column and job.types[name].text:
@@ -64,25 +70,35 @@ class JsonLinesFormat(OutputFormat):
             fields += [sql.Literal(key), json_expression(sql.Identifier(name), job.types[name])]
             key = ","
         fields.append(sql.Literal("}" if key == "," else key[:-1] + "}"))
-        statement = sql.SQL(
+        return sql.SQL(
             "COPY (SELECT {} FROM ({}) AS export_rows) "
             "TO STDOUT (FORMAT csv, DELIMITER {}, QUOTE {}, NULL 'null')"
-        ).format(sql.SQL(", ").join(fields), job.select(), sql.Literal(_SEP.decode()),
+        ).format(sql.SQL(", ").join(fields), select, sql.Literal(_SEP.decode()),
                  sql.Literal("\x1e"))
-        return CopyPlan(statement, job.options.output_zone)
+
+    @staticmethod
+    def rewrite(job: Any) -> Callable[[bytes], bytes]:
+        """What the client does to the COPY's whole rows: quote a NaN or an infinity, delete
+        the field delimiters."""
+        numbers = any(t.kind in _NUMBERS for t in job.column_types)
+
+        def lines(data: bytes) -> bytes:
+            if numbers:
+                for bare, quoted in _NOT_NUMBERS:
+                    data = data.replace(bare, quoted)
+            return data.replace(_SEP, b"")
+
+        return lines
 
     def write_copy(self, job: Any, copy: Any, out: BinaryIO) -> int:
         from export_lib.render.copy import CopyStream
 
-        numbers = any(t.kind in _NUMBERS for t in job.column_types)
+        rewrite = self.rewrite(job)
         stream = CopyStream(copy)
         # read() hands back at most the rest of one piece of the reader thread, and a piece
         # is whole rows: a NaN field is never cut between two reads.
         while data := stream.read(1 << 30):
-            if numbers:
-                for bare, quoted in _NOT_NUMBERS:
-                    data = data.replace(bare, quoted)
-            out.write(data.replace(_SEP, b""))
+            out.write(rewrite(data))
         return copy.rows or 0
 
     def write_rows(self, job: Any, fetch: Callable[[], Sequence[tuple[Any, ...]]],
