@@ -18,6 +18,7 @@ from export_lib.render import copy as copy_module
 from export_lib.render.engine import RenderOptions, render
 from export_lib.render.range_scan import RangeScan, Window
 from tests.fixtures.render import T0, spec
+from tests.integration.render.test_streaming import KillsTheServerOnFirstWrite
 
 
 def _h(hour: float) -> datetime:
@@ -144,19 +145,6 @@ def test_200k_rows_over_four_periods_stream_through_one_chunk(pg_source, big):
     for window, (sha, rows) in zip(windows, digests, strict=True):
         data, alone_rows = _alone(pg_source, big, window, options)
         assert (sha, rows) == (hashlib.sha256(data).hexdigest(), alone_rows)
-
-
-class KillsTheServerOnFirstWrite(io.BytesIO):
-    def __init__(self, dsn: str, pid: int) -> None:
-        super().__init__()
-        self.dsn, self.pid = dsn, pid
-
-    def write(self, data) -> int:
-        if self.pid:
-            with psycopg.connect(self.dsn, password="exports", autocommit=True) as admin:
-                admin.execute("SELECT pg_terminate_backend(%s)", (self.pid,))
-            self.pid = 0
-        return super().write(data)
 
 
 def test_a_source_failure_mid_scan_fails_the_period_being_written(pg_source, pg_schema):
