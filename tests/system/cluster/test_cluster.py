@@ -206,9 +206,11 @@ def test_each_dag_processor_parses_its_own_bundle(cluster):
         log = (cluster.run_dir / f"dag-processor-{n}.log").read_text(errors="replace")
         looked = "Checking for new files in bundle dags-{} every"
         assert looked.format(n) in log and looked.format(other) not in log, n
-    # The bundles were registered by setup before both started (no race for the same row).
-    assert {n: c["restarts"] for n, c in cluster.status()["components"].items()
-            if n.startswith("dag-processor")} == {"dag-processor-1": 0, "dag-processor-2": 0}
+        # The bundles were registered by setup before both started: neither raced the other
+        # to insert them. (Either may still exit once on Airflow's own race to insert an
+        # asset both bundles' DAGs name, acme's export asset and the example consumer's
+        # inlet, and is restarted: docs/how-to/deploy.md.)
+        assert "dag_bundle_pkey" not in log, n
 
 
 def test_company_users_see_and_trigger_only_their_company(cluster):
