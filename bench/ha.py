@@ -314,6 +314,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--burst-timeout", type=float, default=900,
                         help="seconds each scheduler count gets for the burst (default 900)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--name", default="ha", help="the results file --record writes "
+                        "(bench/results/<name>.json; ha-20000 for the 20,000-DAG run)")
     from results import add_record_flag
 
     add_record_flag(parser)
@@ -325,7 +327,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.record:
         from results import record
 
-        record("ha", figures(result), summary=result,
+        record(args.name, figures(result), summary=result,
                argv=sys.argv[1:] if argv is None else argv)
     return 0
 
