@@ -30,7 +30,6 @@ import psycopg
 import pytest
 import yaml
 
-from export_lib.config.bundles import bundle_name, bundle_part
 from tests.services.postgres import (
     PostgresServer,
     pause_postgres,
@@ -71,11 +70,9 @@ MANUAL_DAG = "manual_export__acme"
 SLOW_RENDER_S = 20
 ENV = {
     # Two schedulers (Airflow's HA, make cluster SCHEDULERS=2): the fault test SIGKILLs one
-    # while runs are active and the other carries on; two dag-processors, one DAG bundle each
-    # (DAG_PROCESSORS=2: acme's loader is in dags-2, dentsu's and the other files in dags-1).
-    # tests/system/cluster/test_ha.py is the full-size case (make acceptance).
+    # while runs are active and the other carries on; tests/system/cluster/test_ha.py is the
+    # full-size case with two dag-processors as well (make acceptance).
     "SCHEDULERS": "2",
-    "DAG_PROCESSORS": "2",
     "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",  # only what the tests unpause runs
     "EXPORT_RETRY_DELAY_SECONDS": "5",
     "EXPORT_MAX_RETRY_DELAY_SECONDS": "20",  # the fault test's 11 retries outlast its outage
@@ -187,30 +184,9 @@ def test_make_cluster_is_up_within_5_minutes_with_every_component(cluster):
     # PG_SERVER=…, the session's server here).
     own_pg = ["postgres"] if cluster.pg_server is None else []
     assert list(status) == [*own_pg, "redis", "s3", "statsd", "api-server", "scheduler-1",
-                            "scheduler-2", "dag-processor-1", "dag-processor-2", "triggerer",
-                            "worker-default", "worker-manual", "worker-large"]
+                            "scheduler-2", "dag-processor", "triggerer", "worker-default",
+                            "worker-manual", "worker-large"]
     assert {c["state"] for c in status.values()} == {"up"}
-
-
-def test_each_dag_processor_parses_its_own_bundle(cluster):
-    """DAG_PROCESSORS=2: every DAG comes from the bundle its file's part names (a company's
-    loader by the stable hash of its id, every other file in dags-1), and each dag-processor
-    looked only into its own bundle."""
-    api = _api(cluster)
-    dags = api.ok("GET", "/api/v2/dags?limit=500")["dags"]
-    bundles = {d["dag_id"]: d["bundle_name"] for d in dags}
-    files = {d["dag_id"]: Path(d["fileloc"]).name for d in dags}
-    assert {dag: bundle_name(bundle_part(files[dag], 2)) for dag in bundles} == bundles
-    assert (bundles[SMALL_DAG], bundles[LARGE_DAG]) == ("dags-2", "dags-1")
-    for n, other in ((1, 2), (2, 1)):
-        log = (cluster.run_dir / f"dag-processor-{n}.log").read_text(errors="replace")
-        looked = "Checking for new files in bundle dags-{} every"
-        assert looked.format(n) in log and looked.format(other) not in log, n
-        # The bundles were registered by setup before both started: neither raced the other
-        # to insert them. (Either may still exit once on Airflow's own race to insert an
-        # asset both bundles' DAGs name, acme's export asset and the example consumer's
-        # inlet, and is restarted: docs/how-to/deploy.md.)
-        assert "dag_bundle_pkey" not in log, n
 
 
 def test_company_users_see_and_trigger_only_their_company(cluster):
