@@ -141,8 +141,7 @@ def scan_group(group: ScanGroup, resolver: ConnectionResolver | None,
     """Read ``group``'s periods with one range scan, each period rendered and published by
     ``render_publish(run, produce)`` (its own render_run with ``produce``; it returns the
     period's outcome, and records and reports a failure itself)."""
-    from export_lib.pipeline.stages import schedule_of
-    from export_lib.render.job import RenderOptions
+    from export_lib.pipeline.stages import render_options, schedule_of
     from export_lib.render.range_scan import RangeScan, Window
     from export_lib.source.connections import resolve
     from export_lib.source.database import open_source
@@ -150,10 +149,7 @@ def scan_group(group: ScanGroup, resolver: ConnectionResolver | None,
     first = group.runs[0]
     schedule = schedule_of(first)
     result = GroupResult()
-    options = RenderOptions(format=schedule.format, compression=schedule.compression,
-                            timezone=first.timezone, delimiter=schedule.csv.delimiter,
-                            timestamps=schedule.csv.timestamps,
-                            neutralize_formulas=schedule.csv.neutralize_formulas)
+    options = render_options(first, schedule)
     windows = [Window(r.window_start, r.window_end, r.source_cutoff) for r in group.runs]
     try:
         with open_source(resolve(schedule.query.source, resolver)) as source, \

@@ -56,6 +56,7 @@ if TYPE_CHECKING:
     from export_lib.config.models import Schedule
     from export_lib.ledger.contracts import SchemaPublication
     from export_lib.render.engine import RenderResult as Rendering
+    from export_lib.render.job import RenderOptions
     from export_lib.source.export_schema import ExportSchema
 
     # A range scan's writer of one period (ADR 0038): (run, sink, check_schema) -> what it wrote.
@@ -77,6 +78,18 @@ def schedule_of(run: RunRecord) -> Schedule:
     from export_lib.config.loader import Schedule
 
     return Schedule.model_validate(run.config_snapshot)
+
+
+def render_options(run: RunRecord, schedule: Schedule | None = None) -> RenderOptions:
+    """How the run's file is written, from its captured schedule: one place, so a period's
+    own render and a batch's range scan (ADR 0038) print the same bytes."""
+    from export_lib.render.job import RenderOptions
+
+    schedule = schedule or schedule_of(run)
+    return RenderOptions(format=schedule.format, compression=schedule.compression,
+                         timezone=run.timezone, delimiter=schedule.csv.delimiter,
+                         timestamps=schedule.csv.timestamps,
+                         neutralize_formulas=schedule.csv.neutralize_formulas)
 
 
 @scope
@@ -104,7 +117,7 @@ def render_run(ledger: Ledger, store: ArtifactStore, run_key: str, *, now: datet
     """
     from export_lib.ledger.runs import render_lease
     from export_lib.pipeline.lease import LeaseKeeper, claim_waiting
-    from export_lib.render.engine import RenderOptions, render
+    from export_lib.render.engine import render
     from export_lib.source.connections import resolve
     from export_lib.source.database import open_source
 
@@ -137,11 +150,7 @@ def render_run(ledger: Ledger, store: ArtifactStore, run_key: str, *, now: datet
     target: ArtifactTarget | None = None
     try:
         ledger.advance(run_key, attempt.attempt_id, RunState.RENDERING, now)
-        options = RenderOptions(format=schedule.format, compression=schedule.compression,
-                                timezone=run.timezone,
-                                delimiter=schedule.csv.delimiter,
-                                timestamps=schedule.csv.timestamps,
-                                neutralize_formulas=schedule.csv.neutralize_formulas)
+        options = render_options(run, schedule)
         # Straight to the final name where the store can (ADR 0031), else a staging object.
         target = ArtifactTarget(ledger, store, run, attempt, schedule,
                                 render_check(ledger, run, schedule))

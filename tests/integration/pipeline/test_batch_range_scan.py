@@ -46,16 +46,13 @@ def _register(world, ledger, slots):
 
 def _alone(dsn, run) -> tuple[str, int]:
     """sha256 and rows of a render of ``run``'s period on its own."""
-    from export_lib.pipeline.stages import schedule_of
-    from export_lib.render.engine import RenderOptions, render
+    from export_lib.pipeline.stages import render_options, schedule_of
+    from export_lib.render.engine import render
     from export_lib.source.connections import parse_connection
     from export_lib.source.database import open_source
 
     schedule = schedule_of(run)
-    options = RenderOptions(format=schedule.format, compression=schedule.compression,
-                            timezone=run.timezone, delimiter=schedule.csv.delimiter,
-                            timestamps=schedule.csv.timestamps,
-                            neutralize_formulas=schedule.csv.neutralize_formulas)
+    options = render_options(run, schedule)
     sink = io.BytesIO()
     with open_source(parse_connection("demo_source", dsn)) as source:
         result = render(source, schedule.query, company_id=run.company,

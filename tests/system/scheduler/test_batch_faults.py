@@ -306,8 +306,8 @@ def destination_files(world: World, company: str) -> dict[str, str]:
 def clean_render(world: World, run_key_: str) -> str:
     """The sha256 of the period rendered afresh here from the ledger run's captured query,
     window and cutoff, as the render stage renders it."""
-    from export_lib.pipeline.stages import schedule_of
-    from export_lib.render.engine import RenderOptions, render
+    from export_lib.pipeline.stages import render_options, schedule_of
+    from export_lib.render.engine import render
     from export_lib.source.connections import parse_connection
     from export_lib.source.database import open_source
 
@@ -317,10 +317,7 @@ def clean_render(world: World, run_key_: str) -> str:
     finally:
         handle.engine.dispose()
     schedule = schedule_of(run)
-    options = RenderOptions(format=schedule.format, compression=schedule.compression,
-                            timezone=run.timezone, delimiter=schedule.csv.delimiter,
-                            timestamps=schedule.csv.timestamps,
-                            neutralize_formulas=schedule.csv.neutralize_formulas)
+    options = render_options(run, schedule)
     sink = io.BytesIO()
     with open_source(parse_connection("fixture_source", world.dsn)) as source:
         render(source, schedule.query, company_id=run.company, window_start=run.window_start,
