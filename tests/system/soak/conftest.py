@@ -30,9 +30,13 @@ def soak_stack():
     # them) only once their heartbeat is this old. Airflow's 300 s made that test 311 s of
     # `make test` (3 Dec, 16:41 run) against 22 s alone; 60 s is still 30 missed heartbeats
     # (every 2 s, scripts/airflow-env.sh) before a live task could be taken for dead.
+    # The render lease: a render killed with the scheduler keeps its period's lease, and the
+    # retry waits it out; the default 5 minutes made that test 312 s of `make test` (6 Dec)
+    # against 21 s when no render was in flight. The cluster tests run with 10 s.
     stack = Stack.in_copy(root / "project", local_pg=True,
                           EXPORT_CATCHUP_LOOKBACK_HOURS=str(LOOKBACK_HOURS),
-                          AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT="60")
+                          AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT="60",
+                          EXPORT_RENDER_LEASE_SECONDS="30")
     cluster = relocated_dir(stack.root / ".airflow") if os.geteuid() == 0 else None
     assert cluster is None or not cluster.exists(), f"{cluster} is left from another run"
     try:
