@@ -127,9 +127,8 @@ class _BucketStore:
     def _claim(self, manifest_key: str, body: bytes, run_key: str) -> bool:
         """Create the manifest if absent (True) or confirm this run owns it (False).
 
-        Checked first, then written conditionally: the conditional write closes the race on
-        S3 and GCS; the emulator used in tests ignores GCS preconditions, where the check
-        alone holds (a documented limitation of that emulator, not of GCS).
+        Checked first, then written conditionally: the conditional write closes the race
+        (``If-None-Match: *`` on S3, ``ifGenerationMatch=0`` on GCS).
         """
         current = self._get_bytes(manifest_key)
         if current is None and self._put_if_absent(manifest_key, body):

@@ -1,5 +1,5 @@
 """The artifact store contract on S3 (moto's standalone server, IAM auth on) and GCS
-(gcp-storage-emulator), through the real pipeline: stage → validate → promote, identical
+(Google's storage-testbench), through the real pipeline: stage → validate → promote, identical
 re-publication is a no-op, new content is v2 superseding v1, manifests beside artifacts, staging
 deleted, and delivery of an object-store artifact to a local destination."""
 
