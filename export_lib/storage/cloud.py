@@ -1,12 +1,13 @@
-"""S3 and GCS artifact stores (same contract as ``LocalStore``).
+"""The S3 artifact store, and what it shares with GCS's (same contract as ``LocalStore``).
 
 On S3 the render writes its bytes once, straight to the artifact's final key: a multipart
 upload (:mod:`export_lib.storage.multipart`) that publication completes with
 ``If-None-Match: *`` after claiming the key (:meth:`S3Store.promote`); nothing is copied and no
-staging object is ever listed. GCS (and an S3 attempt staged by an older release) keeps the
-staging object below.
+staging object is ever listed. GCS does the same with a resumable upload session
+(:mod:`export_lib.storage.gcs_store`, :mod:`export_lib.storage.resumable`).
 
-Staging objects are uploaded from a disk-spooled temp file (memory stays bounded) under
+An attempt staged by an older release (and any store without a direct path) has a staging
+object, uploaded from a disk-spooled temp file (memory stays bounded) under
 ``<prefix>/.staging/<attempt>.<ext>``; promotion is a server-side copy to the immutable final
 key — an object store makes a copied object visible whole or not at all — followed by deleting
 the staging object. The sha256 travels as object metadata so a re-publication of identical

@@ -5,7 +5,9 @@ S3's :class:`~export_lib.storage.multipart.PartWriter`. The session is opened la
 first full chunk (or at the end for a small file), once the render has seen the file's schema
 (``key_of``), with ``ifGenerationMatch=0`` and the attempt's id in the object's metadata. Every
 full chunk (a multiple of 256 KiB, as GCS requires of all but the last request) is sent as
-the render produces it, with an unknown total (``bytes a-b/*``); at most one chunk is held.
+the render produces it, with an unknown total (``bytes a-b/*``). The render waits while a
+chunk is sent: the writer holds the chunk being sent and its own buffer (a chunk and the
+bytes of one write past it), whatever the file's size.
 The session is never finalised here: what is left after the last full 256 KiB, the *tail*
 (under 256 KiB), is recorded with the attempt in the ledger, and publication, in another
 process, finalises the session with it (:func:`finalise`, ``bytes a-b/TOTAL``). Until then
@@ -135,7 +137,8 @@ class SessionWriter:
             self._start()
         if not size:
             return
-        chunk = bytes(self._buf[:size])
+        with memoryview(self._buf) as view:  # one copy out; the buffer then keeps the rest
+            chunk = bytes(view[:size])
         del self._buf[:size]
         self._crc.update(chunk)  # each byte once, as it leaves: the chunks and the tail
         end = self.sent + size

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import threading
 import time
+import tracemalloc
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -23,6 +24,7 @@ import psycopg
 import pytest
 import requests
 import sqlalchemy as sa
+import yaml
 
 from export_lib.errors import FencingError, PublishError, SourceError
 from export_lib.ledger import Ledger
@@ -175,6 +177,22 @@ def test_identical_content_cancels_the_session(sqlite_ledger, gw: GcsWorld):
     assert gw.keys() == [FINAL, FINAL + ".manifest.json"]
 
 
+def test_skip_empty_cancels_the_session(sqlite_ledger, gw: GcsWorld, pg_database: str):
+    with psycopg.connect(_dsn(pg_database), autocommit=True) as conn:
+        conn.execute("DELETE FROM metrics")
+    path = gw.world.config / "acme.yaml"
+    company = yaml.safe_load(path.read_text())
+    daily = next(s for s in company["widget_exports"] if s["id"] == "daily-spend")
+    daily["skip_empty"] = True
+    path.write_text(yaml.safe_dump(company, sort_keys=False))
+    key = gw.register(sqlite_ledger)
+    skipped = render_run(sqlite_ledger, open_store(), key, now=NOW)
+    assert skipped["skipped"].startswith("the window holds no rows")
+    (attempt,) = sqlite_ledger.attempts(key)
+    assert "?session=" in attempt.staging_uri and session_status(attempt.staging_uri) == 404
+    assert gw.keys() == [] and sqlite_ledger.get_run(key).state == "skipped"
+
+
 def test_a_publication_whose_answer_was_lost_is_published_by_its_retry(sqlite_ledger,
                                                                        gw: GcsWorld):
     """The session was finalised, then the worker died before the ledger committed:
@@ -298,6 +316,34 @@ def test_an_attempt_staged_by_an_older_release_still_publishes(sqlite_ledger, gw
     assert (published["version"], published["created"]) == (1, True)
     assert gw.keys() == [FINAL, FINAL + ".manifest.json"]
     assert gw.sha256(FINAL) == rendered["sha256"]
+
+
+def test_the_writer_holds_about_two_chunks_whatever_the_size(gcs_server,
+                                                              monkeypatch: pytest.MonkeyPatch):
+    """24 MiB written in 1 MiB writes through 8 MiB chunks: the held bytes do not grow with
+    the file (the chunk being sent and the buffer)."""
+    bucket = f"exports-{uuid.uuid4().hex[:10]}"
+    gcs_server.client().create_bucket(bucket)
+    monkeypatch.setenv("AIRFLOW_CONN_ARTIFACTS", gcs_server.connection_uri())
+    monkeypatch.setenv("EXPORT_ARTIFACT_CONN", "artifacts")
+    store = open_store(f"gs://{bucket}/exports")
+    block = hashlib.sha256(b"seed").digest() * (1 << 15)  # 1 MiB
+    started: list[str] = []
+    tracemalloc.start()
+    try:
+        with store.open_direct(lambda: "big.csv", attempt_id="a1",
+                               on_started=started.append) as writer:
+            for _ in range(24):
+                writer.write(block)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert (writer.sent, len(writer.tail or b"")) == (24 << 20, 0)
+    assert session_status(started[0]) == 308
+    print(f"peak heap {peak / 2**20:.1f} MiB for 24 MiB in chunks of 8 MiB")
+    assert peak < 2.5 * resumable.CHUNK_SIZE
+    store.delete(started[0])
+    assert session_status(started[0]) == 404
 
 
 # --- a render SIGKILLed mid-upload, then its retry ------------------------------------------
