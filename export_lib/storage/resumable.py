@@ -141,10 +141,15 @@ class SessionWriter:
             chunk = bytes(view[:size])
         del self._buf[:size]
         self._crc.update(chunk)  # each byte once, as it leaves: the chunks and the tail
-        end = self.sent + size
-        status, persisted, _ = _put(
-            self._http, self.session or "", chunk, f"bytes {self.sent}-{end - 1}/*",
-            self.sent, self._max_attempts)
+        end, start = self.sent + size, self.sent
+        for _ in range(self._max_attempts):
+            status, persisted, _ = _put(
+                self._http, self.session or "", chunk[start - self.sent:],
+                f"bytes {start}-{end - 1}/*", start, self._max_attempts)
+            # GCS may persist less than a request carried (it says how much): send the rest.
+            if status != 308 or not start <= persisted <= end or persisted == end:
+                break
+            start = persisted
         if status != 308 or persisted != end:
             raise StorageError(f"the upload session of {self._where()} holds {persisted} bytes "
                                f"after a chunk that ends at {end} (HTTP {status}); the render "
