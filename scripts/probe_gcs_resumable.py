@@ -1,11 +1,15 @@
-"""Probe: can the GCS emulator the tests start carry a render-to-final-key resumable upload?
+"""Probe: can the GCS server the tests start carry a render-to-final-key resumable upload?
 
 A render would open a resumable session at the artifact's final name (``ifGenerationMatch=0``),
 send every full 256 KiB of the file with an unknown total (``bytes a-b/*``), and leave the
 session's URI in the ledger; publication, in another process, finalises it (``bytes a-b/TOTAL``
-with the tail, or ``bytes */TOTAL``); a failed render cancels it (``DELETE`` the session URI).
-This script starts the emulator (``tests/services/gcs.py``), makes each of those requests with
-plain HTTP, prints what came back, and exits 1 if any capability that design needs is missing.
+with the tail, or ``bytes */TOTAL``); a failed render cancels it (``DELETE`` the session
+URI); the render's CRC32C, sent with the last request (``X-Goog-Hash``), is checked by the
+server against the whole object.
+This script starts the tests' server (``tests/services/gcs.py``: Google's storage-testbench),
+makes each of those requests with plain HTTP, prints what came back, and exits 1 if any
+capability that design needs is missing (gcp-storage-emulator, the server used before, lacked
+the cancel and the precondition at finalisation).
 
 Run: ``.venv/bin/python scripts/probe_gcs_resumable.py``
 """
@@ -114,6 +118,16 @@ class Probe:
         kept = self.render.get(f"{self.endpoint}/storage/v1/b/{BUCKET}/o/four.csv").json()
         self.check("the precondition refuses it (412) and the other object stays",
                    final.status_code == 412 and kept.get("size") == "20")
+
+        print("5. a CRC32C that is not the object's, sent at finalisation")
+        uri = self.open_session("five.csv")
+        self.send_quantum(uri, data)
+        final = _show(f"finalise bytes */{QUANTUM} X-Goog-Hash crc32c=AAAAAA==", self.publish.put(
+            uri, headers={"Content-Range": f"bytes */{QUANTUM}",
+                          "X-Goog-Hash": "crc32c=AAAAAA=="}))
+        # GCS answers 400; the testbench 412 (its mismatch error): either refuses the object.
+        self.check("a wrong X-Goog-Hash is refused (400/412) and no object appears",
+                   final.status_code in (400, 412) and "five.csv" not in self.listed())
 
 
 def main() -> int:

@@ -100,9 +100,13 @@ class AttemptRecord:
     finished_at: datetime | None
     file_schema: list[dict[str, Any]] | None = None
     """The schema of the staged file (``ExportSchema.as_json()``); None before revision 0008."""
+    staging_tail: bytes | None = None
+    """What a GCS upload session's publication still sends (revision 0011); None elsewhere."""
 
     def as_dict(self) -> dict[str, Any]:
-        return {k: _iso(v) for k, v in asdict(self).items()}
+        data = {k: _iso(v) for k, v in asdict(self).items() if k != "staging_tail"}
+        return {**data, "staging_tail_bytes": (None if self.staging_tail is None
+                                               else len(self.staging_tail))}
 
 
 @dataclass(frozen=True)

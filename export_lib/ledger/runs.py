@@ -98,6 +98,11 @@ def _attempt(row: Row[Any]) -> AttemptRecord:
     return AttemptRecord(**dict(row._mapping))
 
 
+# An attempt as lists read it: without the tail of its upload session (up to 256 KiB, read
+# only by the publication of that one attempt: get_attempt).
+_LISTED = [c for c in attempts.c if c.name != "staging_tail"]
+
+
 def _artifact(row: Row[Any]) -> ArtifactRecord:
     return ArtifactRecord(**dict(row._mapping))
 
@@ -234,7 +239,7 @@ class Ledger(LedgerAccess):
         """Refuse a claim while another attempt holds the run at ``now`` (the database's
         clock; called under the run's lock)."""
         row = conn.execute(
-            select(attempts).where(attempts.c.run_id == run.id, attempts.c.state.in_(_HOLDING),
+            select(*_LISTED).where(attempts.c.run_id == run.id, attempts.c.state.in_(_HOLDING),
                                    attempts.c.lease_expires_at > now)
             .order_by(attempts.c.generation.desc()).limit(1)
         ).first()
@@ -289,8 +294,10 @@ class Ledger(LedgerAccess):
     @waits_for_ledger
     def record_staged(self, run_key: str, attempt_id: str, *, rows: int, nbytes: int,
                       sha256: str, now: datetime,
-                      file_schema: list[dict[str, Any]] | None = None) -> None:
-        """Record what the attempt staged (``file_schema``: its file's schema, ADR 0025).
+                      file_schema: list[dict[str, Any]] | None = None,
+                      staging_uri: str | None = None, tail: bytes | None = None) -> None:
+        """Record what the attempt staged (``file_schema``: its file's schema, ADR 0025;
+        ``staging_uri``, ``tail``: its upload session as the render left it, ADR 0031).
         Fenced: an attempt that was superseded while it rendered stays abandoned (its object
         remains staging garbage) and gets FencingError."""
         with self._tx() as conn:
@@ -298,7 +305,8 @@ class Ledger(LedgerAccess):
             self._fence(conn, run, attempt_id)
             conn.execute(update(attempts).where(attempts.c.attempt_id == attempt_id)
                          .values(state=AttemptState.STAGED.value, rows=rows, bytes=nbytes,
-                                 sha256=sha256, file_schema=file_schema))
+                                 sha256=sha256, file_schema=file_schema, staging_tail=tail,
+                                 **({"staging_uri": staging_uri} if staging_uri else {})))
 
     @waits_for_ledger
     def restage(self, run_key: str, attempt_id: str, staging_uri: str) -> None:
@@ -410,7 +418,8 @@ class Ledger(LedgerAccess):
                     artifacts.c.run_id == run.id, artifacts.c.version == version)).one()
                 created, record = True, _artifact(row)
             conn.execute(update(attempts).where(attempts.c.attempt_id == attempt_id)
-                         .values(state=AttemptState.PUBLISHED.value, finished_at=now))
+                         .values(state=AttemptState.PUBLISHED.value, finished_at=now,
+                                 staging_tail=None))
             if run.state != RunState.READY:
                 self._move(conn, run, RunState.READY, now, attempt_id=attempt_id,
                            reason=f"artifact v{record.version}" + ("" if created else " (unchanged)"))
@@ -434,7 +443,7 @@ class Ledger(LedgerAccess):
     def attempts(self, run_key: str) -> list[AttemptRecord]:
         with self._read() as conn:
             rows = conn.execute(
-                select(attempts).join(runs, runs.c.id == attempts.c.run_id)
+                select(*_LISTED).join(runs, runs.c.id == attempts.c.run_id)
                 .where(runs.c.run_key == run_key).order_by(attempts.c.generation)
             ).all()
         return [_attempt(r) for r in rows]
@@ -462,7 +471,7 @@ class Ledger(LedgerAccess):
     def staging_garbage(self) -> list[AttemptRecord]:
         """Abandoned or failed attempts whose staging object has not been cleaned up yet."""
         with self._read() as conn:
-            rows = conn.execute(select(attempts).where(
+            rows = conn.execute(select(*_LISTED).where(
                 attempts.c.state.in_((AttemptState.ABANDONED.value,
                                   AttemptState.FAILED.value)), attempts.c.staging_cleaned == 0
             )).all()
@@ -477,7 +486,7 @@ class Ledger(LedgerAccess):
     def mark_cleaned(self, attempt_id: str) -> None:
         with self._tx() as conn:
             conn.execute(update(attempts).where(attempts.c.attempt_id == attempt_id)
-                         .values(staging_cleaned=1))
+                         .values(staging_cleaned=1, staging_tail=None))
 
     @waits_for_ledger
     def count(self, table: str) -> int:

@@ -21,6 +21,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Table,
@@ -110,6 +111,9 @@ attempts = Table(
     UniqueConstraint("run_id", "generation", name="uq_export_attempts_generation"),
     # Revision 0008: the schema of the file the attempt staged (ExportSchema.as_json()).
     Column("file_schema", JSON, nullable=True),
+    # Revision 0011: the bytes after the last full 256 KiB of a GCS upload session, which
+    # publication finalises the session with (ADR 0031); NULL for every other attempt.
+    Column("staging_tail", LargeBinary, nullable=True),
 )
 
 artifacts = Table(

@@ -166,7 +166,7 @@ def render_run(ledger: Ledger, store: ArtifactStore, run_key: str, *, now: datet
             target.check_head()
         ledger.record_staged(run_key, attempt.attempt_id, rows=result.rows, nbytes=result.bytes,
                              sha256=result.sha256, now=now,
-                             file_schema=result.export_schema.as_json())
+                             file_schema=result.export_schema.as_json(), **target.recorded())
     except LedgerUnavailable:
         # Nothing can be recorded: the attempt keeps its lease until it lapses (the keeper
         # has stopped renewing), then the task's retry takes the run over.
@@ -271,15 +271,18 @@ def publish_run(ledger: Ledger, store: ArtifactStore, run_key: str, attempt_id: 
         key = artifact_key(run.company, run.schedule_id, period, run.slot, version,
                            file_extension(schedule.format, schedule.compression),
                            major=publication.entry.major if publication else None)
-        return store.promote(attempt.staging_uri, key, manifest)
+        return store.promote(attempt.staging_uri, key, manifest, **tail)
 
+    # Only a GCS upload session has a tail (the bytes that finalise it); other stores' promote
+    # takes none.
+    tail = {} if attempt.staging_tail is None else {"tail": attempt.staging_tail}
     try:
         ledger.advance(run_key, attempt_id, RunState.VALIDATING, now)
         validate_staged(store, attempt.staging_uri, sha256=attempt.sha256 or "",
                         nbytes=attempt.bytes or 0, fmt=schedule.format,
                         compression=schedule.compression,
                         columns=columns or list(schedule.query.columns),
-                        delimiter=schedule.csv.delimiter)
+                        delimiter=schedule.csv.delimiter, tail=attempt.staging_tail)
         artifact, created = ledger.publish(run_key, attempt_id, now=now, fmt=fmt,
                                            promote=promote, correction=correction,
                                            schema_policy=schema_policy_of(schedule))

@@ -1,7 +1,9 @@
 """Where an attempt's bytes go, and the check before they are published (ADR 0031).
 
-A store that can write an artifact straight to its final name (S3: ``open_direct``, a
-multipart upload that publication completes) gets the name the publication will give it:
+A store that can write an artifact straight to its final name (``open_direct``: on S3 a
+multipart upload that publication completes, on GCS a resumable upload session that
+publication finalises with the tail the attempt records) gets the name the publication will
+give it:
 version = the run's newest + 1 (the claim fenced off every other attempt, so no other
 version can appear before this attempt publishes) and the schema major the contract would
 publish the file's schema under (:func:`export_lib.ledger.contracts.planned_major`). Should
@@ -68,6 +70,12 @@ class ArtifactTarget:
                 on_started=self._started) as writer:
             self._writer = writer
             yield writer
+        self.uri = writer.uri or self.uri  # a GCS session's now names the file's CRC32C
+
+    def recorded(self) -> dict[str, Any]:
+        """What the ledger records of the staged bytes besides their size and sha256: where
+        they are, and a GCS session's tail (the bytes publication sends to finalise it)."""
+        return {"staging_uri": self.uri, "tail": getattr(self._writer, "tail", None)}
 
     def check_head(self) -> None:
         """A direct upload cannot be read before it is published: its CSV header is checked
@@ -113,11 +121,13 @@ class ArtifactTarget:
 
 def validate_staged(store: ArtifactStore, uri: str, *, sha256: str, nbytes: int, fmt: str,
                     columns: list[str] | None, delimiter: str = ",",
-                    compression: str = "none") -> None:
+                    compression: str = "none", tail: bytes | None = None) -> None:
     """The staged bytes are what the render wrote. A pending upload is checked by the store
-    (its parts' sizes; S3 checked each part's CRC32); a staging object is read and hashed."""
+    (S3: its parts' sizes, S3 checked each part's CRC32; GCS: what the session holds and
+    ``tail``, and GCS checks the CRC32C when it is finalised); a staging object is read and
+    hashed."""
     verify = getattr(store, "verify_staged", None)
-    if verify is not None and verify(uri, nbytes):
+    if verify is not None and verify(uri, nbytes, *(() if tail is None else (tail,))):
         return
     with store.read(uri) as fh:
         actual_sha, actual_bytes = sha256_stream(fh)

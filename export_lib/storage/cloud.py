@@ -1,12 +1,13 @@
-"""S3 and GCS artifact stores (same contract as ``LocalStore``).
+"""The S3 artifact store, and what it shares with GCS's (same contract as ``LocalStore``).
 
 On S3 the render writes its bytes once, straight to the artifact's final key: a multipart
 upload (:mod:`export_lib.storage.multipart`) that publication completes with
 ``If-None-Match: *`` after claiming the key (:meth:`S3Store.promote`); nothing is copied and no
-staging object is ever listed. GCS (and an S3 attempt staged by an older release) keeps the
-staging object below.
+staging object is ever listed. GCS does the same with a resumable upload session
+(:mod:`export_lib.storage.gcs_store`, :mod:`export_lib.storage.resumable`).
 
-Staging objects are uploaded from a disk-spooled temp file (memory stays bounded) under
+An attempt staged by an older release (and any store without a direct path) has a staging
+object, uploaded from a disk-spooled temp file (memory stays bounded) under
 ``<prefix>/.staging/<attempt>.<ext>``; promotion is a server-side copy to the immutable final
 key — an object store makes a copied object visible whole or not at all — followed by deleting
 the staging object. The sha256 travels as object metadata so a re-publication of identical
@@ -31,7 +32,7 @@ from urllib.parse import urlsplit
 from export_lib.errors import ArtifactValidationError, StorageError
 from export_lib.logfmt import get_logger
 from export_lib.source.connections import Connection
-from export_lib.storage.clients import gcs_client, gcs_retry, s3_client
+from export_lib.storage.clients import s3_client
 from export_lib.storage.multipart import (
     PartWriter,
     abort_others,
@@ -127,9 +128,8 @@ class _BucketStore:
     def _claim(self, manifest_key: str, body: bytes, run_key: str) -> bool:
         """Create the manifest if absent (True) or confirm this run owns it (False).
 
-        Checked first, then written conditionally: the conditional write closes the race on
-        S3 and GCS; the emulator used in tests ignores GCS preconditions, where the check
-        alone holds (a documented limitation of that emulator, not of GCS).
+        Checked first, then written conditionally: the conditional write closes the race
+        (``If-None-Match: *`` on S3, ``ifGenerationMatch=0`` on GCS).
         """
         current = self._get_bytes(manifest_key)
         if current is None and self._put_if_absent(manifest_key, body):
@@ -335,68 +335,3 @@ class S3Store(_BucketStore):
             return self.client.get_object(Bucket=self.bucket, Key=key)["Body"].read()
         except self.client.exceptions.NoSuchKey:
             return None
-
-
-class GcsStore(_BucketStore):
-    scheme = "gs"
-
-    def __init__(self, bucket: str, prefix: str, conn: Connection) -> None:
-        super().__init__(bucket, prefix)
-        self.client = gcs_client(conn)
-        self.conn = conn
-        self._bucket = self.client.bucket(bucket)
-        self._retry = gcs_retry()  # every call, conditional writes too (clients.py)
-
-    def _upload(self, key: str, fh: BinaryIO, meta: dict) -> None:
-        blob = self._bucket.blob(key)
-        blob.metadata = meta or None
-        blob.upload_from_file(fh, rewind=True, retry=self._retry)
-
-    def read(self, uri: str):
-        # blob.open() is lazy: a missing object would only fail at the first read, as a
-        # NotFound from deep inside the client. Look it up first to fail here, clearly.
-        blob = self._bucket.get_blob(self._own(uri), retry=self._retry)
-        if blob is None:
-            raise StorageError(f"object {uri} does not exist")
-        return blob.open("rb", retry=self._retry)
-
-    def _sha256_meta(self, key: str) -> str | None:
-        blob = self._bucket.get_blob(key, retry=self._retry)
-        if blob is None:
-            return None
-        return (blob.metadata or {}).get("sha256", "")
-
-    def _exists(self, key: str) -> bool:
-        return self._bucket.get_blob(key, retry=self._retry) is not None
-
-    def _copy(self, src: str, dst: str, meta: dict) -> None:
-        new = self._bucket.copy_blob(self._bucket.blob(src), self._bucket, dst,
-                                     retry=self._retry)
-        new.metadata = meta
-        new.patch(retry=self._retry)
-
-    def _delete(self, key: str) -> None:
-        from google.api_core.exceptions import NotFound
-
-        try:
-            self._bucket.blob(key).delete(retry=self._retry)
-        except NotFound:
-            pass
-
-    def _put_bytes(self, key: str, body: bytes, content_type: str) -> None:
-        self._bucket.blob(key).upload_from_string(body, content_type=content_type,
-                                                  retry=self._retry)
-
-    def _put_if_absent(self, key: str, body: bytes) -> bool:
-        from google.api_core.exceptions import PreconditionFailed
-
-        try:
-            self._bucket.blob(key).upload_from_string(body, content_type="application/json",
-                                                      if_generation_match=0, retry=self._retry)
-        except PreconditionFailed:
-            return False
-        return True
-
-    def _get_bytes(self, key: str) -> bytes | None:
-        blob = self._bucket.get_blob(key, retry=self._retry)
-        return None if blob is None else blob.download_as_bytes(retry=self._retry)

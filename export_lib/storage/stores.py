@@ -192,7 +192,8 @@ def open_store(uri: str | None = None, *, resolver: ConnectionResolver | None = 
         return LocalStore(parts.path if parts.scheme else target)
     if parts.scheme in ("s3", "gs"):
         from export_lib.source.connections import resolve
-        from export_lib.storage.cloud import GcsStore, S3Store
+        from export_lib.storage.cloud import S3Store
+        from export_lib.storage.gcs_store import GcsStore
 
         default = "aws_default" if parts.scheme == "s3" else "google_cloud_default"
         conn = resolve(settings.artifact_conn(default), resolver)

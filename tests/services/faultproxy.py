@@ -1,4 +1,4 @@
-"""A fault-injecting HTTP reverse proxy in front of the moto S3 server or the GCS emulator.
+"""A fault-injecting HTTP reverse proxy in front of the moto S3 server or the GCS testbench.
 
 While a fault window is open (:meth:`FaultProxy.faults`), a ``share`` of the requests (every
 method: S3's PUT/GET/HEAD/LIST, multipart creates, part uploads, completions and aborts; GCS's

@@ -1,15 +1,24 @@
-"""gcp-storage-emulator (in-memory) in a subprocess on a free loopback port."""
+"""Google's storage-testbench (vendored in ``storage_testbench/``) in a subprocess on a free
+loopback port: the GCS JSON API as GCS answers it, resumable sessions included (resumed by
+another client, cancelled by ``DELETE``, preconditions checked when one is finalised).
+
+It runs in its own interpreter with its own PYTHONPATH: its ``google/`` directory (generated
+Storage protos) must not shadow this process's ``google.cloud``.
+"""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from tests.services.ports import free_port, stop_process, wait_for_port
 
 PROJECT = "test-project"
+TESTBENCH = Path(__file__).resolve().parent / "storage_testbench"
 
 
 @dataclass
@@ -37,14 +46,13 @@ class GcsServer:
 
 def start_gcs() -> GcsServer:
     port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "gcp_storage_emulator", "start", "--host", "127.0.0.1",
-         "--port", str(port), "--in-memory", "--quiet"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
+    env = {**os.environ, "PYTHONPATH": str(TESTBENCH)}
+    process = subprocess.Popen([sys.executable, str(TESTBENCH / "serve.py"), str(port)],
+                               cwd=TESTBENCH, env=env, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
     server = GcsServer(port=port, process=process)
     try:
-        wait_for_port(port, what="GCS emulator")
+        wait_for_port(port, what="GCS testbench")
     except BaseException:
         stop_gcs(server)
         raise

@@ -24,7 +24,7 @@ from export_lib.ledger.states import AttemptOutcome, DeliveryState, RunState
 
 # The ledger schema of the last tagged release (git tag green-before-49): its newest revision.
 PREVIOUS_RELEASE = "0009_form_tokens"
-# The revision before the newest two (0008 adds columns to runs, attempts and artifacts).
+# An older revision, before 0008 (it adds columns to runs, attempts and artifacts).
 BEFORE_NEWEST = "0007_period_index"
 
 BASE = datetime(2026, 1, 5, 6, 0, tzinfo=UTC)

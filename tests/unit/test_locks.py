@@ -28,7 +28,7 @@ from tests.unit.test_packaging import imported_modules, owners, third_party
 # Issue-named: test tools, and what the Google provider dragged in without our using it.
 NOT_AT_RUNTIME = {
     "pytest", "pytest-xdist", "pytest-timeout", "moto", "selenium", "ruff", "hypothesis",
-    "py-spy", "import-linter", "gcp-storage-emulator", "aiosmtpd", "uv",
+    "py-spy", "import-linter", "aiosmtpd", "uv",
     "ray", "litellm", "openai", "scikit-learn", "scipy", "huggingface-hub", "google-ads",
     "google-cloud-aiplatform", "pandas", "apache-airflow-providers-google"}
 PRODUCT = ("export_lib", "plugins/export_airflow", "dags")

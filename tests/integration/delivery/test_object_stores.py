@@ -1,4 +1,4 @@
-"""S3 (moto's standalone server, IAM auth on) and GCS (gcp-storage-emulator) delivery."""
+"""S3 (moto's standalone server, IAM auth on) and GCS (Google's storage-testbench) delivery."""
 
 from __future__ import annotations
 

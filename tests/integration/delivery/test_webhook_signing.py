@@ -182,7 +182,7 @@ def test_no_link_when_the_store_cannot_sign_never_the_bucket_uri(
     sqlite_engine: sa.Engine, webhook: WebhookReceiver, make_artifact: ArtifactFactory,
     gcs_server: object, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """The GCS emulator's anonymous credentials cannot sign: the notice goes without a link."""
+    """The GCS testbench's anonymous credentials cannot sign: the notice goes without a link."""
     artifact = make_artifact()
     artifact = type(artifact)(**{**artifact.__dict__, "uri": f"gs://exports-int/{artifact.name}"})
     monkeypatch.setenv("AIRFLOW_CONN_EXPORT_ARTIFACTS", gcs_server.connection_uri())  # type: ignore[attr-defined]

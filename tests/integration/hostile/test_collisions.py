@@ -1,6 +1,6 @@
 """Names cannot collide (issue 12): catalogs built to collide are rejected at validation, the
 old colliding pairs now get different names, and a forced collision at promote is refused on
-every store (local, S3 on moto, GCS on its emulator) with nothing overwritten; the ledger
+every store (local, S3 on moto, GCS on the storage-testbench) with nothing overwritten; the ledger
 refuses to record one URI for two runs."""
 
 from __future__ import annotations
@@ -189,11 +189,11 @@ def test_the_ledger_records_one_uri_for_one_run_only(tmp_path: Path):
     assert ledger.count("artifacts") == 1
 
 
-def test_s3_claims_are_conditional_writes(store):
-    """The claim is ``If-None-Match: *`` (moto honours it): the second create of one manifest
-    fails even without the read-before-write check. (The GCS emulator ignores
-    ``if_generation_match``; real GCS honours it.)"""
-    if type(store).__name__ != "S3Store":
-        pytest.skip("only S3 (moto) implements the precondition in tests")
+def test_object_store_claims_are_conditional_writes(store):
+    """The claim is ``If-None-Match: *`` on S3 (moto honours it) and ``ifGenerationMatch=0``
+    on GCS (the storage-testbench honours it): the second create of one manifest fails even
+    without the read-before-write check."""
+    if type(store).__name__ not in ("S3Store", "GcsStore"):
+        pytest.skip("the local store claims with os.link, tested above")
     assert store._put_if_absent("exports/claim.json", b"{}") is True
     assert store._put_if_absent("exports/claim.json", b"{}") is False

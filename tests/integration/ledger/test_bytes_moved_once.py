@@ -1,4 +1,4 @@
-"""Each export's bytes moved once (ADR 0031), on moto's S3 server, the GCS emulator and a real
+"""Each export's bytes moved once (ADR 0031), on moto's S3 server, the GCS testbench and a real
 PostgreSQL source: the render's multipart upload to the final key is what publication
 completes (no staging object is ever listed, a failed render leaves no upload), a stale
 attempt cannot overwrite, S3 → S3 and GCS → GCS deliveries copy server-side, and the

@@ -1,5 +1,5 @@
 """The artifact store contract on S3 (moto's standalone server, IAM auth on) and GCS
-(gcp-storage-emulator), through the real pipeline: stage → validate → promote, identical
+(Google's storage-testbench), through the real pipeline: stage → validate → promote, identical
 re-publication is a no-op, new content is v2 superseding v1, manifests beside artifacts, staging
 deleted, and delivery of an object-store artifact to a local destination."""
 
@@ -46,6 +46,18 @@ class Bucket:
         return sorted(u["Key"] for u in
                       self.client.list_multipart_uploads(Bucket=self.name).get("Uploads", []))
 
+    def session(self, staging_uri: str) -> int:
+        """GCS: what the session a pending staging URI names answers a status query (308
+        while open, 499/404 once cancelled, 200 once finalised)."""
+        import requests
+
+        from export_lib.storage.resumable import parse_pending
+
+        pending = parse_pending(staging_uri)
+        assert pending is not None, staging_uri
+        return requests.put(pending[1], headers={"Content-Range": "bytes */*"},
+                            timeout=10).status_code
+
     def get(self, key: str) -> bytes:
         if self.scheme == "s3":
             return self.client.get_object(Bucket=self.name, Key=key)["Body"].read()
@@ -87,12 +99,15 @@ def test_stage_validate_promote_noop_and_new_version(sqlite_ledger, world: World
 
     first = render_run(sqlite_ledger, store, key, now=NOW)
     final_v1 = f"exports/acme/daily-spend/{NAME}__v1.csv"
-    if bucket.scheme == "s3":  # written once, to its final key: an upload publication completes
-        assert bucket.keys() == [] and bucket.uploads() == [final_v1]
+    # Written once, to its final key: an upload (S3) or a session (GCS) publication completes.
+    assert bucket.keys() == []
+    if bucket.scheme == "s3":
+        assert bucket.uploads() == [final_v1]
     else:
-        staging = f"exports/.staging/{first['attempt_id']}.csv"
-        assert bucket.keys() == [staging]
-        assert hashlib.sha256(bucket.get(staging)).hexdigest() == first["sha256"]
+        pending = sqlite_ledger.get_attempt(first["attempt_id"])
+        assert pending.staging_uri.startswith(f"gs://{bucket.name}/{final_v1}?session=")
+        assert bucket.session(pending.staging_uri) == 308  # open, its tail in the ledger
+        assert 0 < len(pending.staging_tail or b"") < 256 * 1024
     v1 = publish_run(sqlite_ledger, store, key, first["attempt_id"], now=NOW)
     assert (v1["version"], v1["created"], v1["uri"]) == (
         1, True, f"{bucket.scheme}://{bucket.name}/{final_v1}")
@@ -110,6 +125,8 @@ def test_stage_validate_promote_noop_and_new_version(sqlite_ledger, world: World
     assert (again["version"], again["created"], again["sha256"]) == (1, False, first["sha256"])
     assert bucket.keys() == [final_v1, final_v1 + ".manifest.json"]
     assert bucket.uploads() == []  # the identical render's upload is aborted
+    if bucket.scheme == "gs":  # and its session cancelled
+        assert bucket.session(sqlite_ledger.get_attempt(same["attempt_id"]).staging_uri) == 404
 
     # Different content for the same period: version 2, superseding 1; v1 stays as it was.
     _bump_one_value(world)

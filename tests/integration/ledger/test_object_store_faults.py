@@ -1,6 +1,6 @@
 """An object store answering 503 SlowDown, 500 or resetting connections for a while: renders,
 publications and deliveries through a fault-injecting proxy (tests/services/faultproxy.py) in
-front of moto's S3 server and the GCS emulator, on a real PostgreSQL source.
+front of moto's S3 server and the GCS testbench, on a real PostgreSQL source.
 
 The SDKs retry each request (EXPORT_OBJECT_STORE_MAX_ATTEMPTS, backoff with jitter); a call
 that still fails fails its stage, and the stage is retried as Airflow's task retry would
