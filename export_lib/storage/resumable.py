@@ -24,6 +24,7 @@ GCS lists no open sessions, so none can be found but through the ledger.
 from __future__ import annotations
 
 import base64
+import random
 import time
 from collections.abc import Callable
 from typing import Any
@@ -178,7 +179,9 @@ def _put(http: Any, session: str, body: bytes, content_range: str, offset: int,
     request = (body, content_range, offset)
     for attempt in range(max_attempts):
         if attempt:
-            time.sleep(min(0.5 * 2 ** (attempt - 1), 8.0))
+            # Exponential with jitter, as the SDKs' own retries: many renders refused together
+            # by a SlowDown must not come back together.
+            time.sleep(min(0.5 * 2 ** (attempt - 1), 8.0) * random.uniform(0.5, 1.0))
             try:
                 resumed = _resume(http, session, *request)
             except requests.RequestException as exc:

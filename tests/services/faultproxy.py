@@ -49,7 +49,9 @@ class FaultProxy:
         self.upstream = ("127.0.0.1", upstream_port)
         self.share = 0.0
         self.kinds: tuple[str, ...] = KINDS
-        self.until = 0.0
+        self.until: float | None = 0.0  # None: the window starts at the next request
+        self.window = 0.0
+        self.owed = 0  # faults the window injects before it may close: one of each kind
         self.counts: Counter[tuple[str, str]] = Counter()
         self.requests = 0
         self._random = random.Random(seed)
@@ -78,16 +80,22 @@ class FaultProxy:
     def faults(self, share: float, seconds: float | None = None,
                kinds: tuple[str, ...] = KINDS) -> Iterator[FaultProxy]:
         """Inject faults into ``share`` of the requests for ``seconds`` (None: until the
-        block ends); when the block ends, the window it replaced (if any) applies again."""
+        block ends); when the block ends, the window it replaced (if any) applies again.
+
+        The seconds count from the block's first request, and the window stays open until it
+        has injected each kind once: on a loaded machine the first request can come seconds
+        after the block begins, and a window that closed before it would test nothing."""
         with self._lock:
-            before = (self.share, self.kinds, self.until)
+            before = (self.share, self.kinds, self.until, self.window, self.owed)
             self.share, self.kinds = share, kinds
-            self.until = time.monotonic() + seconds if seconds is not None else float("inf")
+            self.until, self.window = (None, seconds) if seconds is not None else (
+                float("inf"), 0.0)
+            self.owed = len(kinds) if seconds is not None else 0
         try:
             yield self
         finally:
             with self._lock:
-                self.share, self.kinds, self.until = before
+                self.share, self.kinds, self.until, self.window, self.owed = before
 
     @property
     def injected(self) -> int:
@@ -96,10 +104,14 @@ class FaultProxy:
     def _draw(self, method: str) -> str | None:
         with self._lock:
             self.requests += 1
-            if time.monotonic() >= self.until or self._random.random() >= self.share:
+            now = time.monotonic()
+            if self.until is None:
+                self.until = now + self.window
+            if (now >= self.until and not self.owed) or self._random.random() >= self.share:
                 return None
             kind = self.kinds[self.injected % len(self.kinds)]  # in turn: each kind is seen
             self.counts[(kind, method)] += 1
+            self.owed = max(0, self.owed - 1)
             return kind
 
 
