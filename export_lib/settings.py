@@ -53,6 +53,8 @@ RENDER_BUDGET_PER_COMPANY = 2
 STATEMENT_TIMEOUT = "30min"
 LEDGER_CONNECT_TIMEOUT = 5  # seconds: a dead ledger host holds the scheduler this long at most
 LEDGER_RECONNECT = 60  # seconds a ledger call waits for a restarting ledger (a failover: ~30 s)
+DELIVERY_HEARTBEAT = 15  # seconds between a delivery attempt's heartbeats
+DELIVERY_SILENT_BEATS = 4  # heartbeats missed before another worker takes the attempt over
 # Tries of one object-store request (503 SlowDown, 500, a reset connection): botocore's
 # standard mode backs off 0-1, 0-2, 0-4, 0-8 s (full jitter) between five tries.
 OBJECT_STORE_MAX_ATTEMPTS = 5
@@ -74,6 +76,7 @@ RENDER_BUDGET_PER_COMPANY_ENV = "EXPORT_RENDER_BUDGET_PER_COMPANY"
 STATEMENT_TIMEOUT_ENV = "EXPORT_SOURCE_STATEMENT_TIMEOUT"
 LEDGER_CONNECT_TIMEOUT_ENV = "EXPORT_LEDGER_CONNECT_TIMEOUT_SECONDS"
 LEDGER_RECONNECT_ENV = "EXPORT_LEDGER_RECONNECT_SECONDS"
+DELIVERY_HEARTBEAT_ENV = "EXPORT_DELIVERY_HEARTBEAT_SECONDS"
 OBJECT_STORE_MAX_ATTEMPTS_ENV = "EXPORT_OBJECT_STORE_MAX_ATTEMPTS"
 LOG_FORMAT_ENV = "EXPORT_LOG_FORMAT"
 DAG_INDEX_ENV = "EXPORT_DAG_INDEX_DIR"
@@ -113,6 +116,10 @@ VARIABLES: tuple[Variable, ...] = (
              "(with backoff) to a ledger that went away (a restart, a failover) before it "
              "fails with LedgerUnavailable for Airflow to retry; 0: fail at once.",
              str(LEDGER_RECONNECT), "a whole number of seconds, 0 or more"),
+    Variable(DELIVERY_HEARTBEAT_ENV, "How often a worker sending a delivery renews the "
+             "attempt's heartbeat in the ledger; an attempt silent for four heartbeats (its "
+             "worker died, or gave up on a ledger that was away) is taken over by the next try.",
+             str(DELIVERY_HEARTBEAT), "a whole number of seconds, at least 1"),
     Variable("EXPORT_CONFIG_DIR", "The config directory (defaults.yaml and one <company>.yaml "
              "each) when a command names none.", "unset", "a directory"),
     Variable("EXPORT_ARTIFACT_ROOT", "Where published files are stored.",
@@ -364,6 +371,12 @@ def ledger_reconnect(environ: Environ | None = None) -> int:
     enough for a PostgreSQL restart or failover, short of any task timeout."""
     return _whole(LEDGER_RECONNECT_ENV, environ, LEDGER_RECONNECT, 0,
                   "a whole number of seconds >= 0")
+
+
+def delivery_heartbeat(environ: Environ | None = None) -> timedelta:
+    """``EXPORT_DELIVERY_HEARTBEAT_SECONDS`` (whole seconds, at least 1), else 15."""
+    return timedelta(seconds=_whole(DELIVERY_HEARTBEAT_ENV, environ, DELIVERY_HEARTBEAT, 1,
+                                    "a whole number of seconds >= 1"))
 
 
 def object_store_max_attempts(environ: Environ | None = None) -> int:

@@ -7,8 +7,9 @@ Each call is at most one attempt (Airflow's task retries call again), in this or
    retried run delivers once;
 3. the run's owner must still be authorised, else the record becomes ``refused`` and
    :class:`AuthorizationError` is raised;
-4. win the attempt (compare-and-swap to ``attempting``; a crashed attempt older than
-   ``stale_after`` is taken over);
+4. win the attempt (compare-and-swap to ``attempting``; an attempt whose heartbeat has been
+   silent for four beats (:mod:`export_lib.delivery.heartbeat`) is taken over, one of an
+   earlier release (no heartbeat) once older than ``stale_after``);
 5. ask the destination whether it already holds the same content (acknowledge without
    rewriting), else transport it;
 6. record the receipt, or the error: a retryable error leaves the record ``pending`` while
@@ -37,6 +38,7 @@ from sqlalchemy.exc import InterfaceError, OperationalError
 
 from export_lib.config.destinations import Destination, EmailDestination, parse_destination
 from export_lib.delivery.artifact import DeliverableArtifact
+from export_lib.delivery.heartbeat import Heartbeat, silent_after
 from export_lib.delivery.transports import DeliveryContext, Transport, transport_for
 from export_lib.errors import (
     AuthorizationError,
@@ -277,8 +279,16 @@ def _begin(engine: Engine, record: rec.DeliveryRecord, now: datetime,
            stale_after: timedelta) -> rec.DeliveryRecord:
     if record.state == rec.ATTEMPTING and record.attempt_started_at is not None:
         with engine.connect() as conn:  # dead by both clocks: a fast worker takes none early
+            quiet = rec.silence(conn, record.delivery_id, record.attempts)
             age = agreed_now(conn, rec.utc(now)) - record.attempt_started_at
-        if age < stale_after:
+        if quiet is not None and quiet < (limit := silent_after()):
+            raise DeliveryError(
+                f"delivery {record.delivery_id}: attempt {record.attempts} started at "
+                f"{record.attempt_started_at.isoformat()} is still in progress elsewhere (its "
+                f"worker's last heartbeat was {quiet.total_seconds():.0f} s ago); it is taken "
+                f"over once silent for {limit.total_seconds():.0f} s", retryable=True,
+            )
+        if quiet is None and age < stale_after:  # an earlier release's attempt: no heartbeat
             raise DeliveryError(
                 f"delivery {record.delivery_id}: attempt {record.attempts} started at "
                 f"{record.attempt_started_at.isoformat()} is still in progress elsewhere; "
@@ -297,6 +307,14 @@ def _begin(engine: Engine, record: rec.DeliveryRecord, now: datetime,
 
 
 def _run(transport: Transport, artifact: DeliverableArtifact, attempt: _Attempt) -> DeliveryOutcome:
+    # Alive until its outcome is recorded: an acknowledgement waiting out a ledger restart
+    # is not taken over.
+    with Heartbeat(attempt.engine, attempt.record.delivery_id, attempt.record.attempts):
+        return _send(transport, artifact, attempt)
+
+
+def _send(transport: Transport, artifact: DeliverableArtifact, attempt: _Attempt
+          ) -> DeliveryOutcome:
     started = time.monotonic()
     try:
         artifact.check_file()

@@ -23,6 +23,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from export_lib.errors import ConfigError, IllegalTransitionError
+from export_lib.ledger.clock import database_now
 from export_lib.ledger.records import DeliveryRecord, NewDelivery, utc
 from export_lib.ledger.schema import deliveries, delivery_attempts, metadata
 from export_lib.ledger.states import (
@@ -56,9 +57,9 @@ ABANDONED = AttemptOutcome.ABANDONED.value
 __all__ = [
     "ABANDONED", "ACKNOWLEDGED", "ALREADY_PRESENT", "ATTEMPTING", "DELIVERED", "EXHAUSTED",
     "IN_PROGRESS", "PENDING", "PERMANENT_FAILURE", "REFUSED", "RETRYABLE_FAILURE", "STATES",
-    "UNRESOLVED", "DeliveryRecord", "NewDelivery", "deliveries", "delivery_attempts",
+    "UNRESOLVED", "DeliveryRecord", "NewDelivery", "beat", "deliveries", "delivery_attempts",
     "delivery_id", "delivery_metadata", "ensure_record", "finish_attempt", "get_record",
-    "list_deliveries", "records_of", "requeue", "start_attempt", "transition", "utc",
+    "list_deliveries", "records_of", "requeue", "silence", "start_attempt", "transition", "utc",
 ]
 
 
@@ -153,10 +154,34 @@ def start_attempt(conn: Connection, record: DeliveryRecord, *, now: datetime) ->
     conn.execute(
         delivery_attempts.insert().values(
             delivery_id=record.delivery_id, attempt=number, started_at=moment,
-            outcome=IN_PROGRESS,
+            outcome=IN_PROGRESS, heartbeat_at=database_now(conn),
         )
     )
     return number
+
+
+def beat(engine: Engine, delivery: str, number: int) -> bool:
+    """Renew the heartbeat of attempt ``number`` (the database's clock: the worker's own
+    decides nothing another worker reads); False once the attempt is no longer in progress."""
+    with engine.begin() as conn:
+        return conn.execute(
+            delivery_attempts.update()
+            .where(delivery_attempts.c.delivery_id == delivery,
+                   delivery_attempts.c.attempt == number,
+                   delivery_attempts.c.outcome == IN_PROGRESS)
+            .values(heartbeat_at=database_now(conn))
+        ).rowcount == 1
+
+
+def silence(conn: Connection, delivery: str, number: int) -> timedelta | None:
+    """How long attempt ``number`` has been silent by the database's clock (since its last
+    heartbeat); None when it has no heartbeat (started by a release before revision 0012)."""
+    last = conn.execute(
+        sa.select(delivery_attempts.c.heartbeat_at)
+        .where(delivery_attempts.c.delivery_id == delivery,
+               delivery_attempts.c.attempt == number)
+    ).scalar()
+    return None if last is None else database_now(conn) - utc(last)
 
 
 def finish_attempt(
@@ -249,6 +274,7 @@ def list_deliveries(
         for row in conn.execute(history_query).mappings():
             item = _jsonable(row)
             item.pop("id")
+            item.pop("heartbeat_at", None)  # liveness bookkeeping, not the attempt's history
             history.setdefault(item.pop("delivery_id"), []).append(item)
     for row in rows:
         row["destination_config"] = json.loads(row["destination_config"])

@@ -217,6 +217,9 @@ delivery_attempts = Table(
     Column("outcome", String(24), nullable=False),
     Column("error", Text),
     Column("receipt", Text),
+    # renewed (the database's clock) while the attempt's worker runs (revision 0012): silent
+    # for long enough, the attempt is taken over; NULL on attempts of an earlier release.
+    Column("heartbeat_at", UtcDateTime),
     UniqueConstraint("delivery_id", "attempt", name="uq_delivery_attempt"),
 )
 

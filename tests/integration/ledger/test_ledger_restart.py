@@ -56,6 +56,7 @@ PERIODS = int(os.environ.get("LEDGER_RESTART_PERIODS", "6"))
 # < OUTAGE: calls early in the outage give up (one line), later ones wait it out
 RECONNECT = max(2, int(OUTAGE * 2 / 3))
 LEASE = 3  # seconds: a render the outage stranded is taken over this soon after
+HEARTBEAT = 1  # seconds: a delivery the outage stranded is taken over 4 beats after its last
 UNAVAILABLE = re.compile(r"^the export ledger at postgresql://127\.0\.0\.1:\d+ is unavailable: "
                          r"[^\n]+$")
 GAVE_UP = re.compile(r"; [\w ]+ gave up after (\d+) s of reconnecting "
@@ -93,6 +94,7 @@ def restart_world(request, tmp_path, monkeypatch, postgres_server, own_ledger_se
         url = ledger_dsn.replace("postgresql://", "postgresql+psycopg://", 1)
         world = build_world(tmp_path, url, days=3, AIRFLOW_CONN_DEMO_SOURCE=source_dsn,
                             EXPORT_RENDER_LEASE_SECONDS=str(LEASE),
+                            EXPORT_DELIVERY_HEARTBEAT_SECONDS=str(HEARTBEAT),
                             EXPORT_LEDGER_RECONNECT_SECONDS=str(RECONNECT))
         try:
             yield world.use(monkeypatch), own_ledger_server
@@ -247,6 +249,58 @@ def test_a_render_stranded_by_the_restart_is_taken_over_by_the_lease_rule(
         deliver_run(ledger, key, destination, now=SEEDED_AT)
     assert [(a.generation, a.state) for a in ledger.attempts(key)] == [
         (1, "abandoned"), (2, "published")]
+    _final_state(world, [key])
+    ledger.engine.dispose()
+
+
+def test_a_delivery_whose_acknowledgement_the_restart_lost_is_taken_over_by_its_heartbeat(
+        restart_world, monkeypatch):
+    """The ledger goes the moment a delivery's file has landed: its acknowledgement cannot be
+    written (one line, after EXPORT_LEDGER_RECONNECT_SECONDS) and the record stays
+    ``attempting``. Once the ledger is back, the next try waits for the attempt's heartbeat
+    to be silent for four beats (not the 30 minutes of an attempt without one), takes it
+    over, finds the file at the destination and records it: one file, one acknowledgement."""
+    from export_lib.delivery.transports.local import LocalTransport
+
+    world, server = restart_world
+    monkeypatch.setenv("EXPORT_LEDGER_RECONNECT_SECONDS", "1")
+    ledger = open_ledger(world.ledger_url)
+    schedule = world.schedule("acme/daily-spend")
+    key = register_run(ledger, schedule, slot_at_or_before(schedule.timing, SEEDED_AT),
+                       now=SEEDED_AT).run_key
+    rendered = render_run(ledger, world.store, key, now=SEEDED_AT)
+    publish_run(ledger, world.store, key, rendered["attempt_id"], now=SEEDED_AT)
+    (destination,) = captured_destinations(ledger, key)
+    send = LocalTransport.send
+
+    def send_then_lose_the_ledger(self, artifact, ctx):  # the fault's timing, not a stand-in
+        receipt = send(self, artifact, ctx)
+        pause_postgres(server)
+        return receipt
+
+    monkeypatch.setattr(LocalTransport, "send", send_then_lose_the_ledger)
+    with pytest.raises(LedgerUnavailable, match=r"delivery acknowledgement gave up after \d+ s "
+                       r"of reconnecting \(EXPORT_LEDGER_RECONNECT_SECONDS=1\)"):
+        deliver_run(ledger, key, destination, now=SEEDED_AT)
+    monkeypatch.setattr(LocalTransport, "send", send)
+    resume_postgres(server)
+    (record,) = rec.records_of(ledger.engine, key)
+    assert (record.state, record.attempts) == ("attempting", 1)  # stranded
+    started, refusals = time.monotonic(), []
+    while True:  # Airflow's retries, one a second
+        try:
+            outcome = deliver_run(ledger, key, destination, now=SEEDED_AT)
+            break
+        except ExportError as exc:
+            assert exc.retryable and "is still in progress elsewhere (its worker's last " \
+                "heartbeat was" in str(exc), exc
+            refusals.append(str(exc))
+            assert time.monotonic() - started < 4 * HEARTBEAT + 10, refusals
+            time.sleep(1)
+    assert outcome["state"] == "acknowledged"
+    history = rec.list_deliveries(ledger.engine, key)[0]["history"]
+    assert [(h["attempt"], h["outcome"]) for h in history] == [
+        (1, "abandoned"), (2, "already_present")]
     _final_state(world, [key])
     ledger.engine.dispose()
 

@@ -122,24 +122,70 @@ def test_undefined_connection_fails_permanently_naming_the_variable(
     assert info.value.retryable is False
 
 
-def test_attempt_of_a_dead_worker_is_taken_over_after_stale_after(
+def _dead_worker_attempt(engine: sa.Engine, artifact, tmp_path: Path) -> rec.DeliveryRecord:
+    """The delivery recorded (refused: nothing sent), requeued, then attempt 1 won by a worker
+    that dies at once."""
+    with pytest.raises(AuthorizationError):
+        run(engine, ARCHIVE, artifact, exports_root=tmp_path, authorized=set())
+    record = requeue(engine, delivery_id(RUN_KEY, 1, "archive"), now=NOW)
+    with engine.begin() as conn:
+        assert rec.start_attempt(conn, record, now=NOW) == 1
+    return record
+
+
+def _heartbeat_back(engine: sa.Engine, record: rec.DeliveryRecord, seconds: float | None) -> None:
+    """Move attempt 1's last heartbeat ``seconds`` into the database's past (None: an attempt
+    of an earlier release, which has none)."""
+    from export_lib.ledger.clock import database_now
+
+    with engine.begin() as conn:
+        moment = None if seconds is None else database_now(conn) - timedelta(seconds=seconds)
+        conn.execute(rec.delivery_attempts.update()
+                     .where(rec.delivery_attempts.c.delivery_id == record.delivery_id)
+                     .values(heartbeat_at=moment))
+
+
+def _taken_over(engine: sa.Engine) -> None:
+    history = list_deliveries(engine)[0]["history"]
+    assert [(h["attempt"], h["outcome"]) for h in history] == [(1, "abandoned"),
+                                                                (2, "delivered")]
+
+
+def test_an_attempt_whose_heartbeat_went_silent_for_four_beats_is_taken_over(
+    ledger_engine: sa.Engine, make_artifact: ArtifactFactory, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("EXPORT_DELIVERY_HEARTBEAT_SECONDS", "10")  # silent after 40 s
+    artifact = make_artifact()
+    record = _dead_worker_attempt(ledger_engine, artifact, tmp_path)
+    _heartbeat_back(ledger_engine, record, 35)
+    # The caller's clock is not asked: hours later by it, the database heard the worker 35 s ago.
+    with pytest.raises(DeliveryError, match=r"attempt 1 started at .* is still in progress "
+                       r"elsewhere \(its worker's last heartbeat was 3[56] s ago\); it is taken "
+                       r"over once silent for 40 s") as info:
+        run(ledger_engine, ARCHIVE, artifact, exports_root=tmp_path, now=NOW + timedelta(hours=2))
+    assert info.value.retryable is True
+    _heartbeat_back(ledger_engine, record, 41)
+    outcome = run(ledger_engine, ARCHIVE, artifact, exports_root=tmp_path,
+                  now=NOW + timedelta(minutes=1))
+    assert (outcome.state, outcome.attempts) == ("acknowledged", 2)
+    _taken_over(ledger_engine)
+
+
+def test_an_earlier_releases_attempt_without_a_heartbeat_is_taken_over_after_stale_after(
     ledger_engine: sa.Engine, make_artifact: ArtifactFactory, tmp_path: Path
 ) -> None:
     artifact = make_artifact()
-    with pytest.raises(AuthorizationError):  # records the delivery (refused), nothing sent
-        run(ledger_engine, ARCHIVE, artifact, exports_root=tmp_path, authorized=set())
-    record = requeue(ledger_engine, delivery_id(RUN_KEY, 1, "archive"), now=NOW)
-    with ledger_engine.begin() as conn:  # a worker starts attempt 1, then dies
-        assert rec.start_attempt(conn, record, now=NOW) == 1
-    with pytest.raises(DeliveryError, match="attempt 1 started at .* is still in progress") as info:
+    record = _dead_worker_attempt(ledger_engine, artifact, tmp_path)
+    _heartbeat_back(ledger_engine, record, None)
+    with pytest.raises(DeliveryError, match="attempt 1 started at .* is still in progress "
+                       "elsewhere; it is taken over after 0:30:00") as info:
         run(ledger_engine, ARCHIVE, artifact, exports_root=tmp_path, now=NOW + timedelta(minutes=5))
     assert info.value.retryable is True
     outcome = run(ledger_engine, ARCHIVE, artifact, exports_root=tmp_path,
                   now=NOW + timedelta(minutes=31))
     assert (outcome.state, outcome.attempts) == ("acknowledged", 2)
-    history = list_deliveries(ledger_engine)[0]["history"]
-    assert [(h["attempt"], h["outcome"]) for h in history] == [(1, "abandoned"),
-                                                                (2, "delivered")]
+    _taken_over(ledger_engine)
 
 
 def test_a_new_version_is_a_new_delivery_and_old_versions_stay_put(

@@ -94,7 +94,7 @@ def _sqlite_ddl(engine: sa.Engine) -> dict[str, str]:
 def test_autogenerate_proposes_no_change_on_a_fresh_ledger(new_database: NewDatabase) -> None:
     engine = new_database()
     upgrade(engine)
-    assert current(engine) == head() == "0011_attempt_tail"
+    assert current(engine) == head() == "0012_delivery_heartbeat"
     assert set(sa.inspect(engine).get_table_names()) == set(metadata.tables) | {
         "export_alembic_version"}
     assert proposed_changes(engine) == []
