@@ -63,7 +63,7 @@ SLOW, BIG = "fc000", "fc001"  # the render kill's and the upload kill's victims
 SLOW_RENDER_S = 20
 HOLD_S = 1.5  # every export query's minimum time on the source
 BIG_ROWS = 600_000  # ~40 MB of CSV: a multipart upload (boto3's threshold is 8 MB)
-OUTAGE_S = int(os.environ.get("FAULT_OUTAGE_SECONDS", "45"))
+OUTAGE_S = int(os.environ.get("FAULT_OUTAGE_SECONDS", "25"))
 WIDGET = "daily-widgets"
 COMPANY_YAML = """\
 company:
