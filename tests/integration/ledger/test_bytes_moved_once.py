@@ -208,6 +208,9 @@ def test_a_failed_render_leaves_no_upload_behind(sqlite_ledger, s3w: S3World,
                 # Its own database only: the session's server carries other tests' sources,
                 # whose renders are not this test's to end (CI 6 Dec: one of another test's).
                 "application_name LIKE 'export_lib render %%' AND datname = current_database()"
+                # The render's own backend: a parallel plan's workers carry its name too (CI
+                # 6 Dec: 3 terminated), and ending the leader ends them.
+                " AND backend_type = 'client backend'"
             ).fetchone()
         assert killed == 1
 
