@@ -14,18 +14,13 @@ logged and the next one tries again; the delivery itself is never stopped by it.
 
 from __future__ import annotations
 
-import contextvars
-import threading
 from datetime import timedelta
-from types import TracebackType
 
 from sqlalchemy.engine import Engine
 
 from export_lib import settings
 from export_lib.ledger import deliveries as rec
-from export_lib.logfmt import get_logger
-
-log = get_logger(__name__)
+from export_lib.ledger.renewal import Renewal
 
 SILENT_BEATS = settings.DELIVERY_SILENT_BEATS
 
@@ -35,36 +30,15 @@ def silent_after(every: timedelta | None = None) -> timedelta:
     return (every or settings.delivery_heartbeat()) * SILENT_BEATS
 
 
-class Heartbeat:
+class Heartbeat(Renewal):
     """``with Heartbeat(engine, delivery_id, attempt):`` beats until the block ends."""
 
     def __init__(self, engine: Engine, delivery: str, number: int,
                  every: timedelta | None = None) -> None:
-        self._engine, self._delivery, self._number = engine, delivery, number
-        self._every = (every or settings.delivery_heartbeat()).total_seconds()
-        self._stop = threading.Event()
-        # The thread runs in a copy of this context: its log lines carry the run's fields.
-        self._thread = threading.Thread(target=contextvars.copy_context().run,
-                                        args=(self._run,), daemon=True,
-                                        name=f"heartbeat-{delivery[-8:]}-{number}")
-
-    def __enter__(self) -> Heartbeat:
-        self._thread.start()
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
-
-    def _run(self) -> None:
-        while not self._stop.wait(self._every):
-            try:
-                if not rec.beat(self._engine, self._delivery, self._number):
-                    return  # finished, or taken over meanwhile: nothing to keep alive
-            except Exception as exc:  # noqa: BLE001 - the next beat tries again
-                log.warning("delivery %s attempt %d: renewing its heartbeat failed: %s",
-                            self._delivery, self._number, exc)
+        super().__init__(lambda: rec.beat(engine, delivery, number),
+                         (every or settings.delivery_heartbeat()).total_seconds(),
+                         f"heartbeat-{delivery[-8:]}-{number}",
+                         f"delivery {delivery} attempt {number}: renewing its heartbeat")
 
 
 __all__ = ["SILENT_BEATS", "Heartbeat", "silent_after"]

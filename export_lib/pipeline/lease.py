@@ -13,49 +13,27 @@ again; the render itself is never stopped by it.
 
 from __future__ import annotations
 
-import contextvars
-import threading
 import time
 from datetime import datetime, timedelta
-from types import TracebackType
 from typing import Any
 
 from export_lib.errors import LeaseHeldError
 from export_lib.ledger import Ledger
 from export_lib.ledger.records import AttemptRecord
+from export_lib.ledger.renewal import Renewal
 from export_lib.logfmt import get_logger
 
 log = get_logger(__name__)
 
 
-class LeaseKeeper:
-    """``with LeaseKeeper(ledger, attempt_id, lease):`` renews the lease until the block ends."""
+class LeaseKeeper(Renewal):
+    """``with LeaseKeeper(ledger, attempt_id, lease):`` renews the lease every third of it
+    until the block ends."""
 
     def __init__(self, ledger: Ledger, attempt_id: str, lease: timedelta) -> None:
-        self._ledger, self._attempt_id, self._lease = ledger, attempt_id, lease
-        self._stop = threading.Event()
-        # The thread runs in a copy of this context: its log lines carry the run's fields.
-        self._thread = threading.Thread(target=contextvars.copy_context().run, args=(self._run,),
-                                        name=f"lease-{attempt_id[:8]}", daemon=True)
-
-    def __enter__(self) -> LeaseKeeper:
-        self._thread.start()
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
-
-    def _run(self) -> None:
-        every = self._lease.total_seconds() / 3
-        while not self._stop.wait(every):
-            try:
-                if not self._ledger.renew_lease(self._attempt_id, self._lease):
-                    return  # staged, failed or abandoned meanwhile: nothing to keep
-            except Exception as exc:  # the next tick tries again
-                log.warning("attempt %s: renewing the render lease failed: %s",
-                            self._attempt_id[:12], exc)
+        super().__init__(lambda: ledger.renew_lease(attempt_id, lease),
+                         lease.total_seconds() / 3, f"lease-{attempt_id[:8]}",
+                         f"attempt {attempt_id[:12]}: renewing the render lease")
 
 
 def claim_waiting(ledger: Ledger, run_key: str, *, now: datetime, wait: timedelta,
