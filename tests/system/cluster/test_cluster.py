@@ -156,7 +156,10 @@ def _tis(api, dag_id: str, run_id: str) -> list[dict]:
 
 def ran_on(cluster: Cluster, dag_id: str, run_id: str, task_id: str) -> list[str]:
     """The workers that executed a task's tries, from their logs ("Executing workload in
-    Celery: … log_path='dag_id=…/run_id=…/task_id=…/attempt=N.log'"), in try order."""
+    Celery: … log_path='dag_id=…/run_id=…/task_id=…/attempt=N.log'"), in try order. A try
+    rescheduled (the company's render budget was full: up_for_reschedule, the same try number)
+    is executed again under the same attempt: one worker per try and worker (CI 6 Dec: the
+    small render listed worker-default twice)."""
     needle = f"dag_id={dag_id}/run_id={run_id}/task_id={task_id}/attempt="
     found = []
     for log in sorted(cluster.run_dir.glob("worker-*.log")):
@@ -164,7 +167,7 @@ def ran_on(cluster: Cluster, dag_id: str, run_id: str, task_id: str) -> list[str
             if "Executing workload" in line and needle in line:
                 attempt = int(line.split(needle, 1)[1].split(".log", 1)[0])
                 found.append((attempt, log.stem))
-    return [worker for _, worker in sorted(found)]
+    return [worker for _, worker in sorted(set(found))]
 
 
 def _run_state(api, dag_id: str, run_id: str) -> str:
