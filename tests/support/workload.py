@@ -48,8 +48,11 @@ SECONDS = {
     "tests/system/scheduler/test_delivery_window.py": 159,
     "tests/system/scheduler/test_clear_and_retry.py": 70,
     "tests/system/scheduler/test_runaway.py": 129,
-    "tests/system/scheduler/test_tenants_and_secrets.py": 73,
-    "tests/system/scheduler/test_company_view.py": 110,  # a FAB stack of its own, 6 Dec
+    # One FAB stack for the folder (FOLDER_UNITS), its boot in the first file's (6 Dec, when
+    # each file had a stack of its own: 104 s and 74 s).
+    "tests/system/tenants/test_company_view.py": 110,
+    "tests/system/tenants/test_isolation_and_secrets.py": 40,
+    "tests/system/tenants/test_pg_server.py": 5,
     "tests/system/scheduler/test_manual_lane.py": 17,
     "tests/system/scheduler/test_operations_page.py": 41,
     "tests/system/scheduler/test_gap_audit.py": 77,
@@ -132,6 +135,11 @@ TOGETHER = (("tests/system/scheduler/test_catchup.py",
              "tests/system/scheduler/test_connections.py"))
 
 
+# Folders whose modules share a stack of the folder's own (a package-scoped fixture): one unit
+# of work, so one worker runs the modules one after the other and the stack starts once.
+FOLDER_UNITS = ("tests/system/tenants/",)
+
+
 def uses_shared_stack(item: pytest.Item) -> bool:
     if not path_of(item).startswith("tests/system/scheduler/"):
         return False
@@ -179,10 +187,15 @@ def _listed_groups(count: int) -> dict[str, str]:
 
 
 def unit_of(nodeid: str) -> str:
-    """The unit of work a test belongs to: its shared-stack group, else its file (xdist's
-    controller asks once per test: the grouping is computed once per stack count)."""
+    """The unit of work a test belongs to: its shared-stack group, else its folder if it is
+    one of ``FOLDER_UNITS``, else its file (xdist's controller asks once per test: the grouping
+    is computed once per stack count)."""
     path = nodeid.split("::", 1)[0]
-    return _listed_groups(shared_stacks()).get(path, path)
+    return _listed_groups(shared_stacks()).get(path, _folder_or_file(path))
+
+
+def _folder_or_file(path: str) -> str:
+    return next((folder for folder in FOLDER_UNITS if path.startswith(folder)), path)
 
 
 def max_stacks() -> int:
@@ -311,22 +324,25 @@ def plan(items: list[pytest.Item], tier: dict[str, str]) -> list[pytest.Item]:
         raise pytest.UsageError(f"{', '.join(unlisted)} use the shared stack: add them to "
                                 "SHARED_STACK_MODULES in tests/support/workload.py")
     groups = _listed_groups(shared_stacks())
+
+    def unit_of_path(path: str) -> str:
+        return groups.get(path, _folder_or_file(path))
+
     seconds: dict[str, int] = {}
     for path in {path_of(i) for i in items}:
-        unit = groups.get(path, path)
+        unit = unit_of_path(path)
         boot = STACK_BOOT_SECONDS if path in groups and unit not in seconds else 0
         seconds[unit] = seconds.get(unit, 0) + SECONDS.get(path, DEFAULT_SECONDS) + boot
     first_seen = {}
     for index, item in enumerate(items):
         path = path_of(item)
-        unit = groups.get(path, path)
+        unit = unit_of_path(path)
         first_seen.setdefault(unit, (TIER_RANK[tier[path]], index))
-    return sorted(items, key=lambda i: _rank(groups.get(path_of(i), path_of(i)), seconds,
-                                             first_seen, i))
+    return sorted(items, key=lambda i: _rank(unit_of_path(path_of(i)), seconds, first_seen, i))
 
 
 def _rank(unit: str, seconds: dict[str, int], first_seen: dict, item: pytest.Item) -> tuple:
     tier_rank, index = first_seen[unit]
     # Measured units by their seconds, longest first; the rest by tier, then as collected.
-    measured = unit.startswith("shared-stack-") or unit in SECONDS
+    measured = unit.startswith("shared-stack-") or unit in SECONDS or unit in FOLDER_UNITS
     return (0, -seconds[unit], unit) if measured else (1, tier_rank, index)

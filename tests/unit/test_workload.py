@@ -33,9 +33,11 @@ def test_a_shared_stack_module_runs_in_its_group_and_every_other_file_alone(monk
     monkeypatch.setenv("EXPORT_TEST_SHARED_STACKS", "1")
     assert unit_of("tests/system/scheduler/test_alerts.py::test_x") == "shared-stack-1"
     assert unit_of("tests/system/scheduler/test_catchup.py::test_y[a::b]") == "shared-stack-1"
-    # Its own stack (another auth manager): a unit of its own.
-    assert unit_of("tests/system/scheduler/test_tenants_and_secrets.py::test_z") == (
-        "tests/system/scheduler/test_tenants_and_secrets.py")
+    # A stack of its own: a unit of its own; a folder's modules sharing one stack: one unit.
+    assert unit_of("tests/system/scheduler/test_runaway_x.py::test_z") == (
+        "tests/system/scheduler/test_runaway_x.py")
+    assert unit_of("tests/system/tenants/test_company_view.py::test_v") == unit_of(
+        "tests/system/tenants/test_pg_server.py::test_p") == "tests/system/tenants/"
     assert unit_of("tests/unit/time/test_window.py::test_w[x@y]") == (
         "tests/unit/time/test_window.py")
 
@@ -84,6 +86,20 @@ def test_units_go_out_longest_first_each_kept_together_in_collected_order(monkey
     # two are in different groups), the soak (157 s); then the unmeasured files by tier
     # (integration before unit), each file's tests together.
     assert ordered == ["t6", "t7", "t3", "t4", "t2", "t1", "t5"]
+
+
+def test_a_folder_units_files_go_out_together_by_their_summed_seconds(monkeypatch):
+    folder = "tests/system/tenants/"
+    for name in ("test_company_view.py", "test_isolation_and_secrets.py"):
+        monkeypatch.setitem(workload.SECONDS, folder + name, 100)
+    monkeypatch.setitem(workload.SECONDS, "tests/system/soak/test_soak.py", 157)
+    ids = ["tests/unit/test_u.py::u", f"{folder}test_company_view.py::c1",
+           "tests/system/soak/test_soak.py::s", f"{folder}test_company_view.py::c2",
+           f"{folder}test_isolation_and_secrets.py::i", f"{folder}test_pg_server.py::p"]
+    tiers = {i.split("::")[0]: i.split("/")[1] for i in ids}
+    ordered = [i.nodeid.rsplit("::", 1)[1] for i in workload.plan([_Item(i) for i in ids], tiers)]
+    # The folder: 100 + 100 + 10 (unmeasured) s > the soak's 157 s; its files in collected order.
+    assert ordered == ["c1", "c2", "i", "p", "s", "u"]
 
 
 def test_a_module_on_the_shared_stack_missing_from_the_list_is_refused(monkeypatch):

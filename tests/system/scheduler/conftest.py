@@ -26,7 +26,7 @@ The stack itself offers what modules read from the environment: an SMTP relay
 every worker: tests/services/spool.py), ``broken_source`` (nothing listens there)
 and ``fixture_source`` (a database of the session's PostgreSQL the module fills;
 :class:`SharedStack`). A module whose stack must differ in executor or auth manager starts its
-own (``test_tenants_and_secrets.py``: another auth manager; ``test_runaway.py``: a source seeded
+own (``tests/system/tenants/``: another auth manager; ``test_runaway.py``: a source seeded
 before the stack starts). See ``harness.py``.
 """
 

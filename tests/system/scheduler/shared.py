@@ -80,7 +80,7 @@ def _environment(relay: SpoolRelay, statsd: SpoolStatsd, fixture_dsn: str) -> di
         "EXPORT_LOG_FORMAT": "json",
         # Modules write companies into the running stack: under FAB each would wait for its
         # roles (python -m export_airflow.access sync). Company scoping is tested on the FAB
-        # stacks of test_tenants_and_secrets and the cluster.
+        # stacks of tests/system/tenants and the cluster.
         "AIRFLOW__CORE__AUTH_MANAGER": "airflow.api_fastapi.auth.managers.simple."
                                        "simple_auth_manager.SimpleAuthManager",
         "EXPORT_UI_ALLOW_UNSCOPED_AUTH": "true",

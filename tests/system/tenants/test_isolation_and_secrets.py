@@ -1,11 +1,7 @@
-"""Tenant isolation and secrets on a real `make run` stack (issues 12 and 23, acceptance).
+"""Tenant isolation and secrets on a real `make run` stack (issues 12, 23 and 24, acceptance).
 
-One stack for the module, as `make run` ships it: PostgreSQL, api-server, scheduler,
-dag-processor, triggerer, the FAB auth manager with a viewer and an operator role per company
-and the demo users of ``.airflow/demo-users.json`` (ADR 0023). acme's daily export gets two
-HTTPS webhooks whose connections carry known secrets: one receiver accepts (and echoes a secret
-in its answer), one refuses with 401 (echoing another). acme's operator triggers acme's manual
-export, the admin kiwi-outdoors'. Then:
+On the folder's stack (tenant_stack.py: FAB, the demo users, acme's hourly-clicks with an
+accepting and a refusing HTTPS webhook, acme's and kiwi-outdoors' manual runs done):
 
 * acme's viewer and operator see only acme's DAGs, runs, logs and export pages (REST API and
   headless Chromium); kiwi's are 403 to them; neither may trigger kiwi's manual export, the
@@ -15,174 +11,30 @@ export, the admin kiwi-outdoors'. Then:
 * no test secret occurs in the ledger (every table), the Airflow metadata database (XCom
   included, every table), the task and component logs, or the page and ``runs.json``;
 * the OpenLineage provider reports to a local receiver (issue 24 item 2): acme's run with the
-  source table in and acme's artifacts out, and no secret in any event;
-* last, the same stack as `make run` on an existing PostgreSQL server (``PG_SERVER``,
-  ``PG_DB_PREFIX``, no template: its databases migrated from scratch): `make stop` leaves the
-  server running, `make reset-db` drops only its databases (once a stack of its own,
-  tests/system/soak/test_pg_server.py).
-
-Over 400 lines on purpose: every check here shares one `make run` stack (a boot per module).
+  source table in and acme's artifacts out, and no secret in any event.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
-from dataclasses import dataclass
-from datetime import timedelta
-from pathlib import Path
 from urllib.parse import quote
 
-import psycopg
-import pytest
 import sqlalchemy as sa
-import yaml
 
-from tests.services.http import WebhookReceiver, start_receiver, stop_receiver
-from tests.services.lineage import LineageReceiver, start_lineage_receiver, stop_lineage_receiver
-from tests.services.tls import make_certificates
 from tests.support.browser import headless_chromium
-from tests.system.scheduler.harness import grant_connection
-from tests.system.soak.stack import Api, Stack, now_utc, scratch_dir, stop_and_sweep, wait_for
+from tests.system.soak.stack import Api, wait_for
+from tests.system.tenants.tenant_stack import (
+    OPERATOR,
+    PG_PREFIX,
+    SECRETS,
+    VIEWER,
+    World,
+    terminal,
+)
 
-HERE = Path(__file__).resolve().parent
-PG_PREFIX = "pgsrv_"  # the stack's databases on the session's server
-NEIGHBOUR = "neighbour_airflow"  # another stack's database on the same server
-ANALYST, VIEWER = "acme-operator", "acme-viewer"  # demo users of `make run` (ADR 0023)
-SECRETS = {
-    "hook password": "pw-Sekret-1a2b3c",
-    "hook token": "tok-Sekret-4d5e6f",
-    # A Standard Webhooks secret: whsec_ + base64 of 36 bytes ("sig-Sekret-7a8b9c-never-...").
-    "hook signing secret": "whsec_c2lnLVNla3JldC03YThiOWMtbmV2ZXItZWxzZXdoZXJlLTAw",
-    "hook path": "path-Sekret-0d1e2f",
-    "echoed by the accepting receiver": "echo-Sekret-ok-3a4b",
-    "down token": "tok-Sekret-down-5c6d",
-    "down path": "path-Sekret-down-7e8f",
-    "echoed by the refusing receiver": "echo-Sekret-down-9a0b",
-}
-WEBHOOKS = (
-    "      - {id: acme-hook, type: webhook, conn_id: acme_hook, endpoint: /exports}\n"
-    "      - {id: acme-hook-down, type: webhook, conn_id: acme_hook_down, endpoint: /exports}\n")
-ANCHOR = "      - {id: acme-dir, type: local, path: outbox/acme/daily-spend}\n"
-
-
-@dataclass
-class World:
-    stack: Stack
-    admin: Api
-    analyst: Api
-    viewer: Api
-    ok: WebhookReceiver
-    down: WebhookReceiver
-    lineage: LineageReceiver
-    acme_run: dict
-    kiwi_run: dict
-
-
-def _login(api: Api, user: str, password: str) -> Api:
-    api.token = api.ok("POST", "/auth/token", {"username": user, "password": password})[
-        "access_token"]
-    return api
-
-
-def _terminal(api: Api, run: dict) -> dict | None:
-    now = api.ok("GET", f"/api/v2/dags/{run['dag_id']}/dagRuns/{quote(run['dag_run_id'])}")
-    return now if now["state"] in ("success", "failed") else None
-
-
-@pytest.fixture(scope="module")
-def world() -> Iterator[World]:
-    root = scratch_dir("export-tenants-")
-    certs = make_certificates(root / "tls")
-    os.chmod(root / "tls", 0o755)
-    ok = start_receiver(certs.server_context())
-    down = start_receiver(certs.server_context())
-    ok.state.token, ok.state.signing_secret = SECRETS["hook token"], SECRETS["hook signing secret"]
-    ok.state.echo_secret = SECRETS["echoed by the accepting receiver"]
-    down.state.token = "not-what-the-connection-sends"
-    down.state.echo_secret = SECRETS["echoed by the refusing receiver"]
-    ca = quote(str(certs.ca_file), safe="")
-    lineage = start_lineage_receiver()
-    stack = Stack.in_copy(
-        root / "project",
-        EXPORT_CATCHUP_LOOKBACK_HOURS="1",
-        # Only the triggered runs matter here: no scheduled run of the demo's ~14 DAGs (CPU
-        # the suite is short of).
-        AIRFLOW__SCHEDULER__USE_JOB_SCHEDULE="False",
-        AIRFLOW_CONN_ACME_HOOK=(
-            f"https://svc:{SECRETS['hook password']}@127.0.0.1:{ok.port}/hooks/"
-            f"{SECRETS['hook path']}?token={SECRETS['hook token']}"
-            f"&signing_secret={SECRETS['hook signing secret']}&ca_file={ca}"),
-        AIRFLOW_CONN_ACME_HOOK_DOWN=(
-            f"https://127.0.0.1:{down.port}/x/{SECRETS['down path']}"
-            f"?token={SECRETS['down token']}&ca_file={ca}"),
-        # OpenLineage (ADR 0027) on a running scheduler: every task reports to this receiver,
-        # and the events are one more place no secret may appear.
-        AIRFLOW__OPENLINEAGE__TRANSPORT=lineage.transport(),
-        AIRFLOW__OPENLINEAGE__NAMESPACE="exports-tenants",
-        AIRFLOW__OPENLINEAGE__EXECUTE_IN_THREAD="True",
-    )
-    # The stack is also the test of `make run` on an existing server (issue 21 item 3; once
-    # tests/system/soak/test_pg_server.py, a stack of its own): no template, so its databases
-    # are created and migrated from scratch under a fixed prefix, beside a neighbour's
-    # database; the port is learnt from PG_SERVER.
-    stack.template_prefix, stack.db_prefix, stack.pgport = "", PG_PREFIX, None
-    with psycopg.connect(stack.pg_server + "/postgres", autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{NEIGHBOUR}"')
-    acme = stack.root / "dags" / "config" / "acme.yaml"
-    text = acme.read_text()
-    assert ANCHOR in text
-    acme.write_text(text.replace(ANCHOR, ANCHOR + WEBHOOKS, 1))
-    for conn_id in ("acme_hook", "acme_hook_down"):
-        grant_connection(acme.parent, conn_id, "webhook", ["acme"])
-    # One restating export each, so both companies have a restatement DAG (ADR 0023).
-    for company, export in (("acme", "daily-spend"), ("kiwi-outdoors", "six-hourly-orders")):
-        path = acme.parent / f"{company}.yaml"
-        data = yaml.safe_load(path.read_text())
-        (widget,) = [w for w in data["widget_exports"] if w["id"] == export]
-        widget["late_data"] = {"policy": "restate", "grace": "1h"}
-        path.write_text(yaml.safe_dump(data, sort_keys=False))
-    try:
-        started = time.monotonic()
-        stack.start()
-        admin = stack.api()
-        wait_for(lambda: admin.call("GET", "/api/v2/dags/manual_export__kiwi-outdoors")[0] == 200,
-                 120, interval=1, what="kiwi-outdoors' manual DAG")
-        users = json.loads((stack.root / ".airflow" / "demo-users.json").read_text())
-        assert {(u["company"], u["role"]) for u in users.values()} == {
-            (c, r) for c in ("acme", "dentsu-happiness", "kiwi-outdoors")
-            for r in ("viewer", "operator")}
-        analyst = _login(Api(admin.base), ANALYST, users[ANALYST]["password"])
-        viewer = _login(Api(admin.base), VIEWER, users[VIEWER]["password"])
-        # A DAG's permissions reach a signed-in user within FAB's user cache ([fab] cache_ttl,
-        # 30 s): until then restatement__acme answered the operator 403 (CI, 3 Dec).
-        wait_for(lambda: all(user.call("GET", f"/api/v2/dags/{dag}")[0] == 200
-                             for user in (analyst, viewer)
-                             for dag in ("manual_export__acme", "restatement__acme")),
-                 120, interval=2, what="acme's DAGs readable by acme's users")
-        day = now_utc() - timedelta(days=2)
-        acme_run = analyst.trigger_manual("acme", "acme/daily-spend", day, "tenant test")
-        kiwi_run = admin.trigger_manual("kiwi-outdoors", "kiwi-outdoors/six-hourly-orders", day,
-                                        "tenant test")
-        acme_run = wait_for(lambda: _terminal(admin, acme_run), 400, what="acme's manual run")
-        kiwi_run = wait_for(lambda: _terminal(admin, kiwi_run), 400, what="kiwi's manual run")
-        print(f"stack up and both manual runs terminal after {time.monotonic() - started:.0f} s")
-        yield World(stack, admin, analyst, viewer, ok, down, lineage, acme_run, kiwi_run)
-    finally:
-        try:
-            stop_and_sweep(stack)
-        finally:
-            with psycopg.connect(stack.pg_server + "/postgres", autocommit=True) as conn:
-                conn.execute(f'DROP DATABASE IF EXISTS "{NEIGHBOUR}" WITH (FORCE)')
-            stop_receiver(ok)
-            stop_receiver(down)
-            stop_lineage_receiver(lineage)
-            shutil.rmtree(root, ignore_errors=True)
+ANALYST = OPERATOR
 
 
 def _get(api: Api | None, base: str, path: str) -> tuple[int, str]:
@@ -268,7 +120,7 @@ def test_a_viewer_of_company_a_sees_and_exports_only_company_a(world: World) -> 
     attempt = analyst.ok("POST", "/api/v2/dags/restatement__acme/dagRuns", {
         "logical_date": None, "conf": {"run_key": kiwi_key,
                                        "run": {"company": "acme", "run_key": kiwi_key}}})
-    done = wait_for(lambda: _terminal(admin, attempt), 240, what="the refused restatement")
+    done = wait_for(lambda: terminal(admin, attempt), 240, what="the refused restatement")
     assert done["state"] == "failed"
     log = admin.ok("GET", f"/api/v2/dags/restatement__acme/dagRuns/"
                           f"{quote(attempt['dag_run_id'])}/taskInstances/restate_due/logs/1")
@@ -279,7 +131,7 @@ def test_a_viewer_of_company_a_sees_and_exports_only_company_a(world: World) -> 
     from export_lib.ledger import open_ledger
 
     env = world.stack.stack_environ()
-    (manual,) = [k for k in acme_keys if "/manual/" in k]
+    manual = world.acme_manual_key()
     events = open_ledger(env["EXPORT_LEDGER_URL"]).events(manual)
     assert any(f"manual export requested by {ANALYST} (tenant test)" in (e["detail"] or "")
                for e in events), events
@@ -290,7 +142,7 @@ def test_in_chromium_a_company_viewer_sees_only_its_dags_and_export_runs(world: 
     from selenium.webdriver.support import expected_conditions as ec
     from selenium.webdriver.support.ui import WebDriverWait
 
-    users = json.loads((world.stack.root / ".airflow" / "demo-users.json").read_text())
+    users = world.users
     base = world.admin.base.replace("127.0.0.1", "localhost")  # the API's base_url host
     with headless_chromium() as d:
         wait = WebDriverWait(d, 60)
@@ -356,16 +208,17 @@ def test_no_secret_in_ledger_xcom_logs_or_page_after_good_and_bad_deliveries(wor
 
 
 def test_openlineage_reports_acmes_run_on_the_running_scheduler(world: World) -> None:
-    """The provider's events of acme's manual run (issue 24 item 2, on a `make run` stack):
+    """The provider's events of acme's manual run of hourly-clicks (issue 24 item 2, on a
+    `make run` stack):
     render and publish START and COMPLETE with the source table in and acme's artifacts out;
     deliver's to the accepting webhook names its host and configured endpoint, nothing of
     its connection's path, login or token (the secrets test scans every event too)."""
-    job = world.acme_run["dag_id"]
+    job, key = world.acme_run["dag_id"], world.acme_manual_key()
     server = world.stack.pg_server.rsplit("@", 1)[1]
     source = {"namespace": f"postgres://{server}", "name": f"{PG_PREFIX}demo.public.widget_metrics"}
     for task in ("render", "publish"):
         events = [e for e in world.lineage.of_job(f"{job}.{task}")
-                  if e["run"]["facets"].get("exportRun", {}).get("company") == "acme"]
+                  if e["run"]["facets"].get("exportRun", {}).get("run_key") == key]
         assert sorted(e["eventType"] for e in events) == ["COMPLETE", "START"], (task, events)
         for event in events:
             assert [{k: i[k] for k in ("namespace", "name")} for i in event["inputs"]] == [
@@ -375,62 +228,3 @@ def test_openlineage_reports_acmes_run_on_the_running_scheduler(world: World) ->
     delivered = {o["namespace"] + o["name"] for e in world.lineage.of_job(f"{job}.deliver")
                  if e["eventType"] in ("COMPLETE", "FAIL") for o in e["outputs"]}
     assert f"https://127.0.0.1:{world.ok.port}/exports" in delivered, delivered
-
-
-# -- `make run` on an existing PostgreSQL server (issue 21 item 3), on the same stack: last,
-# since they stop it. PG_SERVER instead of the local cluster, PG_DB_PREFIX so stacks share it:
-# no initdb, the supervisor does not run PostgreSQL, `make stop` leaves the server running,
-# `make reset-db` drops only the stack's databases.
-
-def _databases(server: str) -> set[str]:
-    with psycopg.connect(server + "/postgres") as conn:
-        return {row[0] for row in conn.execute("SELECT datname FROM pg_database")}
-
-
-def test_the_stack_runs_on_its_databases_of_the_server(world: World) -> None:
-    stack = world.stack
-    server = stack.pg_server
-    components = stack.status()["components"]
-    assert "postgres" not in components
-    assert all(c["state"] == "up" for c in components.values()), components
-    assert not (stack.root / ".airflow" / "pg").exists()
-    assert {PG_PREFIX + db for db in ("airflow", "exports", "demo")} <= _databases(server)
-    remembered = stack.remembered()
-    assert remembered["PG_SERVER"] == server and remembered["PG_DB_PREFIX"] == PG_PREFIX
-    assert remembered["PGPORT"] == server.rsplit(":", 1)[1]
-
-    # `make env` without the choices on the command line: run.env remembers them.
-    stack.pg_server, stack.db_prefix = None, ""
-    try:
-        env = stack.stack_environ()
-    finally:
-        stack.pg_server, stack.db_prefix = server, PG_PREFIX
-    assert env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] == (
-        server.replace("postgresql://", "postgresql+psycopg2://") + f"/{PG_PREFIX}airflow")
-    assert env["EXPORT_LEDGER_URL"].endswith(f"/{PG_PREFIX}exports")
-    assert env["AIRFLOW_CONN_DEMO_SOURCE"] == f"{server}/{PG_PREFIX}demo"
-    with psycopg.connect(f"{server}/{PG_PREFIX}demo") as conn:  # exportctl demo seed wrote it
-        assert conn.execute("SELECT count(*) FROM widget_metrics").fetchone()[0] > 0
-
-
-def test_make_stop_leaves_the_server_running(world: World) -> None:
-    stack = world.stack
-    result = stack.stop()
-    assert result.returncode == 0, result.stderr
-    assert "make run stopped." in result.stdout
-    assert stack.processes() == []
-    assert {PG_PREFIX + "airflow", NEIGHBOUR} <= _databases(stack.pg_server)  # it answers
-
-
-def test_make_reset_db_drops_only_the_stacks_databases(world: World) -> None:
-    stack = world.stack
-    server = stack.pg_server
-    result = stack.make("reset-db", timeout=120)
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == (
-        f"Dropped {PG_PREFIX}airflow, {PG_PREFIX}exports and {PG_PREFIX}demo on "
-        f"{server.replace(':exports@', ':***@')}; the next 'make run' starts fresh.")
-    left = _databases(server)
-    assert not {d for d in left if d.startswith(PG_PREFIX)}
-    assert NEIGHBOUR in left
-    assert stack.remembered()["PG_SERVER"] == server  # the next `make run` goes there again
