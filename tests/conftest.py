@@ -308,6 +308,7 @@ def airflow_db() -> Path:
     run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
     if not run:
         _migrate_airflow_db()
+        _reconnect_airflow()
         return _AIRFLOW_HOME
     import fcntl
 
@@ -318,12 +319,28 @@ def airflow_db() -> Path:
     with open(shared / "lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if template.is_file():
-            shutil.copyfile(template, target)
+            shutil.copyfile(template, target.with_name("airflow.db.part"))
+            os.replace(target.with_name("airflow.db.part"), target)
         else:
             _migrate_airflow_db()
             shutil.copyfile(target, shared / "airflow.db.part")
             os.replace(shared / "airflow.db.part", template)
+    _reconnect_airflow()
     return _AIRFLOW_HOME
+
+
+def _reconnect_airflow() -> None:
+    """Close the connections Airflow opened in this worker before its database was there: a
+    test without this fixture that touched Airflow's ORM (and so created an empty airflow.db)
+    left pooled SQLite connections whose cached schema the copied database did not replace
+    (tests/dags/test_schema_change.py: "no such table: task_instance", make test, 6 Dec)."""
+    settings = sys.modules.get("airflow.settings")
+    if settings is None:
+        return
+    if getattr(settings, "Session", None) is not None:
+        settings.Session.remove()
+    if getattr(settings, "engine", None) is not None:
+        settings.engine.dispose()
 
 
 @pytest.fixture()
