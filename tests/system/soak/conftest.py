@@ -7,7 +7,7 @@ import pytest
 
 from tests.system.soak.stack import Stack, relocated_dir, scratch_dir, stop_and_sweep
 
-# `make test` runs a bounded soak (6 h of demo slots, 5 manual exports, 4 random clears);
+# `make test` runs a bounded soak (6 h of demo slots, 3 manual exports, 3 random clears);
 # SOAK_LOOKBACK_HOURS=168 is the acceptance size (make acceptance).
 LOOKBACK_HOURS = int(os.environ.get("SOAK_LOOKBACK_HOURS", "6"))
 
