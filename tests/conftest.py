@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -148,8 +149,31 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log):
     """``--dist loadfile`` hands out whole files, and each group of shared-stack scheduler
-    modules as one unit (tests/support/workload.py)."""
-    return scheduler(config, log) if config.getvalue("dist") == "loadfile" else None
+    modules as one unit (tests/support/workload.py); once every group has run, the shared
+    stack stops (:func:`_stop_shared_stack_early`), not at the run's end."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    scheduling = scheduler(config, log)
+    scheduling.on_shared_stack_done = lambda: _stop_shared_stack_early(config)
+    return scheduling
+
+
+_EARLY_STOP = pytest.StashKey[threading.Thread]()
+
+
+def _stop_shared_stack_early(config: pytest.Config) -> None:
+    """Stop the shared stack's processes in the background (the controller's loop goes on);
+    its files stay until the run's end, kept there if a test failed."""
+    from tests.system.scheduler.shared import stop_shared_stack_processes
+
+    run_dir = Path(os.environ.get(RUN_DIR_ENV, "") or "/nonexistent")
+    if not (run_dir / SHARED_STATE).is_file():
+        return
+    _timeline("shared-stack-done", "-")
+    thread = threading.Thread(target=stop_shared_stack_processes, args=(run_dir,),
+                              name="shared-stack-stop")
+    config.stash[_EARLY_STOP] = thread
+    thread.start()
 
 
 # The run's directory, made by the controlling process (xdist's controller, or the only
@@ -172,6 +196,8 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     run_dir = Path(os.environ.pop(RUN_DIR_ENV, "") or "/nonexistent")
     _timeline("unconfigure", "-")
     try:
+        if _EARLY_STOP in config.stash:
+            config.stash[_EARLY_STOP].join()
         if (run_dir / SHARED_STATE).is_file():
             from tests.system.scheduler.shared import stop_shared_stack
 

@@ -252,6 +252,36 @@ def next_unit(queue: Iterable[str], node_has_stack: bool, stacks_up: int, limit:
     return None
 
 
+def shared_stack_done(queue: Iterable[str], assigned: Iterable[dict]) -> bool:
+    """Every shared-stack group handed out and run to its last test (and at least one was):
+    ``queue`` the units not handed out yet, ``assigned`` each worker's units (unit -> its
+    tests -> done)."""
+    if any(unit.startswith("shared-stack-") for unit in queue):
+        return False
+    groups = [tests for work in assigned for unit, tests in work.items()
+              if unit.startswith("shared-stack-")]
+    return bool(groups) and all(all(tests.values()) for tests in groups)
+
+
+class _SharedStackNotice:
+    """Calls ``on_shared_stack_done`` once, when every shared-stack group has run
+    (tests/conftest.py stops the shared stack then: idle, it cost ~0.3 of a core while the
+    fast tiers finished, ~140 s of each run)."""
+
+    on_shared_stack_done = None
+    _shared_stack_done = False
+
+    def mark_test_complete(self, node, item_index: int, duration: float = 0) -> None:
+        # xdist calls this after the test's whole protocol: a module's fixtures are torn down
+        # with its last test.
+        super().mark_test_complete(node, item_index, duration)  # type: ignore[misc]
+        if self.on_shared_stack_done is None or self._shared_stack_done:
+            return
+        if shared_stack_done(self.workqueue, self.assigned_work.values()):  # type: ignore[attr-defined]
+            self._shared_stack_done = True
+            self.on_shared_stack_done()
+
+
 def scheduler(config: pytest.Config, log):
     """xdist's file scheduling with :func:`unit_of` as the unit (``--dist loadfile`` only), and
     at most :func:`max_stacks` stack units at once.
@@ -268,7 +298,7 @@ def scheduler(config: pytest.Config, log):
 def _scheduling_class() -> type:
     from xdist.scheduler.loadscope import LoadScopeScheduling
 
-    class WorkloadScheduling(LoadScopeScheduling):
+    class WorkloadScheduling(_SharedStackNotice, LoadScopeScheduling):
         limit = 3
         airflow_limit = 2
 

@@ -160,3 +160,15 @@ def test_shared_groups_and_system_files_with_a_stack_count_as_stacks_and_nothing
     assert not workload.is_stack_unit("tests/dags/test_ui.py")
     assert not workload.is_stack_unit("tests/system/deploy/test_install.py")  # no stack
     assert not workload.is_stack_unit("tests/integration/pipeline/test_reschedule.py")
+
+
+def test_the_shared_stack_is_done_once_every_group_was_handed_out_and_run():
+    done = workload.shared_stack_done
+    running = {"shared-stack-1": {"a::t1": True, "a::t2": False},
+               "tests/unit/test_x.py": {"x::t": False}}
+    finished = {"shared-stack-2": {"b::t": True}}
+    assert not done([], [running, finished])  # group 1's last test still runs
+    running["shared-stack-1"]["a::t2"] = True
+    assert done([], [running, finished])
+    assert not done(["shared-stack-3"], [running, finished])  # a group not handed out yet
+    assert not done(["tests/unit/test_y.py"], [{"tests/unit/test_x.py": {"x::t": True}}])

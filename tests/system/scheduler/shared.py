@@ -157,12 +157,26 @@ def _start(state: Path, postgres_server: PostgresServer) -> None:
 
 
 def stop_shared_stack(run_dir: Path, *, failed: bool) -> None:
-    """Stop the run's shared stack if one was started (the controlling process, at the end);
-    its files stay for a post-mortem when a test failed (or ``SCHEDULER_KEEP``)."""
+    """Stop the run's shared stack if one was started and is still up (the controlling
+    process, at the end); its files stay for a post-mortem when a test failed (or
+    ``SCHEDULER_KEEP``)."""
     state = run_dir / STATE
     if not state.is_file():
         return
     data = json.loads(state.read_text())
+    try:
+        stop_shared_stack_processes(run_dir)
+    finally:
+        keep_or_remove(Path(data["root"]), failed=failed or data.get("status") != "up")
+
+
+def stop_shared_stack_processes(run_dir: Path) -> None:
+    """Stop the shared stack's processes and its servers, once (the controller calls this as
+    soon as every shared-stack group has run: tests/support/workload.py); the files stay."""
+    state = run_dir / STATE
+    data = json.loads(state.read_text())
+    if data.get("stopped"):
+        return
     try:
         if "stack" in data:
             stop_and_sweep(Stack(**_paths(data["stack"])))
@@ -170,4 +184,4 @@ def stop_shared_stack(run_dir: Path, *, failed: bool) -> None:
         for server in ("relay", "statsd"):
             if server in data:
                 stop_spooled(int(data[server]["pid"]))
-        keep_or_remove(Path(data["root"]), failed=failed or data.get("status") != "up")
+        _write(state, {**data, "stopped": True})
