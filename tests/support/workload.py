@@ -13,7 +13,10 @@ not. So:
   the same time on different workers against the same stack (two stacks, one per group, cost
   a second boot and ~0.1 of a core for the whole run);
 * every other file is a unit of its own (what ``--dist loadfile`` does: module fixtures such as
-  a Celery cluster are set up once);
+  a Celery cluster are set up once), but a folder of ``FOLDER_UNITS`` is one unit (its modules
+  share a stack of the folder's own: tests/system/tenants);
+* once every shared-stack group has run, the controller stops the shared stack (it idled until
+  the run's end, ~0.3 of a core);
 * the files of tests/dags, which import Airflow into their worker (``dag.test()``'s
   in-process Execution API, DagBags, the metadata DB's copy: ~4–5 CPU-s the first time), run on
   at most ``EXPORT_TEST_AIRFLOW_WORKERS`` workers (2): once loaded, Airflow stays in a worker;
