@@ -16,7 +16,7 @@ not. So:
   a Celery cluster are set up once), but a folder of ``FOLDER_UNITS`` is one unit (its modules
   share a stack of the folder's own: tests/system/tenants);
 * once every shared-stack group has run, the controller stops the shared stack (it idled until
-  the run's end, ~0.3 of a core);
+  the run's end: ~0.1 of a core, an idle stack measured 6 Dec);
 * the files of tests/dags, which import Airflow into their worker (``dag.test()``'s
   in-process Execution API, DagBags, the metadata DB's copy: ~4–5 CPU-s the first time), run on
   at most ``EXPORT_TEST_AIRFLOW_WORKERS`` workers (2): once loaded, Airflow stays in a worker;
@@ -268,8 +268,8 @@ def shared_stack_done(queue: Iterable[str], assigned: Iterable[dict]) -> bool:
 
 class _SharedStackNotice:
     """Calls ``on_shared_stack_done`` once, when every shared-stack group has run
-    (tests/conftest.py stops the shared stack then: idle, it cost ~0.3 of a core while the
-    fast tiers finished, ~140 s of each run)."""
+    (tests/conftest.py stops the shared stack then: idle, it cost ~0.1 of a core while the
+    fast tiers finished, 140-180 s of each run)."""
 
     on_shared_stack_done = None
     _shared_stack_done = False
