@@ -205,9 +205,7 @@ def test_company_users_see_and_trigger_only_their_company(cluster):
                           for r in ("viewer", "operator")}
     every = {d["dag_id"] for d in admin.ok("GET", "/api/v2/dags?limit=100")["dags"]}
     for name in ("acme-viewer", "acme-operator"):
-        api = Api(admin.base)
-        api.token = api.ok("POST", "/auth/token", {"username": name, "password": users[name][
-            "password"]})["access_token"]
+        api = Api(admin.base).login(name, users[name]["password"])
         mine = {d["dag_id"] for d in api.ok("GET", "/api/v2/dags?limit=100")["dags"]}
         # acme's export DAGs and the example consumer of acme/daily-spend (granted to acme).
         assert mine == {d for d in every if company_of_dag(d) == "acme"} | {

@@ -232,10 +232,12 @@ class Api:
             raise AssertionError(f"{method} {path} -> HTTP {status}: {payload}")
         return payload
 
-    def login(self) -> None:
+    def login(self, user: str = "admin", password: str = "admin") -> Api:
+        """Sign in as ``user`` (the stack's admin by default): its token for every later call."""
         self.token = None
         self.token = self.ok("POST", "/auth/token",
-                             {"username": "admin", "password": "admin"})["access_token"]
+                             {"username": user, "password": password})["access_token"]
+        return self
 
     def dag_runs(self, *states: str) -> list[dict]:
         """Every DAG run (optionally in ``states``) across DAGs, all pages."""

@@ -96,12 +96,6 @@ class World:
         return key
 
 
-def login(api: Api, user: str, password: str) -> Api:
-    api.token = api.ok("POST", "/auth/token", {"username": user, "password": password})[
-        "access_token"]
-    return api
-
-
 def terminal(api: Api, run: dict) -> dict | None:
     now = api.ok("GET", f"/api/v2/dags/{run['dag_id']}/dagRuns/{quote(run['dag_run_id'])}")
     return now if now["state"] in ("success", "failed") else None
@@ -170,7 +164,7 @@ def tenant_world() -> Iterator[World]:
         assert {(u["company"], u["role"]) for u in users.values()} == {
             (c, r) for c in ("acme", "dentsu-happiness", "kiwi-outdoors")
             for r in ("viewer", "operator")}
-        people = {name: login(Api(admin.base), name, users[name]["password"])
+        people = {name: Api(admin.base).login(name, users[name]["password"])
                   for name in (OPERATOR, VIEWER, OTHER)}
         # A DAG's permissions reach a signed-in user within FAB's user cache ([fab] cache_ttl,
         # 30 s): until then restatement__acme answered the operator 403 (CI, 3 Dec).

@@ -34,7 +34,7 @@ import sqlalchemy as sa
 
 from tests.support.browser import headless_chromium
 from tests.system.soak.stack import Api, now_utc, wait_for
-from tests.system.tenants.tenant_stack import OPERATOR, OTHER, VIEWER, World, login
+from tests.system.tenants.tenant_stack import OPERATOR, OTHER, VIEWER, World
 
 DAILY, DAG = "acme/daily-spend", "widget_export__acme__daily-spend"
 SHOTS = Path(__file__).resolve().parents[3] / "test-artifacts" / "screenshots"
@@ -42,7 +42,7 @@ BERLIN = ZoneInfo("Europe/Berlin")
 
 
 def _post(world: World, user: str, path: str, form: dict[str, str]) -> tuple[int, str]:
-    api = login(Api(world.base), user, world.users[user]["password"])
+    api = Api(world.base).login(user, world.users[user]["password"])
     request = urllib.request.Request(
         world.base + path, data=urlencode(form).encode(), method="POST",
         headers={"Authorization": f"Bearer {api.token}",
@@ -55,7 +55,7 @@ def _post(world: World, user: str, path: str, form: dict[str, str]) -> tuple[int
 
 
 def _get(world: World, user: str, path: str) -> tuple[int, str]:
-    api = login(Api(world.base), user, world.users[user]["password"])
+    api = Api(world.base).login(user, world.users[user]["password"])
     status, body = api.call("GET", path)
     return status, body if isinstance(body, str) else json.dumps(body)
 
