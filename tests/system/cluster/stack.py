@@ -96,6 +96,29 @@ class Cluster(Stack):
                 "SELECT a.state FROM export_attempts a JOIN export_runs r ON r.id = a.run_id "
                 "WHERE r.run_key = %s ORDER BY a.generation", (run_key,)).fetchall()]
 
+    def check_bundles(self, api, companies: dict[str, str]) -> dict[str, str]:
+        """With DAG_PROCESSORS=2: each company's DAG (``companies``: id → a DAG id of it) came
+        from its bundle (the stable hash of its loader's name), both bundles have DAGs, and each
+        dag-processor's log names only its own bundle. Returns company → bundle."""
+        from export_lib.config.bundles import bundle_name, bundle_part
+
+        dags = api.ok("GET", "/api/v2/dags?limit=500")["dags"]
+        bundles = {d["dag_id"]: d["bundle_name"] for d in dags}
+        found = {cid: bundles.get(dag_id) for cid, dag_id in companies.items()}
+        assert found == {cid: bundle_name(bundle_part(f"company_{cid}.py", 2))
+                         for cid in companies}, found
+        assert set(bundles.values()) == {"dags-1", "dags-2"}, set(bundles.values())
+        for n, other in ((1, 2), (2, 1)):
+            log = (self.run_dir / f"dag-processor-{n}.log").read_text(errors="replace")
+            # The manager's line for each bundle it parses (both are known to both, by config).
+            looked = "Checking for new files in bundle dags-{} every"
+            assert looked.format(n) in log and looked.format(other) not in log, n
+            # make cluster's setup registered the bundles before both started: neither raced
+            # the other to insert them (either may still exit once on Airflow's own race to
+            # insert an asset DAGs of both bundles name, and is restarted: docs/how-to/deploy.md).
+            assert "dag_bundle_pkey" not in log, n
+        return found
+
     def s3(self):
         import boto3
 

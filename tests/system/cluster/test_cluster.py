@@ -1,12 +1,12 @@
-"""`make cluster` for real, one Celery cluster (two schedulers) for the module: the topology in a
-fresh copy of the project, its queues (large renders on worker-large, manual work on its own
-queue and worker, worker-manual), two DAG runs of one slot scanning the source once (the run's
-lease), ``exportctl explain`` on a render no worker listens for; then the fault scenario
-(``FAULT_COMPANIES`` generated companies over 2 days, worker-large killed mid-render and
-mid-upload, one of the two schedulers and Redis killed, the source stopped and started;
-faults_world.py) on the same cluster; last, `make cluster-stop` leaving nothing behind. The
-shipped config is trimmed to 2 companies and 3 schedules; the fault companies are added to the
-running cluster when their test starts.
+"""`make cluster` for real, one Celery cluster (two schedulers, two dag-processors each parsing one
+DAG bundle) for the module: the topology in a fresh copy of the project, its queues (large renders
+on worker-large, manual work on its own queue and worker, worker-manual), two DAG runs of one slot
+scanning the source once (the run's lease), ``exportctl explain`` on a render no worker listens for;
+then the fault scenario (``FAULT_COMPANIES`` generated companies over 2 days, worker-large killed
+mid-render and mid-upload, one of the two schedulers and Redis killed, the source stopped and
+started; faults_world.py) on the same cluster, each fault company's DAGs from its bundle; last,
+`make cluster-stop` leaving nothing behind. The shipped config is trimmed to 2 companies and 3
+schedules; the fault companies are added to the running cluster when their test starts.
 
 One cluster instead of two (this module and the fault test had one each) saves a boot, a DAG
 parse and a teardown: ~110 s of a pytest worker in `make test`.
@@ -70,9 +70,11 @@ MANUAL_DAG = "manual_export__acme"
 SLOW_RENDER_S = 20
 ENV = {
     # Two schedulers (Airflow's HA, make cluster SCHEDULERS=2): the fault test SIGKILLs one
-    # while runs are active and the other carries on; tests/system/cluster/test_ha.py is the
-    # full-size case with two dag-processors as well (make acceptance).
+    # while runs are active and the other carries on. Two dag-processors, each parsing one
+    # DAG bundle (DAG_PROCESSORS=2): the fault companies fc000 and fc001 fall in different
+    # bundles. tests/system/cluster/test_ha.py is the full-size case (make acceptance).
     "SCHEDULERS": "2",
+    "DAG_PROCESSORS": "2",
     "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",  # only what the tests unpause runs
     "EXPORT_RETRY_DELAY_SECONDS": "5",
     "EXPORT_MAX_RETRY_DELAY_SECONDS": "20",  # the fault test's 11 retries outlast its outage
@@ -187,8 +189,8 @@ def test_make_cluster_is_up_within_5_minutes_with_every_component(cluster):
     # PG_SERVER=…, the session's server here).
     own_pg = ["postgres"] if cluster.pg_server is None else []
     assert list(status) == [*own_pg, "redis", "s3", "statsd", "api-server", "scheduler-1",
-                            "scheduler-2", "dag-processor", "triggerer", "worker-default",
-                            "worker-manual", "worker-large"]
+                            "scheduler-2", "dag-processor-1", "dag-processor-2", "triggerer",
+                            "worker-default", "worker-manual", "worker-large"]
     assert {c["state"] for c in status.values()} == {"up"}
 
 
@@ -472,7 +474,9 @@ def test_companies_two_days_of_faults_exactly_once(world: World):
                 if r["state"] != "skipped" and r["company"] in world.ids}
     check_ledger(world, exported)
     check_destinations(world, exported)
-    print(f"faults: {check_source(world, exported)}, upload killed {uploads.upload}, "
+    bundles = cluster.check_bundles(api, {cid: f"data_export__{cid}__facebook__primary"
+                                          for cid in world.ids})
+    print(f"faults: bundles {bundles}, {check_source(world, exported)}, upload killed {uploads.upload}, "
           f"wall {time.monotonic() - world.began:.0f} s")
 
 

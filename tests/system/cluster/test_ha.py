@@ -31,7 +31,7 @@ import psycopg
 import pytest
 import yaml
 
-from export_lib.config.bundles import bundle_name, bundle_part
+from export_lib.config.bundles import bundle_part
 from export_lib.source.demo import SCHEMA, channel_rows
 from tests.services.postgres import PostgresServer, start_postgres, stop_postgres
 from tests.system.cluster.faults_support import descendants
@@ -260,20 +260,7 @@ def test_two_schedulers_one_killed_mid_recovery_and_mid_burst_every_slot_once(
         assert len(files) == 3, files
 
     # Bundles: each company's DAG from its part, and each dag-processor parsed its own only.
-    dags = api.ok("GET", "/api/v2/dags?limit=500")["dags"]
-    bundles = {d["dag_id"]: d["bundle_name"] for d in dags}
-    assert {cid: bundles[dag_id(cid)] for cid in ids} == {
-        cid: bundle_name(bundle_part(f"company_{cid}.py", 2)) for cid in ids}
-    assert set(bundles.values()) == {"dags-1", "dags-2"}, set(bundles.values())
-    for n, other in ((1, 2), (2, 1)):
-        log = (cluster.run_dir / f"dag-processor-{n}.log").read_text(errors="replace")
-        # The manager's line for each bundle it parses (both are known to both, by config).
-        looked = "Checking for new files in bundle dags-{} every"
-        assert looked.format(n) in log and looked.format(other) not in log, n
-        # make cluster's setup registered the bundles before both started: neither raced the
-        # other to insert them (either may still exit once on Airflow's own race to insert an
-        # asset DAGs of both bundles name, and is restarted: docs/how-to/deploy.md).
-        assert "dag_bundle_pkey" not in log, n
+    bundles = cluster.check_bundles(api, {cid: dag_id(cid) for cid in ids})
     attempts = {k: cluster.ledger_attempts(k) for k in sorted(ledger)}
     restarts = {n: c["restarts"] for n, c in cluster.status()["components"].items()
                 if n.startswith("scheduler")}
