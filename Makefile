@@ -145,10 +145,10 @@ soak: venv
 ## (and 365 more under faults: an unreadable period, a webhook down, the batch task SIGKILLed);
 ## the ledger's PostgreSQL down for 2 minutes under 26 periods, an upgrade in place over
 ## 20,000 runs, workers 5 minutes off. make test runs the same tests at a smaller size (2
-## companies and a 25 s outage, 6 h and 3 manual exports, 1 day, 20 days; a 15 s ledger outage under 6 periods,
-## 1,000 runs; its cluster runs two schedulers and kills one). Only here: the batched
-## recovery under faults, and two schedulers and two dag-processors with 8 companies, a
-## scheduler killed mid-recovery and the other mid-burst, on-time runs timed.
+## companies and a 25 s outage, 6 h and 3 manual exports, 1 day, 20 days; a 15 s ledger
+## outage under 6 periods, 1,000 runs; its cluster runs two schedulers and two dag-processors
+## and kills one scheduler). Only here: the batched recovery under faults, and the HA test's
+## 8 companies with a scheduler killed mid-recovery and the other mid-burst, on-time runs timed.
 acceptance: venv
 	@bash scripts/ensure-debian-packages.sh
 	FAULT_COMPANIES=20 FAULT_OUTAGE_SECONDS=120 SOAK_LOOKBACK_HOURS=168 SOAK_TRIGGERS=5 SOAK_CLEARS=4 \
