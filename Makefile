@@ -108,13 +108,15 @@ postgres-packages:
 	@[ "$(DB)" = sqlite ] || bash scripts/ensure-debian-packages.sh run
 
 ## test: every tier (tests/unit, integration, dags, system); the session starts (and always
-## stops) PostgreSQL and the other servers. Four pytest workers; xdist hands out whole files,
+## stops) PostgreSQL and the other servers. Five pytest workers; xdist hands out whole files,
 ## longest first, and the shared-stack scheduler modules as EXPORT_TEST_SHARED_STACKS groups (2),
-## each on one worker and one stack; at most EXPORT_TEST_MAX_STACKS (3) system units at once,
-## the other workers take the fast tiers meanwhile; tests/dags (Airflow in the worker) on at most
-## EXPORT_TEST_AIRFLOW_WORKERS (2) workers (tests/support/workload.py).
+## each on one worker, all on the one shared stack; at most EXPORT_TEST_MAX_STACKS (3) stacks up
+## at once, the other workers take the fast tiers meanwhile; tests/dags (Airflow in the worker)
+## on at most EXPORT_TEST_AIRFLOW_WORKERS (2) workers (tests/support/workload.py). Five, not
+## four, on 2 cores: while the stacks' tests wait (on slots, retries, outages), a fifth worker's
+## fast tests keep the CPU busy (6 Dec: 75-160 s into a run at 35-80 % busy with four).
 ## TEST_WORKERS=0 runs it in one process.
-TEST_WORKERS ?= 4
+TEST_WORKERS ?= 5
 PYTEST := $(PY) -m pytest --dist loadfile --no-loadscope-reorder
 test: venv
 	@bash scripts/ensure-debian-packages.sh

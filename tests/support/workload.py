@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 
 import pytest
 
@@ -202,8 +202,9 @@ def _folder_or_file(path: str) -> str:
 
 
 def max_stacks() -> int:
-    """``EXPORT_TEST_MAX_STACKS`` (default 3): how many system units (each one Airflow stack or
-    Celery cluster) run at once; the other workers take the fast tiers meanwhile."""
+    """``EXPORT_TEST_MAX_STACKS`` (default 3): how many Airflow stacks or Celery clusters the
+    system units run at once (the shared-stack groups count once: they share one stack); the
+    other workers take the fast tiers meanwhile."""
     value = os.environ.get("EXPORT_TEST_MAX_STACKS", "3")
     if not value.isdigit() or int(value) < 1:
         raise pytest.UsageError(f"EXPORT_TEST_MAX_STACKS={value!r}: give a whole number of "
@@ -216,6 +217,12 @@ def is_stack_unit(unit: str) -> bool:
     (tests/system/deploy's start no stack: fresh venvs, one dag-processor pass at a time)."""
     return unit.startswith("shared-stack-") or (
         unit.startswith("tests/system/") and not unit.startswith("tests/system/deploy/"))
+
+
+def stack_of(unit: str) -> str:
+    """The stack a stack unit runs on: every shared-stack group the run's one shared stack,
+    any other its own (the unit)."""
+    return "shared-stack" if unit.startswith("shared-stack-") else unit
 
 
 def loads_airflow(unit: str) -> bool:
@@ -236,21 +243,27 @@ def airflow_workers() -> int:
     return int(value)
 
 
-def next_unit(queue: Iterable[str], node_has_stack: bool, stacks_up: int, limit: int,
-              node_has_airflow: bool = True, airflow_nodes: int = 0,
+def next_unit(queue: Iterable[str], node_has_stack: bool, stacks_up: Collection[str],
+              limit: int, node_has_airflow: bool = True, airflow_nodes: int = 0,
               airflow_limit: int | None = None) -> str | None:
-    """The unit a worker takes next: the first in the queue, unless it is a stack unit and
-    ``limit`` other workers already hold one, or it loads Airflow and ``airflow_limit`` other
-    workers already have (the worker then takes the first unit it may).
+    """The unit a worker takes next: the first in the queue, unless it is a stack unit whose
+    stack is not up (``stacks_up``: the :func:`stack_of` the units other workers hold) while
+    ``limit`` stacks are, or it loads Airflow and ``airflow_limit`` other workers already have
+    (the worker then takes the first unit it may).
     A worker that holds a stack unit may queue the next one behind it: they run one after the
-    other, so the number of stacks up does not grow; a worker that has loaded Airflow keeps
-    it, so it may take every unit that loads Airflow."""
-    may_start_stack = node_has_stack or stacks_up < limit
+    other, so the number of stacks up does not grow; a shared-stack group may join the shared
+    stack whatever the count (it starts no stack); a worker that has loaded Airflow keeps it,
+    so it may take every unit that loads Airflow."""
+    up = set(stacks_up)
+
+    def may_start(unit: str) -> bool:
+        return (not is_stack_unit(unit) or node_has_stack or stack_of(unit) in up
+                or len(up) < limit)
+
     may_load_airflow = (node_has_airflow or airflow_limit is None
                         or airflow_nodes < airflow_limit)
     for unit in queue:
-        if ((may_start_stack or not is_stack_unit(unit))
-                and (may_load_airflow or not loads_airflow(unit))):
+        if may_start(unit) and (may_load_airflow or not loads_airflow(unit)):
             return unit
     return None
 
@@ -287,7 +300,7 @@ class _SharedStackNotice:
 
 def scheduler(config: pytest.Config, log):
     """xdist's file scheduling with :func:`unit_of` as the unit (``--dist loadfile`` only), and
-    at most :func:`max_stacks` stack units at once.
+    at most :func:`max_stacks` stacks up at once (the shared-stack groups on their one stack).
 
     Four stacks up at once on 2 cores (each ~0.17 of a core while idle, ~55 CPU-s to start)
     had a slow machine at load 12-13 and its system tests past their timeouts (CI, 2 Dec)."""
@@ -308,17 +321,17 @@ def _scheduling_class() -> type:
         def _split_scope(self, nodeid: str) -> str:
             return unit_of(nodeid)
 
-        def _holds_stack(self, node) -> bool:
-            return any(is_stack_unit(unit) and not all(done.values())
-                       for unit, done in self.assigned_work.get(node, {}).items())
+        def _stacks_held(self, node) -> set[str]:
+            return {stack_of(unit) for unit, done in self.assigned_work.get(node, {}).items()
+                    if is_stack_unit(unit) and not all(done.values())}
 
         def _has_airflow(self, node) -> bool:
             return any(loads_airflow(unit) for unit in self.assigned_work.get(node, {}))
 
         def _pick(self, node) -> str | None:
             others = [n for n in self.assigned_work if n is not node]
-            return next_unit(self.workqueue, self._holds_stack(node),
-                             sum(map(self._holds_stack, others)), self.limit,
+            return next_unit(self.workqueue, bool(self._stacks_held(node)),
+                             set().union(*map(self._stacks_held, others)), self.limit,
                              self._has_airflow(node), sum(map(self._has_airflow, others)),
                              self.airflow_limit)
 

@@ -113,15 +113,31 @@ QUEUE = ["tests/system/cluster/test_cluster.py", "shared-stack-1",
          "tests/integration/cli/test_run.py", "tests/unit/test_tiers.py"]
 
 
+UP = {"tests/system/soak/test_soak.py", "tests/system/tenants/", "tests/system/cluster/test_ha.py"}
+
+
 def test_a_worker_starts_a_stack_only_while_fewer_than_the_limit_are_up():
-    assert workload.next_unit(QUEUE, node_has_stack=False, stacks_up=2, limit=3) == QUEUE[0]
+    two = {"tests/system/soak/test_soak.py", "tests/system/tenants/"}
+    assert workload.next_unit(QUEUE, node_has_stack=False, stacks_up=two, limit=3) == QUEUE[0]
     # Three up: the worker takes the first unit without a stack.
-    assert workload.next_unit(QUEUE, node_has_stack=False, stacks_up=3, limit=3) == QUEUE[2]
+    assert workload.next_unit(QUEUE, node_has_stack=False, stacks_up=UP, limit=3) == QUEUE[2]
     # A worker holding a stack queues the next stack unit behind it (one after the other).
-    assert workload.next_unit(QUEUE, node_has_stack=True, stacks_up=3, limit=3) == QUEUE[0]
+    assert workload.next_unit(QUEUE, node_has_stack=True, stacks_up=UP, limit=3) == QUEUE[0]
     # Only stack units left and the limit reached: nothing for this worker.
-    assert workload.next_unit(QUEUE[:2], node_has_stack=False, stacks_up=3, limit=3) is None
-    assert workload.next_unit([], node_has_stack=True, stacks_up=0, limit=3) is None
+    assert workload.next_unit(QUEUE[:1], node_has_stack=False, stacks_up=UP, limit=3) is None
+    assert workload.next_unit([], node_has_stack=True, stacks_up=set(), limit=3) is None
+
+
+def test_a_shared_stack_group_joins_the_shared_stack_whatever_the_count():
+    """The groups share one stack: a second group starts none, so the limit does not hold it
+    back (6 Dec: counted as a stack each, they kept the tenants' stack waiting for a place
+    until 569 s of a 675 s run, its last 90 s at 6-70 % of the CPU)."""
+    with_shared = UP - {"tests/system/cluster/test_ha.py"} | {"shared-stack"}
+    assert workload.next_unit(QUEUE, node_has_stack=False, stacks_up=with_shared,
+                              limit=3) == "shared-stack-1"
+    assert workload.next_unit(QUEUE, node_has_stack=False, stacks_up=UP, limit=3) == QUEUE[2]
+    assert workload.stack_of("shared-stack-1") == workload.stack_of("shared-stack-2")
+    assert workload.stack_of("tests/system/soak/test_soak.py") == "tests/system/soak/test_soak.py"
 
 
 AIRFLOW_QUEUE = ["tests/dags/test_start_parity.py", "tests/integration/cli/test_run.py",
@@ -130,7 +146,7 @@ AIRFLOW_QUEUE = ["tests/dags/test_start_parity.py", "tests/integration/cli/test_
 
 def test_a_worker_loads_airflow_only_while_fewer_than_the_limit_have():
     def pick(queue, has, others, limit=2):
-        return workload.next_unit(queue, node_has_stack=False, stacks_up=0, limit=3,
+        return workload.next_unit(queue, node_has_stack=False, stacks_up=set(), limit=3,
                                   node_has_airflow=has, airflow_nodes=others,
                                   airflow_limit=limit)
     assert pick(AIRFLOW_QUEUE, has=False, others=1) == AIRFLOW_QUEUE[0]
@@ -142,7 +158,7 @@ def test_a_worker_loads_airflow_only_while_fewer_than_the_limit_have():
     assert pick(AIRFLOW_QUEUE[::2], has=False, others=2) is None
     assert pick(AIRFLOW_QUEUE[::2], has=False, others=2, limit=3) == AIRFLOW_QUEUE[0]
     # Without a limit (the default), any worker takes them.
-    assert workload.next_unit(AIRFLOW_QUEUE, node_has_stack=False, stacks_up=0, limit=3,
+    assert workload.next_unit(AIRFLOW_QUEUE, node_has_stack=False, stacks_up=set(), limit=3,
                               node_has_airflow=False, airflow_nodes=9) == AIRFLOW_QUEUE[0]
 
 
